@@ -1,0 +1,3 @@
+from irviz.cli import main
+
+raise SystemExit(main())

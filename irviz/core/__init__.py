@@ -1,0 +1,1 @@
+"""The engine: torch + TVM + networkx. Never imports Qt (tests/core/test_layering.py checks)."""
