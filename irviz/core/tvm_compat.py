@@ -1,0 +1,49 @@
+"""The one place that knows TVM-0.27 names (tirx, s_tir, tvm_ffi, runtime.tensor, TensorType).
+
+Import TVM things from here when a name differs from the course, so a TVM upgrade touches one file.
+"""
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import relax, te, topi  # noqa: F401  (re-exported)
+from tvm import tirx  # noqa: F401
+from tvm.script import ir as I  # noqa: F401,E741
+from tvm.script import relax as R  # noqa: F401
+from tvm.script import tirx as T  # noqa: F401
+
+PrimFunc = tvm.tirx.PrimFunc
+GenericConst = tvm.ir.GenericConst
+RuntimeTensor = tvm.runtime.Tensor
+TensorType = relax.TensorType
+
+
+def structural_hash(obj) -> int:
+    return int(tvm_ffi.structural_hash(obj))
+
+
+def structural_equal(a, b) -> bool:
+    return bool(tvm_ffi.structural_equal(a, b))
+
+
+def to_tvm_tensor(array):
+    """numpy array or torch tensor -> tvm.runtime.Tensor (copy)."""
+    if hasattr(array, "detach"):
+        array = array.detach().cpu().contiguous().numpy()
+    return tvm.runtime.tensor(array)
+
+
+def host_target():
+    """llvm with the host's CPU features ("llvm -mcpu=native" strings are rejected in 0.27)."""
+    return tvm.target.Target.from_device(tvm.cpu())
+
+
+def var_name(var) -> str:
+    """relax.Var.name in 0.27 (name_hint in the course); GlobalVar keeps name_hint."""
+    name = getattr(var, "name", None)
+    return name if isinstance(name, str) else var.name_hint
+
+
+def shallow_copy(mod):
+    """copy/deepcopy/pickle of an IRModule segfault in 0.27; this is the safe copy."""
+    return tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
