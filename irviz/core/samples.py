@@ -1,0 +1,47 @@
+"""Sample model files shipped in the irviz.samples package (work after a plain `pip install .`)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from irviz.core.errors import LoadError
+
+# Display order; any other *.py dropped into irviz/samples follows alphabetically.
+_ORDER = ("mlp", "matmul_relu", "mul_add", "small_cnn", "resnet18", "gpt")
+
+
+def samples_dir() -> Path:
+    import irviz.samples
+
+    return Path(irviz.samples.__file__).resolve().parent
+
+
+def _names() -> list[str]:
+    found = {p.stem for p in samples_dir().glob("*.py") if not p.stem.startswith("_")}
+    return [n for n in _ORDER if n in found] + sorted(found.difference(_ORDER))
+
+
+def _description(path: Path) -> str:
+    """First line of the module docstring, read without importing (no torch work)."""
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    except (OSError, SyntaxError, ValueError):
+        return ""
+    return doc.strip().splitlines()[0].strip() if doc and doc.strip() else ""
+
+
+def list_samples() -> list[tuple[str, str]]:
+    """[(name, one-line description)] in display order."""
+    d = samples_dir()
+    return [(n, _description(d / f"{n}.py")) for n in _names()]
+
+
+def sample_path(name: str) -> Path:
+    """Path of the sample model file `name`; LoadError listing the known samples if unknown."""
+    names = _names()
+    if name in names:
+        return samples_dir() / f"{name}.py"
+    raise LoadError(
+        f"Unknown sample {name!r}.",
+        hint=f"Known samples: {', '.join(names)} (use sample:NAME, e.g. sample:{names[0] if names else 'mlp'}).",
+    )
