@@ -383,22 +383,26 @@ class Engine:
 
     # -- views ---------------------------------------------------------------------------------
 
-    def cmd_fx_graph(self, fold=None):
+    def cmd_fx_graph(self, fold_depth="auto", folded=()):
+        """FX graph grouped by module path; folded to <= 400 nodes by default (fold_depth="auto")."""
         self._need_session()
         if self.captured is None:
             raise BadRequest("This session has no FX graph")
-        if self._fx_graph_cache is None or fold is not None:
+        key = (str(fold_depth), tuple(sorted(folded or ())))
+        if self._fx_graph_cache is None or self._fx_graph_cache[0] != key:
             from irviz.core import graph as graph_mod
+            from irviz.core import layout
 
             g = graph_mod.fx_digraph(self.captured.graph)
-            if fold is None:
-                fold = g.number_of_nodes() > FX_FOLD_THRESHOLD
+            depth = fold_depth
+            if depth == "auto":
+                depth = layout.choose_fold_depth(g, "module_path", FX_FOLD_THRESHOLD) if not folded else None
             self.progress(f"Laying out {g.number_of_nodes()} FX nodes", 0.1)
-            result = graph_to_protocol(g, group_attr="module_path", fold=bool(fold))
-            if fold is not None and self._fx_graph_cache is not None:
-                return result
-            self._fx_graph_cache = result
-        return self._fx_graph_cache
+            result = graph_to_protocol(g, group_attr="module_path", fold_depth=depth, folded=folded)
+            result["fold_depth"] = depth
+            result["total_nodes"] = g.number_of_nodes()
+            self._fx_graph_cache = (key, result)
+        return self._fx_graph_cache[1]
 
     def cmd_relax_graph(self, step=None, func="main"):
         st = self._step(step)
@@ -412,7 +416,7 @@ class Engine:
                                  f"(has: {', '.join(names) or 'none'})")
             g = graph_mod.relax_digraph(st.mod, func)
             self.progress(f"Laying out {g.number_of_nodes()} Relax nodes", 0.1)
-            return graph_to_protocol(g, group_attr="group", fold=False)
+            return graph_to_protocol(g, group_attr="group")
 
         return self._cached(st, ("relax_graph", func), compute)
 
@@ -572,16 +576,12 @@ def _callees(func) -> dict:
 # conversions to protocol dicts
 
 
-def graph_to_protocol(g, group_attr: str | None = None, fold: bool = False) -> dict:
+def graph_to_protocol(g, group_attr=None, fold_depth=None, folded=()) -> dict:
     """networkx DiGraph -> the protocol's `graph` dict, laid out by irviz.core.layout."""
     from irviz.core import layout
 
-    laid = layout.layout_graph(g, group_attr=group_attr, fold=fold)
-    if isinstance(laid, dict):
-        return laid
-    if hasattr(laid, "to_dict"):
-        return laid.to_dict()
-    raise TypeError(f"layout_graph returned {type(laid).__name__}")
+    return layout.layout_graph(g, group_attr=group_attr, fold_depth=fold_depth,
+                               folded=tuple(folded or ()))
 
 
 def diff_to_protocol(unified, side_by_side) -> dict:

@@ -1,0 +1,529 @@
+"""EngineBridge: the GUI's only line to the compiler.
+
+Starts `python -m irviz.engine` under QProcess and speaks JSON lines to it (docs/engine_protocol.md).
+Never imports torch or TVM, never blocks the GUI thread: replies arrive through Qt signals.
+
+    bridge = EngineBridge()
+    bridge.stateChanged.connect(view.show_state)
+    rid = bridge.request("open", spec="sample:mlp", pipeline="zero")
+    bridge.request("relax_graph", step=3)          # a newer relax_graph drops the older reply
+
+Crash and cancel: the bridge keeps the session *recipe* (spec, importer, applied passes, planned
+passes, cursor) from the last state it saw. When the engine dies (TVM segfaults) it starts a new one,
+sends `replay` with the recipe, re-emits the state and says what happened with `engineRestarted`.
+`cancel()` is the same with a deliberate kill, so it works in the middle of a pass.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, Signal
+
+# Commands whose successful result is a `state` dict.
+STATE_CMDS = frozenset({"open", "state", "set_pipeline", "step", "back", "run_to_end", "jump", "replay"})
+# By default a newer request of one of these commands supersedes (drops) the older ones.
+DEFAULT_SUPERSEDE = frozenset({"relax_graph", "diff"})
+# Give up replaying after this many engines in a row died while replaying.
+MAX_REPLAY_FAILURES = 2
+# Stop restarting when the engine dies this many times in a row before saying "ready".
+MAX_START_FAILURES = 3
+
+_REPO_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+@dataclass
+class _Request:
+    id: int
+    cmd: str
+    args: dict
+    group: str | None = None
+    internal: bool = False      # sent by the bridge itself (replay); not reported through `replied`
+    stale: bool = False         # superseded: its reply is dropped
+    sent_at: float = 0.0
+    progress_text: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def line(self) -> bytes:
+        msg = {"id": self.id, "cmd": self.cmd, "args": self.args}
+        if self.group is not None:
+            msg["group"] = self.group
+        return (json.dumps(msg) + "\n").encode("utf-8")
+
+
+class EngineBridge(QObject):
+    """Requests in, signals out. One engine process at a time; restarted and replayed on death."""
+
+    replied = Signal(int, str, object)      # id, cmd, result
+    failed = Signal(int, str, dict)         # id, cmd, error {stage, message, hint, detail}
+    progress = Signal(int, str, float)      # id, text, fraction (-1.0 when unknown)
+    busyChanged = Signal(bool)
+    engineRestarted = Signal(str)           # human-readable reason, says where the user is now
+    stateChanged = Signal(dict)             # every state the engine reports (also after replay)
+    engineReady = Signal(int)               # pid of a freshly started engine
+    logLine = Signal(str)                   # one line of the engine's stderr
+
+    def __init__(self, parent: QObject | None = None, *, program: str | None = None,
+                 arguments: list[str] | None = None, env: dict | None = None,
+                 autostart: bool = True):
+        super().__init__(parent)
+        self._program = program or sys.executable
+        self._arguments = list(arguments) if arguments is not None else ["-m", "irviz.engine"]
+        self._extra_env = dict(env or {})
+        self._proc: QProcess | None = None
+        self._generation = 0
+        self._ready = False
+        self._pid = 0
+        self._next_id = 1
+        self._queue: list[_Request] = []            # not sent yet (engine starting)
+        self._inflight: dict[int, _Request] = {}    # sent, in order; engine answers in order
+        self._outbuf = b""
+        self._stderr_tail: deque[str] = deque(maxlen=200)
+        self._errbuf = b""
+        self._busy = False
+        self._state: dict | None = None
+        self._recipe: dict | None = None
+        self._pending_reason: str | None = None     # emitted with engineRestarted once replayed
+        self._replay_failures = 0
+        self._start_failures = 0
+        self._dead_reason: str | None = None
+        self._restarts = 0
+        self.last_restart_seconds: float | None = None
+        self._restart_t0 = 0.0
+        self._shutting_down = False
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
+        if autostart:
+            self.start()
+
+    # ------------------------------------------------------------------------------ public API
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    @property
+    def pid(self) -> int:
+        """pid of the running engine (0 while starting)."""
+        return self._pid if self._ready else 0
+
+    @property
+    def state(self) -> dict | None:
+        """The last state the engine reported."""
+        return self._state
+
+    @property
+    def recipe(self) -> dict | None:
+        """What `replay` needs to rebuild the last good state: spec, importer, applied, planned, cursor."""
+        return None if self._recipe is None else dict(self._recipe)
+
+    @property
+    def restarts(self) -> int:
+        return self._restarts
+
+    def stderr_tail(self, lines: int = 40) -> str:
+        return "\n".join(list(self._stderr_tail)[-lines:])
+
+    def start(self) -> None:
+        """Start the engine (no-op when one is running or starting)."""
+        if self._proc is not None:
+            return
+        self._dead_reason = None
+        self._shutting_down = False
+        self._spawn()
+
+    def request(self, cmd: str, supersede: bool | str | None = None, **args) -> int:
+        """Send `cmd` with `args`; returns the request id used in replied/failed/progress.
+
+        `supersede`: None -> the default for `cmd` (relax_graph and diff supersede), True -> group
+        by cmd, a string -> group by that key, False -> never. A newer request in the same group
+        drops the older ones: unsent ones are never sent, the replies of sent ones are dropped
+        (and the engine skips them if it has not started them yet).
+        """
+        rid = self._next_id
+        self._next_id += 1
+        if supersede is None:
+            group = cmd if cmd in DEFAULT_SUPERSEDE else None
+        elif supersede is True:
+            group = cmd
+        elif supersede is False:
+            group = None
+        else:
+            group = str(supersede)
+        req = _Request(rid, cmd, dict(args), group)
+        if group is not None:
+            self._queue = [r for r in self._queue if r.group != group or r.internal]
+            for r in self._inflight.values():
+                if r.group == group and not r.internal:
+                    r.stale = True
+        if self._dead_reason is not None:
+            # no engine: answer asynchronously so callers always get their signal after request()
+            err = {"stage": "engine", "message": self._dead_reason,
+                   "hint": "Restart the engine (File ▸ Restart engine) or check the log.", "detail": self.stderr_tail()}
+            from PySide6.QtCore import QTimer
+
+            QTimer.singleShot(0, lambda: self.failed.emit(rid, cmd, err))
+            return rid
+        if self._ready:
+            self._send(req)
+        else:
+            self._queue.append(req)
+            if self._proc is None:
+                self._spawn()
+        self._update_busy()
+        return rid
+
+    def cancel(self) -> bool:
+        """Stop whatever the engine is doing: kill it, start a new one, replay to the last state.
+
+        Every request sent or queued fails with stage "cancelled". Returns False when idle."""
+        if not self._busy or self._proc is None:
+            return False
+        running = next((r for r in self._inflight.values() if not r.stale), None)
+        replaying = any(r.internal for r in self._inflight.values()) or any(r.internal for r in self._queue)
+        what = self._describe(running) if running is not None else "the queued requests"
+        doomed = [r for r in list(self._inflight.values()) + self._queue if not r.internal and not r.stale]
+        self._inflight.clear()
+        self._queue.clear()
+        if replaying:
+            # cancelling the replay itself: come back with no model rather than replay again
+            self._recipe = None
+            self._state = None
+            self._pending_reason = f"Cancelled replaying {self._describe_recipe()}."
+        else:
+            self._pending_reason = f"Cancelled {what}."
+        self._kill_current()
+        self._spawn()
+        self._update_busy()
+        for r in doomed:
+            self.failed.emit(r.id, r.cmd, {"stage": "cancelled", "message": f"Cancelled {what}.",
+                                           "hint": None, "detail": None})
+        return True
+
+    def restart(self, reason: str = "Restarted the engine.") -> None:
+        """Kill and restart the engine, replaying the session (queued requests are kept)."""
+        requeue = [r for r in self._inflight.values() if not r.internal and not r.stale]
+        self._inflight.clear()
+        self._queue = [r for r in self._queue if not r.internal]
+        self._queue[0:0] = requeue
+        self._pending_reason = reason
+        self._kill_current()
+        self._dead_reason = None
+        self._spawn()
+        self._update_busy()
+
+    def shutdown(self, timeout_ms: int = 2000) -> None:
+        """Ask the engine to exit (EOF on stdin), kill it if it does not. Blocks up to timeout_ms."""
+        self._shutting_down = True
+        proc = self._proc
+        if proc is None:
+            return
+        self._generation += 1
+        self._proc = None
+        self._ready = False
+        try:
+            proc.closeWriteChannel()
+            if not proc.waitForFinished(timeout_ms):
+                proc.kill()
+                proc.waitForFinished(1000)
+        except RuntimeError:  # already deleted by Qt
+            pass
+
+    def kill_engine(self) -> None:
+        """Test helper: kill the engine process as a crash would (SIGKILL); the bridge restarts it."""
+        if self._proc is not None:
+            self._proc.kill()
+
+    # ------------------------------------------------------------------------------ process
+
+    def _spawn(self) -> None:
+        self._generation += 1
+        gen = self._generation
+        self._ready = False
+        self._pid = 0
+        self._outbuf = b""
+        self._errbuf = b""
+        self._restart_t0 = time.perf_counter()
+        proc = QProcess(self)
+        env = QProcessEnvironment.systemEnvironment()
+        pp = env.value("PYTHONPATH", "")
+        env.insert("PYTHONPATH", _REPO_ROOT + (os.pathsep + pp if pp else ""))
+        env.insert("PYTHONUNBUFFERED", "1")
+        for k, v in self._extra_env.items():
+            env.insert(str(k), str(v))
+        proc.setProcessEnvironment(env)
+        proc.setProgram(self._program)
+        proc.setArguments(self._arguments)
+        proc.readyReadStandardOutput.connect(lambda: self._on_stdout(gen))
+        proc.readyReadStandardError.connect(lambda: self._on_stderr(gen))
+        proc.finished.connect(lambda code, status: self._on_finished(gen, code, status))
+        proc.errorOccurred.connect(lambda err: self._on_error(gen, err))
+        self._proc = proc
+        proc.start()
+
+    def _kill_current(self) -> None:
+        proc = self._proc
+        self._proc = None
+        self._ready = False
+        self._generation += 1          # every signal of the old process is ignored from now on
+        if proc is not None:
+            proc.kill()
+            proc.finished.connect(proc.deleteLater)
+
+    def _send(self, req: _Request) -> None:
+        req.sent_at = time.perf_counter()
+        self._inflight[req.id] = req
+        self._proc.write(req.line())
+
+    def _on_stderr(self, gen: int) -> None:
+        if gen != self._generation or self._proc is None:
+            return
+        self._errbuf += bytes(self._proc.readAllStandardError())
+        *lines, self._errbuf = self._errbuf.split(b"\n")
+        for raw in lines:
+            text = raw.decode("utf-8", "replace").rstrip()
+            self._stderr_tail.append(text)
+            self.logLine.emit(text)
+            if os.environ.get("IRVIZ_ENGINE_LOG"):
+                print(f"[engine] {text}", file=sys.stderr)
+
+    def _on_stdout(self, gen: int) -> None:
+        if gen != self._generation or self._proc is None:
+            return
+        self._outbuf += bytes(self._proc.readAllStandardOutput())
+        while b"\n" in self._outbuf:
+            raw, self._outbuf = self._outbuf.split(b"\n", 1)
+            if gen != self._generation:
+                return      # a handler restarted the engine
+            if not raw.strip():
+                continue
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                self._stderr_tail.append("[stdout] " + raw.decode("utf-8", "replace"))
+                continue
+            self._on_message(msg)
+
+    def _on_message(self, msg: dict) -> None:
+        if msg.get("event") == "ready":
+            self._on_ready(int(msg.get("pid") or 0))
+            return
+        rid = msg.get("id")
+        if "progress" in msg:
+            req = self._inflight.get(rid)
+            if req is None or req.stale:
+                return
+            req.progress_text = str(msg["progress"])
+            frac = msg.get("fraction")
+            self.progress.emit(rid, req.progress_text, float(frac) if frac is not None else -1.0)
+            return
+        req = self._inflight.pop(rid, None)
+        if req is None:
+            return
+        ok = bool(msg.get("ok"))
+        state = None
+        if ok and req.cmd in STATE_CMDS and isinstance(msg.get("result"), dict):
+            state = msg["result"]
+        elif not ok and isinstance(msg.get("state"), dict):
+            state = msg["state"]
+        if req.internal:
+            self._on_replay_reply(ok, msg, state)
+        else:
+            if state is not None:
+                self._take_state(state)
+            if not req.stale:
+                if ok:
+                    self.replied.emit(req.id, req.cmd, msg.get("result"))
+                else:
+                    err = msg.get("error") or {}
+                    if err.get("stage") != "superseded":
+                        self.failed.emit(req.id, req.cmd, dict(err))
+            if state is not None:
+                self.stateChanged.emit(state)
+        self._update_busy()
+
+    def _on_ready(self, pid: int) -> None:
+        self._ready = True
+        self._pid = pid
+        self._start_failures = 0
+        self.engineReady.emit(pid)
+        if self._pending_reason is not None and self._recipe is not None:
+            replay = _Request(self._next_id, "replay", dict(self._recipe), internal=True)
+            self._next_id += 1
+            self._send(replay)
+        elif self._pending_reason is not None:
+            self._finish_restart(self._pending_reason + " Restarted with no model open.", None)
+        queue, self._queue = self._queue, []
+        for r in queue:
+            self._send(r)
+        self._update_busy()
+
+    def _on_replay_reply(self, ok: bool, msg: dict, state: dict | None) -> None:
+        reason = self._pending_reason or "The engine restarted."
+        if ok and state is not None:
+            self._replay_failures = 0
+            self._take_state(state)
+            self._finish_restart(f"{reason} Restarted and replayed to step {state.get('cursor', 0)}.", state)
+        else:
+            err = msg.get("error") or {}
+            self._recipe = None
+            if state is not None:
+                self._take_state(state)
+            self._finish_restart(f"{reason} Restarted, but replaying the session failed: "
+                                 f"{err.get('message', 'unknown error')}", state)
+
+    def _finish_restart(self, text: str, state: dict | None) -> None:
+        self._pending_reason = None
+        self._restarts += 1
+        self.last_restart_seconds = time.perf_counter() - self._restart_t0
+        if state is not None:
+            self.stateChanged.emit(state)
+        elif self._recipe is None:
+            self._state = None
+            self.stateChanged.emit(_EMPTY_STATE.copy())
+        self.engineRestarted.emit(text)
+
+    def _take_state(self, state: dict) -> None:
+        self._state = state
+        if state.get("spec") and state.get("steps"):
+            self._recipe = {
+                "spec": state["spec"],
+                "importer": state.get("importer") or "exported_program",
+                "applied": [{"name": s["pass"], "params": s.get("params") or {}} for s in state["steps"][1:]],
+                "planned": [{"name": p["name"], "params": p.get("params") or {}}
+                            for p in state.get("planned") or []],
+                "cursor": int(state.get("cursor") or 0),
+            }
+
+    def _on_error(self, gen: int, err) -> None:
+        if gen != self._generation:
+            return
+        if err == QProcess.ProcessError.FailedToStart:
+            self._declare_dead(f"Could not start the engine ({self._program} "
+                               f"{' '.join(self._arguments)}): {self._proc.errorString() if self._proc else ''}")
+        # Crashed / read/write errors are followed by `finished`, handled there.
+
+    def _on_finished(self, gen: int, code: int, status) -> None:
+        if gen != self._generation or self._shutting_down:
+            return
+        proc = self._proc
+        # replies written just before dying are still worth reading
+        if proc is not None:
+            self._on_stdout(gen)
+            self._on_stderr(gen)
+            if gen != self._generation:
+                return
+        was_ready = self._ready
+        self._proc = None
+        self._ready = False
+        if proc is not None:
+            proc.deleteLater()
+        if status == QProcess.ExitStatus.CrashExit:
+            how = f"crashed (signal {code})" if code else "crashed"
+        else:
+            how = f"exited (code {code})"
+        if not was_ready:
+            self._start_failures += 1
+            if self._start_failures >= MAX_START_FAILURES:
+                self._declare_dead(f"The engine {how} before it was ready, {self._start_failures} times "
+                                   f"in a row. Last log lines:\n{self.stderr_tail(15)}")
+                return
+        inflight = list(self._inflight.values())
+        self._inflight.clear()
+        culprit = next((r for r in inflight if not r.stale or r.internal), None)
+        if culprit is not None and culprit.internal:
+            self._replay_failures += 1
+            if self._replay_failures >= MAX_REPLAY_FAILURES:
+                prev = self._pending_reason or ""
+                self._pending_reason = (f"{prev} The engine {how} again while replaying "
+                                        f"{self._describe_recipe()}; gave up replaying.").strip()
+                self._recipe = None
+            # else: the same reason is kept, and the replay is tried once more
+            reason_set = True
+        else:
+            reason_set = False
+        culprit_error = None
+        if culprit is not None and not culprit.internal:
+            text = f"The engine {how} while running {self._describe(culprit)}."
+            culprit_error = {
+                "stage": "engine", "message": text,
+                "hint": "The engine was restarted and the session replayed to the last good step.",
+                "detail": self.stderr_tail()}
+            self._pending_reason = text
+        elif not reason_set:
+            self._pending_reason = f"The engine {how} while idle." if was_ready else \
+                f"The engine {how} while starting."
+        # innocent requests sent after the culprit are sent again once the engine is back
+        requeue = [r for r in inflight if r is not culprit and not r.stale and not r.internal]
+        self._queue[0:0] = requeue
+        self._spawn()
+        self._update_busy()
+        if culprit_error is not None:
+            self.failed.emit(culprit.id, culprit.cmd, culprit_error)
+
+    def _declare_dead(self, reason: str) -> None:
+        self._dead_reason = reason
+        proc, self._proc = self._proc, None
+        self._generation += 1
+        self._ready = False
+        if proc is not None:
+            proc.kill()
+            proc.deleteLater()
+        err = {"stage": "engine", "message": reason, "hint": "Check the log; restart the engine.",
+               "detail": self.stderr_tail()}
+        doomed = [r for r in list(self._inflight.values()) + self._queue if not r.internal and not r.stale]
+        self._inflight.clear()
+        self._queue.clear()
+        self._pending_reason = None
+        self._update_busy()
+        for r in doomed:
+            self.failed.emit(r.id, r.cmd, dict(err))
+
+    # ------------------------------------------------------------------------------ helpers
+
+    def _describe(self, req: _Request) -> str:
+        """"`step` (FuseTIR)" — the command and, when known, the pass or stage it was in."""
+        detail = ""
+        if req.cmd == "step" and self._state:
+            planned = self._state.get("planned") or []
+            steps = self._state.get("steps") or []
+            cursor = self._state.get("cursor", 0)
+            if steps and cursor < len(steps) - 1:
+                detail = steps[cursor + 1].get("pass", "")
+            elif planned:
+                detail = planned[0].get("name", "")
+        text = req.progress_text
+        if not detail and text:
+            detail = text[len("Applying "):].split(" (")[0] if text.startswith("Applying ") else text
+        if not detail:
+            for key in ("spec", "step", "name", "index"):
+                if key in req.args:
+                    detail = f"{key} {req.args[key]}"
+                    break
+        return f"`{req.cmd}` ({detail})" if detail else f"`{req.cmd}`"
+
+    def _describe_recipe(self) -> str:
+        r = self._recipe
+        if not r:
+            return "the session"
+        return f"{r['spec']} to step {r['cursor']}"
+
+    def _update_busy(self) -> None:
+        busy = bool(self._inflight or self._queue or self._pending_reason is not None)
+        if busy != self._busy:
+            self._busy = busy
+            self.busyChanged.emit(busy)
+
+
+_EMPTY_STATE = {"model": None, "spec": None, "importer": None, "cursor": 0, "error": None, "steps": [],
+                "planned": [], "relax_functions": [], "tir_functions": []}
