@@ -1,0 +1,285 @@
+"""The course's own Relax passes, written the course's way (relax.PyExprMutator).
+
+* ``EwiseFMA``        multiply + add  ->  R.ewise_fma, then remove_all_unused (chapter "Pattern
+                      Matching and Rewriting").
+* ``MatmulAddFuse``   matmul + add  ->  call of a new ``Primitive`` sub-function
+                      ``fused_matmul_addN`` (chapter "Fuse Linear and ReLU").
+* ``LowerToTensorIR`` high-level ops -> ``call_tir`` of TOPI-generated PrimFuncs via
+                      ``bb.call_te`` (chapter "Map to TensorIR Calls"); follow it with FuseTIR.
+
+``R.ewise_fma`` has no legalization in TVM 0.27; :data:`CUSTOM_LEGALIZE_MAP` supplies one and
+irviz's LegalizeOps pass always passes it, so ``EwiseFMA -> LegalizeOps`` builds.
+
+Plain TVM + Python: never imports Qt.
+"""
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import IRModule, relax, te, topi
+
+__all__ = [
+    "CUSTOM_LEGALIZE_MAP",
+    "EwiseFMA",
+    "EwiseFMARewriter",
+    "LOWER_OP_MAP",
+    "LowerToTensorIR",
+    "LowerToTensorIRMutator",
+    "MatmulAddFuse",
+    "MatmulAddFusor",
+    "legalize_ewise_fma",
+]
+
+
+def _is_primitive(func) -> bool:
+    attrs = func.attrs
+    return attrs is not None and "Primitive" in attrs.keys() and int(attrs["Primitive"]) != 0
+
+
+def _tensor_ty(expr):
+    ty = getattr(expr, "ty", None)
+    return ty if isinstance(ty, relax.TensorType) else None
+
+
+def _same_shape_dtype(*exprs) -> bool:
+    """True when all are tensors of one dtype with the same known shape (what ewise_fma needs)."""
+    tys = [_tensor_ty(e) for e in exprs]
+    if any(t is None or t.shape is None for t in tys):
+        return False
+    first = tys[0]
+    return all(
+        t.dtype == first.dtype and tvm_ffi.structural_equal(t.shape, first.shape) for t in tys[1:]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# ewise_fma legalization (used by LegalizeOps and by LowerToTensorIR)
+
+
+def _te_ewise_fma(a, b, c):
+    return te.compute(a.shape, lambda *i: a(*i) * b(*i) + c(*i), name="ewise_fma")
+
+
+def legalize_ewise_fma(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+    """FLegalize for relax.ewise_fma: a * b + c as one TE compute."""
+    return bb.call_te(_te_ewise_fma, *call.args, primfunc_name_hint="ewise_fma")
+
+
+CUSTOM_LEGALIZE_MAP = {"relax.ewise_fma": legalize_ewise_fma}
+
+
+# ---------------------------------------------------------------------------------------------
+# EwiseFMA
+
+
+@relax.expr_functor.mutator
+class EwiseFMARewriter(relax.PyExprMutator):
+    """add(multiply(a, b), c) -> ewise_fma(a, b, c), as in the course."""
+
+    def __init__(self, mod: IRModule | None = None) -> None:
+        super().__init__(mod)
+        self.add_op = tvm.ir.Op.get("relax.add")
+        self.multiply_op = tvm.ir.Op.get("relax.multiply")
+        self.ewise_fma_op = tvm.ir.Op.get("relax.ewise_fma")
+
+    def visit_call_(self, call):
+        call = self.visit_expr_post_order(call)
+        if call.op != self.add_op:
+            return call
+        value = self.lookup_binding(call.args[0])
+        if not isinstance(value, relax.Call) or value.op != self.multiply_op:
+            return call
+        a, b, c = value.args[0], value.args[1], call.args[1]
+        # ewise_fma has no broadcasting: only rewrite when all three agree (else TVM rejects it)
+        if not _same_shape_dtype(a, b, c, call):
+            return call
+        return relax.Call(self.ewise_fma_op, [a, b, c], None, None)
+
+
+@tvm.ir.transform.module_pass(opt_level=0, name="EwiseFMA")
+class EwiseFMA:
+    """Rewrite multiply+add into R.ewise_fma in every non-primitive Relax function."""
+
+    def transform_module(self, mod: IRModule, ctx) -> IRModule:
+        rewriter = EwiseFMARewriter(mod)
+        for global_var, func in mod.functions.items():
+            if not isinstance(func, relax.Function) or _is_primitive(func):
+                continue
+            updated = rewriter.visit_expr(func)
+            updated = relax.analysis.remove_all_unused(updated)
+            rewriter.builder_.update_func(global_var, updated)
+        return rewriter.builder_.get()
+
+
+# ---------------------------------------------------------------------------------------------
+# MatmulAddFuse
+
+
+@relax.expr_functor.mutator
+class MatmulAddFusor(relax.PyExprMutator):
+    """The course's fusor: add(matmul(x, w), b) -> fused_matmul_addN(x, w, b), Primitive=1."""
+
+    def __init__(self, mod: IRModule) -> None:
+        super().__init__(mod)
+        self.mod_ = mod
+        self.add_op = tvm.ir.Op.get("relax.add")
+        self.matmul_op = tvm.ir.Op.get("relax.matmul")
+        self.counter = 0
+        self._taken = {gv.name_hint for gv in mod.get_global_vars()}
+
+    def transform(self) -> IRModule:
+        for global_var, func in self.mod_.functions.items():
+            if not isinstance(func, relax.Function) or _is_primitive(func):
+                continue
+            updated_func = self.visit_expr(func)
+            updated_func = relax.analysis.remove_all_unused(updated_func)
+            self.builder_.update_func(global_var, updated_func)
+        return self.builder_.get()
+
+    def _next_name(self) -> str:
+        while f"fused_matmul_add{self.counter}" in self._taken:
+            self.counter += 1
+        name = f"fused_matmul_add{self.counter}"
+        self._taken.add(name)
+        self.counter += 1
+        return name
+
+    def visit_call_(self, call):
+        call = self.visit_expr_post_order(call)
+
+        def match_call(node, op):
+            return isinstance(node, relax.Call) and node.op == op
+
+        if not match_call(call, self.add_op):
+            return call
+        value = self.lookup_binding(call.args[0])
+        if value is None or not match_call(value, self.matmul_op):
+            return call
+        x, w, b = value.args[0], value.args[1], call.args[1]
+        if any(_tensor_ty(e) is None for e in (x, w, b)):
+            return call
+        param_x = relax.Var("x", relax.TensorType(x.ty.shape, x.ty.dtype))
+        param_w = relax.Var("w", relax.TensorType(w.ty.shape, w.ty.dtype))
+        param_b = relax.Var("b", relax.TensorType(b.ty.shape, b.ty.dtype))
+        out_dtype = value.attrs.out_dtype if value.attrs is not None else None
+        bb = relax.BlockBuilder()
+        fn_name = self._next_name()
+        with bb.function(fn_name, [param_x, param_w, param_b]):
+            with bb.dataflow():
+                lv0 = bb.emit(relax.op.matmul(param_x, param_w, out_dtype=out_dtype))
+                gv = bb.emit_output(relax.op.add(lv0, param_b))
+            bb.emit_func_output(gv)
+        fused_fn = bb.get()[fn_name].with_attr("Primitive", 1)
+        global_var = self.builder_.add_func(fused_fn, fn_name)
+        return relax.Call(global_var, [x, w, b], None, None)
+
+
+@tvm.ir.transform.module_pass(opt_level=2, name="MatmulAddFuse")
+class MatmulAddFuse:
+    """Fuse matmul+add pairs into Primitive sub-functions fused_matmul_add0, 1, ..."""
+
+    def transform_module(self, mod: IRModule, ctx) -> IRModule:
+        return MatmulAddFusor(mod).transform()
+
+
+# ---------------------------------------------------------------------------------------------
+# LowerToTensorIR
+
+
+def _ndim(expr) -> int:
+    ty = _tensor_ty(expr)
+    return -1 if ty is None else ty.ndim
+
+
+def map_matmul(bb, call):
+    x, w = call.args
+    if _ndim(x) != 2 or _ndim(w) != 2:
+        return None  # topi.nn.matmul is 2-D only; leave it to LegalizeOps
+    out_dtype = call.attrs.out_dtype if call.attrs is not None else None
+    if out_dtype and str(out_dtype) not in ("", "void", x.ty.dtype):
+        return None
+    return bb.call_te(topi.nn.matmul, x, w)
+
+
+def _binary(fn):
+    def lower(bb, call):
+        a, b = call.args
+        if _tensor_ty(a) is None or _tensor_ty(b) is None:
+            return None
+        return bb.call_te(fn, a, b)
+
+    return lower
+
+
+def _unary(fn):
+    def lower(bb, call):
+        if _tensor_ty(call.args[0]) is None:
+            return None
+        return bb.call_te(fn, call.args[0])
+
+    return lower
+
+
+def map_permute_dims(bb, call):
+    axes = call.attrs.axes if call.attrs is not None else None
+    axes = None if axes is None else [int(a) for a in axes]
+    return bb.call_te(topi.transpose, call.args[0], axes)
+
+
+def map_ewise_fma(bb, call):
+    if not _same_shape_dtype(*call.args):
+        return None
+    return bb.call_te(_te_ewise_fma, *call.args)
+
+
+LOWER_OP_MAP = {
+    "relax.matmul": map_matmul,
+    "relax.add": _binary(topi.add),
+    "relax.subtract": _binary(topi.subtract),
+    "relax.multiply": _binary(topi.multiply),
+    "relax.nn.relu": _unary(topi.nn.relu),
+    "relax.permute_dims": map_permute_dims,
+    "relax.ewise_fma": map_ewise_fma,
+    "relax.exp": _unary(topi.exp),
+    "relax.tanh": _unary(topi.tanh),
+    "relax.sigmoid": _unary(topi.sigmoid),
+}
+
+
+@relax.expr_functor.mutator
+class LowerToTensorIRMutator(relax.PyExprMutator):
+    """The course's LowerToTensorIR: op_map[op](bb, call) -> bb.call_te(topi..., args).
+
+    A mapping function may return None to leave a call alone (e.g. a 3-D matmul).
+    """
+
+    def __init__(self, mod: IRModule, op_map=None) -> None:
+        super().__init__(mod)
+        self.mod_ = mod
+        op_map = LOWER_OP_MAP if op_map is None else op_map
+        self.op_map = {tvm.ir.Op.get(k): v for k, v in op_map.items()}
+
+    def visit_call_(self, call):
+        call = self.visit_expr_post_order(call)
+        lower = self.op_map.get(call.op) if isinstance(call.op, tvm.ir.Op) else None
+        if lower is not None:
+            new = lower(self.builder_, call)
+            if new is not None:
+                return new
+        return call
+
+    def transform(self) -> IRModule:
+        for global_var, func in self.mod_.functions.items():
+            if not isinstance(func, relax.Function):
+                continue
+            updated_func = self.visit_expr(func)
+            self.builder_.update_func(global_var, updated_func)
+        return self.builder_.get()
+
+
+@tvm.ir.transform.module_pass(opt_level=0, name="LowerToTensorIR")
+class LowerToTensorIR:
+    """Lower matmul/add/relu/permute_dims/... to call_tir of TOPI PrimFuncs (course op map)."""
+
+    def transform_module(self, mod: IRModule, ctx) -> IRModule:
+        return LowerToTensorIRMutator(mod, LOWER_OP_MAP).transform()
