@@ -451,7 +451,14 @@ class Engine:
         s = self._need_session()
         sa = self._step(a if a is not None else max(0, s.cursor - 1))
         sb = self._step(b if b is not None else s.cursor)
-        return self._cached(sb, ("diff", sa.index, id(sa)), lambda: diff_to_protocol(*s.diff(sa.index, sb.index)))
+
+        def compute():
+            from irviz.core import diff as diff_mod
+
+            return diff_to_protocol(diff_mod.unified_diff(sa.mod, sb.mod),
+                                    diff_mod.side_by_side(sa.mod, sb.mod))
+
+        return self._cached(sb, ("diff", sa.index, id(sa)), compute)
 
     def cmd_provenance(self, step=None):
         st = self._step(step)
@@ -589,6 +596,9 @@ def diff_to_protocol(unified, side_by_side) -> dict:
     for fd in side_by_side or []:
         if isinstance(fd, dict):
             funcs.append(fd)
+            continue
+        if hasattr(fd, "to_dict"):
+            funcs.append(fd.to_dict())
             continue
         rows = []
         for r in getattr(fd, "rows", []) or []:
