@@ -1,0 +1,496 @@
+"""Load a model the user names: a Python model file, FILE.py:FACTORY, a .pt2, or sample:NAME.
+
+Model-file contract: the file defines `get_model()` returning `(module, example_inputs)`, a
+torch.nn.Module and a tuple of tensors.  `FILE.py:NAME` calls `NAME()` instead (same contract).
+An optional `get_dynamic_shapes()` returns what torch.export's `dynamic_shapes=` expects.
+
+Every failure is a LoadError with a specific message and hint; the traceback text goes into
+`.detail` only.  Each load executes the file afresh under a unique module name, so editing the
+file and loading it again picks up the edits.
+"""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import re
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from irviz.core.errors import LoadError
+
+DEFAULT_FACTORY = "get_model"
+DYNAMIC_SHAPES_FUNC = "get_dynamic_shapes"
+CONTRACT = "get_model() must return (module, example_inputs): a torch.nn.Module and a tuple of tensors"
+
+_counter = itertools.count()
+_loaded_names: dict[str, str] = {}  # resolved path -> sys.modules name of its latest load
+
+
+@dataclass
+class LoadedModel:
+    module: torch.nn.Module  # eval mode
+    example_inputs: tuple  # tuple[torch.Tensor, ...]
+    spec: str  # what the user typed: "path.py", "path.py:factory", "x.pt2", "sample:mlp"
+    name: str  # short display name ("mlp", "my_model")
+    exported: "torch.export.ExportedProgram | None" = None  # set when loaded from .pt2
+    dynamic_shapes: object = None  # from a model file's get_dynamic_shapes()
+
+
+# ---------------------------------------------------------------------------------------------
+# spec parsing
+
+
+def parse_spec(spec: str) -> tuple[str, str | None, str | None]:
+    """-> (kind, path_or_name, factory): kind is "sample" | "file"."""
+    spec = spec.strip()
+    if spec.startswith("sample:"):
+        return "sample", spec[len("sample:"):].strip(), None
+    # FILE.py:NAME — split on the last colon only when the right side is an identifier, so
+    # Windows drive letters ("C:\\m.py") and colons inside directory names stay in the path.
+    m = re.match(r"^(.*\.(?:py|pt2)):([A-Za-z_][A-Za-z0-9_]*)$", spec)
+    if m:
+        return "file", m.group(1), m.group(2)
+    if ":" in spec and not Path(spec).exists():
+        head, _, tail = spec.rpartition(":")
+        if tail.isidentifier() and head:
+            return "file", head, tail
+    return "file", spec, None
+
+
+def load_model(spec: str) -> LoadedModel:
+    """Load what the user named; LoadError (message + hint, traceback in .detail) on any problem."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise LoadError("No model given.", hint=_usage_hint())
+    kind, target, factory = parse_spec(spec)
+    if kind == "sample":
+        from irviz.core.samples import sample_path
+
+        if not target:
+            raise LoadError("sample: needs a name.", hint=_known_samples_hint())
+        path = sample_path(target)
+        loaded = _load_py(path, DEFAULT_FACTORY, spec)
+        loaded.name = target
+        return loaded
+
+    path = Path(target).expanduser()
+    if not path.exists():
+        raise LoadError(f"No such file: {target}", hint=_missing_hint(path))
+    if path.is_dir():
+        raise LoadError(
+            f"{target} is a directory, not a model file.",
+            hint="Give a .py file that defines get_model(), or a .pt2 saved with torch.export.save.",
+        )
+    suffix = path.suffix.lower()
+    if suffix == ".py":
+        return _load_py(path.resolve(), factory or DEFAULT_FACTORY, spec)
+    if suffix == ".pt2":
+        if factory:
+            raise LoadError(
+                f"A .pt2 file has no factories: {spec!r}.",
+                hint=f"Load it as {target} (the :NAME form is for .py model files).",
+            )
+        return _load_pt2(path.resolve(), spec)
+    raise LoadError(
+        f"Unknown model file type {path.suffix or '(no extension)'!r}: {target}",
+        hint="irviz loads a .py model file (defining get_model()), a .pt2 from torch.export.save, "
+        "or sample:NAME.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# .py model files
+
+
+def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
+    shown = _shown(path)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise LoadError(f"Cannot read {shown}: {e}", hint="Check the file's permissions and encoding (UTF-8).",
+                        detail=traceback.format_exc()) from None
+    try:
+        compile(source, str(path), "exec")
+    except SyntaxError as e:
+        where = f"{shown}:{e.lineno}" if e.lineno else shown
+        code = (e.text or "").strip()
+        raise LoadError(
+            f"Syntax error in {where}: {e.msg}" + (f"\n    {code}" if code else ""),
+            hint="Fix the Python syntax in the model file and load it again.",
+            detail=traceback.format_exc(),
+        ) from None
+
+    module = _exec_file(path, shown)
+
+    fn = getattr(module, factory, None)
+    if fn is None:
+        defined = _defined_callables(module)
+        listing = ", ".join(defined) if defined else "none"
+        if factory == DEFAULT_FACTORY:
+            raise LoadError(
+                f"{shown} does not define get_model(). Callables it defines: {listing}.",
+                hint="Add get_model() returning (module, example_inputs), or pick another factory with "
+                f"{shown}:NAME.",
+            )
+        raise LoadError(
+            f"{shown} has no factory {factory!r}. Callables it defines: {listing}.",
+            hint=f"Use {shown}:NAME with one of the names above; the factory must return "
+            "(module, example_inputs).",
+        )
+    if not callable(fn):
+        raise LoadError(
+            f"{shown}: {factory} is a {type(fn).__name__}, not a function.",
+            hint=f"Define {factory}() as a function returning (module, example_inputs).",
+        )
+
+    dirpath = str(path.parent)
+    with _sys_path(dirpath), _forget_new_local_modules(dirpath):
+        try:
+            result = fn()
+        except Exception as e:  # noqa: BLE001 - the user's code can raise anything
+            raise LoadError(
+                f"{factory}() in {shown} raised {_exc_line(e)}{_user_frame(e, path)}",
+                hint=f"Fix {factory}() so it returns (module, example_inputs); run the file with python to debug.",
+                detail=traceback.format_exc(),
+            ) from None
+    module_obj, inputs = _check_result(result, f"{factory}()", shown)
+
+    dynamic_shapes = None
+    dyn_fn = getattr(module, DYNAMIC_SHAPES_FUNC, None)
+    if callable(dyn_fn):
+        try:
+            dynamic_shapes = dyn_fn()
+        except Exception as e:  # noqa: BLE001
+            raise LoadError(
+                f"{DYNAMIC_SHAPES_FUNC}() in {shown} raised {_exc_line(e)}{_user_frame(e, path)}",
+                hint="get_dynamic_shapes() must return what torch.export's dynamic_shapes= accepts "
+                "(e.g. {'x': {0: torch.export.Dim('batch')}}).",
+                detail=traceback.format_exc(),
+            ) from None
+
+    module_obj.eval()
+    _check_forward(module_obj, inputs, shown, path)
+    name = path.stem if factory == DEFAULT_FACTORY else f"{path.stem}:{factory}"
+    return LoadedModel(module=module_obj, example_inputs=inputs, spec=spec, name=name,
+                       dynamic_shapes=dynamic_shapes)
+
+
+def _exec_file(path: Path, shown: str):
+    """Execute the file as a fresh module with a unique name (older loads of it are dropped)."""
+    key = str(path)
+    old = _loaded_names.pop(key, None)
+    if old:
+        sys.modules.pop(old, None)
+    modname = f"_irviz_model_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(modname, path)
+    if spec is None or spec.loader is None:
+        raise LoadError(f"Cannot import {shown}.", hint="Give a .py model file.")
+    module = importlib.util.module_from_spec(spec)
+    # registered while it runs (dataclasses, pickling and torch look classes up by module name)
+    sys.modules[modname] = module
+    dirpath = str(path.parent)
+    try:
+        with _sys_path(dirpath), _forget_new_local_modules(dirpath):
+            spec.loader.exec_module(module)
+    except BaseException as e:  # noqa: BLE001 - includes SystemExit from a script-style file
+        sys.modules.pop(modname, None)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        if isinstance(e, SystemExit):
+            msg = f"{shown} called sys.exit({e.code!r}) while being imported"
+        else:
+            msg = f"Error while importing {shown}: {_exc_line(e)}{_user_frame(e, path)}"
+        raise LoadError(
+            msg,
+            hint="The file is executed when loaded; guard script code with `if __name__ == \"__main__\":` "
+            "and check its imports.",
+            detail=traceback.format_exc(),
+        ) from None
+    _loaded_names[key] = modname
+    return module
+
+
+def _defined_callables(module) -> list[str]:
+    out = []
+    for k, v in vars(module).items():
+        if k.startswith("__") or not callable(v):
+            continue
+        if getattr(v, "__module__", None) == module.__name__:
+            out.append(k)
+    return out
+
+
+def _check_result(result, what: str, shown: str) -> tuple[torch.nn.Module, tuple]:
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        got = _describe(result)
+        raise LoadError(
+            f"{what} in {shown} returned {got}; expected a pair (module, example_inputs).",
+            hint=f"{CONTRACT}, e.g. `return MyNet().eval(), (torch.randn(1, 3, 224, 224),)`.",
+        )
+    module, inputs = result
+    if not isinstance(module, torch.nn.Module):
+        raise LoadError(
+            f"{what} in {shown} returned {_describe(module)} as the module; expected a torch.nn.Module.",
+            hint=CONTRACT + ".",
+        )
+    if isinstance(inputs, torch.Tensor):
+        raise LoadError(
+            f"{what} in {shown} returned a single tensor as example_inputs; expected a tuple of tensors.",
+            hint="Wrap it in a tuple: `return model, (x,)`.",
+        )
+    if isinstance(inputs, list):
+        inputs = tuple(inputs)
+    if not isinstance(inputs, tuple):
+        raise LoadError(
+            f"{what} in {shown} returned {_describe(inputs)} as example_inputs; expected a tuple of tensors.",
+            hint="Return `model, (x,)` with one tensor per forward() argument.",
+        )
+    for i, t in enumerate(inputs):
+        if not isinstance(t, torch.Tensor):
+            raise LoadError(
+                f"example_inputs[{i}] from {what} in {shown} is {_describe(t)}; every example input must be "
+                "a torch.Tensor.",
+                hint="Pass tensors only (constants belong inside the module); one tensor per forward() argument.",
+            )
+    return module, inputs
+
+
+def _check_forward(module, inputs, shown: str, path: Path | None) -> None:
+    try:
+        with torch.no_grad():
+            module(*inputs)
+    except Exception as e:  # noqa: BLE001
+        shapes = ", ".join(f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}" for t in inputs)
+        raise LoadError(
+            f"The model's forward raised {_exc_line(e)} on the example inputs ({shapes})"
+            f"{_user_frame(e, path) if path else ''}",
+            hint="The example inputs must run through forward() in plain PyTorch; check their shapes and dtypes.",
+            detail=traceback.format_exc(),
+        ) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# .pt2
+
+
+def _load_pt2(path: Path, spec: str) -> LoadedModel:
+    shown = _shown(path)
+    quiet = _quiet_logger("torch.export")
+    try:
+        with quiet:
+            ep = torch.export.load(str(path))
+    except Exception as e:  # noqa: BLE001
+        logged = "\n".join(quiet.messages)
+        cause = _exc_line(e)
+        if "check the warnings above" in cause and logged:  # the real error was only logged
+            cause = logged.strip().splitlines()[-1].strip().split(". This is an internal")[0]
+            if len(cause) > 300:
+                cause = cause[:300] + "..."
+        raise LoadError(
+            f"{shown} is not a readable torch.export archive: {cause}",
+            hint="Save the program with torch.export.save(torch.export.export(model, args), 'model.pt2') "
+            "(with a compatible torch version); torch.save checkpoints are not .pt2 programs.",
+            detail=(logged + "\n" if logged else "") + traceback.format_exc(),
+        ) from None
+    ex = getattr(ep, "example_inputs", None)
+    if not ex:
+        raise LoadError(
+            f"{shown} has no example inputs stored.",
+            hint="Export with torch.export.export(model, args) and save that program, so the inputs are kept.",
+        )
+    args, kwargs = ex
+    if kwargs:
+        raise LoadError(
+            f"{shown} was exported with keyword inputs ({', '.join(kwargs)}); irviz passes inputs positionally.",
+            hint="Export with positional example inputs only.",
+        )
+    try:
+        module = ep.module()
+    except Exception as e:  # noqa: BLE001
+        raise LoadError(f"Cannot rebuild a module from {shown}: {_exc_line(e)}",
+                        hint="Re-export the model with this torch version.", detail=traceback.format_exc()) from None
+    _pt2_eval(module)
+    inputs = tuple(args)
+    for i, t in enumerate(inputs):
+        if not isinstance(t, torch.Tensor):
+            raise LoadError(f"Example input {i} stored in {shown} is {_describe(t)}, not a tensor.",
+                            hint="Export with tensor inputs only.")
+    _check_forward(module, inputs, shown, None)
+    return LoadedModel(module=module, example_inputs=inputs, spec=spec, name=path.stem, exported=ep)
+
+
+def _pt2_eval(module) -> None:
+    """ep.module() refuses .eval(); the exported graph already fixed train/eval behaviour."""
+    try:
+        module.eval()
+    except NotImplementedError:
+        for m in module.modules():  # flag only: the exported graph is already specialised
+            m.training = False
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _shown(path: Path) -> str:
+    """Path as short as possible for messages (relative to cwd when inside it)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _describe(x) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)}"
+    if isinstance(x, (tuple, list)):
+        inner = ", ".join(type(v).__name__ for v in list(x)[:4]) + (", ..." if len(x) > 4 else "")
+        return f"a {type(x).__name__} of {len(x)} item(s) ({inner})"
+    if x is None:
+        return "None"
+    name = type(x).__name__ if type(x).__module__ == "builtins" else f"{type(x).__module__}.{type(x).__qualname__}"
+    return ("an " if name[0] in "aeiouAEIOU" else "a ") + name
+
+
+def _exc_line(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()
+    first = msg[0] if msg else ""
+    if len(first) > 300:
+        first = first[:300] + "..."
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+def _user_frame(e: BaseException, path: Path | None) -> str:
+    """'\\n    at file.py:LINE: code' for the deepest traceback frame in the user's file (or dir)."""
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return ""
+    pick = None
+    if path is not None:
+        target = str(path)
+        for fr in frames:
+            if _same_file(fr.filename, target):
+                pick = fr
+        if pick is None:  # e.g. a helper module next to the model file
+            parent = str(path.parent)
+            for fr in frames:
+                if fr.filename.startswith(parent) and "site-packages" not in fr.filename:
+                    pick = fr
+    else:
+        for fr in frames:
+            if "site-packages" not in fr.filename and "/torch/" not in fr.filename:
+                pick = fr
+    if pick is None:
+        return ""
+    code = (pick.line or "").strip()
+    return f"\n    at {Path(pick.filename).name}:{pick.lineno}" + (f": {code}" if code else "")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return a == b or Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
+
+class _quiet_logger:
+    """torch.export.load logs a full traceback before raising; the LoadError carries it instead."""
+
+    def __init__(self, name: str):
+        import logging
+
+        self.logger = logging.getLogger(name)
+        self.messages: list[str] = []
+        outer = self
+
+        class _Keep(logging.Handler):
+            def emit(self, record):
+                outer.messages.append(logging.Formatter().format(record))
+
+        self.handler = _Keep()
+
+    def __enter__(self):
+        self.saved = (list(self.logger.handlers), self.logger.propagate)
+        for h in self.saved[0]:  # torch attaches a stderr handler to torch.export itself
+            self.logger.removeHandler(h)
+        self.logger.propagate = False
+        self.logger.addHandler(self.handler)
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        handlers, self.logger.propagate = self.saved
+        for h in handlers:
+            self.logger.addHandler(h)
+        return False
+
+
+class _sys_path:
+    """Put the model file's directory first on sys.path while it runs (sibling imports work)."""
+
+    def __init__(self, d: str):
+        self.d = d
+
+    def __enter__(self):
+        self.added = self.d not in sys.path
+        if self.added:
+            sys.path.insert(0, self.d)
+
+    def __exit__(self, *exc):
+        if self.added:
+            try:
+                sys.path.remove(self.d)
+            except ValueError:
+                pass
+        return False
+
+
+class _forget_new_local_modules:
+    """Drop modules first imported from the model file's own directory, so that editing a sibling
+    helper and loading again picks up the edit too."""
+
+    def __init__(self, d: str):
+        self.d = str(Path(d).resolve())
+
+    def __enter__(self):
+        self.before = set(sys.modules)
+
+    def __exit__(self, *exc):
+        for name in set(sys.modules) - self.before:
+            if name.startswith("_irviz_model_"):
+                continue
+            f = getattr(sys.modules.get(name), "__file__", None)
+            if f and str(Path(f).resolve().parent) == self.d:
+                sys.modules.pop(name, None)
+        return False
+
+
+def _missing_hint(path: Path) -> str:
+    if not path.suffix and len(path.parts) == 1:
+        try:
+            from irviz.core.samples import list_samples
+
+            if str(path) in {n for n, _ in list_samples()}:
+                return f"Did you mean sample:{path}?"
+        except Exception:  # noqa: BLE001
+            pass
+    if path.suffix == "" and path.with_suffix(".py").exists():
+        return f"Did you mean {path.with_suffix('.py')}?"
+    if not path.suffix and ":" not in str(path):
+        return "Give a .py model file, a .pt2, or sample:NAME. " + _known_samples_hint()
+    return "Check the path (relative paths are from the current directory: " f"{Path.cwd()})."
+
+
+def _known_samples_hint() -> str:
+    try:
+        from irviz.core.samples import list_samples
+
+        return "Known samples: " + ", ".join(n for n, _ in list_samples()) + "."
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _usage_hint() -> str:
+    return "Give a model file (FILE.py or FILE.py:FACTORY), a .pt2 from torch.export.save, or sample:NAME."
