@@ -1,0 +1,139 @@
+"""Library dispatch: the course's `call_dps_packed` into registered functions, done as a pass.
+
+High-level Relax ops that torch runs well (conv2d, matmul — which covers linear and batched matmul)
+become `R.call_dps_packed("irviz.torch.<op>.<attrs>", ...)`; everything else is left for LegalizeOps to
+lower to TensorIR (the course's "mixture"). The op's attributes are spelled into the function name,
+so the Relax view shows exactly what will be called and `register_library_functions` can rebuild the
+callable from the module alone, in whichever process builds it.
+
+The registered functions view TVM's tensors through DLPack (zero copy) and write into the
+destination TVM allocated.
+"""
+from __future__ import annotations
+
+import re
+
+import tvm
+from tvm import relax
+
+PREFIX = "irviz.torch."
+
+_CONV_RE = re.compile(r"^irviz\.torch\.conv2d\.s(\d+)_(\d+)\.p(\d+)_(\d+)\.d(\d+)_(\d+)\.g(\d+)$")
+
+
+def _ints(arr) -> list[int]:
+    return [int(x) for x in arr]
+
+
+def _static_float32(ty) -> bool:
+    return (isinstance(ty, relax.TensorType) and ty.dtype == "float32" and ty.shape is not None
+            and all(isinstance(d, tvm.tirx.IntImm) for d in ty.shape.values))
+
+
+def conv2d_reason(call) -> str | None:
+    """Why a conv2d call cannot go to torch (None when it can)."""
+    a = call.attrs
+    if (a.data_layout, a.kernel_layout, a.out_layout or a.data_layout) != ("NCHW", "OIHW", "NCHW"):
+        return f"layout {a.data_layout}/{a.kernel_layout} (torch takes NCHW/OIHW)"
+    pad = _ints(a.padding)
+    if len(pad) == 4 and (pad[0] != pad[2] or pad[1] != pad[3]):
+        return f"asymmetric padding {pad}"
+    if a.out_dtype is not None and str(a.out_dtype) not in ("", "float32", "void"):
+        return f"out_dtype {a.out_dtype}"
+    if not all(_static_float32(x.ty) for x in (*call.args, call)):
+        return "needs static float32 shapes"
+    return None
+
+
+def conv2d_name(call) -> str:
+    a = call.attrs
+    s, p, d = _ints(a.strides), _ints(a.padding), _ints(a.dilation)
+    return f"{PREFIX}conv2d.s{s[0]}_{s[1]}.p{p[0]}_{p[1]}.d{d[0]}_{d[1]}.g{int(a.groups)}"
+
+
+@relax.expr_functor.mutator
+class _Dispatcher(relax.PyExprMutator):
+    def __init__(self, mod, ops):
+        super().__init__(mod)
+        self.mod_ = mod
+        self.ops = set(ops)
+        self.conv2d = tvm.ir.Op.get("relax.nn.conv2d")
+        self.matmul = tvm.ir.Op.get("relax.matmul")
+        self.skipped: list[str] = []  # "op: reason", so the user sees why an op stayed in TensorIR
+
+    def transform(self):
+        for gv, func in self.mod_.functions.items():
+            if isinstance(func, relax.Function) and not _is_primitive(func):
+                self.builder_.update_func(gv, self.visit_expr(func))
+        return self.builder_.get()
+
+    def visit_call_(self, call):
+        call = self.visit_expr_post_order(call)
+        if call.op == self.conv2d and "conv2d" in self.ops:
+            reason = conv2d_reason(call)
+            if reason is None:
+                return relax.call_dps_packed(conv2d_name(call), relax.Tuple(list(call.args)), out_ty=call.ty)
+            self.skipped.append(f"conv2d: {reason}")
+        elif call.op == self.matmul and "matmul" in self.ops:
+            if all(_static_float32(x.ty) for x in (*call.args, call)) and all(
+                    len(x.ty.shape.values) >= 2 for x in call.args):
+                return relax.call_dps_packed(PREFIX + "matmul", relax.Tuple(list(call.args)), out_ty=call.ty)
+            self.skipped.append("matmul: needs static float32 operands of rank >= 2")
+        return call
+
+
+def _is_primitive(func) -> bool:
+    return func.attrs is not None and "Primitive" in func.attrs.keys() and int(func.attrs["Primitive"]) != 0
+
+
+def library_dispatch(ops=("conv2d", "matmul")):
+    """Module pass: send `ops` to torch through call_dps_packed; the rest stays for TensorIR."""
+
+    @tvm.ir.transform.module_pass(opt_level=0, name="LibraryDispatch")
+    def _pass(mod, ctx):
+        return _Dispatcher(mod, ops).transform()
+
+    return _pass
+
+
+def library_calls(mod) -> list[str]:
+    """Names of irviz library functions that `mod` calls (each once)."""
+    names: list[str] = []
+
+    def visit(e):
+        if isinstance(e, relax.ExternFunc) and str(e.global_symbol).startswith(PREFIX):
+            if str(e.global_symbol) not in names:
+                names.append(str(e.global_symbol))
+
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return names
+
+
+def _torch_function(name: str):
+    import torch
+    import torch.nn.functional as F
+
+    if name == PREFIX + "matmul":
+        def matmul(a, b, out):
+            torch.matmul(torch.from_dlpack(a), torch.from_dlpack(b), out=torch.from_dlpack(out))
+        return matmul
+    m = _CONV_RE.match(name)
+    if m:
+        sh, sw, ph, pw, dh, dw, groups = map(int, m.groups())
+
+        def conv2d(x, w, out):
+            res = F.conv2d(torch.from_dlpack(x), torch.from_dlpack(w), None, (sh, sw), (ph, pw),
+                           (dh, dw), groups)
+            torch.from_dlpack(out).copy_(res)
+        return conv2d
+    raise ValueError(f"unknown irviz library function {name!r}")
+
+
+def register_library_functions(mod) -> list[str]:
+    """Register every irviz.torch.* function `mod` calls; returns their names. Idempotent."""
+    names = library_calls(mod)
+    for name in names:
+        tvm.register_global_func(name, _torch_function(name), override=True)
+    return names
