@@ -1,0 +1,384 @@
+"""Import a captured (already decomposed) torch.export program into a Relax IRModule.
+
+Two importers:
+
+* ``"exported_program"`` (default): TVM's ``ExportedProgramImporter``, instantiated here so that its
+  ``env`` (fx.Node -> relax.Expr) survives and gives the provenance map.  The program in
+  ``captured.exported`` is already ``run_decompositions()``-ed, and the importer *class* does not
+  decompose again (only the public ``from_exported_program`` function does), so the FX nodes the
+  user sees are exactly the nodes the importer converted.
+* ``"course"``: the course's teaching importer (``irviz.core.course_importer``): a BlockBuilder walk
+  with ``bb.emit_te`` + TOPI.
+
+Provenance: ``fx node name -> [relax binding var names in "main"]``.  The importer emits helper
+bindings just before the binding it stores in ``env``; those helpers are grouped with the node.
+User inputs map to the Relax parameter of the same name.  Parameters/buffers are bound as constants
+(``keep_params_as_input=False``), so a parameter node maps to the bindings that use its constant.
+The ``output`` node maps to the bindings left after the last anchored one (``gv = ...``), if any.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy  # noqa: F401  (type of Imported.params values)
+import tvm
+from tvm import relax
+
+from .errors import IRImportError
+from .tvm_compat import GenericConst, var_name
+
+IMPORTERS = ("exported_program", "course")
+
+CUSTOM_CONVERT_MAP_HINT = (
+    "supply a converter with import_model(..., custom_convert_map={{'{key}': fn}}), where "
+    "fn(node: torch.fx.Node, importer: ExportedProgramImporter) -> relax.Var emits Relax for the "
+    "node, e.g. `lambda node, imp: imp.block_builder.emit(relax.op.exp(imp.env[node.args[0]]))` "
+    "(imp.env maps the node's fx inputs to Relax values; keys are the op's overload name, "
+    "node.target.__name__, e.g. 'erfinv.default'; 'aten.erfinv.default' and OpOverload objects are "
+    "accepted too); or change the model to avoid this op"
+)
+
+
+@dataclass
+class Imported:
+    mod: tvm.IRModule
+    provenance: dict[str, list[str]]  # fx node name -> relax binding var names in "main" (in order)
+    importer: str  # "exported_program" | "course"
+    seconds: float
+    params: dict = field(default_factory=dict)  # name -> numpy array, only if kept as params (empty)
+
+
+def import_model(captured, importer: str = "exported_program", custom_convert_map=None) -> Imported:
+    """captured: irviz.core.capture.Captured (uses .exported and .graph)."""
+    if importer == "course":
+        from .course_importer import import_course
+
+        if custom_convert_map:
+            raise IRImportError(
+                "custom_convert_map is only used by the exported_program importer",
+                hint="use importer='exported_program' with custom_convert_map",
+            )
+        return import_course(captured)
+    if importer != "exported_program":
+        raise IRImportError(
+            f"unknown importer {importer!r}", hint=f"choose one of {', '.join(IMPORTERS)}"
+        )
+    return _import_exported_program(captured, custom_convert_map)
+
+
+# --------------------------------------------------------------------------------------------
+# exported_program importer
+
+
+def normalize_convert_map(custom_convert_map) -> dict[str, Callable]:
+    """Keys as the importer looks them up: ``node.target.__name__`` ("erfinv.default")."""
+    out = {}
+    for key, fn in (custom_convert_map or {}).items():
+        if not isinstance(key, str):
+            key = getattr(key, "__name__", str(key))
+        if key.startswith("aten."):
+            key = key[len("aten."):]
+        if not callable(fn):
+            raise IRImportError(
+                f"custom_convert_map[{key!r}] is not callable",
+                hint="values are functions fn(node, importer) -> relax.Var",
+            )
+        out[key] = fn
+    return out
+
+
+def _target_key(node) -> str:
+    t = node.target
+    return t if isinstance(t, str) else getattr(t, "__name__", str(t))
+
+
+def _op_name(node) -> str:
+    """'aten.conv2d.default' style name for messages (FxNode.target convention)."""
+    t = node.target
+    if isinstance(t, str):
+        return t
+    s = str(t)
+    return s if not s.startswith("<") else getattr(t, "__name__", s)
+
+
+def _make_importer_class():
+    from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
+
+    class _TrackingImporter(ExportedProgramImporter):
+        """Records the node being converted and the tensors bound as constants."""
+
+        def __init__(self):
+            super().__init__()
+            self.current_node = None
+            self.bound_tensors = []  # (torch.Tensor, tvm.runtime.Tensor)
+
+        def _convert_pytorch_tensor_to_tvm(self, tensor_value):  # noqa: D401
+            out = ExportedProgramImporter._convert_pytorch_tensor_to_tvm(tensor_value)
+            self.bound_tensors.append((tensor_value, out))
+            return out
+
+    return _TrackingImporter
+
+
+def _wrap(fn, imp):
+    def tracked(node, *rest, **kw):
+        imp.current_node = node
+        return fn(node, *rest, **kw)
+
+    tracked.__wrapped__ = fn
+    return tracked
+
+
+def _import_exported_program(captured, custom_convert_map) -> Imported:
+    ep = captured.exported
+    t0 = time.perf_counter()
+    custom = normalize_convert_map(custom_convert_map)
+    imp = _make_importer_class()()
+    nodes = list(ep.graph.nodes)
+
+    # 1. ops without a converter: name the first one (TVM would assert with a bare list).
+    known = set(imp.convert_map) | set(custom)
+    missing = [n for n in nodes if n.op == "call_function" and _target_key(n) not in known]
+    if missing:
+        first = missing[0]
+        others = sorted({_op_name(n) for n in missing} - {_op_name(first)})
+        also = f"; also unsupported: {', '.join(others)}" if others else ""
+        raise IRImportError(
+            _node_message(captured, first, f"TVM {tvm.__version__} has no converter for this op")
+            + also,
+            hint=CUSTOM_CONVERT_MAP_HINT.format(key=_target_key(first)),
+            node=first.name,
+            op=_op_name(first),
+        )
+
+    # 2. track which node each converter call is for
+    imp.convert_map = {k: _wrap(v, imp) for k, v in imp.convert_map.items()}
+    wrapped_custom = {k: _wrap(v, imp) for k, v in custom.items()}
+    try:
+        mod = imp.from_exported_program(ep, False, True, False, wrapped_custom or None)
+    except Exception as exc:  # noqa: BLE001  TVM raises many types (TVMError, AssertionError, ...)
+        reason = exception_text(exc)
+        node = imp.current_node
+        detail = traceback.format_exc()
+        if node is not None and node not in imp.env:
+            key = _target_key(node)
+            if key in custom:
+                what = "your custom converter for this op failed"
+                hint = f"fix the function given as custom_convert_map[{key!r}], or remove it"
+            else:
+                what = "TVM's converter for this op failed"
+                hint = (CUSTOM_CONVERT_MAP_HINT.format(key=key)
+                        + " (a custom converter with the same key replaces TVM's)")
+            raise IRImportError(
+                _node_message(captured, node, f"{what}: {reason}"),
+                hint=hint,
+                detail=detail,
+                node=node.name,
+                op=_op_name(node),
+            ) from exc
+        raise IRImportError(
+            f"TVM's exported-program importer failed: {reason}",
+            hint="check the model's outputs and inputs (tensors only); run with --verbose for the "
+            "full traceback",
+            detail=detail,
+        ) from exc
+
+    const_names = _bound_constant_names(ep, imp.bound_tensors)
+    provenance = compute_provenance(mod, imp.env, nodes, const_names)
+    return Imported(
+        mod=mod,
+        provenance=provenance,
+        importer="exported_program",
+        seconds=time.perf_counter() - t0,
+        params={},
+    )
+
+
+def exception_text(exc: BaseException) -> str:
+    """The real message of a (TVM) exception, without TVM's backtrace note."""
+    text = str(exc).strip()
+    lines = [
+        ln
+        for ln in text.splitlines()
+        if ln.strip() and "TVM_BACKTRACE" not in ln and not ln.startswith("Traceback")
+    ]
+    msg = "\n".join(lines[-6:]) if lines else ""
+    name = type(exc).__name__
+    if not msg:
+        return name
+    return f"{name}: {msg}" if name not in msg else msg
+
+
+def _node_message(captured, node, reason: str) -> str:
+    """'FX node "erfinv" (aten.erfinv.default) in module "block.act" (Erf), inputs [(2, 5)]: ...'"""
+    module_path, module_type, shapes, source = "", "", None, ""
+    fxnode = None
+    graph = getattr(captured, "graph", None)
+    if graph is not None:
+        try:
+            fxnode = graph.node(node.name)
+        except Exception:  # noqa: BLE001
+            fxnode = None
+    if fxnode is not None:
+        module_path, module_type = fxnode.module_path, fxnode.module_type
+        source = getattr(fxnode, "source", "") or ""
+        shapes = []
+        for a in fxnode.args:
+            try:
+                s = graph.node(a).shapes
+                shapes.append(s[0] if len(s) == 1 else s)
+            except Exception:  # noqa: BLE001
+                shapes.append("?")
+    else:
+        stack = list(node.meta.get("nn_module_stack", {}).values())
+        if stack:
+            module_path = stack[-1][0]
+            module_type = str(stack[-1][1]).rsplit(".", 1)[-1]
+        shapes = [_meta_shape(a) for a in node.all_input_nodes]
+    where = f'module "{module_path}"' if module_path else "the top-level module"
+    if module_type:
+        where += f" ({module_type})"
+    msg = f'cannot import FX node "{node.name}" ({_op_name(node)}) in {where}, input shapes {shapes}'
+    if source:
+        msg += f", at {source}"
+    return f"{msg}: {reason}"
+
+
+def _meta_shape(n):
+    val = n.meta.get("val", n.meta.get("tensor_meta"))
+    shape = getattr(val, "shape", None)
+    if shape is None:
+        return "?"
+    return tuple(int(d) if str(d).lstrip("-").isdigit() else str(d) for d in shape)
+
+
+def _bound_constant_names(ep, bound_tensors) -> list[tuple[str, object]]:
+    """[(placeholder name, tvm.runtime.Tensor)] for the tensors bound as constants."""
+    from torch.export.graph_signature import InputKind
+
+    by_name = {}
+    state = ep.state_dict
+    buffers = dict(ep.named_buffers())
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.PARAMETER:
+            by_name[spec.arg.name] = state.get(spec.target)
+        elif spec.kind == InputKind.BUFFER:
+            by_name[spec.arg.name] = buffers.get(spec.target, ep.constants.get(spec.target))
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            by_name[spec.arg.name] = ep.constants.get(spec.target)
+    out = []
+    for tensor, tvm_tensor in bound_tensors:
+        for name, t in by_name.items():
+            if t is None:
+                continue
+            if t is tensor or (
+                getattr(t, "data_ptr", None)
+                and t.data_ptr() == tensor.data_ptr()
+                and t.shape == tensor.shape
+                and t.dtype == tensor.dtype
+            ):
+                out.append((name, tvm_tensor))
+                break
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# provenance (shared with the course importer)
+
+
+def main_bindings(mod, func: str = "main") -> list:
+    f = mod[func]
+    body = f.body
+    if not isinstance(body, relax.SeqExpr):
+        return []
+    return [b for blk in body.blocks for b in blk.bindings]
+
+
+def constants_in(expr) -> list:
+    """GenericConst objects referenced by a binding value (call args, tuple fields, ...)."""
+    found = []
+
+    def visit(e):
+        if isinstance(e, GenericConst):
+            found.append(e)
+
+    try:
+        relax.analysis.post_order_visit(expr, visit)
+    except Exception:  # noqa: BLE001
+        pass
+    return found
+
+
+def compute_provenance(mod, env: dict, nodes: list, const_names: list[tuple[str, object]]):
+    """fx node name -> [binding var names of "main"], see the module docstring.
+
+    env: fx.Node -> relax.Expr (or python value); const_names: [(fx placeholder name, value)] where
+    value is the runtime tensor (or GenericConst) bound for that placeholder.
+    """
+    main = mod["main"]
+    bindings = main_bindings(mod)
+    bound_vars = {b.var for b in bindings}
+    param_names = {var_name(p) for p in main.params}
+
+    var2nodes: dict = {}
+    for n, v in env.items():
+        if isinstance(v, relax.Var) and v in bound_vars:
+            var2nodes.setdefault(v, []).append(n.name)
+
+    prov: dict[str, list[str]] = {}
+    pending = []
+    for b in bindings:
+        pending.append(var_name(b.var))
+        if b.var in var2nodes:
+            for name in var2nodes[b.var]:
+                prov.setdefault(name, []).extend(pending)
+            pending = []
+
+    # constants -> consumer bindings
+    consumers: dict[str, list[str]] = {}
+    if const_names:
+        for b in bindings:
+            for c in constants_in(b.value):
+                for name, value in const_names:
+                    if c.same_as(value) or c.value.same_as(value):
+                        lst = consumers.setdefault(name, [])
+                        vn = var_name(b.var)
+                        if vn not in lst:
+                            lst.append(vn)
+
+    output_names = []
+    for n in nodes:
+        if n.op == "output":
+            output_names.append(n.name)
+            continue
+        if n.name in prov:
+            continue
+        v = env.get(n)
+        if n.op == "placeholder":
+            if n.name in param_names:
+                prov[n.name] = [n.name]
+            else:
+                prov[n.name] = consumers.get(n.name, [])
+            continue
+        if isinstance(v, relax.Var):
+            vn = var_name(v)
+            prov[n.name] = [vn] if vn in param_names else []
+        elif isinstance(v, relax.Expr):
+            # e.g. an unbound Tuple / TupleGetItem: the bindings it refers to
+            names = []
+            try:
+                for fv in relax.analysis.free_vars(v):
+                    if fv in bound_vars or var_name(fv) in param_names:
+                        names.append(var_name(fv))
+            except Exception:  # noqa: BLE001
+                pass
+            prov[n.name] = names
+        else:
+            prov[n.name] = []
+    for name in output_names:
+        prov[name] = pending
+    order = {n.name: i for i, n in enumerate(nodes)}
+    return dict(sorted(prov.items(), key=lambda kv: order.get(kv[0], len(order))))
