@@ -1,0 +1,650 @@
+"""Layered top-to-bottom layout of a networkx DiGraph into the engine protocol's ``graph`` dict.
+
+networkx only, no Qt.  One entry point, :func:`layout_graph`, so another engine (graphviz,
+graphlay) can be swapped in behind it.  Algorithm (Sugiyama-style, measured in shared NOTES):
+
+1. cycles are broken by reversing DFS back edges (drawn upward);
+2. layers = longest path from the sources, then every node with at least as many outgoing as
+   incoming edges sinks to just above its first consumer (weights and side inputs sit beside the
+   op that uses them instead of piling up in the top rows);
+3. edges spanning several layers get dummy nodes (their bends);
+4. crossing reduction: barycenter sweeps down and up; nodes of the same group (module path,
+   fused function) are kept together at every level of the path;
+5. x: nodes are pulled towards the mean x of their neighbours, then placed with minimum gaps
+   by isotonic regression (pool-adjacent-violators), alternately down and up -> straight spines
+   and straight long edges.
+
+Coordinates: ``x``, ``y`` of nodes and groups are the *top-left* corner, ``w``, ``h`` the size,
+in scene pixels (y grows downward).  Edge ``points`` run from the bottom of ``src`` to the top
+of ``dst`` (for an edge reversed to break a cycle they run upward).
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Iterable
+
+import networkx as nx
+
+__all__ = [
+    "layout_graph",
+    "fold_by_group",
+    "choose_fold_depth",
+    "node_label",
+    "node_sublabel",
+    "node_size",
+    "GROUP_PREFIX",
+]
+
+# geometry (scene pixels); the GUI draws 11 px bold label + 9.5 px sublabel
+CHAR_W = 7.4          # average advance of the label font
+SUB_CHAR_W = 6.0      # average advance of the sublabel font
+PAD_X = 22
+MIN_W = 64
+MAX_W = 340
+H_TWO_LINES = 40
+H_ONE_LINE = 28
+H_GAP = 28            # between neighbouring boxes in a layer
+V_GAP = 44            # between layers
+DUMMY_W = 10          # width reserved for a long edge passing through a layer
+GROUP_PAD = 10        # frame padding around members
+GROUP_HEADER = 20     # title strip on top of a group frame
+SWEEPS = 4
+STRAIGHTEN = 4
+
+GROUP_PREFIX = "group:"   # id prefix of summary nodes made by fold_by_group
+
+
+# --------------------------------------------------------------------------- labels and sizes
+
+def _fmt_shape(shape: Any) -> str:
+    if shape is None:
+        return ""
+    if isinstance(shape, str):
+        return shape
+    if isinstance(shape, (list, tuple)):
+        if shape and all(isinstance(s, (list, tuple)) for s in shape):   # list of shapes
+            return ", ".join(_fmt_shape(s) for s in shape)
+        return "×".join(str(d) for d in shape) if shape else "scalar"
+    return str(shape)
+
+
+def node_label(nid: Any, data: dict) -> str:
+    """Label shown in the box: ``label`` attr, else a short op name, else the id."""
+    label = data.get("label")
+    if label:
+        return str(label)
+    target = data.get("target") or data.get("op")
+    kind = data.get("kind")
+    if target and kind not in ("input", "parameter", "buffer", "constant", "param", "const"):
+        t = str(target)
+        if t.startswith("aten."):          # aten.conv2d.default -> conv2d
+            t = t.split(".")[1]
+        return t
+    return str(data.get("name") or nid)
+
+
+def node_sublabel(data: dict) -> str:
+    """Second line: ``sublabel`` attr, else the (first) output shape and dtype."""
+    sub = data.get("sublabel")
+    if sub is not None:
+        return str(sub)
+    shape = data.get("shape")
+    if shape is None:
+        shapes = data.get("shapes")
+        if shapes:
+            shape = shapes[0] if len(shapes) == 1 else shapes
+    dtype = data.get("dtype")
+    if dtype is None and data.get("dtypes"):
+        dtype = data["dtypes"][0]
+    text = _fmt_shape(shape)
+    if dtype and text:
+        text = f"{text} {dtype}"
+    return text
+
+
+def node_size(label: str, sublabel: str = "") -> tuple[float, float]:
+    """Box size from the text: a monospace-ish estimate of the label widths, 1 or 2 lines."""
+    w = max(len(label) * CHAR_W, len(sublabel) * SUB_CHAR_W) + PAD_X
+    w = float(min(MAX_W, max(MIN_W, math.ceil(w))))
+    return w, float(H_TWO_LINES if sublabel else H_ONE_LINE)
+
+
+# --------------------------------------------------------------------------- folding
+
+def _group_of(data: dict, key: str | None) -> str:
+    if not key:
+        return ""
+    g = data.get(key)
+    return str(g) if g else ""
+
+
+def _prefixes(path: str, sep: str = ".") -> list[str]:
+    if not path:
+        return []
+    parts = path.split(sep)
+    return [sep.join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def fold_by_group(
+    G: nx.DiGraph,
+    key: str = "module_path",
+    *,
+    depth: int | None = None,
+    folded: Iterable[str] = (),
+    sep: str = ".",
+) -> nx.DiGraph:
+    """Collapse groups into summary nodes.
+
+    A node whose ``G.nodes[n][key]`` path lies in (or under) a folded group is replaced by one
+    node ``"group:<path>"`` (kind ``"group"``, label = path, sublabel = "N ops", ``group_id`` =
+    path, ``members`` = original ids, ``key`` = parent path).  ``depth=k`` folds every group with
+    k path components; ``folded`` names groups to fold explicitly (the outermost one wins).
+    A group of a single node is left as that node.  Parallel edges are merged (``count``).
+    """
+    folded = {f for f in folded if f}
+    rep: dict[Any, Any] = {}
+    members: dict[str, list] = defaultdict(list)
+    for n, d in G.nodes(data=True):
+        g = _group_of(d, key)
+        target = None
+        if g:
+            for p in _prefixes(g, sep):
+                if p in folded or (depth is not None and p.count(sep) + 1 == depth):
+                    target = p
+                    break
+        if target is None:
+            rep[n] = n
+        else:
+            rep[n] = GROUP_PREFIX + target
+            members[target].append(n)
+    for path, mem in members.items():
+        if len(mem) == 1:
+            rep[mem[0]] = mem[0]
+
+    H = nx.DiGraph()
+    H.graph.update(G.graph)
+    for n, d in G.nodes(data=True):
+        r = rep[n]
+        if r == n:
+            H.add_node(n, **d)
+        elif r not in H:
+            path = r[len(GROUP_PREFIX):]
+            mem = members[path]
+            kinds = defaultdict(int)
+            for m in mem:
+                kinds[G.nodes[m].get("kind", "op")] += 1
+            n_ops = kinds.get("op", 0) + sum(v for k, v in kinds.items() if k.startswith("call"))
+            H.add_node(
+                r,
+                label=path,
+                sublabel=f"{len(mem)} nodes" if n_ops == 0 else f"{n_ops} ops" + (
+                    f" · {len(mem) - n_ops} more" if len(mem) > n_ops else ""),
+                kind="group",
+                group_id=path,
+                members=list(mem),
+                count=len(mem),
+                **({key: sep.join(path.split(sep)[:-1])} if key else {}),
+            )
+    for u, v, d in G.edges(data=True):
+        ru, rv = rep[u], rep[v]
+        if ru == rv:
+            continue
+        if H.has_edge(ru, rv):
+            H[ru][rv]["count"] = H[ru][rv].get("count", 1) + 1
+        else:
+            H.add_edge(ru, rv, **d)
+    return H
+
+
+def choose_fold_depth(G: nx.DiGraph, key: str = "module_path", max_nodes: int = 400,
+                      sep: str = ".") -> int | None:
+    """Deepest fold depth whose folded graph has at most ``max_nodes`` nodes (None: no fold)."""
+    if G.number_of_nodes() <= max_nodes:
+        return None
+    paths = [_group_of(d, key) for _, d in G.nodes(data=True)]
+    max_depth = max((p.count(sep) + 1 for p in paths if p), default=0)
+    for depth in range(max_depth, 0, -1):
+        reps = set()
+        for n, p in zip(G.nodes, paths):
+            parts = p.split(sep) if p else []
+            reps.add(("g", sep.join(parts[:depth])) if len(parts) >= depth else ("n", n))
+        if len(reps) <= max_nodes:
+            return depth
+    return 1 if max_depth else None
+
+
+# --------------------------------------------------------------------------- layout helpers
+
+def _break_cycles(n: int, succ: list[list[int]]) -> set[tuple[int, int]]:
+    """Back edges of an iterative DFS (reversing them makes the graph acyclic)."""
+    color = [0] * n
+    back: set[tuple[int, int]] = set()
+    for root in range(n):
+        if color[root]:
+            continue
+        stack = [(root, iter(succ[root]))]
+        color[root] = 1
+        while stack:
+            v, it = stack[-1]
+            for w in it:
+                if color[w] == 0:
+                    color[w] = 1
+                    stack.append((w, iter(succ[w])))
+                    break
+                if color[w] == 1:
+                    back.add((v, w))
+            else:
+                color[v] = 2
+                stack.pop()
+    return back
+
+
+def _place(desired: list[float], seps: list[float]) -> list[float]:
+    """Positions closest (least squares) to ``desired`` with x[i+1] - x[i] >= seps[i]."""
+    n = len(desired)
+    off = [0.0] * n
+    for i in range(1, n):
+        off[i] = off[i - 1] + seps[i - 1]
+    # isotonic regression (non-decreasing) of desired - off, pool adjacent violators
+    sums: list[float] = []
+    cnts: list[int] = []
+    for i in range(n):
+        s, c = desired[i] - off[i], 1
+        while sums and sums[-1] * c > s * cnts[-1]:
+            s += sums.pop()
+            c += cnts.pop()
+        sums.append(s)
+        cnts.append(c)
+    out = [0.0] * n
+    i = 0
+    for s, c in zip(sums, cnts):
+        m = s / c
+        for _ in range(c):
+            out[i] = m + off[i]
+            i += 1
+    return out
+
+
+def _common(a: list[str], b: list[str]) -> int:
+    k = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        k += 1
+    return k
+
+
+# --------------------------------------------------------------------------- the layout
+
+def layout_graph(
+    G: nx.DiGraph,
+    *,
+    group_attr: str | None = None,
+    folded: Iterable[str] = (),
+    fold_depth: int | None = None,
+    sep: str = ".",
+) -> dict:
+    """Lay ``G`` out top to bottom and return the protocol's ``graph`` dict.
+
+    ``group_attr`` names the node attribute that holds the group path ("module_path" for FX,
+    "group" for Relax fused functions); every path prefix with at least two nodes becomes a
+    group frame.  ``folded`` / ``fold_depth`` collapse groups first (see :func:`fold_by_group`).
+    """
+    folded = tuple(folded)
+    if group_attr and (folded or fold_depth is not None):
+        G = fold_by_group(G, group_attr, depth=fold_depth, folded=folded, sep=sep)
+
+    ids = list(G.nodes)
+    n = len(ids)
+    index = {v: i for i, v in enumerate(ids)}
+    ndata = [G.nodes[v] for v in ids]
+    labels = [node_label(v, d) for v, d in zip(ids, ndata)]
+    sublabels = [node_sublabel(d) for d in ndata]
+    sizes = [node_size(lab, sub) for lab, sub in zip(labels, sublabels)]
+    gpath = [_group_of(d, group_attr) for d in ndata]
+    gpre = [_prefixes(p, sep) for p in gpath]
+
+    edges = [(index[u], index[v], d) for u, v, d in G.edges(data=True)]
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u, v, _ in edges:
+        if u != v:
+            succ[u].append(v)
+    back = _break_cycles(n, succ)
+
+    # acyclic working edges (u -> v), with a flag when reversed
+    work: list[tuple[int, int, int, bool]] = []   # (u, v, edge index, reversed)
+    for k, (u, v, _) in enumerate(edges):
+        if u == v:
+            continue
+        if (u, v) in back:
+            work.append((v, u, k, True))
+        else:
+            work.append((u, v, k, False))
+    wsucc: list[list[int]] = [[] for _ in range(n)]
+    wpred: list[list[int]] = [[] for _ in range(n)]
+    for u, v, _, _ in work:
+        wsucc[u].append(v)
+        wpred[v].append(u)
+
+    # ---- layering: longest path, then sink producers towards their first consumer
+    indeg = [len(p) for p in wpred]
+    order: list[int] = [i for i in range(n) if indeg[i] == 0]
+    head = 0
+    while head < len(order):
+        v = order[head]
+        head += 1
+        for w in wsucc[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                order.append(w)
+    layer = [0] * n
+    for v in order:
+        if wpred[v]:
+            layer[v] = max(layer[u] for u in wpred[v]) + 1
+    for v in reversed(order):
+        s = wsucc[v]
+        if s and len(s) >= len(wpred[v]):
+            layer[v] = min(layer[w] for w in s) - 1
+    if n:
+        base = min(layer)
+        layer = [l - base for l in layer]
+    nlayers = (max(layer) + 1) if n else 0
+
+    # ---- dummy nodes for long edges
+    # node arrays grow with dummies: index >= n is a dummy
+    L = list(layer)
+    width = [s[0] for s in sizes]
+    pre = list(gpre)
+    up: list[list[int]] = [list() for _ in range(n)]     # neighbours in layer-1
+    down: list[list[int]] = [list() for _ in range(n)]   # neighbours in layer+1
+    chains: list[list[int]] = []                         # per work edge: nodes top -> bottom
+    for u, v, k, rev in work:
+        chain = [u]
+        prev = u
+        common = pre[u][: _common(pre[u], pre[v])]
+        for lay in range(L[u] + 1, L[v]):
+            d = len(L)
+            L.append(lay)
+            width.append(DUMMY_W)
+            pre.append(common)
+            up.append([prev])
+            down.append([])
+            down[prev].append(d)
+            chain.append(d)
+            prev = d
+        down[prev].append(v)
+        up[v].append(prev)
+        chain.append(v)
+        chains.append(chain)
+    total = len(L)
+    is_dummy = [i >= n for i in range(total)]
+
+    layers: list[list[int]] = [[] for _ in range(nlayers)]
+    # initial order: a DFS from the sources in input order gives related nodes adjacent
+    seen = [False] * total
+    dfs_order: list[int] = []
+    for root in sorted(range(n), key=lambda i: (L[i], i)):
+        if seen[root]:
+            continue
+        stack = [root]
+        while stack:
+            v = stack.pop()
+            if seen[v]:
+                continue
+            seen[v] = True
+            dfs_order.append(v)
+            stack.extend(reversed(down[v]))
+    for v in dfs_order:
+        layers[L[v]].append(v)
+    pos = [0.0] * total
+    for lay in layers:
+        for i, v in enumerate(lay):
+            pos[v] = float(i)
+
+    grouped = any(gpre)
+
+    # group prefixes as small ints (cheap dict keys)
+    gid: dict[str, int] = {}
+    pre_i = [tuple(gid.setdefault(p, len(gid)) for p in ps) for ps in pre]
+
+    def sort_layer(lay: list[int], nbrs: list[list[int]]) -> None:
+        if len(lay) < 2:
+            return
+        bary = [(sum(map(pos.__getitem__, nb)) / len(nb)) if (nb := nbrs[v]) else pos[v]
+                for v in lay]
+        if grouped:
+            gs: dict[int, float] = defaultdict(float)
+            gc: dict[int, int] = defaultdict(int)
+            for v, b in zip(lay, bary):
+                for p in pre_i[v]:
+                    gs[p] += b
+                    gc[p] += 1
+            # an ungrouped node competes with a group at its top level
+            keys = [tuple([gs[p] / gc[p] for p in pre_i[v]] + [b]) for v, b in zip(lay, bary)]
+        else:
+            keys = bary
+        order_ = sorted(range(len(lay)), key=keys.__getitem__)
+        lay[:] = [lay[i] for i in order_]
+        for i, v in enumerate(lay):
+            pos[v] = float(i)
+
+    big = total > 8000
+    sweeps = 2 if big else SWEEPS
+    for _ in range(sweeps):
+        for lay in layers[1:]:
+            sort_layer(lay, up)
+        for lay in reversed(layers[:-1]):
+            sort_layer(lay, down)
+    # finish with a down sweep (top of the graph is what users read first)
+    for lay in layers[1:]:
+        sort_layer(lay, up)
+
+    # ---- x coordinates
+    seps_per_layer: list[list[float]] = []
+    for lay in layers:
+        seps = []
+        for a, b in zip(lay, lay[1:]):
+            gap = H_GAP if not (is_dummy[a] or is_dummy[b]) else H_GAP / 2
+            if grouped:
+                c = _common(pre[a], pre[b])
+                gap += GROUP_PAD * ((len(pre[a]) - c) + (len(pre[b]) - c))
+            seps.append((width[a] + width[b]) / 2 + gap)
+        seps_per_layer.append(seps)
+    x = [0.0] * total
+    for lay, seps in zip(layers, seps_per_layer):
+        cur = 0.0
+        for i, v in enumerate(lay):
+            if i:
+                cur += seps[i - 1]
+            x[v] = cur
+        # centre each layer on 0
+        if lay:
+            mid = (x[lay[0]] + x[lay[-1]]) / 2
+            for v in lay:
+                x[v] -= mid
+
+    def weighted(nbrs: list[list[int]]) -> list[tuple[list[int], list[float], float]]:
+        res = []
+        for v in range(total):
+            nb = nbrs[v]
+            if is_dummy[v]:
+                ws = [8.0 if is_dummy[u] else 2.0 for u in nb]
+            else:
+                ws = [2.0 if is_dummy[u] else 1.0 for u in nb]
+            res.append((nb, ws, sum(ws)))
+        return res
+
+    upw, downw = weighted(up), weighted(down)
+    bothw = [(a[0] + b[0], a[1] + b[1], a[2] + b[2]) for a, b in zip(upw, downw)]
+
+    def straighten(lay: list[int], seps: list[float], nbw) -> None:
+        desired = []
+        for v in lay:
+            nb, ws, wsum = nbw[v]
+            if nb:
+                desired.append(sum([x[u] * w for u, w in zip(nb, ws)]) / wsum)
+            else:
+                desired.append(x[v])
+        if len(lay) == 1:
+            x[lay[0]] = desired[0]
+            return
+        for v, nx_ in zip(lay, _place(desired, seps)):
+            x[v] = nx_
+
+    for it in range(2 if big else STRAIGHTEN):
+        for lay, seps in zip(layers[1:], seps_per_layer[1:]):
+            straighten(lay, seps, upw)
+        for lay, seps in zip(reversed(layers[:-1]), reversed(seps_per_layer[:-1])):
+            straighten(lay, seps, downw)
+    for lay, seps in zip(layers, seps_per_layer):
+        if lay:
+            straighten(lay, seps, bothw)
+
+    # ---- y coordinates: layer heights + room for group headers/padding
+    lay_h = [0.0] * nlayers
+    for i in range(n):
+        lay_h[L[i]] = max(lay_h[L[i]], sizes[i][1])
+    starts = [0] * nlayers   # group frames beginning at a layer (need header room above)
+    ends = [0] * nlayers     # group frames ending at a layer (need padding below)
+    if grouped:
+        gmin: dict[str, int] = {}
+        gmax: dict[str, int] = {}
+        for i in range(n):
+            for p in gpre[i]:
+                gmin[p] = min(gmin.get(p, L[i]), L[i])
+                gmax[p] = max(gmax.get(p, L[i]), L[i])
+        for i in range(n):
+            s = sum(1 for p in gpre[i] if gmin[p] == L[i])
+            e = sum(1 for p in gpre[i] if gmax[p] == L[i])
+            starts[L[i]] = max(starts[L[i]], s)
+            ends[L[i]] = max(ends[L[i]], e)
+    lay_y = [0.0] * nlayers
+    y = 0.0
+    for li in range(nlayers):
+        y += starts[li] * (GROUP_PAD + GROUP_HEADER)
+        lay_y[li] = y
+        y += lay_h[li] + ends[li] * GROUP_PAD + V_GAP
+    margin = 20.0 + (GROUP_PAD * 3 if grouped else 0)
+
+    minx = min((x[v] - width[v] / 2 for v in range(total)), default=0.0)
+    shift = margin - minx
+    nodes_out = []
+    boxes = []
+    for i in range(n):
+        w, h = sizes[i]
+        top = lay_y[L[i]] + (lay_h[L[i]] - h) / 2 + margin
+        left = x[i] + shift - w / 2
+        boxes.append((left, top, w, h))
+        d = dict(ndata[i])
+        d.update(id=str(ids[i]), label=labels[i], sublabel=sublabels[i],
+                 kind=d.get("kind") or "op", x=round(left, 1), y=round(top, 1), w=w, h=h,
+                 layer=L[i])
+        if group_attr:
+            d["group"] = gpath[i] or None
+        nodes_out.append(d)
+
+    # ---- edges: spread ports along box edges, bend through dummy points
+    def spread(ends_of: dict[int, list[tuple[float, int]]], top: bool) -> dict[tuple[int, int], float]:
+        res = {}
+        for v, lst in ends_of.items():
+            lst.sort()
+            k = len(lst)
+            left, _, w, _ = boxes[v]
+            span = min(w * 0.6, 14.0 * (k - 1))
+            for j, (_, e) in enumerate(lst):
+                off = 0.0 if k == 1 else -span / 2 + span * j / (k - 1)
+                res[(v, e)] = left + w / 2 + off
+        return res
+
+    outs: dict[int, list] = defaultdict(list)
+    ins: dict[int, list] = defaultdict(list)
+    for e, chain in enumerate(chains):
+        outs[chain[0]].append((x[chain[1]], e))
+        ins[chain[-1]].append((x[chain[-2]], e))
+    out_x = spread(outs, False)
+    in_x = spread(ins, True)
+    edge_out: list[dict | None] = [None] * len(edges)
+    for e, (chain, (u, v, k, rev)) in enumerate(zip(chains, work)):
+        bu, bv = boxes[chain[0]], boxes[chain[-1]]
+        pts = [[round(out_x[(chain[0], e)], 1), round(bu[1] + bu[3], 1)]]
+        for d in chain[1:-1]:
+            cy = lay_y[L[d]] + margin + lay_h[L[d]] / 2
+            pts.append([round(x[d] + shift, 1), round(cy, 1)])
+        pts.append([round(in_x[(chain[-1], e)], 1), round(bv[1], 1)])
+        if rev:
+            pts.reverse()
+        edge_out[k] = {"points": pts}
+    edges_out = []
+    for k, (u, v, d) in enumerate(edges):
+        e = dict(d)
+        label = d.get("label")
+        if label is None:
+            label = _fmt_shape(d.get("shape")) if d.get("shape") is not None else sublabels[u]
+        e.update(src=str(ids[u]), dst=str(ids[v]), label=str(label),
+                 points=(edge_out[k] or {"points": []})["points"])
+        edges_out.append(e)
+
+    # ---- groups: bounding boxes, children first, nested frames padded
+    groups_out = []
+    if grouped:
+        gmembers: dict[str, list[int]] = defaultdict(list)
+        for i in range(n):
+            for p in gpre[i]:
+                gmembers[p].append(i)
+        # drop groups of one node and groups identical to their only child group
+        keep = {p for p, m in gmembers.items() if len(m) >= 2}
+        rect: dict[str, list[float]] = {}
+        parent_of: dict[str, str | None] = {}
+        children: dict[str, list[str]] = defaultdict(list)
+        for p in keep:
+            parts = p.split(sep)
+            par = next((sep.join(parts[:j]) for j in range(len(parts) - 1, 0, -1)
+                        if sep.join(parts[:j]) in keep), None)
+            parent_of[p] = par
+            if par is not None:
+                children[par].append(p)
+        for p in sorted(keep, key=lambda s: -s.count(sep)):
+            x0 = y0 = math.inf
+            x1 = y1 = -math.inf
+            for i in gmembers[p]:
+                l, t, w, h = boxes[i]
+                x0, y0, x1, y1 = min(x0, l), min(y0, t), max(x1, l + w), max(y1, t + h)
+            for c in children.get(p, ()):
+                cx0, cy0, cx1, cy1 = rect[c]
+                x0, y0, x1, y1 = min(x0, cx0), min(y0, cy0), max(x1, cx1), max(y1, cy1)
+            rect[p] = [x0 - GROUP_PAD, y0 - GROUP_PAD - GROUP_HEADER, x1 + GROUP_PAD, y1 + GROUP_PAD]
+        for p in sorted(keep, key=lambda s: (s.count(sep), s)):
+            x0, y0, x1, y1 = rect[p]
+            parts = p.split(sep)
+            parent = parent_of[p]
+            groups_out.append({
+                "id": p, "label": p, "x": round(x0, 1), "y": round(y0, 1),
+                "w": round(x1 - x0, 1), "h": round(y1 - y0, 1),
+                "members": [str(ids[i]) for i in gmembers[p]],
+                "depth": len(parts), "parent": parent,
+            })
+
+    # translate so that everything (frames included) starts at (20, 20)
+    x_min = min([b[0] for b in boxes] + [g["x"] for g in groups_out], default=0.0)
+    y_min = min([b[1] for b in boxes] + [g["y"] for g in groups_out], default=0.0)
+    dx, dy = round(20.0 - x_min, 1), round(20.0 - y_min, 1)
+    if dx or dy:
+        for item in nodes_out + groups_out:
+            item["x"] = round(item["x"] + dx, 1)
+            item["y"] = round(item["y"] + dy, 1)
+        for e in edges_out:
+            e["points"] = [[round(px + dx, 1), round(py + dy, 1)] for px, py in e["points"]]
+        boxes = [(b[0] + dx, b[1] + dy, b[2], b[3]) for b in boxes]
+    xs = [b[0] + b[2] for b in boxes] + [g["x"] + g["w"] for g in groups_out]
+    ys = [b[1] + b[3] for b in boxes] + [g["y"] + g["h"] for g in groups_out]
+    margin = 20.0
+    return {
+        "nodes": nodes_out,
+        "edges": edges_out,
+        "groups": groups_out,
+        "width": round(max(xs, default=0.0) + margin, 1),
+        "height": round(max(ys, default=0.0) + margin, 1),
+        "group_attr": group_attr,
+        "folded": list(folded),
+    }
