@@ -1,0 +1,108 @@
+"""`irviz snapshot MODEL --steps N --out FILE.png`: render the main window offscreen after N steps.
+
+Starts the app offscreen (unless a platform is already chosen), opens MODEL, steps N times, waits
+until every pane shows the current step, resizes the window and saves a grab of it."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="irviz snapshot")
+    p.add_argument("model")
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--out", required=True)
+    p.add_argument("--pipeline", default="zero")
+    p.add_argument("--size", default="1600x1000")
+    p.add_argument("--theme", default="light", choices=("light", "dark"))
+    p.add_argument("--select", default=None, help="FX node to select (shows the cross-links)")
+    p.add_argument("--build-run", action="store_true", help="also Build & Run the last step")
+    p.add_argument("--timeout", type=float, default=600.0)
+    return p
+
+
+def wait_until(app, predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        app.processEvents()
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    try:
+        w, h = (int(x) for x in args.size.lower().split("x"))
+    except ValueError:
+        print(f"irviz snapshot: --size must look like 1600x1000, not {args.size!r}", file=sys.stderr)
+        return 2
+
+    from PySide6.QtCore import QSettings
+
+    from irviz.ui.app import make_app
+    from irviz.ui.main_window import MainWindow
+
+    app = make_app()
+    settings = QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, "irviz", "snapshot")
+    settings.clear()  # a snapshot is reproducible: default layout, no remembered geometry
+    win = MainWindow(settings=settings)
+    win.set_theme(args.theme, save=False)
+    win.resize(w, h)
+    win.show()
+    failure: list[str] = []
+    win.bridge.failed.connect(lambda _i, cmd, err: cmd in ("open", "step", "set_pipeline", "build_run")
+                              and failure.append(f"{cmd}: {err.get('stage')}: {err.get('message')}"))
+
+    def settled() -> bool:
+        return bool(failure) or win.all_filled()
+
+    win.open_spec(args.model, pipeline=args.pipeline)
+    if not wait_until(app, lambda: failure or win.state.get("model"), args.timeout) or failure:
+        print(f"irviz snapshot: could not open {args.model}: {'; '.join(failure) or 'timeout'}",
+              file=sys.stderr)
+        return 1
+    for i in range(args.steps):
+        before = int(win.state.get("cursor", 0))
+        if not win.act_step.isEnabled():
+            print(f"irviz snapshot: only {before} steps planned", file=sys.stderr)
+            break
+        win.step()
+        if not wait_until(app, lambda: failure or int(win.state.get("cursor", 0)) > before, args.timeout):
+            print(f"irviz snapshot: step {i + 1} timed out", file=sys.stderr)
+            return 1
+        if failure:
+            print(f"irviz snapshot: {failure[-1]}", file=sys.stderr)
+            break
+    if args.select:
+        wait_until(app, settled, args.timeout)
+        win.hub.select_fx(args.select)
+    if args.build_run:
+        wait_until(app, settled, args.timeout)
+        win.build_run()
+        wait_until(app, lambda: win.run.result is not None or win.run.error is not None, args.timeout)
+    if not wait_until(app, settled, args.timeout):
+        print("irviz snapshot: panes did not fill in time; saving what is shown", file=sys.stderr)
+    win.resize(w, h)
+    wait_until(app, lambda: False, 0.3)  # let layouts and graph views settle
+    win.fit_graphs()
+    wait_until(app, lambda: False, 0.1)
+    out = os.path.abspath(args.out)
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    ok = win.grab().save(out)
+    win.bridge.shutdown()
+    win.close()
+    if not ok:
+        print(f"irviz snapshot: could not write {out}", file=sys.stderr)
+        return 1
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,31 @@
+"""`run_app(spec=None) -> int`: the desktop application (called by `irviz [MODEL]`)."""
+from __future__ import annotations
+
+import sys
+
+
+def make_app(argv: list[str] | None = None):
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(list(argv) if argv is not None else [sys.argv[0] if sys.argv else "irviz"])
+    app.setOrganizationName("irviz")
+    app.setApplicationName("irviz")
+    app.setApplicationDisplayName("irviz")
+    return app
+
+
+def run_app(spec: str | None = None) -> int:
+    app = make_app()
+    from irviz.ui.main_window import MainWindow
+
+    window = MainWindow()  # applies the saved theme (light by default)
+    window.show()
+    if spec:
+        window.open_spec(spec)
+    return app.exec()
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_app(sys.argv[1] if len(sys.argv) > 1 else None))

@@ -1,0 +1,85 @@
+"""Built-in help: what each pane shows and the keyboard shortcuts (Help ▸ Shortcuts / About)."""
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayout
+
+import irviz
+
+# (shortcut, what it does) - main_window builds its actions from the same table.
+SHORTCUTS = [
+    ("Ctrl+O", "Open a model file (.py with get_model(), .pt2, or an exported TVMScript step .py)"),
+    ("F10", "Step: apply the next planned pass"),
+    ("Shift+F10", "Step back"),
+    ("F5", "Run to end: apply every planned pass"),
+    ("Ctrl+Home", "Jump to step 0 (the imported module)"),
+    ("Ctrl+R", "Build & Run the current step, compare with PyTorch"),
+    ("Esc", "Cancel what the engine is doing (the session is replayed to the last good step)"),
+    ("Ctrl+F", "Search in the focused pane (name, op, shape)"),
+    ("Alt+Down / Alt+Up", "Next / previous diff hunk"),
+    ("Ctrl+0", "Fit the graphs to their panes"),
+    ("Ctrl+E", "Export the current step"),
+    ("Ctrl+Shift+E", "Export the whole trace"),
+    ("Ctrl+Shift+T", "Toggle light / dark theme"),
+    ("F1", "This help"),
+    ("Ctrl+Q", "Quit"),
+]
+
+PANES = [
+    ("FX graph", "The torch.fx graph captured by torch.export (after run_decompositions, so it is the "
+                 "graph that was imported). Graph view grouped by nn.Module path (click a group to fold "
+                 "it) or a table like print_tabular: name, op, target, args, shape, module."),
+    ("Relax", "The Relax function at the current step: its dataflow graph and its TVMScript. Nodes "
+              "the step added are marked as added, nodes whose call changed as changed. After Build & "
+              "Run, nodes are coloured by the time their kernels took."),
+    ("TensorIR", "Every prim_func at the current step with its signature and loop nest; the selected "
+                 "one's TVMScript below."),
+    ("Pipeline", "Applied steps (pass, time, whether it changed the module) and the passes still "
+                 "planned. Choose a named pipeline or compose your own: add, remove, reorder, edit "
+                 "parameters, load passes from a file. Double-click a step to jump to it; tick 'Hide "
+                 "passes that changed nothing' to see only the passes that mattered."),
+    ("Diff", "What a step changed, per function: side by side or unified, with the changed characters "
+             "marked. Follows the cursor, or pick any two steps."),
+    ("Build & Run", "Compiles the current step, runs it, compares outputs with PyTorch (max error, "
+                    "pass/fail), TVM vs PyTorch latency and the time of every kernel."),
+]
+
+LINKING = ("Selecting an FX node highlights the Relax bindings it became and the TensorIR functions "
+           "they call; selecting a Relax binding or a TensorIR function highlights the rest. The "
+           "links follow the passes (provenance is carried through fusion).")
+
+
+def help_html() -> str:
+    rows = "".join(f"<tr><td style='padding-right:14px'><b>{html.escape(k)}</b></td>"
+                   f"<td>{html.escape(v)}</td></tr>" for k, v in SHORTCUTS)
+    panes = "".join(f"<p><b>{html.escape(n)}</b> — {html.escape(t)}</p>" for n, t in PANES)
+    return (f"<h3>Panes</h3>{panes}<h3>Cross-linking</h3><p>{html.escape(LINKING)}</p>"
+            f"<h3>Shortcuts</h3><table>{rows}</table>")
+
+
+def about_html() -> str:
+    return (f"<h3>irviz {html.escape(irviz.__version__)}</h3>"
+            "<p>See what TVM does to a PyTorch model: the torch.fx graph, the Relax graph, the "
+            "TensorIR functions, every pass with its diff, and whether the compiled result still "
+            "computes the same numbers, and how fast.</p>"
+            "<p>The compiler runs in a separate engine process; if it crashes the session is "
+            "replayed to the last good step.</p>")
+
+
+class HelpDialog(QDialog):
+    def __init__(self, parent=None, about: bool = False):
+        super().__init__(parent)
+        self.setWindowTitle("About irviz" if about else "irviz help")
+        self.setModal(False)
+        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        browser = QTextBrowser()
+        browser.setOpenExternalLinks(True)
+        browser.setHtml(about_html() if about else help_html())
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.close)
+        lay = QVBoxLayout(self)
+        lay.addWidget(browser)
+        lay.addWidget(buttons)
+        self.resize(460 if about else 640, 260 if about else 620)

@@ -1,0 +1,128 @@
+"""What every pane shares: the bridge and the event hub given in the constructor, request
+bookkeeping (a reply to a request that a newer one replaced is dropped), a search box."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QLabel, QLineEdit, QWidget
+
+
+class Pane(QWidget):
+    """Subclasses implement ``on_state(state)``, ``on_reply(purpose, result)`` and may override
+    ``on_error(purpose, error)`` and ``is_filled()``."""
+
+    title = "Pane"
+    filledChanged = Signal()
+
+    def __init__(self, bridge, hub, parent=None):
+        super().__init__(parent)
+        self.bridge = bridge
+        self.hub = hub
+        self.state: dict | None = None
+        self._pending: dict[int, str] = {}
+        self._latest: dict[str, int] = {}
+        bridge.replied.connect(self._on_replied)
+        bridge.failed.connect(self._on_failed)
+        bridge.stateChanged.connect(self._on_state)
+
+    # -- requests --------------------------------------------------------------------------
+    def ask(self, purpose: str, cmd: str, **args) -> int:
+        """Send ``cmd``; a newer ask of the same purpose (in this pane) drops the older reply."""
+        old = self._latest.get(purpose)
+        if old is not None:
+            self._pending.pop(old, None)
+        rid = self.bridge.request(cmd, supersede=f"{type(self).__name__}.{purpose}", **args)
+        self._pending[rid] = purpose
+        self._latest[purpose] = rid
+        return rid
+
+    def waiting(self, purpose: str | None = None) -> bool:
+        if purpose is None:
+            return bool(self._pending)
+        return purpose in self._pending.values()
+
+    def _take(self, rid: int) -> str | None:
+        purpose = self._pending.pop(rid, None)
+        if purpose is None or self._latest.get(purpose) != rid:
+            return None  # not ours, or stale
+        return purpose
+
+    def _on_replied(self, rid: int, cmd: str, result) -> None:
+        purpose = self._take(rid)
+        if purpose is not None:
+            self.on_reply(purpose, result)
+            self.filledChanged.emit()
+
+    def _on_failed(self, rid: int, cmd: str, error: dict) -> None:
+        purpose = self._take(rid)
+        if purpose is not None:
+            self.on_error(purpose, error or {})
+
+    def _on_state(self, state: dict) -> None:
+        prev = self.state
+        self.state = state or {}
+        self.on_state(self.state, prev or {})
+
+    # -- for subclasses ----------------------------------------------------------------------
+    def on_state(self, state: dict, prev: dict) -> None:
+        pass
+
+    def on_reply(self, purpose: str, result) -> None:
+        pass
+
+    def on_error(self, purpose: str, error: dict) -> None:
+        pass
+
+    def is_filled(self) -> bool:
+        return True
+
+    def focus_search(self) -> None:
+        box = getattr(self, "search", None)
+        if box is not None:
+            box.setFocus()
+            box.selectAll()
+
+    # -- state helpers -----------------------------------------------------------------------
+    @staticmethod
+    def cursor_of(state: dict | None) -> int | None:
+        if not state or not state.get("model"):
+            return None
+        return int(state.get("cursor", 0))
+
+    @staticmethod
+    def model_key(state: dict | None):
+        if not state or not state.get("model"):
+            return None
+        return (state.get("spec"), state.get("importer"), state.get("model"))
+
+
+class SearchBox(QLineEdit):
+    def __init__(self, placeholder: str = "Search name, op, shape…", parent=None):
+        super().__init__(parent)
+        self.setPlaceholderText(placeholder)
+        self.setClearButtonEnabled(True)
+
+
+def dim_label(text: str = "") -> QLabel:
+    label = QLabel(text)
+    label.setProperty("role", "dim")
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    return label
+
+
+def bold(widget: QWidget) -> QWidget:
+    f = QFont(widget.font())
+    f.setBold(True)
+    widget.setFont(f)
+    return widget
+
+
+def shape_text(shapes) -> str:
+    """[[1, 3, 224, 224]] -> '1×3×224×224'; several outputs joined by ', '."""
+    if not shapes:
+        return ""
+    if isinstance(shapes, str):
+        return shapes
+    if shapes and not isinstance(shapes[0], (list, tuple)):
+        shapes = [shapes]
+    return ", ".join("×".join(str(d) for d in s) if s else "scalar" for s in shapes)

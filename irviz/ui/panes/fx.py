@@ -1,0 +1,184 @@
+"""FX pane: the captured torch.fx graph, as a graph (grouped by nn.Module path, foldable) or as a
+table like ``Graph.print_tabular()`` (name, op, target, args, shape, module)."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QTableWidget,
+                               QTableWidgetItem, QTabWidget, QVBoxLayout)
+
+from irviz.ui import themes
+from irviz.ui.panes.base import Pane, SearchBox, dim_label, shape_text
+from irviz.ui.widgets.graph_view import GraphView
+
+COLUMNS = ("name", "op", "target", "args", "shape", "module")
+
+
+def fx_row(node: dict) -> list[str]:
+    module = node.get("module_path") or ""
+    if node.get("module_type"):
+        module = f"{module} ({node['module_type']})" if module else node["module_type"]
+    args = node.get("arg_repr")
+    if args is None:
+        args = ", ".join(node.get("args") or [])
+    return [str(node.get("name") or node.get("id")), str(node.get("op") or node.get("kind") or ""),
+            str(node.get("target") or ""), str(args), shape_text(node.get("shapes") or node.get("shape")),
+            module]
+
+
+class FxPane(Pane):
+    title = "FX graph"
+
+    def __init__(self, bridge, hub, parent=None):
+        super().__init__(bridge, hub, parent)
+        self.graph_dict: dict | None = None
+        self._loaded_key = None
+        self._linked: list[str] = []
+
+        self.search = SearchBox()
+        self.search.returnPressed.connect(self._search)
+        self.search.textChanged.connect(self._filter_table)
+        self.info = dim_label("No model open")
+
+        self.graph = GraphView()
+        self.graph.nodeSelected.connect(self._node_clicked)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels([c.capitalize() for c in COLUMNS])
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(20)
+        self.table.setAlternatingRowColors(True)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setSortingEnabled(False)
+        self.table.itemSelectionChanged.connect(self._row_clicked)
+
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.graph, "Graph")
+        self.tabs.addTab(self.table, "Table")
+
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.search, 1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.setSpacing(3)
+        lay.addLayout(top)
+        lay.addWidget(self.info)
+        lay.addWidget(self.tabs, 1)
+
+        hub.linked.connect(self._on_linked)
+        hub.cleared.connect(lambda: self._on_linked(None))
+
+    # -- data ------------------------------------------------------------------------------------
+    def on_state(self, state: dict, prev: dict) -> None:
+        key = self.model_key(state)
+        if key is None:
+            if self._loaded_key is not None:
+                self.clear()
+            return
+        if key != self._loaded_key:
+            self._loaded_key = key
+            self.graph_dict = None
+            self.info.setText(f"Loading FX graph of {state.get('model')}…")
+            self.ask("graph", "fx_graph")
+
+    def clear(self) -> None:
+        self._loaded_key = None
+        self.graph_dict = None
+        self.graph.clear()
+        self.table.setRowCount(0)
+        self.info.setText("No model open")
+
+    def on_reply(self, purpose: str, result) -> None:
+        if purpose != "graph":
+            return
+        self.graph_dict = result or {"nodes": [], "edges": []}
+        self.graph.set_graph(self.graph_dict)
+        nodes = [n for n in self.graph_dict.get("nodes", []) if not str(n.get("id", "")).startswith("group:")]
+        self._fill_table(nodes)
+        ops = sum(1 for n in nodes if (n.get("op") == "call_function"))
+        groups = len(self.graph_dict.get("groups") or [])
+        self.info.setText(f"{len(nodes)} nodes · {ops} ops · {groups} module groups")
+        if self._linked:
+            self._apply_linked()
+
+    def on_error(self, purpose: str, error: dict) -> None:
+        self.info.setText(f"FX graph unavailable: {error.get('message', '')}")
+
+    def is_filled(self) -> bool:
+        return self.graph_dict is not None
+
+    def _fill_table(self, nodes: list[dict]) -> None:
+        c = themes.colors()
+        self.table.setUpdatesEnabled(False)
+        self.table.setRowCount(len(nodes))
+        for r, node in enumerate(nodes):
+            for col, text in enumerate(fx_row(node)):
+                item = QTableWidgetItem(text)
+                item.setData(Qt.ItemDataRole.UserRole, str(node.get("id")))
+                if col == 0:
+                    item.setToolTip(node.get("source") or text)
+                if col == 1 and text != "call_function":
+                    item.setForeground(QBrush(QColor(c.dim_text)))
+                self.table.setItem(r, col, item)
+        self.table.resizeColumnsToContents()
+        for col in range(len(COLUMNS)):
+            self.table.setColumnWidth(col, min(self.table.columnWidth(col), 260))
+        self.table.setUpdatesEnabled(True)
+        self._filter_table(self.search.text())
+
+    # -- selection -------------------------------------------------------------------------------
+    def _node_clicked(self, node_id: str) -> None:
+        if node_id and not node_id.startswith("group:"):
+            self.hub.select_fx(node_id)
+
+    def _row_clicked(self) -> None:
+        items = self.table.selectedItems()
+        if items:
+            node_id = items[0].data(Qt.ItemDataRole.UserRole)
+            if self.hub.selection is None or self.hub.selection.key != node_id:
+                self.hub.select_fx(node_id)
+
+    def _on_linked(self, sel) -> None:
+        self._linked = [] if sel is None else list(sel.fx)
+        self._apply_linked(center=sel is not None and sel.source != "fx")
+
+    def _apply_linked(self, center: bool = False) -> None:
+        if self.graph_dict is None:
+            return
+        self.graph.highlight(self._linked, "linked")
+        if center and self._linked and hasattr(self.graph, "center_on"):
+            self.graph.center_on(self._linked[0])
+        ids = set(self._linked)
+        self.table.blockSignals(True)
+        self.table.clearSelection()
+        first = None
+        for r in range(self.table.rowCount()):
+            item = self.table.item(r, 0)
+            if item is not None and item.data(Qt.ItemDataRole.UserRole) in ids:
+                self.table.selectRow(r) if first is None else None
+                first = r if first is None else first
+        if first is not None:
+            self.table.scrollToItem(self.table.item(first, 0))
+        self.table.blockSignals(False)
+
+    def linked_ids(self) -> list[str]:
+        return list(self._linked)
+
+    # -- search ----------------------------------------------------------------------------------
+    def _search(self) -> list[str]:
+        text = self.search.text().strip()
+        ids = self.graph.find(text) if text else []
+        return ids
+
+    def _filter_table(self, text: str) -> None:
+        text = text.strip().lower()
+        for r in range(self.table.rowCount()):
+            hide = bool(text) and not any(
+                text in (self.table.item(r, c).text().lower() if self.table.item(r, c) else "")
+                for c in range(len(COLUMNS)))
+            self.table.setRowHidden(r, hide)

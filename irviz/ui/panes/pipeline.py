@@ -1,0 +1,418 @@
+"""Pipeline pane (Compiler Explorer's opt-pipeline view): the applied steps (pass, time, changed),
+a filter hiding passes that changed nothing, the planned passes (choose a named pipeline or
+compose one: add, remove, reorder, edit params, load a user pass file) and the stepping buttons."""
+from __future__ import annotations
+
+import json
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QBrush, QColor, QFont
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
+                               QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+                               QListWidget, QListWidgetItem, QMenu, QPushButton, QSpinBox,
+                               QSplitter, QTableWidget, QTableWidgetItem, QToolButton, QVBoxLayout,
+                               QWidget)
+
+from irviz.ui import themes
+from irviz.ui.panes.base import Pane, dim_label
+
+CUSTOM = "(custom)"
+
+
+def _params_text(params: dict | None) -> str:
+    if not params:
+        return ""
+    return ", ".join(f"{k}={v!r}" for k, v in params.items())
+
+
+class PipelinePane(Pane):
+    title = "Pipeline"
+    passFileRequested = Signal()
+
+    def __init__(self, bridge, hub, parent=None):
+        super().__init__(bridge, hub, parent)
+        self.passes: list[dict] = []
+        self.pipelines: list[dict] = []
+        self.steps: list[dict] = []
+        self.planned: list[dict] = []
+
+        # -- stepping
+        self.back_button = QPushButton("◀ Back")
+        self.back_button.setToolTip("Step back (Shift+F10)")
+        self.back_button.clicked.connect(self.back)
+        self.step_button = QPushButton("Step ▶")
+        self.step_button.setToolTip("Apply the next pass (F10)")
+        self.step_button.clicked.connect(self.step)
+        self.run_button = QPushButton("Run to end ⏭")
+        self.run_button.setToolTip("Apply every planned pass (F5)")
+        self.run_button.clicked.connect(self.run_to_end)
+        steps_bar = QHBoxLayout()
+        steps_bar.setContentsMargins(0, 0, 0, 0)
+        for b in (self.back_button, self.step_button, self.run_button):
+            steps_bar.addWidget(b)
+
+        # -- applied steps
+        self.hide_unchanged = QCheckBox("Hide passes that changed nothing")
+        self.hide_unchanged.toggled.connect(lambda _on: self._filter())
+        self.table = QTableWidget(0, 4)
+        self.table.setHorizontalHeaderLabels(["#", "Pass", "ms", "Changed"])
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(20)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        hh = self.table.horizontalHeader()
+        hh.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        hh.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        hh.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        hh.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.cellDoubleClicked.connect(lambda r, _c: self.jump(self._row_index(r)))
+        self.table.itemSelectionChanged.connect(self._step_clicked)
+        self.table.setToolTip("Double-click a step to jump to it")
+
+        applied = QWidget()
+        al = QVBoxLayout(applied)
+        al.setContentsMargins(0, 0, 0, 0)
+        al.setSpacing(3)
+        al.addLayout(steps_bar)
+        al.addWidget(self.hide_unchanged)
+        al.addWidget(self.table, 1)
+
+        # -- planned passes
+        self.pipeline_box = QComboBox()
+        self.pipeline_box.setToolTip("Named pipeline: replaces the passes planned after the cursor")
+        self.pipeline_box.activated.connect(self._pipeline_chosen)
+        self.planned_list = QListWidget()
+        self.planned_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.planned_list.currentRowChanged.connect(self._show_params)
+        self.add_button = QToolButton(text="Add ▾")
+        self.add_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.add_menu = QMenu(self)
+        self.add_button.setMenu(self.add_menu)
+        self.remove_button = QToolButton(text="Remove")
+        self.remove_button.clicked.connect(self.remove_selected)
+        self.up_button = QToolButton(text="↑")
+        self.up_button.setToolTip("Move up")
+        self.up_button.clicked.connect(lambda: self.move_selected(-1))
+        self.down_button = QToolButton(text="↓")
+        self.down_button.setToolTip("Move down")
+        self.down_button.clicked.connect(lambda: self.move_selected(1))
+        self.load_button = QToolButton(text="Load passes…")
+        self.load_button.setToolTip("Load passes from a Python file (IRVIZ_PASSES or @irviz_pass)")
+        self.load_button.clicked.connect(self.load_pass_file_dialog)
+        edit_bar = QHBoxLayout()
+        edit_bar.setContentsMargins(0, 0, 0, 0)
+        for b in (self.add_button, self.remove_button, self.up_button, self.down_button):
+            edit_bar.addWidget(b)
+        edit_bar.addStretch(1)
+        edit_bar.addWidget(self.load_button)
+        self.params_box = QGroupBox("Parameters")
+        self.params_form = QFormLayout(self.params_box)
+        self.params_form.setContentsMargins(6, 4, 6, 4)
+        self.params_box.setVisible(False)
+
+        planned = QWidget()
+        pl = QVBoxLayout(planned)
+        pl.setContentsMargins(0, 0, 0, 0)
+        pl.setSpacing(3)
+        head = QHBoxLayout()
+        head.addWidget(QLabel("Planned"))
+        head.addWidget(self.pipeline_box, 1)
+        pl.addLayout(head)
+        pl.addWidget(self.planned_list, 1)
+        pl.addLayout(edit_bar)
+        pl.addWidget(self.params_box)
+
+        self.info = dim_label("No model open")
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(applied)
+        split.addWidget(planned)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.setSpacing(3)
+        lay.addWidget(self.info)
+        lay.addWidget(split, 1)
+        self._update_buttons()
+        self.refresh_catalogues()
+
+    # -- catalogues ------------------------------------------------------------------------------
+    def refresh_catalogues(self) -> None:
+        self.ask("passes", "list_passes")
+        self.ask("pipelines", "list_pipelines")
+
+    def on_reply(self, purpose: str, result) -> None:
+        if purpose in ("passes", "load"):
+            self.passes = list(result or [])
+            self._fill_add_menu()
+            if purpose == "load":
+                self.info.setText(f"{len(self.passes)} passes available")
+        elif purpose == "pipelines":
+            self.pipelines = list(result or [])
+            self._fill_pipelines()
+
+    def on_error(self, purpose: str, error: dict) -> None:
+        self.info.setText(f"{error.get('message', 'failed')}")
+
+    def _fill_add_menu(self) -> None:
+        self.add_menu.clear()
+        by_cat: dict[str, list[dict]] = {}
+        for p in self.passes:
+            by_cat.setdefault(p.get("category") or "other", []).append(p)
+        for cat, items in by_cat.items():
+            sub = self.add_menu.addMenu(cat)
+            for p in items:
+                act = QAction(p["name"], sub)
+                act.setToolTip(p.get("description", ""))
+                act.triggered.connect(lambda _c=False, name=p["name"]: self.add_pass(name))
+                sub.addAction(act)
+
+    def _fill_pipelines(self) -> None:
+        self.pipeline_box.blockSignals(True)
+        self.pipeline_box.clear()
+        for p in self.pipelines:
+            self.pipeline_box.addItem(p["name"], p["name"])
+            self.pipeline_box.setItemData(self.pipeline_box.count() - 1, p.get("description", ""),
+                                          Qt.ItemDataRole.ToolTipRole)
+        self.pipeline_box.addItem(CUSTOM, None)
+        self.pipeline_box.blockSignals(False)
+        self._match_pipeline()
+
+    def _match_pipeline(self) -> None:
+        """Show the named pipeline whose passes are exactly applied + planned, else (custom)."""
+        names = [s.get("pass") for s in self.steps[1:]] + [p.get("name") for p in self.planned]
+        for i, p in enumerate(self.pipelines):
+            if [x["name"] for x in p.get("passes", [])] == names:
+                self.pipeline_box.setCurrentIndex(i)
+                return
+        self.pipeline_box.setCurrentIndex(self.pipeline_box.count() - 1)
+
+    # -- state -----------------------------------------------------------------------------------
+    def on_state(self, state: dict, prev: dict) -> None:
+        self.steps = list(state.get("steps") or [])
+        self.planned = list(state.get("planned") or [])
+        self._fill_steps(state)
+        self._fill_planned()
+        self._match_pipeline()
+        self._update_buttons()
+        if state.get("model"):
+            cur = self.cursor_of(state)
+            total = len(self.steps) - 1 + len(self.planned)
+            self.info.setText(f"{state.get('model')} · step {cur} of {total}"
+                              + (f" · {len(self.planned)} planned" if self.planned else " · done"))
+        else:
+            self.info.setText("No model open")
+
+    def is_filled(self) -> bool:
+        return bool(self.steps)
+
+    def _fill_steps(self, state: dict) -> None:
+        c = themes.colors()
+        cursor = self.cursor_of(state)
+        self.table.blockSignals(True)
+        self.table.setRowCount(len(self.steps))
+        bold = QFont(self.table.font())
+        bold.setBold(True)
+        for r, s in enumerate(self.steps):
+            changed = s.get("changed", True) or s.get("index") == 0
+            details = []
+            for key, word in (("added", "+"), ("removed", "−"), ("changed_funcs", "~")):
+                if s.get(key):
+                    details.append(f"{word}{len(s[key])}")
+            cells = [str(s.get("index", r)), s.get("pass", ""),
+                     f"{1000 * float(s.get('seconds') or 0):.1f}",
+                     ("yes " + " ".join(details)).strip() if s.get("changed") else
+                     ("—" if s.get("index") else "import")]
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setData(Qt.ItemDataRole.UserRole, s.get("index", r))
+                if col == 1:
+                    tip = s.get("pass", "")
+                    if s.get("params"):
+                        tip += f"({_params_text(s['params'])})"
+                    for key in ("added", "removed", "changed_funcs"):
+                        if s.get(key):
+                            tip += f"\n{key.replace('_funcs', '')}: {', '.join(s[key][:12])}"
+                    item.setToolTip(tip)
+                if not changed:
+                    item.setForeground(QBrush(QColor(c.dim_text)))
+                if s.get("index") == cursor:
+                    item.setFont(bold)
+                    item.setBackground(QBrush(QColor(c.current_line)))
+                if col == 3 and s.get("changed") and s.get("index"):
+                    item.setForeground(QBrush(QColor(c.ok)))
+                self.table.setItem(r, col, item)
+        self.table.blockSignals(False)
+        self._filter()
+        if cursor is not None and cursor < self.table.rowCount():
+            self.table.scrollToItem(self.table.item(cursor, 0))
+
+    def _filter(self) -> None:
+        hide = self.hide_unchanged.isChecked()
+        for r, s in enumerate(self.steps):
+            self.table.setRowHidden(r, hide and not s.get("changed") and s.get("index") != 0)
+
+    def visible_steps(self) -> list[int]:
+        return [self._row_index(r) for r in range(self.table.rowCount()) if not self.table.isRowHidden(r)]
+
+    def _row_index(self, row: int) -> int:
+        item = self.table.item(row, 0)
+        return int(item.data(Qt.ItemDataRole.UserRole)) if item is not None else row
+
+    def _step_clicked(self) -> None:
+        rows = {i.row() for i in self.table.selectedItems()}
+        if rows:
+            self.hub.select_step(self._row_index(min(rows)))
+
+    def _fill_planned(self) -> None:
+        row = self.planned_list.currentRow()
+        self.planned_list.blockSignals(True)
+        self.planned_list.clear()
+        for p in self.planned:
+            text = p.get("name", "")
+            if p.get("params"):
+                text += f"  ({_params_text(p['params'])})"
+            item = QListWidgetItem(text)
+            self.planned_list.addItem(item)
+        self.planned_list.blockSignals(False)
+        if 0 <= row < self.planned_list.count():
+            self.planned_list.setCurrentRow(row)
+        else:
+            self._show_params(-1)
+
+    def _update_buttons(self) -> None:
+        has = bool(self.state and self.state.get("model"))
+        cursor = self.cursor_of(self.state) or 0
+        self.back_button.setEnabled(has and cursor > 0)
+        self.step_button.setEnabled(has and (bool(self.planned) or cursor < len(self.steps) - 1))
+        self.run_button.setEnabled(has and (bool(self.planned) or cursor < len(self.steps) - 1))
+
+    # -- actions ---------------------------------------------------------------------------------
+    def step(self) -> None:
+        self.bridge.request("step")
+
+    def back(self) -> None:
+        self.bridge.request("back")
+
+    def run_to_end(self) -> None:
+        self.bridge.request("run_to_end")
+
+    def jump(self, index: int) -> None:
+        self.bridge.request("jump", index=int(index))
+
+    def use_pipeline(self, name: str) -> None:
+        self.bridge.request("set_pipeline", pipeline=name)
+
+    def set_planned(self, passes: list[dict]) -> None:
+        self.bridge.request("set_pipeline", passes=[{"name": p["name"], "params": dict(p.get("params") or {})}
+                                                    for p in passes])
+
+    def _pipeline_chosen(self, index: int) -> None:
+        name = self.pipeline_box.itemData(index)
+        if name:
+            self.use_pipeline(name)
+
+    def add_pass(self, name: str) -> None:
+        spec = self._spec(name)
+        params = {p["name"]: p.get("default") for p in (spec or {}).get("params") or []}
+        at = self.planned_list.currentRow()
+        planned = list(self.planned)
+        item = {"name": name, "params": params}
+        if 0 <= at < len(planned):
+            planned.insert(at + 1, item)
+        else:
+            planned.append(item)
+        self.set_planned(planned)
+
+    def remove_selected(self) -> None:
+        at = self.planned_list.currentRow()
+        if 0 <= at < len(self.planned):
+            planned = list(self.planned)
+            del planned[at]
+            self.set_planned(planned)
+
+    def move_selected(self, delta: int) -> None:
+        at = self.planned_list.currentRow()
+        to = at + delta
+        if 0 <= at < len(self.planned) and 0 <= to < len(self.planned):
+            planned = list(self.planned)
+            planned[at], planned[to] = planned[to], planned[at]
+            self.set_planned(planned)
+            self.planned_list.setCurrentRow(to)
+
+    def load_pass_file_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Load passes", "", "Python files (*.py)")
+        if path:
+            self.load_pass_file(path)
+
+    def load_pass_file(self, path: str) -> None:
+        self.ask("load", "load_pass_file", path=path)
+
+    # -- params form -----------------------------------------------------------------------------
+    def _spec(self, name: str) -> dict | None:
+        return next((p for p in self.passes if p.get("name") == name), None)
+
+    def _show_params(self, row: int) -> None:
+        while self.params_form.rowCount():
+            self.params_form.removeRow(0)
+        if not (0 <= row < len(self.planned)):
+            self.params_box.setVisible(False)
+            return
+        inv = self.planned[row]
+        spec = self._spec(inv.get("name", "")) or {}
+        params = spec.get("params") or []
+        self.params_box.setTitle(f"{inv.get('name')} parameters")
+        self.params_box.setToolTip(spec.get("description", ""))
+        if not params:
+            self.params_form.addRow(dim_label("This pass has no parameters."))
+        for p in params:
+            value = (inv.get("params") or {}).get(p["name"], p.get("default"))
+            w = self._editor(row, p, value)
+            w.setToolTip(p.get("help", ""))
+            self.params_form.addRow(p["name"], w)
+        self.params_box.setVisible(True)
+
+    def _editor(self, row: int, p: dict, value) -> QWidget:
+        kind = p.get("kind")
+        name = p["name"]
+        if kind == "bool":
+            w = QCheckBox()
+            w.setChecked(bool(value))
+            w.toggled.connect(lambda v: self._set_param(row, name, bool(v)))
+        elif kind == "int":
+            w = QSpinBox()
+            w.setRange(-1_000_000, 1_000_000)
+            w.setValue(int(value or 0))
+            w.editingFinished.connect(lambda: self._set_param(row, name, w.value()))
+        elif kind == "choice" and p.get("choices"):
+            w = QComboBox()
+            for ch in p["choices"]:
+                w.addItem(str(ch), ch)
+            w.setCurrentIndex(max(0, w.findData(value)))
+            w.activated.connect(lambda i: self._set_param(row, name, w.itemData(i)))
+        else:
+            w = QLineEdit(json.dumps(value) if kind == "json" else ("" if value is None else str(value)))
+
+            def done():
+                text = w.text()
+                if kind == "json":
+                    try:
+                        v = json.loads(text or "null")
+                    except ValueError:
+                        self.info.setText(f"{name}: not valid JSON")
+                        return
+                else:
+                    v = text
+                self._set_param(row, name, v)
+            w.editingFinished.connect(done)
+        return w
+
+    def _set_param(self, row: int, name: str, value) -> None:
+        if not (0 <= row < len(self.planned)):
+            return
+        if (self.planned[row].get("params") or {}).get(name) == value:
+            return
+        planned = [dict(p) for p in self.planned]
+        planned[row]["params"] = dict(planned[row].get("params") or {}, **{name: value})
+        self.set_planned(planned)

@@ -1,0 +1,237 @@
+"""Relax pane: pick a Relax function; its dataflow graph and its TVMScript, split or one at a
+time. Nodes the current step added or changed are highlighted; the run pane's per-kernel times
+colour the graph."""
+from __future__ import annotations
+
+import re
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QSplitter,
+                               QToolButton, QVBoxLayout)
+
+from irviz.ui.panes.base import Pane, SearchBox, dim_label
+from irviz.ui.widgets.code_view import CodeView
+from irviz.ui.widgets.graph_view import GraphView
+
+_BINDING = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
+
+
+def graph_changes(graph: dict, prev: dict | None, step: dict | None) -> tuple[list[str], list[str]]:
+    """Node ids that are new since ``prev`` (added) and nodes whose label/callee changed or that call
+    a function the step added or changed."""
+    nodes = [n for n in graph.get("nodes", []) if n.get("kind") not in ("param", "output")]
+    touched = set()
+    if step:
+        touched = set(step.get("added") or []) | set(step.get("changed_funcs") or [])
+    if prev is None:
+        return [], [n["id"] for n in nodes if n.get("callee") in touched]
+    before = {n["id"]: n for n in prev.get("nodes", [])}
+    added, changed = [], []
+    for n in nodes:
+        old = before.get(n["id"])
+        if old is None:
+            added.append(n["id"])
+        elif (old.get("label"), old.get("callee"), old.get("sublabel")) != (
+                n.get("label"), n.get("callee"), n.get("sublabel")) or n.get("callee") in touched:
+            changed.append(n["id"])
+    return added, changed
+
+
+class RelaxPane(Pane):
+    title = "Relax"
+
+    def __init__(self, bridge, hub, parent=None):
+        super().__init__(bridge, hub, parent)
+        self.graph_dict: dict | None = None
+        self.prev_graph: dict | None = None
+        self.text: str | None = None
+        self.added: list[str] = []
+        self.changed: list[str] = []
+        self._linked: list[str] = []
+        self._heat: dict = {}
+        self._shown: tuple | None = None  # (step, func) displayed
+
+        self.func_box = QComboBox()
+        self.func_box.setMinimumContentsLength(10)
+        self.func_box.setToolTip("Relax function")
+        self.func_box.activated.connect(lambda _i: self._reload(force=True))
+        self.search = SearchBox("Search binding, op, shape…")
+        self.search.returnPressed.connect(self._search)
+        self.mode_buttons = {}
+        group = QButtonGroup(self)
+        for name in ("Graph", "Split", "Code"):
+            b = QToolButton(text=name, checkable=True)
+            b.toggled.connect(lambda on, n=name: on and self.set_view(n.lower()))
+            group.addButton(b)
+            self.mode_buttons[name.lower()] = b
+        self.info = dim_label("No model open")
+
+        self.graph = GraphView()
+        self.graph.nodeSelected.connect(self._node_clicked)
+        self.code = CodeView()
+        self.code.lineClicked.connect(self._line_clicked)
+        self.split = QSplitter(Qt.Orientation.Vertical)
+        self.split.addWidget(self.graph)
+        self.split.addWidget(self.code)
+        self.split.setStretchFactor(0, 3)
+        self.split.setStretchFactor(1, 2)
+
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(QLabel("Function"))
+        top.addWidget(self.func_box)
+        top.addWidget(self.search, 1)
+        for b in self.mode_buttons.values():
+            top.addWidget(b)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.setSpacing(3)
+        lay.addLayout(top)
+        lay.addWidget(self.info)
+        lay.addWidget(self.split, 1)
+        self.mode_buttons["split"].setChecked(True)
+
+        hub.linked.connect(self._on_linked)
+        hub.cleared.connect(lambda: self._on_linked(None))
+        hub.heatChanged.connect(self._on_heat)
+
+    def set_view(self, mode: str) -> None:
+        self.mode_buttons[mode].setChecked(True)
+        self.graph.setVisible(mode in ("graph", "split"))
+        self.code.setVisible(mode in ("code", "split"))
+
+    # -- data ------------------------------------------------------------------------------------
+    def current_func(self) -> str:
+        return self.func_box.currentText() or "main"
+
+    def on_state(self, state: dict, prev: dict) -> None:
+        cursor = self.cursor_of(state)
+        if cursor is None:
+            self.clear()
+            return
+        funcs = list(state.get("relax_functions") or ["main"])
+        current = self.func_box.currentText()
+        if [self.func_box.itemText(i) for i in range(self.func_box.count())] != funcs:
+            self.func_box.clear()
+            self.func_box.addItems(funcs)
+            self.func_box.setCurrentIndex(funcs.index(current) if current in funcs
+                                          else (funcs.index("main") if "main" in funcs else 0))
+        if self.model_key(state) != self.model_key(prev):
+            self._heat = {}
+        self._reload()
+
+    def _reload(self, force: bool = False) -> None:
+        cursor = self.cursor_of(self.state)
+        if cursor is None:
+            return
+        key = (cursor, self.current_func(), self.model_key(self.state))
+        if key == self._shown and not force:
+            return
+        self._shown = key
+        func = self.current_func()
+        self.graph_dict = None
+        self.prev_graph = None
+        self.text = None
+        step = self._step_info(cursor)
+        self.info.setText(f"Step {cursor} · {step.get('pass', '') if step else ''} · loading {func}…")
+        self.ask("graph", "relax_graph", step=cursor, func=func)
+        self.ask("text", "function_text", step=cursor, name=func)
+        if cursor > 0:
+            self.ask("prev_graph", "relax_graph", step=cursor - 1, func=func)
+
+    def _step_info(self, index: int) -> dict:
+        for s in (self.state or {}).get("steps") or []:
+            if s.get("index") == index:
+                return s
+        return {}
+
+    def clear(self) -> None:
+        self._shown = None
+        self.graph_dict = self.prev_graph = self.text = None
+        self.graph.clear()
+        self.code.set_text("")
+        self.func_box.clear()
+        self.info.setText("No model open")
+
+    def on_reply(self, purpose: str, result) -> None:
+        if purpose == "graph":
+            self.graph_dict = result or {"nodes": [], "edges": []}
+            self.graph.set_graph(self.graph_dict)
+            if self._heat:
+                self.graph.set_heat(self._heat)
+        elif purpose == "prev_graph":
+            self.prev_graph = result or {"nodes": []}
+        elif purpose == "text":
+            self.text = (result or {}).get("text", "")
+            self.code.set_text(self.text)
+        self._update_highlights()
+
+    def on_error(self, purpose: str, error: dict) -> None:
+        if purpose == "prev_graph":  # e.g. the function did not exist one step earlier
+            self.prev_graph = {"nodes": []}
+            self._update_highlights()
+            return
+        self.info.setText(f"{purpose}: {error.get('message', 'failed')}")
+        if purpose == "graph":
+            self.graph_dict = {"nodes": [], "edges": []}
+            self.graph.clear()
+        if purpose == "text":
+            self.text = ""
+
+    def is_filled(self) -> bool:
+        return self.graph_dict is not None and self.text is not None
+
+    def _update_highlights(self) -> None:
+        if self.graph_dict is None:
+            return
+        cursor = self.cursor_of(self.state) or 0
+        waiting_prev = cursor > 0 and self.prev_graph is None
+        if waiting_prev:
+            return
+        step = self._step_info(cursor)
+        self.added, self.changed = graph_changes(self.graph_dict, self.prev_graph if cursor > 0 else None, step)
+        self.graph.highlight(self.added, "added")
+        self.graph.highlight(self.changed, "changed")
+        self.graph.highlight(self._linked, "linked")
+        nodes = [n for n in self.graph_dict.get("nodes", []) if n.get("kind") not in ("param", "output")]
+        parts = [f"Step {cursor} · {step.get('pass', '')}", f"{len(nodes)} bindings"]
+        if self.added:
+            parts.append(f"{len(self.added)} new")
+        if self.changed:
+            parts.append(f"{len(self.changed)} changed")
+        self.info.setText(" · ".join(parts))
+
+    # -- selection -------------------------------------------------------------------------------
+    def _node_clicked(self, node_id: str) -> None:
+        if node_id and not node_id.startswith("group:"):
+            self.hub.select_relax(node_id)
+
+    def _line_clicked(self, line: int) -> None:
+        lines = self.code.toPlainText().split("\n")
+        if 0 < line <= len(lines):
+            m = _BINDING.match(lines[line - 1])
+            if m and self.graph_dict and any(n["id"] == m.group(1) for n in self.graph_dict.get("nodes", [])):
+                self.hub.select_relax(m.group(1))
+
+    def _on_linked(self, sel) -> None:
+        self._linked = [] if sel is None else list(sel.relax)
+        if self.graph_dict is not None:
+            self.graph.highlight(self._linked, "linked")
+            if sel is not None and sel.source != "relax" and self._linked and hasattr(self.graph, "center_on"):
+                self.graph.center_on(self._linked[0])
+        self.code.highlight_words(self._linked, scroll=bool(self._linked))
+
+    def linked_ids(self) -> list[str]:
+        return list(self._linked)
+
+    def _on_heat(self, heat: dict) -> None:
+        self._heat = dict(heat)
+        if self.graph_dict is not None:
+            self.graph.set_heat(self._heat)
+
+    def _search(self) -> list[str]:
+        text = self.search.text().strip()
+        ids = self.graph.find(text) if text else []
+        if not ids and text:
+            self.code.find_text(text)
+        return ids

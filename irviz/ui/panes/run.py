@@ -1,0 +1,189 @@
+"""Run pane: Build & Run the current step in the engine; outputs vs PyTorch, latency, per-kernel
+times (which also colour the Relax graph through the event hub)."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (QAbstractItemView, QGridLayout, QHBoxLayout, QHeaderView, QLabel,
+                               QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout)
+
+from irviz.ui import themes
+from irviz.ui.panes.base import Pane, dim_label
+
+
+class _Num(QTableWidgetItem):
+    """Sorts numerically."""
+
+    def __init__(self, value: float, text: str):
+        super().__init__(text)
+        self.value = value
+        self.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
+    def __lt__(self, other):
+        if isinstance(other, _Num):
+            return self.value < other.value
+        return super().__lt__(other)
+
+
+def _fmt(v, digits=3, unit="") -> str:
+    if v is None:
+        return "—"
+    try:
+        return f"{float(v):.{digits}g}{unit}"
+    except (TypeError, ValueError):
+        return str(v)
+
+
+class RunPane(Pane):
+    title = "Build & Run"
+
+    def __init__(self, bridge, hub, parent=None):
+        super().__init__(bridge, hub, parent)
+        self.result: dict | None = None
+        self.error: dict | None = None
+        self.built_step: int | None = None
+
+        self.run_button = QPushButton("Build && Run")
+        self.run_button.setToolTip("Build the current step, run it, compare with PyTorch (Ctrl+R)")
+        self.run_button.clicked.connect(self.build_run)
+        self.verdict = QLabel("")
+        f = self.verdict.font()
+        f.setBold(True)
+        f.setPointSizeF(f.pointSizeF() * 1.15)
+        self.verdict.setFont(f)
+        self.status = dim_label("Open a model, then Build & Run any step.")
+        self.status.setWordWrap(True)
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.run_button)
+        top.addWidget(self.verdict)
+        top.addWidget(self.status, 1)
+
+        self.fields = {}
+        grid = QGridLayout()
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setHorizontalSpacing(14)
+        labels = [("max_abs_error", "max |error|"), ("max_rel_error", "max rel. error"),
+                  ("tvm_ms", "TVM"), ("torch_ms", "PyTorch"), ("ratio", "TVM / PyTorch"),
+                  ("build_seconds", "build"), ("threads", "threads"), ("target", "target")]
+        for i, (key, text) in enumerate(labels):
+            name = dim_label(text)
+            value = QLabel("—")
+            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            grid.addWidget(name, i // 4 * 2, i % 4)
+            grid.addWidget(value, i // 4 * 2 + 1, i % 4)
+            self.fields[key] = value
+
+        self.kernels = QTableWidget(0, 5)
+        self.kernels.setHorizontalHeaderLabels(["Kernel", "Calls", "ms", "%", "Binding"])
+        self.kernels.verticalHeader().setVisible(False)
+        self.kernels.verticalHeader().setDefaultSectionSize(20)
+        self.kernels.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.kernels.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.kernels.setSortingEnabled(True)
+        hh = self.kernels.horizontalHeader()
+        hh.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c in (1, 2, 3):
+            hh.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        hh.setSectionResizeMode(4, QHeaderView.ResizeMode.Interactive)
+        self.kernels.itemSelectionChanged.connect(self._kernel_clicked)
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.setSpacing(4)
+        lay.addLayout(top)
+        lay.addLayout(grid)
+        lay.addWidget(self.kernels, 1)
+
+    def on_state(self, state: dict, prev: dict) -> None:
+        cursor = self.cursor_of(state)
+        self.run_button.setEnabled(cursor is not None)
+        if self.model_key(state) != self.model_key(prev):
+            self._reset()
+        elif self.built_step is not None and cursor != self.built_step and self.result:
+            self.status.setText(f"Results are for step {self.built_step}; the cursor is at step {cursor}.")
+
+    def _reset(self) -> None:
+        self.result = self.error = self.built_step = None
+        self.verdict.setText("")
+        self.status.setText("Build & Run the current step (Ctrl+R).")
+        for v in self.fields.values():
+            v.setText("—")
+        self.kernels.setRowCount(0)
+        self.hub.set_heat({})
+
+    def build_run(self) -> None:
+        cursor = self.cursor_of(self.state)
+        if cursor is None:
+            self.status.setText("Open a model first.")
+            return
+        self.built_step = cursor
+        self.error = None
+        self.verdict.setText("")
+        self.status.setText(f"Building and running step {cursor}…")
+        self.ask("run", "build_run", step=cursor)
+
+    def on_reply(self, purpose: str, result) -> None:
+        if purpose != "run":
+            return
+        c = themes.colors()
+        r = result or {}
+        self.result = r
+        ok = bool(r.get("allclose", r.get("ok")))
+        self.verdict.setText("PASS" if ok else "MISMATCH")
+        self.verdict.setStyleSheet(f"color: {c.ok if ok else c.bad};")
+        tvm_ms, torch_ms = r.get("tvm_ms"), r.get("torch_ms")
+        ratio = (tvm_ms / torch_ms) if tvm_ms and torch_ms else None
+        values = {"max_abs_error": _fmt(r.get("max_abs_error")), "max_rel_error": _fmt(r.get("max_rel_error")),
+                  "tvm_ms": _fmt(tvm_ms, 4, " ms"), "torch_ms": _fmt(torch_ms, 4, " ms"),
+                  "ratio": _fmt(ratio, 3, "×"), "build_seconds": _fmt(r.get("build_seconds"), 3, " s"),
+                  "threads": str(r.get("threads", "—")), "target": str(r.get("target") or "—")}
+        for k, v in values.items():
+            self.fields[k].setText(v)
+        self.fields["target"].setToolTip(str(r.get("target") or ""))
+        self.status.setText(f"Step {self.built_step}: outputs "
+                            + ("match PyTorch." if ok else "differ from PyTorch."))
+        kernels = list(r.get("kernels") or [])
+        total = sum(float(k.get("ms") or 0) for k in kernels) or 1.0
+        self.kernels.setSortingEnabled(False)
+        self.kernels.setRowCount(len(kernels))
+        for i, k in enumerate(kernels):
+            ms = float(k.get("ms") or 0)
+            self.kernels.setItem(i, 0, QTableWidgetItem(str(k.get("name", ""))))
+            self.kernels.setItem(i, 1, _Num(int(k.get("calls") or 0), str(k.get("calls", ""))))
+            self.kernels.setItem(i, 2, _Num(ms, f"{ms:.3f}"))
+            self.kernels.setItem(i, 3, _Num(ms / total, f"{100 * ms / total:.1f}"))
+            self.kernels.setItem(i, 4, QTableWidgetItem(str(k.get("binding") or "")))
+        self.kernels.setSortingEnabled(True)
+        self.kernels.sortItems(2, Qt.SortOrder.DescendingOrder)
+        heat = {}
+        for k in kernels:
+            if k.get("binding"):
+                heat[k["binding"]] = heat.get(k["binding"], 0.0) + float(k.get("ms") or 0)
+        self.hub.set_heat(heat)
+
+    def on_error(self, purpose: str, error: dict) -> None:
+        c = themes.colors()
+        self.error = error
+        self.result = None
+        self.verdict.setText(f"{error.get('stage', 'build').upper()} FAILED")
+        self.verdict.setStyleSheet(f"color: {c.bad};")
+        msg = error.get("message", "failed")
+        if error.get("hint"):
+            msg += f"\nhint: {error['hint']}"
+        self.status.setText(msg)
+        self.status.setToolTip(error.get("detail") or "")
+
+    def _kernel_clicked(self) -> None:
+        items = self.kernels.selectedItems()
+        if not items:
+            return
+        binding = self.kernels.item(items[0].row(), 4)
+        if binding is not None and binding.text():
+            self.hub.select_relax(binding.text())
+
+    def heat_rows(self) -> int:
+        return self.kernels.rowCount()
+
+    def row_brush(self, ok: bool) -> QBrush:
+        return QBrush(QColor(themes.colors().ok if ok else themes.colors().bad))

@@ -1,0 +1,201 @@
+"""TensorIR pane: the prim_funcs of the current step (signature, loop-nest summary); the selected
+one's TVMScript below."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import QSplitter, QTreeWidget, QTreeWidgetItem, QVBoxLayout
+
+from irviz.ui import themes
+from irviz.ui.panes.base import Pane, SearchBox, dim_label
+from irviz.ui.widgets.code_view import CodeView
+
+
+def loop_summary(loops: list[str]) -> str:
+    """["i0 128 serial", "i1 128 serial"] -> "i0:128 × i1:128"."""
+    parts = []
+    for loop in loops or []:
+        bits = str(loop).split()
+        kind = bits[2] if len(bits) > 2 and bits[2] != "serial" else ""
+        parts.append(f"{bits[0]}:{bits[1]}{' ' + kind if kind else ''}" if len(bits) > 1 else str(loop))
+    return " × ".join(parts)
+
+
+class TirPane(Pane):
+    title = "TensorIR"
+
+    def __init__(self, bridge, hub, parent=None):
+        super().__init__(bridge, hub, parent)
+        self.functions: list[dict] | None = None
+        self.selected: str | None = None
+        self.text: str | None = None
+        self._linked: list[str] = []
+        self._shown = None
+
+        self.search = SearchBox("Search function, loop, block…")
+        self.search.textChanged.connect(self._filter)
+        self.info = dim_label("No model open")
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Function", "Loops", "Signature"])
+        self.tree.setRootIsDecorated(True)
+        self.tree.setUniformRowHeights(True)
+        self.tree.setAlternatingRowColors(True)
+        self.tree.currentItemChanged.connect(self._item_changed)
+        self.code = CodeView()
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.tree)
+        split.addWidget(self.code)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        self.split = split
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.setSpacing(3)
+        lay.addWidget(self.search)
+        lay.addWidget(self.info)
+        lay.addWidget(split, 1)
+
+        hub.linked.connect(self._on_linked)
+        hub.cleared.connect(lambda: self._on_linked(None))
+
+    def on_state(self, state: dict, prev: dict) -> None:
+        cursor = self.cursor_of(state)
+        if cursor is None:
+            self.clear()
+            return
+        key = (cursor, self.model_key(state))
+        if key == self._shown:
+            return
+        self._shown = key
+        self.functions = None
+        self.ask("list", "tir_functions", step=cursor)
+
+    def clear(self) -> None:
+        self._shown = None
+        self.functions = None
+        self.text = None
+        self.tree.clear()
+        self.code.set_text("")
+        self.info.setText("No model open")
+
+    def on_reply(self, purpose: str, result) -> None:
+        if purpose == "list":
+            self.functions = list(result or [])
+            self._fill()
+        elif purpose == "text":
+            self.text = (result or {}).get("text", "")
+            self.code.set_text(self.text)
+
+    def on_error(self, purpose: str, error: dict) -> None:
+        if purpose == "list":
+            self.functions = []
+            self.info.setText(f"TensorIR unavailable: {error.get('message', '')}")
+        else:
+            self.text = ""
+            self.code.set_text(f"# {error.get('message', 'failed')}")
+
+    def is_filled(self) -> bool:
+        if self.functions is None:
+            return False
+        return not self.functions or self.text is not None
+
+    def _fill(self) -> None:
+        keep = self.selected
+        self.tree.blockSignals(True)
+        self.tree.clear()
+        c = themes.colors()
+        for f in self.functions or []:
+            loops = f.get("loops") or []
+            item = QTreeWidgetItem([f.get("name", ""), loop_summary(loops), f.get("signature", "")])
+            item.setData(0, Qt.ItemDataRole.UserRole, f.get("name"))
+            item.setToolTip(0, f.get("name", ""))
+            item.setToolTip(2, f.get("signature", ""))
+            for loop in loops:
+                child = QTreeWidgetItem(["loop", str(loop), ""])
+                child.setForeground(0, QBrush(QColor(c.dim_text)))
+                item.addChild(child)
+            for block in f.get("blocks") or []:
+                child = QTreeWidgetItem(["block", str(block), ""])
+                child.setForeground(0, QBrush(QColor(c.dim_text)))
+                item.addChild(child)
+            self.tree.addTopLevelItem(item)
+        self.tree.blockSignals(False)
+        self.tree.resizeColumnToContents(0)
+        self.tree.setColumnWidth(0, min(self.tree.columnWidth(0), 220))
+        self.tree.setColumnWidth(1, 160)
+        n = len(self.functions or [])
+        self.info.setText(f"{n} prim_func{'s' if n != 1 else ''} at step {self.cursor_of(self.state)}")
+        names = [f.get("name") for f in self.functions or []]
+        target = next((x for x in self._linked if x in names), None) or (keep if keep in names else None) \
+            or (names[0] if names else None)
+        self.text = None if target else ""
+        if target:
+            self._select(target, emit=False)
+        else:
+            self.code.set_text("")
+        self._paint_linked()
+        self._filter(self.search.text())
+
+    def _item_for(self, name: str):
+        for i in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(i)
+            if item.data(0, Qt.ItemDataRole.UserRole) == name:
+                return item
+        return None
+
+    def _select(self, name: str, emit: bool) -> None:
+        item = self._item_for(name)
+        if item is None:
+            return
+        self.tree.blockSignals(True)
+        self.tree.setCurrentItem(item)
+        self.tree.blockSignals(False)
+        self.tree.scrollToItem(item)
+        self._show(name)
+        if emit:
+            self.hub.select_tir(name)
+
+    def _show(self, name: str) -> None:
+        if name == self.selected and self.text is not None and self.code.toPlainText():
+            return
+        self.selected = name
+        self.text = None
+        self.ask("text", "function_text", step=self.cursor_of(self.state), name=name)
+
+    def _item_changed(self, item, _prev) -> None:
+        if item is None:
+            return
+        while item.parent() is not None:
+            item = item.parent()
+        name = item.data(0, Qt.ItemDataRole.UserRole)
+        if name:
+            self.selected = None  # force reload
+            self._show(name)
+            self.hub.select_tir(name)
+
+    def _on_linked(self, sel) -> None:
+        self._linked = [] if sel is None else list(sel.tir)
+        self._paint_linked()
+        if sel is not None and sel.source != "tir" and self._linked:
+            self._select(self._linked[0], emit=False)
+
+    def _paint_linked(self) -> None:
+        c = themes.colors()
+        linked = set(self._linked)
+        for i in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(i)
+            on = item.data(0, Qt.ItemDataRole.UserRole) in linked
+            for col in range(3):
+                item.setBackground(col, QBrush(QColor(c.highlight_line)) if on else QBrush())
+
+    def linked_ids(self) -> list[str]:
+        return list(self._linked)
+
+    def _filter(self, text: str) -> None:
+        text = text.strip().lower()
+        for i in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(i)
+            hay = " ".join(item.text(c) for c in range(3)).lower()
+            hay += " " + " ".join(item.child(j).text(1).lower() for j in range(item.childCount()))
+            item.setHidden(bool(text) and text not in hay)

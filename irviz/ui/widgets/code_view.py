@@ -1,0 +1,266 @@
+"""Read-only code view: TVMScript highlighted as Python by pygments, line numbers, find,
+and a highlight-lines API for cross-pane links."""
+from __future__ import annotations
+
+import re
+
+from pygments.lexers import PythonLexer
+from pygments.styles import get_style_by_name
+from pygments.token import Token
+from PySide6.QtCore import QRect, QSize, Qt, Signal
+from PySide6.QtGui import (QColor, QFont, QFontDatabase, QPainter, QSyntaxHighlighter,
+                           QTextCharFormat, QTextCursor, QTextFormat, QTextDocument)
+from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QWidget
+
+from irviz.ui import themes
+
+
+def mono_font(size: int = 10) -> QFont:
+    f = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+    f.setPointSize(size)
+    f.setStyleHint(QFont.StyleHint.Monospace)
+    return f
+
+
+def _formats_for_style(style_name: str) -> dict:
+    style = get_style_by_name(style_name)
+    out = {}
+    for ttype, st in style:
+        fmt = QTextCharFormat()
+        if st["color"]:
+            fmt.setForeground(QColor("#" + st["color"]))
+        if st["bold"]:
+            fmt.setFontWeight(QFont.Weight.Bold)
+        if st["italic"]:
+            fmt.setFontItalic(True)
+        out[ttype] = fmt
+    return out
+
+
+class _Highlighter(QSyntaxHighlighter):
+    """Applies formats computed by lexing the whole text once (multi-line strings stay right)."""
+
+    def __init__(self, doc: QTextDocument):
+        super().__init__(doc)
+        self.lines: list[list[tuple[int, int, QTextCharFormat]]] = []
+
+    def relex(self, text: str, style_name: str) -> None:
+        formats = _formats_for_style(style_name)
+        lines: list[list] = [[]]
+        col = 0
+        for ttype, value in PythonLexer().get_tokens(text):
+            t = ttype
+            fmt = None
+            while t is not None:
+                if t in formats and (formats[t].foreground().style() != Qt.BrushStyle.NoBrush
+                                     or formats[t].fontWeight() == QFont.Weight.Bold
+                                     or formats[t].fontItalic()):
+                    fmt = formats[t]
+                    break
+                t = t.parent
+            parts = value.split("\n")
+            for i, part in enumerate(parts):
+                if i > 0:
+                    lines.append([])
+                    col = 0
+                if part and fmt is not None and ttype is not Token.Text:
+                    lines[-1].append((col, len(part), fmt))
+                col += len(part)
+        self.lines = lines
+        self.rehighlight()
+
+    def highlightBlock(self, text: str) -> None:  # noqa: N802 (Qt name)
+        n = self.currentBlock().blockNumber()
+        if 0 <= n < len(self.lines):
+            for start, length, fmt in self.lines[n]:
+                self.setFormat(start, length, fmt)
+
+
+class _LineNumbers(QWidget):
+    def __init__(self, view: "CodeView"):
+        super().__init__(view)
+        self.view = view
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(self.view.line_number_width(), 0)
+
+    def paintEvent(self, event) -> None:  # noqa: N802
+        self.view.paint_line_numbers(event)
+
+
+class CodeView(QPlainTextEdit):
+    """``set_text(text)``, ``highlight_lines(lines)``, ``find_text(s)``, ``goto_line(n)``."""
+
+    lineClicked = Signal(int)  # 1-based line number
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setReadOnly(True)
+        self.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.setFont(mono_font())
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                     | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+        self._numbers = _LineNumbers(self)
+        self._hl = _Highlighter(self.document())
+        self._highlighted: list[int] = []
+        self._matches: list[QTextEdit.ExtraSelection] = []
+        self._base_extra: list[QTextEdit.ExtraSelection] = []  # subclasses: row backgrounds
+        self._line_labels: list[str] | None = None  # custom gutter labels (diff view)
+        self.blockCountChanged.connect(self._update_margin)
+        self.updateRequest.connect(self._update_numbers)
+        self._update_margin()
+
+    # -- content -----------------------------------------------------------------------------
+    def set_text(self, text: str) -> None:
+        if text == self.toPlainText():
+            return
+        self._highlighted = []
+        self._matches = []
+        self.setPlainText(text)
+        self._hl.relex(text, themes.colors().pygments_style)
+        self._refresh_extra()
+
+    def text(self) -> str:
+        return self.toPlainText()
+
+    def restyle(self) -> None:
+        self._hl.relex(self.toPlainText(), themes.colors().pygments_style)
+        self._refresh_extra()
+        self._numbers.update()
+
+    # -- highlight lines ---------------------------------------------------------------------
+    def highlight_lines(self, lines: list[int], scroll: bool = True) -> None:
+        """Paint a background on the given 1-based lines and scroll to the first."""
+        self._highlighted = sorted(set(int(n) for n in lines))
+        self._refresh_extra()
+        if scroll and self._highlighted:
+            self.goto_line(self._highlighted[0], select=False)
+
+    def highlighted_lines(self) -> list[int]:
+        return list(self._highlighted)
+
+    def highlight_words(self, words: list[str], scroll: bool = True) -> list[int]:
+        """Highlight lines that contain any of ``words`` as a whole identifier; returns them."""
+        words = [w for w in words if w]
+        if not words:
+            self.highlight_lines([], scroll=False)
+            return []
+        pat = re.compile(r"(?<![\w.])(?:" + "|".join(re.escape(w) for w in words) + r")(?!\w)")
+        hits = [i + 1 for i, line in enumerate(self.toPlainText().split("\n")) if pat.search(line)]
+        self.highlight_lines(hits, scroll=scroll)
+        return hits
+
+    def goto_line(self, line: int, select: bool = False) -> None:
+        block = self.document().findBlockByNumber(max(0, line - 1))
+        if not block.isValid():
+            return
+        cur = QTextCursor(block)
+        if select:
+            cur.select(QTextCursor.SelectionType.LineUnderCursor)
+        self.setTextCursor(cur)
+        self.centerCursor()
+
+    # -- find --------------------------------------------------------------------------------
+    def find_text(self, text: str, backward: bool = False) -> bool:
+        """Mark every match, move to the next one; returns whether anything matched."""
+        self._matches = []
+        if text:
+            fmt = QTextCharFormat()
+            fmt.setBackground(QColor(themes.colors().find_match))
+            cur = QTextCursor(self.document())
+            while True:
+                cur = self.document().find(text, cur)
+                if cur.isNull():
+                    break
+                sel = QTextEdit.ExtraSelection()
+                sel.cursor = cur
+                sel.format = fmt
+                self._matches.append(sel)
+        self._refresh_extra()
+        if not text:
+            return False
+        flags = QTextDocument.FindFlag.FindBackward if backward else QTextDocument.FindFlag(0)
+        if not self.find(text, flags):
+            cur = self.textCursor()
+            cur.movePosition(QTextCursor.MoveOperation.End if backward
+                             else QTextCursor.MoveOperation.Start)
+            self.setTextCursor(cur)
+            return self.find(text, flags)
+        return True
+
+    def match_count(self) -> int:
+        return len(self._matches)
+
+    def _refresh_extra(self) -> None:
+        sels = []
+        color = QColor(themes.colors().highlight_line)
+        for n in self._highlighted:
+            block = self.document().findBlockByNumber(n - 1)
+            if not block.isValid():
+                continue
+            sel = QTextEdit.ExtraSelection()
+            sel.format.setBackground(color)
+            sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
+            sel.cursor = QTextCursor(block)
+            sels.append(sel)
+        self.setExtraSelections(self._base_extra + sels + self._matches)
+
+    # -- line numbers ------------------------------------------------------------------------
+    def set_line_labels(self, labels: list[str] | None) -> None:
+        """Show these strings in the gutter instead of 1..N (None: plain line numbers)."""
+        self._line_labels = labels
+        self._update_margin()
+        self._numbers.update()
+
+    def line_number_width(self) -> int:
+        if self._line_labels is not None:
+            digits = max([3] + [len(x or "") for x in self._line_labels])
+        else:
+            digits = max(3, len(str(max(1, self.blockCount()))))
+        return 10 + self.fontMetrics().horizontalAdvance("9") * digits
+
+    def _update_margin(self, *_):
+        self.setViewportMargins(self.line_number_width(), 0, 0, 0)
+        cr = self.contentsRect()
+        self._numbers.setGeometry(QRect(cr.left(), cr.top(), self.line_number_width(), cr.height()))
+
+    def _update_numbers(self, rect, dy):
+        if dy:
+            self._numbers.scroll(0, dy)
+        else:
+            self._numbers.update(0, rect.y(), self._numbers.width(), rect.height())
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        cr = self.contentsRect()
+        self._numbers.setGeometry(QRect(cr.left(), cr.top(), self.line_number_width(), cr.height()))
+
+    def mouseReleaseEvent(self, event) -> None:  # noqa: N802
+        super().mouseReleaseEvent(event)
+        self.lineClicked.emit(self.cursorForPosition(event.position().toPoint()).blockNumber() + 1)
+
+    def paint_line_numbers(self, event) -> None:
+        c = themes.colors()
+        painter = QPainter(self._numbers)
+        painter.fillRect(event.rect(), QColor(c.line_number_bg))
+        painter.setFont(self.font())
+        block = self.firstVisibleBlock()
+        n = block.blockNumber()
+        top = round(self.blockBoundingGeometry(block).translated(self.contentOffset()).top())
+        bottom = top + round(self.blockBoundingRect(block).height())
+        h = self.fontMetrics().height()
+        w = self._numbers.width() - 5
+        hl = set(self._highlighted)
+        while block.isValid() and top <= event.rect().bottom():
+            if block.isVisible() and bottom >= event.rect().top():
+                painter.setPen(QColor(c.text if (n + 1) in hl else c.line_number_fg))
+                if self._line_labels is not None:
+                    label = self._line_labels[n] if n < len(self._line_labels) else ""
+                else:
+                    label = str(n + 1)
+                painter.drawText(0, top, w, h, Qt.AlignmentFlag.AlignRight, label or "")
+            block = block.next()
+            top = bottom
+            bottom = top + round(self.blockBoundingRect(block).height())
+            n += 1
+        painter.end()

@@ -1,0 +1,274 @@
+"""Diff of two steps, from the engine's ``diff`` reply: side-by-side or unified, one function or
+all, intra-line highlights, next/previous hunk."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QTextCursor, QTextFormat
+from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QSplitter,
+                               QStackedWidget, QTextEdit, QToolButton, QVBoxLayout, QWidget)
+
+from irviz.ui import themes
+from irviz.ui.widgets.code_view import CodeView
+
+ALL = "All changed functions"
+
+
+def _full_line(doc, block_no: int, color: QColor) -> QTextEdit.ExtraSelection:
+    sel = QTextEdit.ExtraSelection()
+    sel.format.setBackground(color)
+    sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
+    sel.cursor = QTextCursor(doc.findBlockByNumber(block_no))
+    return sel
+
+
+def _span(doc, block_no: int, start: int, end: int, color: QColor) -> QTextEdit.ExtraSelection:
+    block = doc.findBlockByNumber(block_no)
+    cur = QTextCursor(block)
+    length = max(0, min(end, block.length() - 1) - start)
+    cur.setPosition(block.position() + min(start, block.length() - 1))
+    cur.setPosition(cur.position() + length, QTextCursor.MoveMode.KeepAnchor)
+    sel = QTextEdit.ExtraSelection()
+    sel.format.setBackground(color)
+    sel.cursor = cur
+    return sel
+
+
+class _Side(CodeView):
+    def set_rows(self, lines: list[str], labels: list[str], extra_fn) -> None:
+        self._base_extra = []
+        self.set_text("\n".join(lines))
+        self.set_line_labels(labels)
+        self._base_extra = extra_fn(self.document())
+        self._refresh_extra()
+
+
+class DiffView(QWidget):
+    """``set_diff(result)`` with a ``diff`` reply; ``next_hunk()``, ``prev_hunk()``,
+    ``set_mode("side"|"unified")``, ``set_function(name)``."""
+
+    hunkChanged = Signal(int, int)  # index (0-based), count
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._diff: dict = {"unified": "", "functions": []}
+        self._hunks: list[int] = []  # block numbers where hunks start (current mode)
+        self._hunk = -1
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        self.function_box = QComboBox()
+        self.function_box.setMinimumContentsLength(24)
+        self.function_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.function_box.currentIndexChanged.connect(lambda _i: self._render())
+        self.side_button = QToolButton(text="Side by side", checkable=True, checked=True)
+        self.unified_button = QToolButton(text="Unified", checkable=True)
+        group = QButtonGroup(self)
+        group.setExclusive(True)
+        group.addButton(self.side_button)
+        group.addButton(self.unified_button)
+        self.side_button.toggled.connect(lambda on: on and self.set_mode("side"))
+        self.unified_button.toggled.connect(lambda on: on and self.set_mode("unified"))
+        self.prev_button = QToolButton(text="▲ Prev hunk")
+        self.prev_button.setToolTip("Previous hunk (Alt+Up)")
+        self.prev_button.clicked.connect(self.prev_hunk)
+        self.next_button = QToolButton(text="▼ Next hunk")
+        self.next_button.setToolTip("Next hunk (Alt+Down)")
+        self.next_button.clicked.connect(self.next_hunk)
+        self.summary = QLabel("")
+        self.summary.setProperty("role", "dim")
+        bar.addWidget(self.function_box, 1)
+        bar.addWidget(self.side_button)
+        bar.addWidget(self.unified_button)
+        bar.addSpacing(8)
+        bar.addWidget(self.prev_button)
+        bar.addWidget(self.next_button)
+        bar.addWidget(self.summary)
+
+        self.left = _Side()
+        self.right = _Side()
+        self.split = QSplitter(Qt.Orientation.Horizontal)
+        self.split.addWidget(self.left)
+        self.split.addWidget(self.right)
+        self.unified = CodeView()
+        for a, b in ((self.left, self.right), (self.right, self.left)):
+            a.verticalScrollBar().valueChanged.connect(b.verticalScrollBar().setValue)
+            a.horizontalScrollBar().valueChanged.connect(b.horizontalScrollBar().setValue)
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.split)
+        self.stack.addWidget(self.unified)
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        lay.addLayout(bar)
+        lay.addWidget(self.stack, 1)
+        self.mode = "side"
+
+    # -- API -----------------------------------------------------------------------------------
+    def set_diff(self, result: dict | None) -> None:
+        self._diff = result or {"unified": "", "functions": []}
+        funcs = self._diff.get("functions") or []
+        current = self.function_box.currentText()
+        self.function_box.blockSignals(True)
+        self.function_box.clear()
+        self.function_box.addItem(ALL if funcs else "No changes")
+        for f in funcs:
+            self.function_box.addItem(f"{f['name']}  ({f.get('status', 'changed')})", f["name"])
+        idx = self.function_box.findText(current)
+        self.function_box.setCurrentIndex(max(0, idx))
+        self.function_box.blockSignals(False)
+        n = {s: sum(1 for f in funcs if f.get("status") == s) for s in ("added", "removed", "changed")}
+        self.summary.setText(", ".join(f"{v} {k}" for k, v in n.items() if v) or "no changes")
+        self._render()
+
+    def clear(self) -> None:
+        self.set_diff(None)
+
+    def set_function(self, name: str | None) -> None:
+        i = self.function_box.findData(name) if name else 0
+        if i >= 0:
+            self.function_box.setCurrentIndex(i)
+
+    def set_mode(self, mode: str) -> None:
+        self.mode = mode
+        self.side_button.setChecked(mode == "side")
+        self.unified_button.setChecked(mode == "unified")
+        self.stack.setCurrentIndex(0 if mode == "side" else 1)
+        self._render()
+
+    def hunk_count(self) -> int:
+        return len(self._hunks)
+
+    def current_hunk(self) -> int:
+        return self._hunk
+
+    def next_hunk(self) -> None:
+        self._go(self._hunk + 1)
+
+    def prev_hunk(self) -> None:
+        self._go(self._hunk - 1)
+
+    def restyle(self) -> None:
+        self._render()
+
+    # -- rendering -----------------------------------------------------------------------------
+    def _selected_functions(self) -> list[dict]:
+        funcs = self._diff.get("functions") or []
+        name = self.function_box.currentData()
+        return [f for f in funcs if f["name"] == name] if name else funcs
+
+    def _render(self) -> None:
+        if self.mode == "side":
+            self._render_side()
+        else:
+            self._render_unified()
+        self._hunk = -1
+        if self._hunks:
+            self._go(0)
+        else:
+            self.hunkChanged.emit(-1, 0)
+
+    def _render_side(self) -> None:
+        c = themes.colors()
+        left, right, llab, rlab = [], [], [], []
+        marks = []  # (block, tag, lranges, rranges)
+        hunks = []
+        for f in self._selected_functions():
+            header = f"@@ {f['name']} ({f.get('status', 'changed')})"
+            marks.append((len(left), "header", [], []))
+            hunks.append(len(left))
+            left.append(header)
+            right.append(header)
+            llab.append("")
+            rlab.append("")
+            prev_equal = True
+            for row in f.get("rows") or []:
+                ln, lt, rn, rt, tag = row[:5]
+                lr = row[5] if len(row) > 5 else []
+                rr = row[6] if len(row) > 6 else []
+                if tag != "equal" and prev_equal and hunks[-1] != len(left) - 1:
+                    hunks.append(len(left))
+                prev_equal = tag == "equal"
+                marks.append((len(left), tag, lr or [], rr or []))
+                left.append(lt if lt is not None and ln is not None else "")
+                right.append(rt if rt is not None and rn is not None else "")
+                llab.append("" if ln is None else str(ln))
+                rlab.append("" if rn is None else str(rn))
+        self._hunks = hunks
+
+        def extras(side: str):
+            def fn(doc):
+                out = []
+                for block, tag, lr, rr in marks:
+                    if tag == "equal":
+                        continue
+                    if tag == "header":
+                        out.append(_full_line(doc, block, QColor(c.diff_hunk_bg)))
+                        continue
+                    labels = llab if side == "left" else rlab
+                    if not labels[block]:
+                        out.append(_full_line(doc, block, QColor(c.diff_filler)))
+                        continue
+                    bg = c.diff_del_bg if side == "left" else c.diff_add_bg
+                    strong = c.diff_del_fg_strong if side == "left" else c.diff_add_fg_strong
+                    out.append(_full_line(doc, block, QColor(bg)))
+                    for start, end in (lr if side == "left" else rr):
+                        out.append(_span(doc, block, int(start), int(end), QColor(strong)))
+                return out
+            return fn
+
+        self.left.set_rows(left, llab, extras("left"))
+        self.right.set_rows(right, rlab, extras("right"))
+
+    def _render_unified(self) -> None:
+        c = themes.colors()
+        funcs = self._selected_functions()
+        if self.function_box.currentData():
+            text = _unified_from_rows(funcs)
+        else:
+            text = self._diff.get("unified") or _unified_from_rows(funcs)
+        self.unified._base_extra = []
+        self.unified.set_text(text)
+        lines = text.split("\n")
+        hunks, extra = [], []
+        doc = self.unified.document()
+        for i, line in enumerate(lines):
+            if line.startswith("@@"):
+                hunks.append(i)
+                extra.append(_full_line(doc, i, QColor(c.diff_hunk_bg)))
+            elif line.startswith("+") and not line.startswith("+++"):
+                extra.append(_full_line(doc, i, QColor(c.diff_add_bg)))
+            elif line.startswith("-") and not line.startswith("---"):
+                extra.append(_full_line(doc, i, QColor(c.diff_del_bg)))
+        self.unified._base_extra = extra
+        self.unified._refresh_extra()
+        self._hunks = hunks
+
+    def _go(self, i: int) -> None:
+        if not self._hunks:
+            return
+        i = max(0, min(i, len(self._hunks) - 1))
+        self._hunk = i
+        block = self._hunks[i]
+        views = (self.left, self.right) if self.mode == "side" else (self.unified,)
+        for v in views:
+            v.goto_line(block + 1)
+            top = max(0, block - 3)
+            v.verticalScrollBar().setValue(top)
+        self.hunkChanged.emit(i, len(self._hunks))
+
+
+def _unified_from_rows(funcs: list[dict]) -> str:
+    out = []
+    for f in funcs:
+        out.append(f"@@ {f['name']} ({f.get('status', 'changed')}) @@")
+        for row in f.get("rows") or []:
+            ln, lt, rn, rt, tag = row[:5]
+            if tag == "equal":
+                out.append(" " + (lt or ""))
+                continue
+            if ln is not None and lt is not None:
+                out.append("-" + lt)
+            if rn is not None and rt is not None:
+                out.append("+" + rt)
+    return "\n".join(out)

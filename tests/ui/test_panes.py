@@ -1,0 +1,458 @@
+"""Pane tests against a fake bridge that answers from canned protocol-shaped dicts (fast, no
+engine). End-to-end tests with the real engine are in test_main_window.py."""
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import QObject, QSettings, QTimer, Signal  # noqa: E402
+
+
+# --------------------------------------------------------------------------------------------------
+# canned engine
+
+def _node(id_, label, kind="op", x=0, y=0, **attrs):
+    return dict(id=id_, label=label, sublabel=attrs.pop("sublabel", ""), kind=kind, x=x, y=y, w=120, h=32,
+                **attrs)
+
+
+FX_GRAPH = {
+    "nodes": [
+        _node("x", "x", "input", 0, 0, name="x", op="placeholder", target="x", shapes=[[1, 16]],
+              module_path="", args=[]),
+        _node("linear", "linear", "op", 0, 60, name="linear", op="call_function", target="aten.linear.default",
+              args=["x"], arg_repr="(x, p_fc1_weight, p_fc1_bias)", shapes=[[1, 32]], module_path="fc1",
+              module_type="Linear"),
+        _node("relu", "relu", "op", 0, 120, name="relu", op="call_function", target="aten.relu.default",
+              args=["linear"], arg_repr="(linear,)", shapes=[[1, 32]], module_path="act", module_type="ReLU"),
+        _node("output", "output", "output", 0, 180, name="output", op="output", target="output", args=["relu"]),
+    ],
+    "edges": [{"src": "x", "dst": "linear", "label": "1×16", "points": [[60, 32], [60, 60]]},
+              {"src": "linear", "dst": "relu", "label": "1×32", "points": [[60, 92], [60, 120]]},
+              {"src": "relu", "dst": "output", "label": "", "points": [[60, 152], [60, 180]]}],
+    "groups": [], "width": 200, "height": 240,
+}
+
+
+def relax_graph(step):
+    if step == 0:
+        nodes = [_node("x", "x", "param"), _node("lv", "matmul", "op", callee=None),
+                 _node("lv1", "add", "op", callee=None), _node("lv2", "relu", "op", callee=None),
+                 _node("gv", "output", "output")]
+    else:
+        nodes = [_node("x", "x", "param"), _node("lv", "call_tir", "call_tir", callee="matmul"),
+                 _node("lv1", "call_tir", "call_tir", callee="add"),
+                 _node("lv2", "call_tir", "call_tir", callee="relu"), _node("gv", "output", "output")]
+    edges = [{"src": a, "dst": b, "label": "", "points": []}
+             for a, b in (("x", "lv"), ("lv", "lv1"), ("lv1", "lv2"), ("lv2", "gv"))]
+    return {"nodes": nodes, "edges": edges, "groups": [], "width": 200, "height": 300}
+
+
+TEXT0 = '''@R.function
+def main(x: R.Tensor((1, 16), dtype="float32")):
+    with R.dataflow():
+        lv = R.matmul(x, w)
+        lv1 = R.add(lv, b)
+        lv2 = R.nn.relu(lv1)
+        gv = lv2
+        R.output(gv)
+    return gv'''
+TEXT1 = TEXT0.replace("R.matmul(x, w)", "R.call_tir(cls.matmul, (x, w), out_ty=R.Tensor((1, 32)))") \
+             .replace("R.add(lv, b)", "R.call_tir(cls.add, (lv, b), out_ty=R.Tensor((1, 32)))") \
+             .replace("R.nn.relu(lv1)", "R.call_tir(cls.relu, (lv1,), out_ty=R.Tensor((1, 32)))")
+TIR = [{"name": n, "signature": f'(A: T.Buffer((1, 32), "float32"), B: T.Buffer((1, 32), "float32"))',
+        "loops": ["i0 1 serial", "i1 32 serial"], "blocks": [n]} for n in ("add", "matmul", "relu")]
+
+
+def diff_rows():
+    rows = []
+    a, b = TEXT0.split("\n"), TEXT1.split("\n")
+    for i, (l, r) in enumerate(zip(a, b)):
+        tag = "equal" if l == r else "replace"
+        rows.append([i + 1, l, i + 1, r, tag, [[8, 14]] if tag != "equal" else [], [[8, 18]] if tag != "equal" else []])
+    return rows
+
+
+class FakeBridge(QObject):
+    replied = Signal(int, str, object)
+    failed = Signal(int, str, dict)
+    progress = Signal(int, str, float)
+    busyChanged = Signal(bool)
+    engineRestarted = Signal(str)
+    stateChanged = Signal(dict)
+
+    PASSES = ["LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR"]
+
+    def __init__(self):
+        super().__init__()
+        self._id = 0
+        self.busy = False
+        self.sent: list[tuple[str, dict]] = []
+        self.model = None
+        self.cursor = 0
+        self.applied: list[dict] = []
+        self.planned: list[dict] = []
+        self.fail_next: dict | None = None
+
+    def request(self, cmd, supersede=None, **args):
+        self._id += 1
+        rid = self._id
+        self.sent.append((cmd, args))
+        QTimer.singleShot(0, lambda: self._answer(rid, cmd, args))
+        return rid
+
+    def cancel(self):
+        return False
+
+    def restart(self, reason=""):
+        self.engineRestarted.emit(reason)
+
+    def shutdown(self):
+        pass
+
+    def state(self):
+        steps = [{"index": 0, "pass": "import", "params": {}, "seconds": 0.1, "changed": True,
+                  "added": [], "removed": [], "changed_funcs": []}]
+        for i, inv in enumerate(self.applied):
+            changed = inv["name"] == "LegalizeOps"
+            steps.append({"index": i + 1, "pass": inv["name"], "params": inv.get("params", {}),
+                          "seconds": 0.01, "changed": changed,
+                          "added": ["add", "matmul", "relu"] if changed else [], "removed": [],
+                          "changed_funcs": ["main"] if changed else []})
+        return {"model": self.model, "spec": f"sample:{self.model}" if self.model else None,
+                "importer": "exported_program", "cursor": self.cursor, "error": None, "steps": steps,
+                "planned": list(self.planned), "relax_functions": ["main"],
+                "tir_functions": [t["name"] for t in TIR] if self.cursor > 0 else []}
+
+    def _answer(self, rid, cmd, args):
+        if self.fail_next is not None and cmd == self.fail_next.get("cmd"):
+            err = dict(self.fail_next["error"])
+            self.fail_next = None
+            self.failed.emit(rid, cmd, err)
+            return
+        result = self._compute(cmd, args)
+        if isinstance(result, Exception):
+            self.failed.emit(rid, cmd, {"stage": "request", "message": str(result), "hint": None})
+            return
+        self.replied.emit(rid, cmd, result)
+        if cmd in ("open", "step", "back", "run_to_end", "jump", "set_pipeline", "state", "replay"):
+            self.stateChanged.emit(result)
+
+    def _compute(self, cmd, a):
+        if cmd == "open":
+            if "missing" in a["spec"]:
+                return Exception("No such file")
+            self.model = a["spec"].split(":")[-1]
+            self.cursor, self.applied = 0, []
+            self.planned = [{"name": n, "params": {}} for n in self.PASSES]
+            return self.state()
+        if cmd == "step":
+            if self.cursor < len(self.applied):
+                self.cursor += 1
+            elif self.planned:
+                self.applied.append(self.planned.pop(0))
+                self.cursor += 1
+            return self.state()
+        if cmd == "back":
+            self.cursor = max(0, self.cursor - 1)
+            return self.state()
+        if cmd == "jump":
+            self.cursor = int(a["index"])
+            return self.state()
+        if cmd == "run_to_end":
+            self.applied += self.planned
+            self.planned = []
+            self.cursor = len(self.applied)
+            return self.state()
+        if cmd == "set_pipeline":
+            self.applied = self.applied[:self.cursor]
+            self.planned = [dict(p) for p in a.get("passes") or []] if "passes" in a else \
+                [{"name": n, "params": {}} for n in self.PASSES]
+            return self.state()
+        if cmd == "state":
+            return self.state()
+        if cmd == "fx_graph":
+            return FX_GRAPH
+        if cmd == "relax_graph":
+            return relax_graph(a.get("step", 0))
+        if cmd == "function_text":
+            if a["name"] == "main":
+                return {"name": "main", "text": TEXT0 if a.get("step") == 0 else TEXT1}
+            return {"name": a["name"], "text": f"@T.prim_func\ndef {a['name']}(A, B):\n    for i0, i1 in T.grid(1, 32):\n        B[i0, i1] = A[i0, i1]"}
+        if cmd == "tir_functions":
+            return TIR if a.get("step", 0) > 0 else []
+        if cmd == "diff":
+            if a["b"] == 0 or a["a"] == a["b"]:
+                return {"unified": "", "functions": []}
+            return {"unified": "--- a\n+++ b\n@@ main @@\n-        lv = R.matmul(x, w)\n+        lv = R.call_tir(cls.matmul)",
+                    "functions": [{"name": "main", "status": "changed", "rows": diff_rows()},
+                                  {"name": "matmul", "status": "added",
+                                   "rows": [[None, None, 1, "@T.prim_func", "insert", [], []]]}]}
+        if cmd == "provenance":
+            if a.get("step", 0) == 0:
+                return {"fx_to_relax": {"linear": ["lv", "lv1"], "relu": ["lv2"]}, "relax_to_callee": {}}
+            return {"fx_to_relax": {"linear": ["lv", "lv1"], "relu": ["lv2"]},
+                    "relax_to_callee": {"lv": "matmul", "lv1": "add", "lv2": "relu"}}
+        if cmd == "build_run":
+            return {"ok": True, "max_abs_error": 1e-7, "max_rel_error": 2e-7, "allclose": True,
+                    "tvm_ms": 0.5, "torch_ms": 0.25, "threads": 1, "build_seconds": 0.8,
+                    "kernels": [{"name": "matmul", "calls": 1, "ms": 0.3, "binding": "lv"},
+                                {"name": "add", "calls": 1, "ms": 0.05, "binding": "lv1"},
+                                {"name": "relu", "calls": 1, "ms": 0.05, "binding": "lv2"}]}
+        if cmd == "export":
+            return {"path": a["out_dir"], "files": ["step_00_import.py", "steps.json"]}
+        if cmd == "list_samples":
+            return [{"name": "mlp", "description": "two linear layers"},
+                    {"name": "resnet18", "description": "torchvision ResNet-18"}]
+        if cmd == "list_passes":
+            return [{"name": n, "description": n, "category": "tvm", "params": []} for n in self.PASSES] + [
+                {"name": "FuseOpsByPattern", "description": "d", "category": "course",
+                 "params": [{"name": "patterns", "kind": "json", "default": [], "help": "", "choices": None},
+                            {"name": "bind_constants", "kind": "bool", "default": True, "help": "", "choices": None}]}]
+        if cmd == "list_pipelines":
+            return [{"name": "zero", "description": "TVM zero pipeline",
+                     "passes": [{"name": n, "params": {}} for n in self.PASSES]}]
+        return Exception(f"unknown {cmd}")
+
+
+# --------------------------------------------------------------------------------------------------
+# fixtures
+
+@pytest.fixture
+def settings(tmp_path):
+    s = QSettings(str(tmp_path / "irviz.ini"), QSettings.Format.IniFormat)
+    yield s
+
+
+@pytest.fixture
+def win(qtbot, settings):
+    from irviz.ui.main_window import MainWindow
+
+    bridge = FakeBridge()
+    w = MainWindow(bridge=bridge, settings=settings)
+    qtbot.addWidget(w)
+    w.resize(1600, 1000)
+    w.show()
+    yield w
+    w.close()
+
+
+def open_mlp(qtbot, win):
+    win.open_spec("sample:mlp")
+    qtbot.waitUntil(lambda: win.all_filled(), timeout=5000)
+
+
+def step(qtbot, win, n=1):
+    for _ in range(n):
+        before = win.state["cursor"]
+        win.act_step.trigger()
+        qtbot.waitUntil(lambda: win.state["cursor"] == before + 1, timeout=5000)
+    qtbot.waitUntil(lambda: win.all_filled(), timeout=5000)
+
+
+# --------------------------------------------------------------------------------------------------
+# tests
+
+def test_open_fills_every_pane(qtbot, win):
+    open_mlp(qtbot, win)
+    assert win.fx.table.rowCount() == 4
+    assert win.fx.table.item(1, 2).text() == "aten.linear.default"
+    assert win.fx.table.item(1, 4).text() == "1×32"
+    assert win.fx.table.item(1, 5).text() == "fc1 (Linear)"
+    assert "R.matmul" in win.relax.code.toPlainText()
+    assert win.pipeline.table.rowCount() == 1
+    assert win.pipeline.planned_list.count() == 5
+    assert win.pipeline.pipeline_box.currentText() == "zero"
+    assert "mlp" in win.windowTitle()
+    assert win.recent_files()[0] == "sample:mlp"
+    assert [a.text() for a in win.samples_menu.actions()] == ["mlp", "resnet18"]
+
+
+def test_step_updates_relax_tir_diff(qtbot, win):
+    open_mlp(qtbot, win)
+    step(qtbot, win)
+    assert "call_tir" in win.relax.code.toPlainText()
+    assert win.tir.tree.topLevelItemCount() == 3
+    assert "T.prim_func" in win.tir.code.toPlainText()
+    # LegalizeOps turned the ops into call_tir: the Relax graph marks them changed
+    assert set(win.relax.changed) == {"lv", "lv1", "lv2"}
+    assert win.diff.pair == (0, 1)
+    assert win.diff.view.function_box.count() == 3
+    assert win.diff.view.hunk_count() >= 2
+    assert win.pipeline.table.rowCount() == 2
+    step(qtbot, win)  # AnnotateTIROpPattern changes nothing
+    win.pipeline.hide_unchanged.setChecked(True)
+    assert win.pipeline.visible_steps() == [0, 1]
+    win.back()
+    qtbot.waitUntil(lambda: win.state["cursor"] == 1, timeout=5000)
+
+
+def test_cross_linking_fx_to_relax_and_tir(qtbot, win):
+    open_mlp(qtbot, win)
+    step(qtbot, win)
+    qtbot.waitUntil(lambda: bool(win.hub.provenance.relax_to_callee), timeout=5000)
+    win.hub.select_fx("linear")
+    assert win.relax.linked_ids() == ["lv", "lv1"]
+    assert win.tir.linked_ids() == ["matmul", "add"]
+    assert win.relax.code.highlighted_lines()  # the bindings' lines are marked
+    qtbot.waitUntil(lambda: win.tir.selected == "matmul", timeout=5000)
+    # reverse: a TensorIR function back to FX
+    win.hub.select_tir("relu")
+    assert win.fx.linked_ids() == ["relu"]
+    assert win.relax.linked_ids() == ["lv2"]
+    # a click in the FX table goes through the hub too
+    win.fx.table.selectRow(1)
+    assert win.hub.selection.key == "linear"
+
+
+def test_build_run_fills_table_and_heat(qtbot, win):
+    open_mlp(qtbot, win)
+    heat = []
+    win.hub.heatChanged.connect(heat.append)
+    win.act_build_run.trigger()
+    qtbot.waitUntil(lambda: win.run.result is not None, timeout=5000)
+    assert win.run.verdict.text() == "PASS"
+    assert win.run.kernels.rowCount() == 3
+    assert win.run.kernels.item(0, 0).text() == "matmul"  # sorted by time
+    assert heat[-1] == {"lv": 0.3, "lv1": 0.05, "lv2": 0.05}
+
+
+def test_failure_keeps_state_and_notifies(qtbot, win):
+    open_mlp(qtbot, win)
+    win.bridge.fail_next = {"cmd": "step", "error": {"stage": "pipeline", "message": "FuseOps exploded",
+                                                      "hint": "try another pass"}}
+    win.step()
+    qtbot.waitUntil(lambda: win.last_error is not None, timeout=5000)
+    assert "FuseOps exploded" in win.status_label.text()
+    assert "try another pass" in win.status_label.text()
+    assert win.toast.isVisible()
+    assert win.state["cursor"] == 0
+    assert win.all_filled()
+
+
+def test_build_error_shown_in_run_pane(qtbot, win):
+    open_mlp(qtbot, win)
+    win.bridge.fail_next = {"cmd": "build_run", "error": {"stage": "build", "message": "no llvm", "hint": "h"}}
+    win.build_run()
+    qtbot.waitUntil(lambda: win.run.error is not None, timeout=5000)
+    assert "BUILD FAILED" in win.run.verdict.text()
+    assert "no llvm" in win.run.status.text()
+
+
+def test_compose_pipeline(qtbot, win):
+    open_mlp(qtbot, win)
+    pp = win.pipeline
+    qtbot.waitUntil(lambda: bool(pp.passes), timeout=5000)
+    pp.planned_list.setCurrentRow(0)
+    pp.remove_selected()
+    qtbot.waitUntil(lambda: pp.planned_list.count() == 4, timeout=5000)
+    assert pp.pipeline_box.currentText() == "(custom)"
+    pp.planned_list.setCurrentRow(0)
+    pp.move_selected(1)
+    qtbot.waitUntil(lambda: pp.planned[1]["name"] == "AnnotateTIROpPattern", timeout=5000)
+    pp.add_pass("FuseOpsByPattern")
+    qtbot.waitUntil(lambda: any(p["name"] == "FuseOpsByPattern" for p in pp.planned), timeout=5000)
+    row = next(i for i, p in enumerate(pp.planned) if p["name"] == "FuseOpsByPattern")
+    pp.planned_list.setCurrentRow(row)
+    assert pp.params_box.isVisible()
+    assert pp.params_form.rowCount() == 2
+    pp._set_param(row, "bind_constants", False)
+    qtbot.waitUntil(lambda: pp.planned[row]["params"]["bind_constants"] is False, timeout=5000)
+
+
+def test_jump_by_double_click_and_diff_of_any_step(qtbot, win):
+    open_mlp(qtbot, win)
+    win.run_to_end()
+    qtbot.waitUntil(lambda: win.state["cursor"] == 5 and win.all_filled(), timeout=5000)
+    win.pipeline.table.cellDoubleClicked.emit(1, 0)
+    qtbot.waitUntil(lambda: win.state["cursor"] == 1, timeout=5000)
+    win.hub.select_step(1)
+    qtbot.waitUntil(lambda: win.diff.result is not None and win.diff.pair == (0, 1), timeout=5000)
+    win.diff.view.set_mode("unified")
+    assert "+" in win.diff.view.unified.toPlainText()
+    win.diff.view.set_function("main")
+    win.diff.view.set_mode("side")
+    assert win.diff.view.hunk_count() == 2  # the function header + one changed block
+
+
+def test_export(qtbot, win, tmp_path):
+    open_mlp(qtbot, win)
+    win.export_to(str(tmp_path), current_only=False)
+    qtbot.waitUntil(lambda: any("Exported" in m for m in win.messages), timeout=5000)
+    assert ("export", {"out_dir": str(tmp_path), "steps": "all"}) in win.bridge.sent
+
+
+def test_engine_restart_is_shown(qtbot, win):
+    win.bridge.engineRestarted.emit("TVM crashed while running FuseTIR. Restarted and replayed to step 3.")
+    assert "FuseTIR" in win.status_label.text()
+    assert win.toast.isVisible()
+
+
+def test_theme_and_layout_remembered(qtbot, settings):
+    from irviz.ui.main_window import MainWindow
+
+    w = MainWindow(bridge=FakeBridge(), settings=settings)
+    qtbot.addWidget(w)
+    w.show()
+    w.set_theme("dark")
+    w.docks["run"].hide()
+    w.close()
+    w2 = MainWindow(bridge=FakeBridge(), settings=settings)
+    qtbot.addWidget(w2)
+    w2.show()
+    from irviz.ui import themes
+    assert themes.colors().name == "dark"
+    assert not w2.docks["run"].isVisible()
+    w2.set_theme("light")
+    w2.close()
+
+
+def test_code_view_find_and_highlight(qtbot):
+    from irviz.ui.widgets.code_view import CodeView
+
+    v = CodeView()
+    qtbot.addWidget(v)
+    v.set_text(TEXT0)
+    assert v.find_text("lv1")
+    assert v.match_count() == 2
+    assert v.highlight_words(["lv1"]) == [5, 6]
+
+
+def test_diff_view_hunks(qtbot):
+    from irviz.ui.widgets.diff_view import DiffView
+
+    v = DiffView()
+    qtbot.addWidget(v)
+    v.set_diff({"unified": "", "functions": [{"name": "main", "status": "changed", "rows": diff_rows()}]})
+    assert v.hunk_count() == 2  # header + one block of 3 changed rows
+    v.next_hunk()
+    assert v.current_hunk() == 1
+    v.prev_hunk()
+    assert v.current_hunk() == 0
+    assert v.left.toPlainText().count("\n") == v.right.toPlainText().count("\n")
+
+
+def test_events_provenance_maps():
+    from irviz.ui.events import Provenance
+
+    p = Provenance({"fx_to_relax": {"a": ["v1", "v2"], "b": ["v2"]}, "relax_to_callee": {"v2": "fused"}})
+    assert p.from_fx("a").tir == ["fused"]
+    assert p.from_tir("fused").fx == ["a", "b"]
+    assert p.from_relax("v1").tir == []
+
+
+def test_ui_does_not_import_torch_or_tvm():
+    import subprocess
+
+    code = ("import sys; import irviz.ui.main_window, irviz.ui.app, irviz.snapshot; "
+            "bad = [m for m in ('torch', 'tvm', 'tvm_ffi') if m in sys.modules]; print(bad); "
+            "sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert r.returncode == 0, r.stdout + r.stderr
