@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         print("irviz snapshot: panes did not fill in time; saving what is shown", file=sys.stderr)
     win.resize(w, h)
     wait_until(app, lambda: False, 0.3)  # let layouts and graph views settle
-    win.fit_graphs()
+    for g in (win.fx.graph, win.relax.graph):
+        g.reset_view()  # the default view for the final pane size (readable zoom, top of graph)
     wait_until(app, lambda: False, 0.1)
     out = os.path.abspath(args.out)
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)

@@ -360,8 +360,7 @@ class MainWindow(QMainWindow):
             view.restyle()
         self.diff.view.restyle()
         for g in (self.fx.graph, self.relax.graph):
-            if hasattr(g, "set_theme"):
-                g.set_theme(name)
+            g.set_dark(name == "dark")
         if save:
             self.settings.setValue("theme", name)
 
@@ -423,10 +422,7 @@ class MainWindow(QMainWindow):
 
     def fit_graphs(self) -> None:
         for g in (self.fx.graph, self.relax.graph):
-            for name in ("fit", "fit_all", "zoom_to_fit"):
-                if hasattr(g, name):
-                    getattr(g, name)()
-                    break
+            g.fit_to_view()
 
     def focus_search(self) -> None:
         w = self.focusWidget()

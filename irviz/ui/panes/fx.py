@@ -34,6 +34,7 @@ class FxPane(Pane):
         self.graph_dict: dict | None = None
         self._loaded_key = None
         self._linked: list[str] = []
+        self._group_of: dict[str, str] = {}  # member -> folded group node id
 
         self.search = SearchBox()
         self.search.returnPressed.connect(self._search)
@@ -42,6 +43,8 @@ class FxPane(Pane):
 
         self.graph = GraphView()
         self.graph.nodeSelected.connect(self._node_clicked)
+        self.graph.foldToggled.connect(self.toggle_fold)
+        self.table_nodes: list[dict] | None = None
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels([c.capitalize() for c in COLUMNS])
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -83,6 +86,7 @@ class FxPane(Pane):
         if key != self._loaded_key:
             self._loaded_key = key
             self.graph_dict = None
+            self.table_nodes = None
             self.info.setText(f"Loading FX graph of {state.get('model')}…")
             self.ask("graph", "fx_graph")
 
@@ -94,17 +98,46 @@ class FxPane(Pane):
         self.info.setText("No model open")
 
     def on_reply(self, purpose: str, result) -> None:
-        if purpose != "graph":
-            return
-        self.graph_dict = result or {"nodes": [], "edges": []}
-        self.graph.set_graph(self.graph_dict)
-        nodes = [n for n in self.graph_dict.get("nodes", []) if not str(n.get("id", "")).startswith("group:")]
-        self._fill_table(nodes)
-        ops = sum(1 for n in nodes if (n.get("op") == "call_function"))
-        groups = len(self.graph_dict.get("groups") or [])
-        self.info.setText(f"{len(nodes)} nodes · {ops} ops · {groups} module groups")
-        if self._linked:
+        if purpose == "table":
+            self.table_nodes = [n for n in (result or {}).get("nodes", []) if n.get("kind") != "group"]
+            self._fill_table(self.table_nodes)
             self._apply_linked()
+            return
+        if purpose not in ("graph", "refold"):
+            return
+        keep = purpose == "refold"
+        self.graph_dict = result or {"nodes": [], "edges": []}
+        self.graph.set_graph(self.graph_dict, keep_view=keep)
+        all_nodes = self.graph_dict.get("nodes", [])
+        folded = [n for n in all_nodes if n.get("kind") == "group"]
+        self._group_of = {m: n["id"] for n in folded for m in n.get("members") or []}
+        nodes = [n for n in all_nodes if n.get("kind") != "group"]
+        if not folded:
+            self.table_nodes = nodes
+            self._fill_table(nodes)
+        elif self.table_nodes is None:
+            self.ask("table", "fx_graph", fold_depth=None)  # the table lists every node
+        total = self.graph_dict.get("total_nodes") or len(nodes)
+        groups = len(self.graph_dict.get("groups") or [])
+        text = f"{total} nodes · {groups} module groups"
+        if folded:
+            text += f" · {len(folded)} folded (double-click a folded box, or a group title, to toggle)"
+        self.info.setText(text)
+        self._apply_linked()
+
+    def folded_paths(self) -> list[str]:
+        return sorted(n["id"][len("group:"):] for n in (self.graph_dict or {}).get("nodes", [])
+                      if n.get("kind") == "group")
+
+    def toggle_fold(self, group_id: str) -> None:
+        """Fold a module group (a frame's title was clicked) or unfold a folded box."""
+        path = group_id[len("group:"):] if group_id.startswith("group:") else group_id
+        folded = set(self.folded_paths())
+        if path in folded:
+            folded.discard(path)
+        else:
+            folded = {f for f in folded if not f.startswith(path + ".")} | {path}
+        self.ask("refold", "fx_graph", fold_depth=None, folded=sorted(folded))
 
     def on_error(self, purpose: str, error: dict) -> None:
         self.info.setText(f"FX graph unavailable: {error.get('message', '')}")
@@ -133,6 +166,9 @@ class FxPane(Pane):
 
     # -- selection -------------------------------------------------------------------------------
     def _node_clicked(self, node_id: str) -> None:
+        if self.hub.selection is not None and self.hub.selection.source == "fx" \
+                and self._group_of.get(self.hub.selection.key) == node_id:
+            return  # the folded box that stands for the selected node
         if node_id and not node_id.startswith("group:"):
             self.hub.select_fx(node_id)
 
@@ -150,9 +186,10 @@ class FxPane(Pane):
     def _apply_linked(self, center: bool = False) -> None:
         if self.graph_dict is None:
             return
-        self.graph.highlight(self._linked, "linked")
-        if center and self._linked and hasattr(self.graph, "center_on"):
-            self.graph.center_on(self._linked[0])
+        shown = list(dict.fromkeys(self._group_of.get(i, i) for i in self._linked))
+        self.graph.highlight(shown, "linked")
+        if center and shown:
+            self.graph.center_on(shown[0])
         ids = set(self._linked)
         self.table.blockSignals(True)
         self.table.clearSelection()

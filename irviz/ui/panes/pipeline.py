@@ -43,7 +43,7 @@ class PipelinePane(Pane):
         self.step_button = QPushButton("Step ▶")
         self.step_button.setToolTip("Apply the next pass (F10)")
         self.step_button.clicked.connect(self.step)
-        self.run_button = QPushButton("Run to end ⏭")
+        self.run_button = QPushButton("Run to end ▶▶")
         self.run_button.setToolTip("Apply every planned pass (F5)")
         self.run_button.clicked.connect(self.run_to_end)
         steps_bar = QHBoxLayout()

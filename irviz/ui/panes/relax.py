@@ -50,12 +50,14 @@ class RelaxPane(Pane):
         self._linked: list[str] = []
         self._heat: dict = {}
         self._shown: tuple | None = None  # (step, func) displayed
+        self._graph_func: str | None = None
 
         self.func_box = QComboBox()
         self.func_box.setMinimumContentsLength(10)
         self.func_box.setToolTip("Relax function")
         self.func_box.activated.connect(lambda _i: self._reload(force=True))
         self.search = SearchBox("Search binding, op, shape…")
+        self.search.setMinimumWidth(120)
         self.search.returnPressed.connect(self._search)
         self.mode_buttons = {}
         group = QButtonGroup(self)
@@ -75,6 +77,7 @@ class RelaxPane(Pane):
         self.split.addWidget(self.code)
         self.split.setStretchFactor(0, 3)
         self.split.setStretchFactor(1, 2)
+        self.split.setSizes([600, 400])
 
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
@@ -147,6 +150,7 @@ class RelaxPane(Pane):
 
     def clear(self) -> None:
         self._shown = None
+        self._graph_func = None
         self.graph_dict = self.prev_graph = self.text = None
         self.graph.clear()
         self.code.set_text("")
@@ -156,7 +160,9 @@ class RelaxPane(Pane):
     def on_reply(self, purpose: str, result) -> None:
         if purpose == "graph":
             self.graph_dict = result or {"nodes": [], "edges": []}
-            self.graph.set_graph(self.graph_dict)
+            same_func = self._graph_func == self.current_func()
+            self._graph_func = self.current_func()
+            self.graph.set_graph(self.graph_dict, keep_view=same_func)
             if self._heat:
                 self.graph.set_heat(self._heat)
         elif purpose == "prev_graph":
@@ -217,7 +223,7 @@ class RelaxPane(Pane):
         self._linked = [] if sel is None else list(sel.relax)
         if self.graph_dict is not None:
             self.graph.highlight(self._linked, "linked")
-            if sel is not None and sel.source != "relax" and self._linked and hasattr(self.graph, "center_on"):
+            if sel is not None and sel.source != "relax" and self._linked:
                 self.graph.center_on(self._linked[0])
         self.code.highlight_words(self._linked, scroll=bool(self._linked))
 

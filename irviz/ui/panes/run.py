@@ -35,7 +35,7 @@ def _fmt(v, digits=3, unit="") -> str:
 
 
 class RunPane(Pane):
-    title = "Build & Run"
+    title = "Build and Run"
 
     def __init__(self, bridge, hub, parent=None):
         super().__init__(bridge, hub, parent)

@@ -47,6 +47,7 @@ class TirPane(Pane):
         split.addWidget(self.code)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
+        split.setSizes([260, 500])
         self.split = split
 
         lay = QVBoxLayout(self)

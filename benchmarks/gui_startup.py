@@ -1,0 +1,112 @@
+"""GUI start-up figures (offscreen).
+
+1. launch -> window shown: a fresh `python` subprocess that imports irviz, builds the main window
+   (which starts the engine process in the background) and prints when the window is shown;
+   measured from just before the subprocess is spawned (includes interpreter start-up).
+2. open -> panes filled: in this process, open MODEL (default sample:resnet18) and wait until the
+   FX, Relax and TensorIR panes (and the rest) show step 0; then step once and time the same.
+
+    python benchmarks/gui_startup.py [--model sample:resnet18] [--repeats 3]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CHILD = r"""
+import sys, time
+t_import = time.time()
+from irviz.ui.app import make_app
+from PySide6.QtCore import QSettings, QTimer
+app = make_app()
+from irviz.ui.main_window import MainWindow
+settings = QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, "irviz", "bench")
+w = MainWindow(settings=settings)
+w.show()
+def shown():
+    print("SHOWN", time.time(), flush=True)
+    w.bridge.shutdown()
+    app.quit()
+QTimer.singleShot(0, shown)
+app.exec()
+"""
+
+
+def launch_times(repeats: int) -> list[float]:
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen",
+           "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = []
+    for _ in range(repeats):
+        t0 = time.time()
+        r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=120)
+        line = next((l for l in r.stdout.splitlines() if l.startswith("SHOWN")), None)
+        if line is None:
+            raise RuntimeError(f"child failed:\n{r.stdout}\n{r.stderr}")
+        out.append(float(line.split()[1]) - t0)
+    return out
+
+
+def open_times(model: str, timeout: float) -> dict:
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    sys.path.insert(0, REPO)
+    from PySide6.QtCore import QSettings
+
+    from irviz.snapshot import wait_until
+    from irviz.ui.app import make_app
+    from irviz.ui.main_window import MainWindow
+
+    app = make_app()
+    settings = QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, "irviz", "bench")
+    t0 = time.perf_counter()
+    w = MainWindow(settings=settings)
+    w.resize(1600, 1000)
+    w.show()
+    wait_until(app, lambda: w.bridge.ready, timeout)
+    engine_ready = time.perf_counter() - t0
+    res = {"engine_ready_s": engine_ready}
+
+    t0 = time.perf_counter()
+    w.open_spec(model)
+    if not wait_until(app, lambda: w.all_filled() or w.last_error, timeout) or w.last_error:
+        raise RuntimeError(f"open failed: {w.last_error}")
+    res["open_to_filled_s"] = time.perf_counter() - t0
+    res["fx_nodes"] = len((w.fx.graph_dict or {}).get("nodes", []))
+    res["relax_nodes"] = len((w.relax.graph_dict or {}).get("nodes", []))
+
+    t0 = time.perf_counter()
+    w.step()
+    wait_until(app, lambda: w.state.get("cursor") == 1, timeout)
+    wait_until(app, w.all_filled, timeout)
+    res["step_to_filled_s"] = time.perf_counter() - t0
+    res["tir_functions"] = len(w.tir.functions or [])
+    w.bridge.shutdown()
+    w.close()
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="sample:resnet18")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=600)
+    args = ap.parse_args()
+    launch = launch_times(args.repeats)
+    print(f"launch -> window shown: median {statistics.median(launch):.2f} s "
+          f"(runs: {', '.join(f'{t:.2f}' for t in launch)}; includes interpreter start-up)")
+    r = open_times(args.model, args.timeout)
+    print(f"engine process ready (torch+TVM imported) after window created: {r['engine_ready_s']:.2f} s")
+    print(f"open {args.model} -> all panes filled: {r['open_to_filled_s']:.2f} s "
+          f"(FX {r['fx_nodes']} nodes, Relax {r['relax_nodes']} nodes)")
+    print(f"step 1 (LegalizeOps) -> all panes filled: {r['step_to_filled_s']:.2f} s "
+          f"({r['tir_functions']} prim_funcs)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
