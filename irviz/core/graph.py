@@ -1,0 +1,416 @@
+"""Graph view-models of the IRs (networkx), for the GUI's graph panes and the CLI.
+
+* ``fx_digraph(FxGraph)``: the FX graph (delegates to ``FxGraph.to_networkx``).
+* ``relax_digraph(mod, func)``: one node per binding of a Relax function, plus its parameters,
+  the constants it uses and an ``output`` node; edges are variable uses.
+* ``tir_functions(mod)``: a summary of each PrimFunc (signature, loop nest, blocks).
+* ``relax_functions(mod)``, ``call_graph(mod)``.
+"""
+from __future__ import annotations
+
+import networkx as nx
+import tvm
+from tvm import relax, tirx
+
+from .tvm_compat import GenericConst, var_name
+
+KINDS = ("param", "const", "op", "call_tir", "call_dps_packed", "call_fused", "tuple", "get_item",
+         "output")
+
+_CALL_TIR_OPS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_tir_with_grad")
+
+
+def fx_digraph(graph) -> nx.DiGraph:
+    """nodes keyed by FX node name, attrs = the FxNode fields; edges carry "shape"."""
+    return graph.to_networkx()
+
+
+# ---- types -> shape / dtype ---------------------------------------------------------------
+
+
+def _dim(d):
+    if isinstance(d, int):
+        return d
+    if isinstance(d, tirx.IntImm):
+        return int(d.value)
+    return str(d)
+
+
+def type_shape_dtype(ty):
+    """(shape, dtype) of a Relax type: tensors -> (tuple of int|str dims | None, "float32");
+    tuples -> (list of field shapes, "tuple"); shapes -> (None, "shape"); others (None, None)."""
+    if ty is None:
+        return None, None
+    if isinstance(ty, relax.TensorType):
+        shape = None
+        sh = getattr(ty, "shape", None)
+        if sh is not None:
+            values = getattr(sh, "values", None)
+            if values is not None:
+                shape = tuple(_dim(d) for d in values)
+        dtype = str(ty.dtype) if ty.dtype is not None else None
+        return shape, (dtype or None)
+    if isinstance(ty, relax.TupleType):
+        return [type_shape_dtype(f)[0] for f in ty.fields], "tuple"
+    if isinstance(ty, relax.ShapeType):
+        return None, "shape"
+    dtype = getattr(ty, "dtype", None)
+    return None, (str(dtype) if dtype is not None else None)
+
+
+def _expr_ty(e):
+    try:
+        return e.ty
+    except Exception:  # noqa: BLE001
+        return None
+
+
+# ---- relax graph ----------------------------------------------------------------------------
+
+
+def _short_op(name: str) -> str:
+    return name[len("relax."):] if name.startswith("relax.") else name
+
+
+def _callee_name(e):
+    if isinstance(e, tvm.ir.GlobalVar):
+        return e.name_hint
+    if isinstance(e, relax.ExternFunc):
+        return str(e.global_symbol)
+    if isinstance(e, relax.Var):
+        return var_name(e)
+    return None
+
+
+def _is_primitive(func) -> bool:
+    attrs = getattr(func, "attrs", None)
+    if attrs is None:
+        return False
+    try:
+        return "Primitive" in attrs and bool(int(attrs["Primitive"]))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _describe(value, mod):
+    """(label, op, kind, callee, group, operand exprs) of a binding value."""
+    if isinstance(value, relax.Call):
+        op = value.op
+        if isinstance(op, tvm.ir.Op):
+            name = op.name
+            args = list(value.args)
+            if name in _CALL_TIR_OPS:
+                callee = _callee_name(args[0])
+                operands = list(args[1].fields) if isinstance(args[1], relax.Tuple) else [args[1]]
+                operands += args[2:]
+                return (f"{_short_op(name)} {callee}", name, "call_tir", callee, None, operands)
+            if name == "relax.call_dps_packed":
+                callee = _callee_name(args[0])
+                operands = list(args[1].fields) if isinstance(args[1], relax.Tuple) else [args[1]]
+                return (f"call_dps_packed {callee}", name, "call_dps_packed", callee, None, operands)
+            if name in ("relax.call_pure_packed", "relax.call_packed", "relax.call_inplace_packed"):
+                callee = _callee_name(args[0]) if args else None
+                return (f"{_short_op(name)} {callee}", name, "op", callee, None, args[1:])
+            short = _short_op(name)
+            label = short.rsplit(".", 1)[-1] if short.startswith("nn.") else short
+            return (label, name, "op", None, None, args)
+        callee = _callee_name(op)
+        if isinstance(op, tvm.ir.GlobalVar):
+            try:
+                target = mod[op]
+            except Exception:  # noqa: BLE001
+                target = None
+            if isinstance(target, relax.Function) and _is_primitive(target):
+                return (f"call {callee}", "call", "call_fused", callee, callee, list(value.args))
+            return (f"call {callee}", "call", "op", callee, None, list(value.args))
+        return (f"call {callee}", "call", "op", callee, None, [op, *value.args])
+    if isinstance(value, relax.Tuple):
+        return ("tuple", "tuple", "tuple", None, None, list(value.fields))
+    if isinstance(value, relax.TupleGetItem):
+        return (f"[{value.index}]", "get_item", "get_item", None, None, [value.tuple_value])
+    if isinstance(value, relax.Var):
+        return ("= " + var_name(value), "alias", "op", None, None, [value])
+    if isinstance(value, GenericConst):
+        return ("const", "const", "const", None, None, [])
+    if isinstance(value, relax.If):
+        return ("if", "if", "op", None, None, [value.cond, *_free_vars(value.true_branch),
+                                                *_free_vars(value.false_branch)])
+    if isinstance(value, relax.ShapeExpr):
+        return ("shape", "shape", "op", None, None, [])
+    if isinstance(value, relax.Function):
+        return ("function", "function", "op", None, None, _free_vars(value))
+    return (type(value).__name__, type(value).__name__, "op", None, None, _free_vars(value))
+
+
+def _free_vars(e):
+    try:
+        return list(relax.analysis.free_vars(e))
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def relax_digraph(mod, func: str = "main", expand_fused: bool = False) -> nx.DiGraph:
+    """One node per binding var (+ params, used constants, "output"); edges are variable uses.
+
+    Node attrs: label, op, kind (see KINDS), callee, shape, dtype, group, var (the Relax var name or
+    None), index (order in the function).  Edge attrs: shape (of the value flowing), dtype.
+    With expand_fused=True, calls to Primitive (fused) Relax functions are replaced by the
+    bindings of the fused function, each with group=<fused function name>, ids "<call var>/<var>".
+    """
+    f = mod[func]
+    g = nx.DiGraph(name=func)
+    ids: dict = {}  # relax.Var -> node id
+    const_ids: dict = {}  # GenericConst -> node id
+    used_names: set = set()
+    order = [0]
+
+    def new_id(name):
+        nid, k = name, 1
+        while nid in used_names:
+            nid = f"{name}#{k}"
+            k += 1
+        used_names.add(nid)
+        return nid
+
+    def add_node(nid, **attrs):
+        attrs.setdefault("group", None)
+        attrs.setdefault("callee", None)
+        attrs["index"] = order[0]
+        order[0] += 1
+        g.add_node(nid, **attrs)
+
+    def add_var_node(var, kind, label, op, callee=None, group=None, prefix=""):
+        shape, dtype = type_shape_dtype(_expr_ty(var))
+        nid = new_id(prefix + var_name(var))
+        ids[var] = nid
+        add_node(nid, label=label, op=op, kind=kind, callee=callee, shape=shape, dtype=dtype,
+                 group=group, var=var_name(var))
+        return nid
+
+    def const_node(c, group=None):
+        for k, nid in const_ids.items():
+            if k.same_as(c):
+                return nid
+        shape, dtype = type_shape_dtype(_expr_ty(c))
+        nid = new_id(f"const{len(const_ids)}")
+        const_ids[c] = nid
+        label = "const" + (f" {shape}" if shape is not None and shape != () else "")
+        add_node(nid, label=label, op="const", kind="const", shape=shape, dtype=dtype, group=group,
+                 var=None)
+        return nid
+
+    def connect(src_expr, dst, local=None, group=None):
+        """edges from the vars/constants in src_expr to node dst"""
+        local = local or {}
+        if isinstance(src_expr, relax.Var):
+            src = local.get(src_expr, ids.get(src_expr))
+            if src is None:
+                return
+            shape, dtype = type_shape_dtype(_expr_ty(src_expr))
+            g.add_edge(src, dst, shape=shape, dtype=dtype)
+        elif isinstance(src_expr, GenericConst):
+            src = const_node(src_expr, group)
+            shape, dtype = type_shape_dtype(_expr_ty(src_expr))
+            g.add_edge(src, dst, shape=shape, dtype=dtype)
+        elif isinstance(src_expr, relax.Tuple):
+            for x in src_expr.fields:
+                connect(x, dst, local, group)
+        elif isinstance(src_expr, (relax.ShapeExpr, tvm.ir.GlobalVar, relax.ExternFunc)):
+            return
+        elif isinstance(src_expr, relax.Expr):
+            for v in _free_vars(src_expr):
+                connect(v, dst, local, group)
+
+    for p in f.params:
+        add_var_node(p, "param", var_name(p), "param")
+
+    def add_bindings(bindings, local=None, group=None, prefix=""):
+        for b in bindings:
+            value = b.value
+            if isinstance(b, relax.MatchCast):
+                label, op, kind, callee, grp, operands = ("match_cast", "match_cast", "op", None,
+                                                          None, [value])
+            else:
+                label, op, kind, callee, grp, operands = _describe(value, mod)
+            if expand_fused and kind == "call_fused" and local is None:
+                fused = mod[callee]
+                # the fused function's params stand for the call's arguments
+                inner = dict(zip(fused.params, value.args))
+                _expand(b, fused, inner, callee, var_name(b.var) + "/")
+                continue
+            if isinstance(value, GenericConst):
+                nid = add_var_node(b.var, "const", "const", "const", group=group or grp,
+                                   prefix=prefix)
+                continue
+            nid = add_var_node(b.var, kind, label, op, callee, group or grp, prefix=prefix)
+            for o in operands:
+                connect(o, nid, local, group)
+            if local is not None:
+                local[b.var] = nid
+
+    def _expand(binding, fused, arg_of_param, callee, prefix):
+        """inline the bindings of a fused function; its params alias the call's arguments"""
+        local = {}
+        for prm, a in arg_of_param.items():
+            if isinstance(a, relax.Var) and a in ids:
+                local[prm] = ids[a]
+            elif isinstance(a, GenericConst):
+                local[prm] = const_node(a)
+        body = fused.body
+        blocks = body.blocks if isinstance(body, relax.SeqExpr) else []
+        for blk in blocks:
+            add_bindings(blk.bindings, local=local, group=callee, prefix=prefix)
+        # the call's var = the fused function's result
+        result = body.body if isinstance(body, relax.SeqExpr) else body
+        if isinstance(result, relax.Var) and result in local:
+            ids[binding.var] = local[result]
+            g.nodes[local[result]]["var"] = var_name(binding.var)
+        else:
+            nid = add_var_node(binding.var, "call_fused", f"call {callee}", "call", callee, callee)
+            connect(result, nid, local, callee)
+
+    body = f.body
+    if isinstance(body, relax.SeqExpr):
+        for blk in body.blocks:
+            add_bindings(blk.bindings)
+        result = body.body
+    else:
+        result = body
+    shape, dtype = type_shape_dtype(_expr_ty(result))
+    out_id = new_id("output")
+    add_node(out_id, label="output", op="output", kind="output", shape=shape, dtype=dtype,
+             var=None)
+    connect(result, out_id)
+    return g
+
+
+# ---- TensorIR -------------------------------------------------------------------------------
+
+
+def _expr_str(e) -> str:
+    if isinstance(e, tirx.IntImm):
+        return str(int(e.value))
+    return str(e)
+
+
+def _param_sig(p) -> str:
+    ty = getattr(p, "ty", None)
+    name = var_name(p)
+    if isinstance(ty, tirx.BufferType):
+        dims = [_expr_str(d) for d in ty.shape]
+        shape = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+        return f'{name}: T.Buffer({shape}, "{ty.dtype}")'
+    dtype = getattr(ty, "dtype", None) if ty is not None else None
+    if dtype is None:
+        dtype = getattr(p, "dtype", None)
+    return f"{name}: T.{dtype}" if dtype is not None else name
+
+
+def _for_kind(kind) -> str:
+    try:
+        return tirx.ForKind(int(kind)).name.lower()
+    except Exception:  # noqa: BLE001
+        return str(kind)
+
+
+_CHILD_ATTRS = ("init", "body", "block", "seq", "then_case", "else_case")
+
+
+def _walk_tir(stmt, depth, loops, blocks):
+    if stmt is None:
+        return
+    tname = type(stmt).__name__
+    if isinstance(stmt, tirx.For):
+        v = var_name(stmt.loop_var)
+        ext = _expr_str(stmt.extent)
+        start = _expr_str(stmt.min)
+        rng = ext if start == "0" else f"[{start}, {start} + {ext})"
+        loops.append({"depth": depth, "var": v, "extent": ext, "kind": _for_kind(stmt.kind),
+                      "text": "  " * depth + f"{v} in {rng} ({_for_kind(stmt.kind)})"})
+        _walk_tir(stmt.body, depth + 1, loops, blocks)
+        return
+    if tname == "SBlock":
+        name = getattr(stmt, "name_hint", None) or getattr(stmt, "name", "")
+        if name != "root":
+            blocks.append(str(name))
+    for attr in _CHILD_ATTRS:
+        try:
+            ch = getattr(stmt, attr, None)
+        except Exception:  # noqa: BLE001
+            ch = None
+        if ch is None:
+            continue
+        if isinstance(ch, (tirx.Stmt,)) or type(ch).__name__ in ("SBlock", "SBlockRealize"):
+            _walk_tir(ch, depth, loops, blocks)
+        elif not isinstance(ch, (str, bytes)) and hasattr(ch, "__iter__"):
+            for x in ch:
+                if isinstance(x, tirx.Stmt):
+                    _walk_tir(x, depth, loops, blocks)
+
+
+def tir_functions(mod) -> list[dict]:
+    """Per PrimFunc: {"name", "signature", "params", "loops" (strings, indented by depth),
+    "loop_nest" (dicts with depth/var/extent/kind), "blocks"}."""
+    out = []
+    for gv, func in _functions(mod):
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        params = [_param_sig(p) for p in func.params]
+        loops, blocks = [], []
+        _walk_tir(func.body, 0, loops, blocks)
+        out.append({
+            "name": gv.name_hint,
+            "signature": "(" + ", ".join(params) + ")",
+            "params": params,
+            "loops": [lp["text"] for lp in loops],
+            "loop_nest": loops,
+            "blocks": blocks,
+        })
+    return out
+
+
+# ---- functions / call graph -----------------------------------------------------------------
+
+
+def _functions(mod):
+    items = list(mod.functions.items())
+    items.sort(key=lambda kv: (kv[0].name_hint != "main", 0))  # main first, otherwise module order
+    return items
+
+
+def relax_functions(mod) -> list[str]:
+    """names of the Relax functions, "main" first."""
+    return [gv.name_hint for gv, f in _functions(mod) if isinstance(f, relax.Function)]
+
+
+def call_graph(mod) -> nx.DiGraph:
+    """function -> functions it references (call_tir / direct calls / call_dps_packed externs).
+
+    Node attrs: kind "relax" | "tir" | "extern", primitive (bool, for fused relax functions).
+    """
+    g = nx.DiGraph()
+    for gv, f in _functions(mod):
+        kind = "relax" if isinstance(f, relax.Function) else (
+            "tir" if isinstance(f, tirx.PrimFunc) else type(f).__name__)
+        g.add_node(gv.name_hint, kind=kind, primitive=_is_primitive(f))
+    for gv, f in _functions(mod):
+        if not isinstance(f, relax.Function):
+            continue
+
+        def visit(e, src=gv.name_hint):
+            if isinstance(e, tvm.ir.GlobalVar):
+                if e.name_hint != src:
+                    g.add_edge(src, e.name_hint)
+            elif isinstance(e, relax.ExternFunc):
+                name = str(e.global_symbol)
+                if name not in g:
+                    g.add_node(name, kind="extern", primitive=False)
+                g.add_edge(src, name)
+
+        try:
+            relax.analysis.post_order_visit(f, visit)
+        except Exception:  # noqa: BLE001
+            for ref in relax.analysis.all_global_vars(f):
+                if ref.name_hint != gv.name_hint:
+                    g.add_edge(gv.name_hint, ref.name_hint)
+    return g
