@@ -216,13 +216,6 @@ class Engine:
             return list(p() if callable(p) else p)
         return list(s.pipeline)
 
-    def _remaining(self) -> int:
-        s = self.session
-        if hasattr(s, "pipeline_remaining"):
-            r = s.pipeline_remaining()
-            return len(r) if isinstance(r, (list, tuple)) else int(r)
-        return len(self._planned())
-
     # -- dispatch -------------------------------------------------------------------------------
 
     def handle(self, req: dict) -> dict:
@@ -327,29 +320,39 @@ class Engine:
         return self.state()
 
     def cmd_jump(self, index):
+        """Go to a recorded step; an index past them applies planned passes up to it."""
         s = self._need_session()
         index = int(index)
         if index < 0:
             index += len(s.steps)
-        if not 0 <= index < len(s.steps):
-            raise BadRequest(f"No step {index}: the session has steps 0..{len(s.steps) - 1}")
-        s.jump(index)
+        last = len(s.steps) - 1 + len(self._planned())
+        if not 0 <= index <= last:
+            raise BadRequest(f"No step {index}: steps 0..{len(s.steps) - 1} are recorded, "
+                             f"{len(self._planned())} more planned")
+        if index < len(s.steps):
+            s.jump(index)
+        else:
+            self._apply_all(stop_at=index)
         return self.state()
 
-    def _apply_all(self, fraction_span=(0.0, 1.0), first_index=None):
-        """Step forward until nothing is planned, with one progress message per pass."""
+    def _apply_all(self, fraction_span=(0.0, 1.0), stop_at=None):
+        """Step forward until nothing is planned (or step `stop_at` exists), one progress message
+        per pass; raises the session's error when a pass fails."""
         s = self.session
         a, b = fraction_span
         # walk to the last existing step first (stepping over existing steps applies nothing)
         while s.cursor < len(s.steps) - 1:
             if s.step_forward() is None:
                 break
-        total = max(1, len(self._planned()))
+        total = len(self._planned())
+        if stop_at is not None:
+            total = min(total, stop_at - (len(s.steps) - 1))
+        total = max(1, total)
         done = 0
         before = getattr(s, "error", None)
         while True:
             planned = self._planned()
-            if not planned:
+            if not planned or (stop_at is not None and len(s.steps) - 1 >= stop_at):
                 break
             name = planned[0].name
             self.progress(f"Applying {name} ({done + 1}/{total})", a + (b - a) * done / total)
@@ -404,7 +407,8 @@ class Engine:
             self._fx_graph_cache = (key, result)
         return self._fx_graph_cache[1]
 
-    def cmd_relax_graph(self, step=None, func="main"):
+    def cmd_relax_graph(self, step=None, func="main", expand_fused=True):
+        """Dataflow of one Relax function; fused calls expanded and grouped by fused function."""
         st = self._step(step)
 
         def compute():
@@ -414,11 +418,11 @@ class Engine:
             if func not in names:
                 raise BadRequest(f"No Relax function {func!r} at step {st.index} "
                                  f"(has: {', '.join(names) or 'none'})")
-            g = graph_mod.relax_digraph(st.mod, func)
+            g = graph_mod.relax_digraph(st.mod, func, expand_fused=bool(expand_fused))
             self.progress(f"Laying out {g.number_of_nodes()} Relax nodes", 0.1)
             return graph_to_protocol(g, group_attr="group")
 
-        return self._cached(st, ("relax_graph", func), compute)
+        return self._cached(st, ("relax_graph", func, bool(expand_fused)), compute)
 
     def cmd_tir_functions(self, step=None):
         st = self._step(step)
@@ -464,17 +468,10 @@ class Engine:
         st = self._step(step)
 
         def compute():
-            from irviz.core.tvm_compat import relax
+            from irviz.core.session import relax_to_callee
 
-            fx_to_relax = {k: list(v) for k, v in (st.provenance or {}).items()}
-            relax_to_callee = {}
-            main = None
-            for gv, func in st.mod.functions.items():
-                if gv.name_hint == "main" and isinstance(func, relax.Function):
-                    main = func
-            if main is not None:
-                relax_to_callee = _callees(main)
-            return {"fx_to_relax": fx_to_relax, "relax_to_callee": relax_to_callee}
+            return {"fx_to_relax": {k: list(v) for k, v in (st.provenance or {}).items()},
+                    "relax_to_callee": relax_to_callee(st)}
 
         return self._cached(st, "provenance", compute)
 
@@ -485,13 +482,19 @@ class Engine:
         self.progress(f"Building step {st.index} ({st.pass_name})", 0.05)
         built = build_mod.build(st.mod)
         self.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
-        res = build_mod.run_and_compare(built, self.loaded, repeats=int(repeats))
+        kwargs = {}
+        params = getattr(self.imported, "params", None)
+        if params:
+            kwargs["params"] = params
+        res = build_mod.run_and_compare(built, self.loaded, repeats=int(repeats), **kwargs)
         return {
             "ok": bool(res.allclose), "max_abs_error": res.max_abs_error,
             "max_rel_error": res.max_rel_error, "allclose": bool(res.allclose),
             "tvm_ms": res.tvm_ms, "torch_ms": res.torch_ms, "threads": res.threads,
+            "torch_threads": getattr(res, "torch_threads", None),
             "build_seconds": built.seconds, "target": str(getattr(built, "target", "")),
             "outputs": getattr(res, "outputs", None),
+            "per_output": list(getattr(res, "per_output", None) or []),
             "kernels": [{"name": k.name, "calls": k.calls, "ms": k.ms, "binding": k.binding}
                         for k in res.kernels],
         }
@@ -553,30 +556,6 @@ def _pass_dict(spec) -> dict:
                     "choices": list(p.choices) if p.choices is not None else None}
                    for p in spec.params],
     }
-
-
-def _callees(func) -> dict:
-    """Binding var name -> global function it calls (call_tir / call_dps_packed / direct call)."""
-    from irviz.core.tvm_compat import relax, var_name
-
-    out = {}
-    body = func.body
-    blocks = getattr(body, "blocks", None) or []
-    for block in blocks:
-        for binding in block.bindings:
-            value = getattr(binding, "value", None)
-            if not isinstance(value, relax.Call):
-                continue
-            callee = None
-            if isinstance(value.op, relax.GlobalVar):
-                callee = value.op.name_hint
-            elif value.args and isinstance(value.args[0], relax.GlobalVar):
-                callee = value.args[0].name_hint
-            elif value.args and isinstance(value.args[0], relax.ExternFunc):
-                callee = str(value.args[0].global_symbol)
-            if callee is not None:
-                out[var_name(binding.var)] = callee
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
