@@ -305,10 +305,10 @@ def _builtin_specs() -> list[PassSpec]:
         _spec("FuseTIR", "Merge each Primitive Relax function of call_tir's into one PrimFunc", RT.FuseTIR),
         _spec(
             "DeadCodeElimination",
-            "Remove unused bindings and functions unreachable from the entry functions",
+            "Remove unused bindings, and functions unreachable from public/entry functions",
             _dce,
             params=[
-                PassParam("entry_functions", "str", "", "comma-separated entry functions (empty: all public ones)"),
+                PassParam("entry_functions", "str", "", "comma-separated extra roots, e.g. a private function to keep (public functions always are)"),
             ],
         ),
         _spec(
