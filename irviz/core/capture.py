@@ -89,9 +89,8 @@ def capture(loaded: LoadedModel) -> Captured:
         ep = loaded.exported
     else:
         try:
-            with torch.no_grad():
-                ep = torch.export.export(loaded.module, tuple(loaded.example_inputs),
-                                         dynamic_shapes=loaded.dynamic_shapes, strict=False)
+            ep = torch.export.export(loaded.module, tuple(loaded.example_inputs),
+                                     dynamic_shapes=loaded.dynamic_shapes, strict=False)
         except Exception as e:  # noqa: BLE001 - torch raises many kinds
             raise _capture_error("torch.export failed", e, user_files) from None
     try:
