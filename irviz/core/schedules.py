@@ -1,0 +1,204 @@
+"""CPU schedule rules for the TensorIR that remains after lowering, one pass per rule.
+
+Each rule is its own module pass so a user can step through them and see each one's effect as a
+TensorIR diff. A rule that cannot apply to a function leaves it unchanged and records why in the
+function's `irviz.schedule_notes` attribute (shown in the TensorIR view), so nothing is skipped
+silently. Rules work on `tvm.s_tir.Schedule` and dlight's normal form (one loop per block iter).
+"""
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir, tirx
+from tvm.s_tir.dlight.analysis import normalize_prim_func
+
+NOTES_ATTR = "irviz.schedule_notes"
+DONE_ATTR = "irviz.scheduled"
+
+
+def _const(x) -> int | None:
+    if isinstance(x, int):
+        return x
+    return int(x) if isinstance(x, tirx.IntImm) else None
+
+
+def _pick_factor(extent: int | None, choices=(16, 8, 4)) -> int | None:
+    if extent is None:
+        return None
+    return next((c for c in choices if extent % c == 0 and extent >= c), None)
+
+
+def _with_note(func, rule: str, note: str | None):
+    """Record what `rule` did (or why it did nothing) on the function."""
+    if note is None:
+        return func
+    attrs = func.attrs
+    old = dict(attrs[NOTES_ATTR]) if attrs is not None and NOTES_ATTR in attrs else {}
+    old[rule] = note
+    return func.with_attr(NOTES_ATTR, tvm.runtime.convert(old))
+
+
+def _mark_done(func, rule: str):
+    attrs = func.attrs
+    done = list(attrs[DONE_ATTR]) if attrs is not None and DONE_ATTR in attrs else []
+    if rule not in [str(d) for d in done]:
+        done.append(rule)
+    return func.with_attr(DONE_ATTR, tvm.runtime.convert([str(d) for d in done]))
+
+
+def _already(func, rule: str) -> bool:
+    return func.attrs is not None and DONE_ATTR in func.attrs and rule in [str(d) for d in func.attrs[DONE_ATTR]]
+
+
+def _per_function(rule: str, apply):
+    """Module pass that runs `apply(sch) -> note|None` on every PrimFunc (on a copy)."""
+
+    @tvm.ir.transform.module_pass(opt_level=0, name=rule)
+    def _pass(mod, ctx):
+        updates = {}
+        for gv, func in mod.functions.items():
+            if not isinstance(func, tirx.PrimFunc) or _already(func, rule):
+                continue
+            if func.attrs is not None and "tirx.is_scheduled" in func.attrs:
+                updates[gv] = _with_note(func, rule, "skipped: already scheduled (dlight)")
+                continue
+            sch = s_tir.Schedule(func)
+            try:
+                note = apply(sch)
+                new = sch.mod["main"]
+            except Exception as exc:  # a rule that cannot apply leaves the function as it was
+                note, new = f"not applied: {_first_line(exc)}", func
+            new = _mark_done(_with_note(new, rule, note), rule)
+            updates[gv] = new
+        if not updates:
+            return mod
+        out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+        for gv, func in updates.items():
+            out[gv] = func
+        return out
+
+    return _pass
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    msg = next((l for l in text if "Error" in l or "error" in l), text[0] if text else type(exc).__name__)
+    return msg[:200]
+
+
+# ---------------------------------------------------------------- rule: inline elementwise chains
+def _inline(sch: s_tir.Schedule) -> str | None:
+    """Inline spatial producer blocks into their consumers (bn's subtract/divide/multiply/add → one
+    loop), keeping producers of reductions (e.g. padding) as their own block."""
+    blocks = normalize_prim_func(sch)
+    if blocks is None:
+        return "not applied: function is not in dlight's normal form"
+    inlined = 0
+    for info in blocks[:-1]:
+        if info.is_reduction():
+            continue
+        block = info.block_rv
+        consumers = sch.get_consumers(block)
+        if not consumers or any(_is_reduction(sch, c) for c in consumers):
+            continue
+        try:
+            sch.compute_inline(block)
+            inlined += 1
+        except Exception:  # noqa: BLE001 - a block that can't be inlined stays; that is fine
+            continue
+    return f"inlined {inlined} block(s)" if inlined else "nothing to inline"
+
+
+def _is_reduction(sch, block) -> bool:
+    return any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(block).iter_vars)
+
+
+# ------------------------------------------------------------ rule: tile reductions (matmul/conv)
+def _tile_reductions(sch: s_tir.Schedule) -> str | None:
+    """S…S R…R blocks: split the innermost spatial loop by the vector width and a second spatial loop
+    by a small register tile, move both inside the reduction loops, vectorize, unroll, parallelize
+    the outer spatial loops, then split off the init (vectorize before decompose_reduction)."""
+    blocks = normalize_prim_func(sch)
+    if blocks is None:
+        return "not applied: function is not in dlight's normal form"
+    done = []
+    for info in blocks:
+        if not info.is_reduction():
+            continue
+        kinds = "".join(i.kind for i in info.iters)
+        if "O" in kinds or kinds.index("R") != kinds.count("S") or not kinds.startswith("S"):
+            done.append(f"{info.name}: loop order {kinds} not S…SR…R")
+            continue
+        s_loops = [i.loop_rv for i in info.iters if i.kind == "S"]
+        r_loops = [i.loop_rv for i in info.iters if i.kind == "R"]
+        s_ext = [_const(i.dom) for i in info.iters if i.kind == "S"]
+        vec = _pick_factor(s_ext[-1])
+        if vec is None:
+            outer = sch.fuse(*s_loops) if len(s_loops) > 1 else s_loops[0]
+            sch.parallel(outer)
+            sch.decompose_reduction(info.block_rv, r_loops[0])
+            done.append(f"{info.name}: parallel only (inner extent {s_ext[-1]} has no vector factor)")
+            continue
+        so, si = sch.split(s_loops[-1], [None, vec])
+        tiles = []
+        if len(s_loops) >= 2:
+            t = _pick_factor(s_ext[-2], (4, 2))
+            if t:
+                to, ti = sch.split(s_loops[-2], [None, t])
+                outer_s = [*s_loops[:-2], to, so]
+                tiles = [ti]
+            else:
+                outer_s = [*s_loops[:-1], so]
+        else:
+            outer_s = [so]
+        sch.reorder(*outer_s, *r_loops, *tiles, si)
+        sch.vectorize(si)
+        for t in tiles:
+            sch.unroll(t)
+        par = sch.fuse(*outer_s[:-1]) if len(outer_s) > 2 else outer_s[0]
+        sch.parallel(par)
+        sch.decompose_reduction(info.block_rv, r_loops[0])
+        done.append(f"{info.name}: tiled {'x'.join(str(x) for x in ([sch.get(tiles[0]).extent] if tiles else []) + [vec])}, vectorized, parallel")
+    return "; ".join(done) if done else None
+
+
+# ------------------------------------------------------- rule: parallelize + vectorize spatial blocks
+def _parallel_vectorize(sch: s_tir.Schedule) -> str | None:
+    """Spatial blocks: fuse their loops, parallelize the outer part, vectorize a 16/8/4-wide inner part."""
+    done = 0
+    # not dlight's normal form: blocks tiled by the reduction rule are no longer in it
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        if _is_reduction(sch, block):
+            continue
+        loops = sch.get_loops(block)
+        if not loops or any(sch.get(l).kind != tirx.ForKind.SERIAL for l in loops):
+            continue  # already scheduled by another rule
+        fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+        extent = _const(sch.get(fused).extent)
+        vec = _pick_factor(extent)
+        if vec and extent > vec:
+            outer, inner = sch.split(fused, [None, vec])
+            sch.parallel(outer)
+            sch.vectorize(inner)
+        elif extent is not None and extent > 1:
+            sch.parallel(fused)
+        done += 1
+    return f"{done} spatial block(s) parallelized/vectorized" if done else "no spatial block left"
+
+
+inline_elementwise = lambda: _per_function("CPUInlineElementwise", _inline)  # noqa: E731
+tile_reductions = lambda: _per_function("CPUTileReductions", _tile_reductions)  # noqa: E731
+parallel_vectorize = lambda: _per_function("CPUParallelVectorize", _parallel_vectorize)  # noqa: E731
+
+
+def dlight_cpu():
+    """dlight's CPU rules (GEMV, Reduction). ApplyDefaultSchedule changes its input in place, so it
+    gets a shallow copy."""
+    from tvm.s_tir import dlight as dl
+
+    inner = dl.ApplyDefaultSchedule(dl.cpu.GEMV(), dl.cpu.Reduction())
+
+    @tvm.ir.transform.module_pass(opt_level=0, name="DlightCPU")
+    def _pass(mod, ctx):
+        return inner(tvm.IRModule(dict(mod.functions), attrs=mod.attrs))
+
+    return _pass

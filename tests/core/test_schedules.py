@@ -1,0 +1,79 @@
+"""CPU schedule rules: each changes the TensorIR it can, keeps the numbers, and says why when it can't."""
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from tvm import relax, te, topi
+
+from irviz.core import schedules as S
+
+
+def _te_matmul(A, B):
+    k = te.reduce_axis((0, A.shape[1]), name="k")
+    return te.compute((A.shape[0], B.shape[1]), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="mm")
+
+
+def _add_scale_relu(x, y):
+    return topi.nn.relu(topi.multiply(topi.add(x, y), 2.0))
+
+
+def _module(n=64, m=48, k=32):
+    bb = relax.BlockBuilder()
+    a = relax.Var("a", relax.TensorType((n, k), "float32"))
+    b = relax.Var("b", relax.TensorType((k, m), "float32"))
+    c = relax.Var("c", relax.TensorType((n, m), "float32"))
+    with bb.function("main", [a, b, c]):
+        with bb.dataflow():
+            mm = bb.emit_te(_te_matmul, a, b)
+            # an elementwise chain in one prim_func, as FuseTIR leaves batch-norm epilogues
+            ew = bb.emit_te(_add_scale_relu, mm, c)
+            out = bb.emit_output(ew)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _run(mod, args):
+    target = tvm.target.Target.from_device(tvm.cpu())
+    vm = relax.VirtualMachine(tvm.compile(mod, target=target), tvm.cpu())
+    return vm["main"](*(tvm.runtime.tensor(x) for x in args)).numpy()
+
+
+def _notes(mod, name):
+    return {str(k): str(v) for k, v in mod[name].attrs[S.NOTES_ATTR].items()}
+
+
+def test_rules_change_the_tensorir_and_keep_the_numbers():
+    mod = _module()
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype("float32") for s in [(64, 32), (32, 48), (64, 48)]]
+    ref = _run(mod, args)
+    stepped = mod
+    for make in (S.inline_elementwise, S.tile_reductions, S.parallel_vectorize):
+        before = stepped
+        stepped = make()(stepped)
+        assert not tvm_ffi.structural_equal(before, stepped), make.__name__
+    text = stepped.script()
+    assert "T.parallel" in text and "T.vectorized" in text and "T.unroll" in text
+    assert _notes(stepped, "_add_scale_relu")["CPUInlineElementwise"] == "inlined 2 block(s)"
+    np.testing.assert_allclose(_run(stepped, args), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_rule_that_cannot_tile_says_why():
+    mod = _module(n=5, m=7, k=3)  # 7 has no vector factor
+    out = S.tile_reductions()(mod)
+    assert "inner extent 7 has no vector factor" in _notes(out, "_te_matmul")["CPUTileReductions"]
+
+
+def test_rules_are_idempotent_and_do_not_touch_relax_functions():
+    once = S.tile_reductions()(_module())
+    twice = S.tile_reductions()(once)
+    tvm.ir.assert_structural_equal(once, twice)
+    assert once["main"].script() == _module()["main"].script()
+
+
+def test_dlight_pass_does_not_mutate_its_input():
+    mod = _module()
+    snapshot = mod.script()
+    with tvm.target.Target.from_device(tvm.cpu()):
+        S.dlight_cpu()(mod)
+    assert mod.script() == snapshot
