@@ -52,7 +52,9 @@ GROUP_HEADER = 20     # title strip on top of a group frame
 SWEEPS = 4
 STRAIGHTEN = 4
 
-GROUP_PREFIX = "group:"   # id prefix of summary nodes made by fold_by_group
+GROUP_PREFIX = "group:"
+PURE_KINDS = {"param", "parameter", "buffer", "const", "constant"}
+NON_OP_KINDS = PURE_KINDS | {"input", "output", "tuple", "get_item"}   # id prefix of summary nodes made by fold_by_group
 
 
 # --------------------------------------------------------------------------- labels and sizes
@@ -304,6 +306,19 @@ def layout_graph(
     sizes = [node_size(lab, sub) for lab, sub in zip(labels, sublabels)]
     gpath = [_group_of(d, group_attr) for d in ndata]
     gpre = [_prefixes(p, sep) for p in gpath]
+    # frames: a group needs at least two real ops (a leaf module = one op + its weights adds
+    # nothing); only those take part in ordering and spacing
+    gmembers: dict[str, list[int]] = defaultdict(list)
+    for i in range(n):
+        for p in gpre[i]:
+            gmembers[p].append(i)
+    kept_groups = {p for p, m in gmembers.items()
+                   if sum(1 for i in m if str(ndata[i].get("kind", "op")) not in NON_OP_KINDS) >= 2
+                   or (len(m) >= 2 and any(str(ndata[i].get("kind")) == "group" for i in m))}
+    gpre = [[p for p in ps if p in kept_groups] for ps in gpre]
+    # weights/constants are ordered with their group but do not stretch its frame: they sink
+    # to just above their consumer, often beside the previous group's last node
+    in_frame = [str(d.get("kind", "op")) not in PURE_KINDS for d in ndata]
 
     edges = [(index[u], index[v], d) for u, v, d in G.edges(data=True)]
     succ: list[list[int]] = [[] for _ in range(n)]
@@ -342,9 +357,17 @@ def layout_graph(
     for v in order:
         if wpred[v]:
             layer[v] = max(layer[u] for u in wpred[v]) + 1
+    # "pure" nodes are computed from weights/constants only (e.g. a transposed weight): the
+    # whole subtree sinks to its consumer
+    pure = [False] * n
+    for v in order:
+        if wpred[v]:
+            pure[v] = all(pure[u] for u in wpred[v])
+        else:
+            pure[v] = str(ndata[v].get("kind", "")) in PURE_KINDS
     for v in reversed(order):
         s = wsucc[v]
-        if s and len(s) >= len(wpred[v]):
+        if s and (len(s) >= len(wpred[v]) or pure[v]):
             layer[v] = min(layer[w] for w in s) - 1
     if n:
         base = min(layer)
@@ -511,10 +534,14 @@ def layout_graph(
         gmin: dict[str, int] = {}
         gmax: dict[str, int] = {}
         for i in range(n):
+            if not in_frame[i]:
+                continue
             for p in gpre[i]:
                 gmin[p] = min(gmin.get(p, L[i]), L[i])
                 gmax[p] = max(gmax.get(p, L[i]), L[i])
         for i in range(n):
+            if not in_frame[i]:
+                continue
             s = sum(1 for p in gpre[i] if gmin[p] == L[i])
             e = sum(1 for p in gpre[i] if gmax[p] == L[i])
             starts[L[i]] = max(starts[L[i]], s)
@@ -588,12 +615,7 @@ def layout_graph(
     # ---- groups: bounding boxes, children first, nested frames padded
     groups_out = []
     if grouped:
-        gmembers: dict[str, list[int]] = defaultdict(list)
-        for i in range(n):
-            for p in gpre[i]:
-                gmembers[p].append(i)
-        # drop groups of one node and groups identical to their only child group
-        keep = {p for p, m in gmembers.items() if len(m) >= 2}
+        keep = set(kept_groups)
         rect: dict[str, list[float]] = {}
         parent_of: dict[str, str | None] = {}
         children: dict[str, list[str]] = defaultdict(list)
@@ -608,16 +630,58 @@ def layout_graph(
             x0 = y0 = math.inf
             x1 = y1 = -math.inf
             for i in gmembers[p]:
+                if not in_frame[i]:
+                    continue
                 l, t, w, h = boxes[i]
                 x0, y0, x1, y1 = min(x0, l), min(y0, t), max(x1, l + w), max(y1, t + h)
             for c in children.get(p, ()):
                 cx0, cy0, cx1, cy1 = rect[c]
                 x0, y0, x1, y1 = min(x0, cx0), min(y0, cy0), max(x1, cx1), max(y1, cy1)
             rect[p] = [x0 - GROUP_PAD, y0 - GROUP_PAD - GROUP_HEADER, x1 + GROUP_PAD, y1 + GROUP_PAD]
+        # siblings whose frames overlap (a module called at two distant places): keep the
+        # larger frame, the smaller group's nodes stay inside their parent
+        dropped: set[str] = set()
+        sib: dict[str | None, list[str]] = defaultdict(list)
+        for p in keep:
+            sib[parent_of[p]].append(p)
+        for lst in sib.values():
+            if len(lst) < 2 or len(lst) > 400:
+                continue
+            lst.sort(key=lambda q: (-len(gmembers[q]), q))
+            for a_i, a in enumerate(lst):
+                if a in dropped:
+                    continue
+                ax0, ay0, ax1, ay1 = rect[a]
+                for b in lst[a_i + 1:]:
+                    if b in dropped:
+                        continue
+                    bx0, by0, bx1, by1 = rect[b]
+                    if bx0 < ax1 and ax0 < bx1 and by0 < ay1 and ay0 < by1:
+                        dropped.add(b)
+                        dropped.update(q for q in keep if q.startswith(b + sep))
+        # a frame that would enclose nodes of other groups (a module reused at two places,
+        # e.g. one ReLU module called twice) is misleading: drop it
+        by_layer: dict[int, list[int]] = defaultdict(list)
+        for i in range(n):
+            if in_frame[i]:
+                by_layer[L[i]].append(i)
+        for p in sorted(keep - dropped):
+            if p not in gmin:
+                continue
+            x0, y0, x1, y1 = rect[p]
+            mem = set(gmembers[p])
+            for li in range(gmin[p], gmax[p] + 1):
+                if any(i not in mem and x0 < boxes[i][0] + boxes[i][2] / 2 < x1
+                       for i in by_layer.get(li, ())):
+                    dropped.add(p)
+                    break
+        keep -= dropped
         for p in sorted(keep, key=lambda s: (s.count(sep), s)):
             x0, y0, x1, y1 = rect[p]
             parts = p.split(sep)
             parent = parent_of[p]
+            while parent is not None and parent not in keep:
+                parent = parent_of[parent]
             groups_out.append({
                 "id": p, "label": p, "x": round(x0, 1), "y": round(y0, 1),
                 "w": round(x1 - x0, 1), "h": round(y1 - y0, 1),

@@ -1,0 +1,792 @@
+"""GraphView: draws the protocol's ``graph`` dict (laid out by irviz.core.layout) with Qt.
+
+Netron-like: rounded boxes (op label + shape), colour by node kind, smooth edges with arrow
+heads, dashed titled group frames whose header folds/unfolds, level of detail, zoom/pan,
+fit, minimap, search, cross-pane highlights, heat overlay, PNG/SVG export.
+
+Scale: items are light Python ``QGraphicsItem`` subclasses whose ``paint`` checks the level of
+detail first (a far-zoomed node is one ``fillRect``), tooltips are computed on demand by the
+view (no per-item ``setToolTip``), and the minimap draws from the graph data into a cached
+image instead of rendering the scene a second time.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Iterable
+
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import (QBrush, QColor, QFont, QFontMetricsF, QImage, QPainter, QPainterPath,
+                           QPalette, QPen, QPolygonF)
+from PySide6.QtWidgets import (QApplication, QGraphicsItem, QGraphicsPathItem, QGraphicsScene,
+                               QGraphicsView, QToolTip, QVBoxLayout, QWidget)
+
+from irviz.ui.widgets import palette as pal
+
+__all__ = ["GraphView"]
+
+LOD_TEXT = 0.42       # below this zoom, node text is not drawn
+LOD_SHAPE = 0.22      # below this, nodes are plain rectangles, edges have no arrows
+OVERVIEW_ZOOM = 0.12  # big graphs below this zoom are drawn from one cached image
+OVERVIEW_NODES = 1500
+ROLE_PRIORITY = pal.ROLE_PRIORITY
+
+
+class _Style:
+    """Pens, brushes and fonts shared by all items (one object, swapped on theme change)."""
+
+    def __init__(self, dark: bool):
+        self.dark = dark
+        self.kinds: dict[str, tuple[QBrush, QPen, QColor, QColor]] = {}
+        for k in set(pal.LIGHT) | set(pal.ALIASES):
+            fill, border, text = pal.kind_colors(k, dark)
+            self.kinds[k] = (QBrush(QColor(fill)), QPen(QColor(border), 1.2), QColor(text),
+                             QColor(fill))
+        self.default = self.kinds["op"]
+        self.roles = {r: QColor(pal.role_color(r, dark)) for r in pal.ROLES_LIGHT}
+        self.role_pens = {r: QPen(c, 3.0) for r, c in self.roles.items()}
+        c = pal.chrome(dark)
+        self.background = QColor(c["background"])
+        self.edge_color = QColor(c["edge"])
+        self.edge_pen = QPen(self.edge_color, 1.3)
+        self.edge_pen.setCapStyle(Qt.RoundCap)
+        self.edge_pen_hi = QPen(self.roles["selected"], 2.2)
+        self.edge_brush = QBrush(self.edge_color)
+        self.edge_brush_hi = QBrush(self.roles["selected"])
+        self.group_pen = QPen(QColor(c["group_border"]), 1.0, Qt.DashLine)
+        gf = QColor(c["group_fill"])
+        self.group_fills = []
+        for depth in range(8):
+            g = QColor(gf)
+            g.setAlpha(10 + 4 * min(depth, 5))
+            self.group_fills.append(QBrush(g))
+        hf = QColor(gf)
+        hf.setAlpha(34)
+        self.group_header = QBrush(hf)
+        self.group_text = QColor(c["group_text"])
+        self.minimap_bg = QColor(c["minimap_bg"])
+        self.minimap_view = QColor(c["minimap_view"])
+        self.label_font = QFont()
+        self.label_font.setPixelSize(12)
+        self.label_font.setBold(True)
+        self.sub_font = QFont()
+        self.sub_font.setPixelSize(10)
+        self.group_font = QFont()
+        self.group_font.setPixelSize(11)
+        self.label_fm = QFontMetricsF(self.label_font)
+        self.sub_fm = QFontMetricsF(self.sub_font)
+        self.group_fm = QFontMetricsF(self.group_font)
+
+    def kind(self, kind: str):
+        k = self.kinds.get(kind)
+        if k is None:
+            k = self.kinds.get(pal.ALIASES.get(kind, ""), self.default)
+        return k
+
+
+# --------------------------------------------------------------------------- items
+
+class NodeItem(QGraphicsItem):
+    Type = QGraphicsItem.UserType + 1
+
+    def __init__(self, data: dict, style: _Style, parent: QGraphicsItem | None = None):
+        super().__init__(parent)
+        self.nid = str(data["id"])
+        self.data_ = data
+        self.style = style
+        self.rect = QRectF(0.0, 0.0, float(data.get("w", 120)), float(data.get("h", 36)))
+        self._br = self.rect.adjusted(-2.0, -2.0, 2.0, 2.0)
+        self.label = str(data.get("label", self.nid))
+        self.sublabel = str(data.get("sublabel", "") or "")
+        self.kind = str(data.get("kind", "op"))
+        self.roles: set[str] = set()
+        self.heat: QColor | None = None
+        self._elided: tuple[str, str] | None = None
+        self.setFlag(QGraphicsItem.ItemIsSelectable)
+        self.setPos(float(data.get("x", 0.0)), float(data.get("y", 0.0)))
+        self.setZValue(2)
+
+    def type(self):  # noqa: A003 - Qt API
+        return NodeItem.Type
+
+    def boundingRect(self):
+        return self._br
+
+    def role(self) -> str | None:
+        for r in ROLE_PRIORITY:
+            if r in self.roles:
+                return r
+        return None
+
+    def paint(self, p: QPainter, option, widget=None):
+        st = self.style
+        brush, pen, text, _fill = st.kind(self.kind)
+        if self.heat is not None:
+            brush = self.heat
+        lod = option.levelOfDetailFromTransform(p.worldTransform())
+        role = self.role()
+        sel = self.isSelected()
+        if lod < LOD_SHAPE:
+            p.fillRect(self.rect, st.roles["selected"] if sel else (st.roles[role] if role else brush))
+            return
+        p.setBrush(brush)
+        if sel:
+            p.setPen(st.role_pens["selected"])
+        elif role:
+            p.setPen(st.role_pens[role])
+        else:
+            p.setPen(pen)
+        p.drawRoundedRect(self.rect, 5.0, 5.0)
+        if lod < LOD_TEXT:
+            return
+        if self._elided is None:
+            w = self.rect.width() - 10
+            self._elided = (st.label_fm.elidedText(self.label, Qt.ElideMiddle, w),
+                            st.sub_fm.elidedText(self.sublabel, Qt.ElideMiddle, w))
+        lab, sub = self._elided
+        p.setPen(text)
+        r = self.rect
+        if sub:
+            p.setFont(st.label_font)
+            p.drawText(QRectF(r.x() + 4, r.y() + 3, r.width() - 8, r.height() * 0.52),
+                       Qt.AlignHCenter | Qt.AlignBottom, lab)
+            p.setFont(st.sub_font)
+            p.drawText(QRectF(r.x() + 4, r.y() + r.height() * 0.55, r.width() - 8, r.height() * 0.42),
+                       Qt.AlignHCenter | Qt.AlignTop, sub)
+        else:
+            p.setFont(st.label_font)
+            p.drawText(r, Qt.AlignCenter, lab)
+
+    def tooltip(self) -> str:
+        d = self.data_
+        lines = [f"<b>{_esc(self.label)}</b>  <i>{_esc(self.kind)}</i>", f"id: {_esc(self.nid)}"]
+        if self.sublabel:
+            lines.append(_esc(self.sublabel))
+        for key in ("target", "op", "callee", "module_path", "group", "source", "count"):
+            v = d.get(key)
+            if v not in (None, "", []) and str(v) != self.label:
+                lines.append(f"{key}: {_esc(str(v))}")
+        return "<br>".join(lines)
+
+
+class EdgeItem(QGraphicsPathItem):
+    Type = QGraphicsItem.UserType + 2
+
+    def __init__(self, data: dict, style: _Style, parent: QGraphicsItem | None = None):
+        super().__init__(parent)
+        self.src = str(data["src"])
+        self.dst = str(data["dst"])
+        self.label = str(data.get("label", "") or "")
+        self.style = style
+        self.hi = False
+        pts = data.get("points") or []
+        path = QPainterPath()
+        self.arrow = None
+        if len(pts) >= 2:
+            x0, y0 = pts[0]
+            path.moveTo(x0, y0)
+            last = len(pts) - 1
+            for i in range(1, len(pts)):
+                x1, y1 = pts[i]
+                if i == last:   # stop at the arrow's base
+                    y1 = y1 - 6.0 if y1 >= y0 else y1 + 6.0
+                dy = (y1 - y0) * 0.5
+                path.cubicTo(x0, y0 + dy, x1, y1 - dy, x1, y1)
+                x0, y0 = x1, y1
+            tx, ty = pts[-1]
+            up = pts[-1][1] < pts[-2][1]
+            s = -1.0 if up else 1.0
+            self.arrow = QPolygonF([QPointF(tx, ty), QPointF(tx - 4.5, ty - 8.0 * s),
+                                    QPointF(tx + 4.5, ty - 8.0 * s)])
+            path.addPolygon(self.arrow)      # so the C++ bounding rect covers the arrow head
+        self.setPath(path)
+        self.setPen(style.edge_pen)
+        self.setZValue(1)
+
+    def type(self):  # noqa: A003
+        return EdgeItem.Type
+
+    def paint(self, p: QPainter, option, widget=None):
+        st = self.style
+        p.setPen(st.edge_pen_hi if self.hi else st.edge_pen)
+        p.setBrush(Qt.NoBrush)
+        p.drawPath(self.path())
+        if self.arrow is not None and option.levelOfDetailFromTransform(p.worldTransform()) >= LOD_SHAPE:
+            p.setPen(Qt.NoPen)
+            p.setBrush(st.edge_brush_hi if self.hi else st.edge_brush)
+            p.drawPolygon(self.arrow)
+
+    def tooltip(self) -> str:
+        text = f"{_esc(self.src)} → {_esc(self.dst)}"
+        if self.label:
+            text += f"<br><b>{_esc(self.label)}</b>"
+        return text
+
+
+class GroupItem(QGraphicsItem):
+    Type = QGraphicsItem.UserType + 3
+    HEADER = 20.0
+
+    def __init__(self, data: dict, style: _Style, view: "GraphView",
+                 parent: QGraphicsItem | None = None):
+        super().__init__(parent)
+        self.gid = str(data["id"])
+        self.label = str(data.get("label", self.gid))
+        self.depth = int(data.get("depth", 1))
+        self.members = data.get("members", [])
+        self.style = style
+        self.view_ = view
+        self.rect = QRectF(float(data["x"]), float(data["y"]), float(data["w"]), float(data["h"]))
+        self.header = QRectF(self.rect.x(), self.rect.y(), self.rect.width(), self.HEADER)
+        self._br = self.rect.adjusted(-1.0, -1.0, 1.0, 1.0)
+        self._path = QPainterPath()
+        self._path.addRect(self.header)
+        self.setZValue(0)
+        self.setAcceptedMouseButtons(Qt.LeftButton)
+        self.setCursor(Qt.PointingHandCursor)
+
+    def type(self):  # noqa: A003
+        return GroupItem.Type
+
+    def boundingRect(self):
+        return self._br
+
+    def shape(self):
+        return self._path        # only the header is clickable; the body lets drags through
+
+    def paint(self, p: QPainter, option, widget=None):
+        st = self.style
+        lod = option.levelOfDetailFromTransform(p.worldTransform())
+        p.setBrush(st.group_fills[min(self.depth, 7)])
+        p.setPen(st.group_pen if lod >= LOD_SHAPE else Qt.NoPen)
+        p.drawRoundedRect(self.rect, 6.0, 6.0)
+        if lod < LOD_TEXT * 0.8:
+            return
+        p.setPen(Qt.NoPen)
+        p.setBrush(st.group_header)
+        p.drawRoundedRect(self.header.adjusted(0.5, 0.5, -0.5, 0), 6.0, 6.0)
+        p.setPen(st.group_text)
+        p.setFont(st.group_font)
+        text = st.group_fm.elidedText(f"▾ {self.label}", Qt.ElideMiddle, self.rect.width() - 12)
+        p.drawText(self.header.adjusted(7, 0, -4, 0), Qt.AlignVCenter | Qt.AlignLeft, text)
+
+    def mousePressEvent(self, event):
+        if self.header.contains(event.pos()):
+            event.accept()
+            self.view_.foldToggled.emit(self.gid)
+        else:
+            event.ignore()
+
+    def tooltip(self) -> str:
+        return f"<b>{_esc(self.label)}</b><br>{len(self.members)} nodes — click the title to fold"
+
+
+def _overview_image(graph: dict, style: _Style, max_side: int = 4096) -> tuple[QImage, QRectF]:
+    """The whole graph drawn cheaply from the data (no items): boxes and straight edges."""
+    W = max(1.0, float(graph.get("width", 1)))
+    H = max(1.0, float(graph.get("height", 1)))
+    s = min(1.0, max_side / max(W, H))
+    img = QImage(QSize(max(1, int(W * s)), max(1, int(H * s))), QImage.Format_ARGB32_Premultiplied)
+    img.fill(Qt.transparent)
+    p = QPainter(img)
+    p.scale(s, s)
+    for grp in graph.get("groups", ()):
+        p.fillRect(QRectF(grp["x"], grp["y"], grp["w"], grp["h"]),
+                   style.group_fills[min(int(grp.get("depth", 1)), 7)])
+    pen = QPen(style.edge_color, 0)          # cosmetic 1-px lines
+    p.setPen(pen)
+    for e in graph.get("edges", ()):
+        pts = e.get("points")
+        if pts and len(pts) >= 2:
+            p.drawPolyline(QPolygonF([QPointF(x, y) for x, y in pts]))
+    min_w, min_h = 1.2 / s, 1.2 / s
+    for nd in graph.get("nodes", ()):
+        brush, pen_, _t, _f = style.kind(nd.get("kind", "op"))
+        p.fillRect(QRectF(nd["x"], nd["y"], max(min_w, nd["w"]), max(min_h, nd["h"])), pen_.color())
+    p.end()
+    return img, QRectF(0, 0, W, H)
+
+
+def _esc(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# --------------------------------------------------------------------------- minimap
+
+class _Minimap(QWidget):
+    """Overview in the corner: the whole graph from a cached image plus the visible rect."""
+
+    MAX_W, MAX_H = 170, 210
+
+    def __init__(self, owner: "GraphView"):
+        super().__init__(owner.view.viewport())
+        self.owner = owner
+        self.image: QImage | None = None
+        self.sx = self.sy = 1.0
+        self.setCursor(Qt.PointingHandCursor)
+        self.hide()
+
+    def rebuild(self) -> None:
+        g = self.owner._graph
+        if not g or not g.get("nodes"):
+            self.image = None
+            self.hide()
+            return
+        W = max(1.0, float(g.get("width", 1)))
+        H = max(1.0, float(g.get("height", 1)))
+        s = min(self.MAX_W / W, self.MAX_H / H)
+        mw, mh = max(36.0, W * s), max(36.0, H * s)
+        self.sx, self.sy = mw / W, mh / H
+        self.resize(int(mw) + 2, int(mh) + 2)
+        st = self.owner._style
+        img = QImage(QSize(int(mw), int(mh)), QImage.Format_ARGB32_Premultiplied)
+        img.fill(st.minimap_bg)
+        p = QPainter(img)
+        p.scale(self.sx, self.sy)
+        for grp in g.get("groups", ()):
+            if grp.get("depth", 1) == 1:
+                p.fillRect(QRectF(grp["x"], grp["y"], grp["w"], grp["h"]), st.group_fills[3])
+        for nd in g["nodes"]:
+            brush, pen, _t, _f = st.kind(nd.get("kind", "op"))
+            r = QRectF(nd["x"], nd["y"], nd["w"], nd["h"])
+            # keep tiny nodes visible: at least 1.5 minimap pixels
+            if r.width() * self.sx < 1.5:
+                r.setWidth(1.5 / self.sx)
+            if r.height() * self.sy < 1.5:
+                r.setHeight(1.5 / self.sy)
+            p.fillRect(r, pen.color())
+        p.end()
+        self.image = img
+        self.place()
+        self.show()
+
+    def place(self) -> None:
+        vp = self.owner.view.viewport()
+        self.move(vp.width() - self.width() - 8, vp.height() - self.height() - 8)
+
+    def paintEvent(self, event):
+        if self.image is None:
+            return
+        p = QPainter(self)
+        st = self.owner._style
+        p.fillRect(self.rect(), st.minimap_bg)
+        p.drawImage(1, 1, self.image)
+        p.setPen(QPen(st.group_pen.color(), 1))
+        p.drawRect(self.rect().adjusted(0, 0, -1, -1))
+        vis = self.owner.visible_scene_rect()
+        r = QRectF(1 + vis.x() * self.sx, 1 + vis.y() * self.sy,
+                   max(3.0, vis.width() * self.sx), max(3.0, vis.height() * self.sy))
+        c = QColor(st.minimap_view)
+        fill = QColor(c)
+        fill.setAlpha(40)
+        p.setBrush(fill)
+        p.setPen(QPen(c, 1.5))
+        p.drawRect(r)
+        p.end()
+
+    def _jump(self, pos) -> None:
+        self.owner.view.centerOn(QPointF((pos.x() - 1) / self.sx, (pos.y() - 1) / self.sy))
+
+    def mousePressEvent(self, event):
+        self._jump(event.position())
+
+    def mouseMoveEvent(self, event):
+        if event.buttons() & Qt.LeftButton:
+            self._jump(event.position())
+
+
+# --------------------------------------------------------------------------- view
+
+class _View(QGraphicsView):
+    def __init__(self, owner: "GraphView"):
+        super().__init__()
+        self.owner = owner
+        self.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
+        self.setDragMode(QGraphicsView.ScrollHandDrag)
+        self.setTransformationAnchor(QGraphicsView.AnchorUnderMouse)
+        self.setResizeAnchor(QGraphicsView.AnchorViewCenter)
+        self.setViewportUpdateMode(QGraphicsView.SmartViewportUpdate)
+        self.setOptimizationFlags(QGraphicsView.DontAdjustForAntialiasing)
+        self.setFrameShape(QGraphicsView.NoFrame)
+
+    def drawBackground(self, painter, rect):
+        super().drawBackground(painter, rect)
+        ov = self.owner._overview
+        if ov is not None and self.owner._overview_on:
+            painter.setRenderHint(QPainter.SmoothPixmapTransform, True)
+            painter.drawImage(ov[1], ov[0])
+
+    def wheelEvent(self, event):
+        zoom = bool(event.modifiers() & Qt.ControlModifier) != (not self.owner.wheel_zooms)
+        if zoom:
+            d = event.angleDelta().y() or event.angleDelta().x()
+            if d:
+                self.owner.zoom_by(math.pow(1.0015, d))
+            event.accept()
+        else:
+            super().wheelEvent(event)
+
+    def viewportEvent(self, event):
+        if event.type() == QEvent.ToolTip:
+            item = self.itemAt(event.pos())
+            if item is not None and hasattr(item, "tooltip"):
+                QToolTip.showText(event.globalPos(), item.tooltip(), self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().viewportEvent(event)
+
+    def mouseDoubleClickEvent(self, event):
+        item = self.itemAt(event.position().toPoint())
+        if isinstance(item, NodeItem):
+            gid = item.data_.get("group_id")
+            if item.kind == "group" and gid:
+                self.owner.foldToggled.emit(str(gid))
+            else:
+                self.owner.nodeActivated.emit(item.nid)
+            event.accept()
+            return
+        super().mouseDoubleClickEvent(event)
+
+    def resizeEvent(self, event):
+        super().resizeEvent(event)
+        self.owner._minimap.place()
+
+    def scrollContentsBy(self, dx, dy):
+        super().scrollContentsBy(dx, dy)
+        self.owner._minimap.update()
+
+    def keyPressEvent(self, event):
+        k = event.key()
+        if k in (Qt.Key_Plus, Qt.Key_Equal):
+            self.owner.zoom_by(1.25)
+        elif k == Qt.Key_Minus:
+            self.owner.zoom_by(0.8)
+        elif k in (Qt.Key_0, Qt.Key_F):
+            self.owner.fit_to_view()
+        elif k == Qt.Key_Home:
+            self.owner.reset_view()
+        else:
+            super().keyPressEvent(event)
+
+
+class GraphView(QWidget):
+    """Draws a laid-out graph dict.  Signals: ``nodeSelected(id)`` (single click),
+    ``nodeActivated(id)`` (double click), ``foldToggled(group_id)`` (group header click or
+    double click on a folded summary node)."""
+
+    nodeSelected = Signal(str)
+    nodeActivated = Signal(str)
+    foldToggled = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None, *, dark: bool | None = None):
+        super().__init__(parent)
+        self.wheel_zooms = False       # plain wheel scrolls, ctrl+wheel zooms (Netron style)
+        if dark is None:
+            app = QApplication.instance()
+            dark = bool(app) and app.palette().color(QPalette.Window).lightness() < 128
+        self._style = _Style(bool(dark))
+        self.scene = QGraphicsScene(self)
+        self.scene.setItemIndexMethod(QGraphicsScene.BspTreeIndex)
+        self.view = _View(self)
+        self.view.setScene(self.scene)
+        self.view.setBackgroundBrush(self._style.background)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.view)
+        self._minimap = _Minimap(self)
+        self._graph: dict | None = None
+        self.nodes: dict[str, NodeItem] = {}
+        self.edges: list[EdgeItem] = []
+        self.groups: dict[str, GroupItem] = {}
+        self._roles: dict[str, set[str]] = {}
+        self._hi_edges: list[EdgeItem] = []
+        self._incident: dict[str, list[EdgeItem]] = {}
+        self._overview: tuple[QImage, QRectF] | None = None
+        self._overview_on = False
+        self.scene.selectionChanged.connect(self._on_selection)
+
+    # ---------------------------------------------------------------- content
+    def clear(self) -> None:
+        self.scene.blockSignals(True)
+        self.scene.clear()
+        self.scene.blockSignals(False)
+        self.nodes.clear()
+        self.edges.clear()
+        self.groups.clear()
+        self._roles.clear()
+        self._hi_edges = []
+        self._incident = {}
+        self._overview = None
+        self._overview_on = False
+        self._graph = None
+        self._minimap.rebuild()
+
+    def set_graph(self, graph: dict, *, keep_view: bool = False) -> None:
+        """Show a laid-out ``graph`` dict (see docs/engine_protocol.md)."""
+        old_center = self.view.mapToScene(self.view.viewport().rect().center())
+        old_scale = self.view.transform().m11()
+        self.clear()
+        self._graph = graph
+        st = self._style
+        scene = self.scene
+        # items are added without an index while building, then indexed once.  (No common
+        # parent item: the BSP index only culls top-level items.)
+        scene.setItemIndexMethod(QGraphicsScene.NoIndex)
+        add = scene.addItem
+        for g in sorted(graph.get("groups", ()), key=lambda g: g.get("depth", 1)):
+            item = GroupItem(g, st, self)
+            add(item)
+            item.setZValue(-1.0 + g.get("depth", 1) * 0.01)
+            self.groups[item.gid] = item
+        incident = self._incident
+        for e in graph.get("edges", ()):
+            if e.get("points"):
+                item = EdgeItem(e, st)
+                add(item)
+                self.edges.append(item)
+                incident.setdefault(item.src, []).append(item)
+                incident.setdefault(item.dst, []).append(item)
+        for nd in graph.get("nodes", ()):
+            item = NodeItem(nd, st)
+            add(item)
+            self.nodes[item.nid] = item
+        w = float(graph.get("width", 0)) or scene.itemsBoundingRect().right()
+        h = float(graph.get("height", 0)) or scene.itemsBoundingRect().bottom()
+        scene.setSceneRect(QRectF(0, 0, max(w, 1.0), max(h, 1.0)))
+        scene.setItemIndexMethod(QGraphicsScene.BspTreeIndex)
+        many = len(self.nodes) > 3000
+        self.view.setRenderHint(QPainter.Antialiasing, True)
+        self.view.setViewportUpdateMode(QGraphicsView.MinimalViewportUpdate if many
+                                        else QGraphicsView.SmartViewportUpdate)
+        self._minimap.rebuild()
+        if len(self.nodes) > OVERVIEW_NODES:
+            self._overview = _overview_image(graph, st)
+        if keep_view:
+            self.view.resetTransform()
+            self.view.scale(old_scale, old_scale)
+            self.view.centerOn(old_center)
+        else:
+            self.reset_view()
+
+    def graph(self) -> dict | None:
+        return self._graph
+
+    # ---------------------------------------------------------------- view control
+    def zoom(self) -> float:
+        return self.view.transform().m11()
+
+    def zoom_by(self, factor: float) -> None:
+        z = self.zoom()
+        factor = max(0.002 / z, min(6.0 / z, factor))
+        self.view.scale(factor, factor)
+        self._zoom_changed()
+
+    def set_zoom(self, z: float) -> None:
+        self.view.resetTransform()
+        self.view.scale(z, z)
+        self._zoom_changed()
+
+    def _zoom_changed(self) -> None:
+        on = self._overview is not None and self.zoom() < OVERVIEW_ZOOM
+        if on != self._overview_on:
+            self._overview_on = on
+            self._set_items_visible(not on)
+            self.view.resetCachedContent()
+            self.view.viewport().update()
+        self._minimap.update()
+
+    def fit_to_view(self) -> None:
+        r = self.scene.sceneRect()
+        if r.isEmpty():
+            return
+        self.view.resetTransform()
+        self.view.fitInView(r, Qt.KeepAspectRatio)
+        if self.zoom() > 1.5:
+            self.set_zoom(1.5)
+            self.view.centerOn(r.center())
+        self._zoom_changed()
+
+    def reset_view(self) -> None:
+        """Default view: fit when the graph is readable that way, else the top of the graph
+        at a readable zoom (like Netron), centred on the top nodes."""
+        r = self.scene.sceneRect()
+        if r.isEmpty() or not self.nodes:
+            return
+        vp = self.view.viewport().rect()
+        fit = min(vp.width() / r.width(), vp.height() / r.height()) * 0.97
+        if fit >= 0.7:
+            self.set_zoom(min(fit, 1.25))
+            self.view.centerOn(r.center())
+        else:
+            z = 0.9 if vp.width() / r.width() < 0.9 else min(1.0, vp.width() / r.width())
+            self.set_zoom(max(z, 0.6))
+            top = min(n.y() for n in self.nodes.values())
+            row = [n for n in self.nodes.values() if n.y() <= top + 120]
+            cx = sum(n.x() + n.rect.width() / 2 for n in row) / len(row)
+            half_w = vp.width() / 2 / self.zoom()
+            cx = max(r.left() + half_w, cx)          # keep the left edge in view when we can
+            half_h = vp.height() / 2 / self.zoom()
+            self.view.centerOn(QPointF(cx, r.top() + half_h))
+        self._minimap.update()
+
+    def visible_scene_rect(self) -> QRectF:
+        return self.view.mapToScene(self.view.viewport().rect()).boundingRect()
+
+    def center_on(self, nid: str) -> None:
+        item = self.nodes.get(str(nid))
+        if item is None:
+            return
+        if self.zoom() < LOD_TEXT + 0.2:
+            self.set_zoom(0.9)
+        self.view.centerOn(item.sceneBoundingRect().center())
+        self._minimap.update()
+
+    # ---------------------------------------------------------------- selection, search, marks
+    def _on_selection(self) -> None:
+        sel = [i for i in self.scene.selectedItems() if isinstance(i, NodeItem)]
+        for e in self._hi_edges:
+            e.hi = False
+            e.update()
+        self._hi_edges = []
+        if sel:
+            nid = sel[0].nid
+            for e in self._incident.get(nid, ()):
+                e.hi = True
+                e.update()
+                self._hi_edges.append(e)
+            self.nodeSelected.emit(nid)
+
+    def select(self, nid: str | None, *, center: bool = True) -> None:
+        self.scene.clearSelection()
+        item = self.nodes.get(str(nid)) if nid is not None else None
+        if item is not None:
+            item.setSelected(True)
+            if center:
+                self.center_on(item.nid)
+
+    def selected(self) -> str | None:
+        sel = [i for i in self.scene.selectedItems() if isinstance(i, NodeItem)]
+        return sel[0].nid if sel else None
+
+    def find(self, text: str) -> list[str]:
+        """Ids of nodes whose label, op/target, shape or id contains ``text`` (case-insensitive);
+        marks them "found", selects and centres the first."""
+        text = (text or "").strip().lower()
+        if not text:
+            self.highlight([], "found")
+            return []
+        hits = []
+        for nid, item in self.nodes.items():
+            d = item.data_
+            hay = " ".join(str(v) for v in (nid, item.label, item.sublabel, d.get("op", ""),
+                                             d.get("target", ""), d.get("callee", "") or ""))
+            if text in hay.lower():
+                hits.append(nid)
+        self.highlight(hits, "found")
+        if hits:
+            self.select(hits[0])
+        return hits
+
+    def highlight(self, ids: Iterable[str], role: str = "linked") -> None:
+        """Mark nodes with a role ("linked", "found", "added", "removed", "changed"); replaces
+        the previous set of that role.  ``highlight([], role)`` clears it."""
+        new = {str(i) for i in ids}
+        old = self._roles.get(role, set())
+        for nid in old - new:
+            it = self.nodes.get(nid)
+            if it is not None:
+                it.roles.discard(role)
+                it.update()
+        for nid in new - old:
+            it = self.nodes.get(nid)
+            if it is not None:
+                it.roles.add(role)
+                it.update()
+        self._roles[role] = {i for i in new if i in self.nodes}
+
+    def highlighted(self, role: str) -> set[str]:
+        return set(self._roles.get(role, set()))
+
+    def clear_highlights(self) -> None:
+        for role in list(self._roles):
+            self.highlight([], role)
+
+    def set_heat(self, values: dict[str, float] | None) -> None:
+        """Colour nodes by value (e.g. kernel ms): hottest = max; None or {} clears."""
+        for it in self.nodes.values():
+            if it.heat is not None:
+                it.heat = None
+                it.update()
+        if not values:
+            return
+        vmax = max(values.values()) or 1.0
+        for nid, v in values.items():
+            it = self.nodes.get(str(nid))
+            if it is not None:
+                it.heat = QColor(pal.heat_color(v / vmax))
+                it.update()
+
+    def set_dark(self, dark: bool) -> None:
+        self._style = _Style(dark)
+        for coll in (self.nodes.values(), self.edges, self.groups.values()):
+            for it in coll:
+                it.style = self._style
+                if isinstance(it, NodeItem):
+                    it._elided = None
+        for e in self.edges:
+            e.setPen(self._style.edge_pen)
+        self.view.setBackgroundBrush(self._style.background)
+        self.scene.update()
+        self._minimap.rebuild()
+
+    # ---------------------------------------------------------------- export
+    def export_png(self, path: str, *, max_side: int = 12000, scale: float = 2.0) -> bool:
+        """Render the whole graph to a PNG (2x, capped at ``max_side`` pixels)."""
+        r = self.scene.sceneRect()
+        if r.isEmpty():
+            return False
+        s = min(scale, max_side / max(r.width(), r.height()))
+        s = min(s, math.sqrt(120e6 / max(1.0, r.width() * r.height())))
+        img = QImage(QSize(max(1, int(r.width() * s)), max(1, int(r.height() * s))),
+                     QImage.Format_ARGB32_Premultiplied)
+        img.fill(self._style.background)
+        p = QPainter(img)
+        p.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
+        with self._items_visible():
+            self.scene.render(p, QRectF(img.rect()), r)
+        p.end()
+        return img.save(str(path), "PNG")
+
+    def export_svg(self, path: str) -> bool:
+        from PySide6.QtSvg import QSvgGenerator
+        r = self.scene.sceneRect()
+        if r.isEmpty():
+            return False
+        gen = QSvgGenerator()
+        gen.setFileName(str(path))
+        gen.setSize(QSize(int(r.width()), int(r.height())))
+        gen.setViewBox(QRectF(0, 0, r.width(), r.height()))
+        gen.setTitle("irviz graph")
+        p = QPainter(gen)
+        p.fillRect(QRectF(0, 0, r.width(), r.height()), self._style.background)
+        with self._items_visible():
+            self.scene.render(p, QRectF(0, 0, r.width(), r.height()), r)
+        p.end()
+        return True
+
+    def _set_items_visible(self, on: bool) -> None:
+        for coll in (self.groups.values(), self.edges, self.nodes.values()):
+            for it in coll:
+                it.setVisible(on)
+
+    @contextlib.contextmanager
+    def _items_visible(self):
+        hidden = self._overview_on
+        if hidden:
+            self._set_items_visible(True)
+        try:
+            yield
+        finally:
+            if hidden:
+                self._set_items_visible(False)
