@@ -510,8 +510,9 @@ def apply_pass(inv: PassInvocation | str, mod: tvm.IRModule, target=None) -> tvm
     except PassError:
         raise
     except Exception as e:  # noqa: BLE001
+        where = _user_location(e, spec)
         raise PassError(
-            f"{spec.name}: cannot create the pass: {_tvm_message(e)}",
+            f"{spec.name}: cannot create the pass" + (f" at {where}" if where else "") + f": {_tvm_message(e)}",
             hint=f"parameters were {params}" if params else None,
             detail=traceback.format_exc(),
         ) from e
@@ -635,6 +636,7 @@ def irviz_pass(name: str | None = None, description: str = "", *, roundtrip_ok: 
 
 
 _file_counter = 0
+_FILE_PASSES: dict[str, list[str]] = {}  # resolved path -> names it registered
 
 
 def _error_location(exc: BaseException, path: str) -> str:
@@ -724,6 +726,13 @@ def load_pass_file(path) -> list[PassSpec]:
                 f"{spath}: pass {s.name!r} clashes with the built-in {existing.category} pass",
                 hint="rename your pass",
             )
-    for s in specs:
-        register_pass(s)
+    with _LOCK:
+        # reloading a file: passes it no longer defines disappear
+        for old_name in _FILE_PASSES.get(spath, []):
+            old = _REGISTRY.get(old_name)
+            if old is not None and old.category == "user":
+                _REGISTRY.pop(old_name)
+        for s in specs:
+            register_pass(s)
+        _FILE_PASSES[spath] = [s.name for s in specs]
     return specs

@@ -181,8 +181,20 @@ def _roundtrips(mod) -> bool:
     return tvm_ffi.structural_equal(back, mod)
 
 
+@I.ir_module
+class Tiny:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")):
+        with R.dataflow():
+            lv = R.nn.relu(x)
+            lv1 = R.reshape(lv, (3, 2))
+            R.output(lv1)
+        return lv1
+
+
 def test_roundtrip_ok_matches_reality(target):
-    cur = Small
+    """(The parser is slow, ~0.3 s per module even this small: keep the module tiny.)"""
+    cur = Tiny
     seen = {}
     for inv in P.get_pipeline("zero") + P.get_pipeline("default_build"):
         cur = apply_pass(inv, cur, target)
@@ -571,6 +583,25 @@ def test_pass_file_syntax_error(tmp_path, clean_user_passes):
     with pytest.raises(PassError) as ei:
         P.load_pass_file(p)
     assert f"{p}:4" in ei.value.message and "syntax error" in ei.value.message
+
+
+def test_reloading_a_pass_file_drops_removed_passes(tmp_path, clean_user_passes):
+    p = _write(tmp_path, "mine.py", """\
+        from irviz.core.passes import irviz_pass
+
+        @irviz_pass(name="MineA")
+        def a(mod):
+            return mod
+
+        @irviz_pass(name="MineB")
+        def b(mod):
+            return mod
+        """)
+    assert [s.name for s in P.load_pass_file(p)] == ["MineA", "MineB"]
+    p.write_text(p.read_text().replace('"MineB"', '"MineC"'))
+    assert [s.name for s in P.load_pass_file(p)] == ["MineA", "MineC"]
+    names = [s.name for s in P.list_passes()]
+    assert "MineB" not in names and "MineA" in names and "MineC" in names
 
 
 def test_pass_file_without_passes(tmp_path, clean_user_passes):
