@@ -18,7 +18,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pipeline", default="zero")
     p.add_argument("--size", default="1600x1000")
     p.add_argument("--theme", default="light", choices=("light", "dark"))
-    p.add_argument("--select", default=None, help="FX node to select (shows the cross-links)")
+    p.add_argument("--select", default=None,
+                   help="FX node to select, showing the cross-links ('auto': the first op that maps to a kernel)")
     p.add_argument("--build-run", action="store_true", help="also Build & Run the last step")
     p.add_argument("--timeout", type=float, default=600.0)
     return p
@@ -81,7 +82,14 @@ def main(argv: list[str] | None = None) -> int:
             break
     if args.select:
         wait_until(app, settled, args.timeout)
-        win.hub.select_fx(args.select)
+        name = args.select
+        if name == "auto":
+            prov = win.hub.provenance
+            name = next((fx for fx, vs in prov.fx_to_relax.items()
+                         if any(v in prov.relax_to_callee for v in vs)),
+                        next(iter(prov.fx_to_relax), None))
+        if name:
+            win.hub.select_fx(name)
     if args.build_run:
         wait_until(app, settled, args.timeout)
         win.build_run()

@@ -150,29 +150,34 @@ class MainWindow(QMainWindow):
         return dock
 
     def _build_docks(self) -> None:
-        A = Qt.DockWidgetArea
-        self.setCorner(Qt.Corner.TopLeftCorner, A.LeftDockWidgetArea)
-        self.setCorner(Qt.Corner.BottomLeftCorner, A.LeftDockWidgetArea)
-        self.setCorner(Qt.Corner.TopRightCorner, A.RightDockWidgetArea)
-        self.setCorner(Qt.Corner.BottomRightCorner, A.RightDockWidgetArea)
-        self._dock("pipeline", self.pipeline, A.LeftDockWidgetArea)
-        fx = self._dock("fx", self.fx, A.TopDockWidgetArea)
-        relax = self._dock("relax", self.relax, A.TopDockWidgetArea)
-        tir = self._dock("tir", self.tir, A.TopDockWidgetArea)
-        self.splitDockWidget(fx, relax, Qt.Orientation.Horizontal)
-        self.splitDockWidget(relax, tir, Qt.Orientation.Horizontal)
-        diff = self._dock("diff", self.diff, A.BottomDockWidgetArea)
-        run = self._dock("run", self.run, A.BottomDockWidgetArea)
-        self.splitDockWidget(diff, run, Qt.Orientation.Horizontal)
-        self.setCentralWidget(None)
+        # Everything lives in one dock area, nested, and there is no central widget: with docks
+        # in several areas around an empty centre, Qt hands all spare width to one area whenever
+        # a size hint changes. The order of the splits makes Diff|Run span the three IR panes.
+        area = Qt.DockWidgetArea.LeftDockWidgetArea
+        H, V = Qt.Orientation.Horizontal, Qt.Orientation.Vertical
+        pipeline = self._dock("pipeline", self.pipeline, area)
+        fx = self._dock("fx", self.fx, area)
+        self.splitDockWidget(pipeline, fx, H)
+        diff = self._dock("diff", self.diff, area)
+        self.splitDockWidget(fx, diff, V)
+        relax = self._dock("relax", self.relax, area)
+        self.splitDockWidget(fx, relax, H)
+        tir = self._dock("tir", self.tir, area)
+        self.splitDockWidget(relax, tir, H)
+        run = self._dock("run", self.run, area)
+        self.splitDockWidget(diff, run, H)
         self._apply_default_sizes()
 
     def _apply_default_sizes(self) -> None:
         d = self.docks
-        self.resizeDocks([d["pipeline"]], [300], Qt.Orientation.Horizontal)
-        self.resizeDocks([d["fx"], d["relax"], d["tir"]], [400, 480, 420], Qt.Orientation.Horizontal)
-        self.resizeDocks([d["diff"], d["run"]], [800, 500], Qt.Orientation.Horizontal)
-        self.resizeDocks([d["fx"], d["diff"]], [620, 330], Qt.Orientation.Vertical)
+        w, h = max(self.width(), 800), max(self.height(), 500)
+        left = min(300, int(w * 0.19))
+        rest = w - left
+        self.resizeDocks([d["pipeline"]], [left], Qt.Orientation.Horizontal)
+        self.resizeDocks([d["fx"], d["relax"], d["tir"]], [int(rest * 0.3), int(rest * 0.38), int(rest * 0.32)],
+                         Qt.Orientation.Horizontal)
+        self.resizeDocks([d["diff"], d["run"]], [int(rest * 0.62), int(rest * 0.38)], Qt.Orientation.Horizontal)
+        self.resizeDocks([d["fx"], d["diff"]], [int(h * 0.62), int(h * 0.32)], Qt.Orientation.Vertical)
 
     def _action(self, text: str, slot, shortcut: str | None = None, tip: str | None = None) -> QAction:
         act = QAction(text, self)
@@ -307,8 +312,9 @@ class MainWindow(QMainWindow):
         if isinstance(geo, (QByteArray, bytes)) and geo:
             self.restoreGeometry(QByteArray(geo))
         st = s.value("window/state")
+        self._layout_restored = False
         if isinstance(st, (QByteArray, bytes)) and st:
-            self.restoreState(QByteArray(st), LAYOUT_VERSION)
+            self._layout_restored = self.restoreState(QByteArray(st), LAYOUT_VERSION)
         self.set_theme(str(s.value("theme", "light")), save=False)
         self.diff.view.set_mode(str(s.value("diff/mode", "side")))
         self.pipeline.hide_unchanged.setChecked(s.value("pipeline/hide_unchanged", False, type=bool))
@@ -321,6 +327,13 @@ class MainWindow(QMainWindow):
         s.setValue("diff/mode", self.diff.view.mode)
         s.setValue("pipeline/hide_unchanged", self.pipeline.hide_unchanged.isChecked())
         s.sync()
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if not self._layout_restored and not getattr(self, "_sized", False):
+            self._sized = True  # dock sizes only stick once the dock layout has its real geometry
+            self.layout().activate()
+            self._apply_default_sizes()
 
     def closeEvent(self, event) -> None:  # noqa: N802
         self.save_settings()
@@ -482,8 +495,16 @@ class MainWindow(QMainWindow):
             self.hub.set_provenance(None)
             self._ask("provenance", "provenance", step=cursor)
         if not self.bridge.busy:
-            self.status(f"Step {cursor}: {name}")
+            self.status(self._step_text())
         self._update_actions()
+
+    def _step_text(self) -> str:
+        cursor = int(self.state.get("cursor", 0))
+        step = next((s for s in self.state.get("steps") or [] if s.get("index") == cursor), {})
+        text = f"Step {cursor}: {step.get('pass', '')}"
+        if cursor > 0:
+            text += " — changed the module" if step.get("changed") else " — changed nothing"
+        return text
 
     def _on_replied(self, rid: int, cmd: str, result) -> None:
         purpose = self._own.pop(rid, None)
@@ -540,6 +561,8 @@ class MainWindow(QMainWindow):
         self.act_cancel.setEnabled(busy)
         if busy:
             self.progress.setRange(0, 0)
+        elif self.state.get("model") and self.status_label.styleSheet() == "":
+            self.status(self._step_text())
         self._update_actions()
 
     def _on_restarted(self, text: str) -> None:

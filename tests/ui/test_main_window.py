@@ -47,7 +47,7 @@ def _filled(qtbot, w):
 
 def test_open_sample_mlp(qtbot, win):
     win.open_spec("sample:mlp")
-    qtbot.waitUntil(lambda: win.state.get("model") or win.last_error is not None, timeout=T)
+    qtbot.waitUntil(lambda: bool(win.state.get("model")) or win.last_error is not None, timeout=T)
     _filled(qtbot, win)
     assert win.state["cursor"] == 0
     assert win.fx.table.rowCount() > 3
@@ -99,7 +99,7 @@ def test_build_and_run(qtbot, win):
 
 def test_export_trace(qtbot, win, tmp_path):
     win.export_to(str(tmp_path), current_only=False)
-    qtbot.waitUntil(lambda: any(m.startswith("Exported") for m in win.messages) or win.last_error,
+    qtbot.waitUntil(lambda: any(m.startswith("Exported") for m in win.messages) or win.last_error is not None,
                     timeout=T)
     assert win.last_error is None, win.last_error
     assert any(p.suffix == ".py" for p in tmp_path.rglob("*"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QLabel, QLineEdit, QWidget
+from PySide6.QtWidgets import QLabel, QLineEdit, QSizePolicy, QWidget
 
 
 class Pane(QWidget):
@@ -103,8 +103,11 @@ class SearchBox(QLineEdit):
         self.setClearButtonEnabled(True)
 
 
-def dim_label(text: str = "") -> QLabel:
+def dim_label(text: str = "", elastic: bool = True) -> QLabel:
+    """A grey status line; ``elastic`` ones never force their pane wider than it is."""
     label = QLabel(text)
+    if elastic:
+        label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
     label.setProperty("role", "dim")
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     return label

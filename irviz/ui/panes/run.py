@@ -67,7 +67,7 @@ class RunPane(Pane):
                   ("tvm_ms", "TVM"), ("torch_ms", "PyTorch"), ("ratio", "TVM / PyTorch"),
                   ("build_seconds", "build"), ("threads", "threads"), ("target", "target")]
         for i, (key, text) in enumerate(labels):
-            name = dim_label(text)
+            name = dim_label(text, elastic=False)
             value = QLabel("—")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             grid.addWidget(name, i // 4 * 2, i % 4)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QTextCursor, QTextFormat
-from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QSplitter,
+from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSplitter,
                                QStackedWidget, QTextEdit, QToolButton, QVBoxLayout, QWidget)
 
 from irviz.ui import themes
@@ -57,7 +57,7 @@ class DiffView(QWidget):
         bar = QHBoxLayout()
         bar.setContentsMargins(0, 0, 0, 0)
         self.function_box = QComboBox()
-        self.function_box.setMinimumContentsLength(24)
+        self.function_box.setMinimumContentsLength(16)
         self.function_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.function_box.currentIndexChanged.connect(lambda _i: self._render())
         self.side_button = QToolButton(text="Side by side", checkable=True, checked=True)
@@ -76,6 +76,7 @@ class DiffView(QWidget):
         self.next_button.clicked.connect(self.next_hunk)
         self.summary = QLabel("")
         self.summary.setProperty("role", "dim")
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         bar.addWidget(self.function_box, 1)
         bar.addWidget(self.side_button)
         bar.addWidget(self.unified_button)
