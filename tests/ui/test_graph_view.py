@@ -160,7 +160,7 @@ def test_big_graph_uses_overview(qtbot):
         if i:
             G.add_edge(i - 1, i)
             if i % 3 == 0:
-                G.add_edge(i // 2, i)
+                G.add_edge(i - 3, i)
     v = GraphView()
     qtbot.addWidget(v)
     v.resize(600, 600)
