@@ -76,7 +76,8 @@ def test_click_selects_and_emits(view, qtbot):
     assert blocker.args == ["n5"]
     assert item.isSelected()
     # incident edges are highlighted
-    assert view._hi_edges and all("n5" in (e.src, e.dst) for e in view._hi_edges)
+    assert view._hi_edges and all("n5" in view.edge_meta[k][:2] for k in view._hi_edges)
+    assert "n5" in view.edge_tooltip(view._hi_edges[0])
     with qtbot.waitSignal(view.nodeSelected, timeout=2000) as blocker:
         view.select("n7")
     assert blocker.args == ["n7"]

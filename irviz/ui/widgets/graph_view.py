@@ -94,8 +94,9 @@ class NodeItem(QGraphicsItem):
         self.nid = str(data["id"])
         self.data_ = data
         self.style = style
-        self.rect = QRectF(0.0, 0.0, float(data.get("w", 120)), float(data.get("h", 36)))
-        self._br = self.rect.adjusted(-2.0, -2.0, 2.0, 2.0)
+        w, h = float(data.get("w", 120)), float(data.get("h", 36))
+        self.rect = QRectF(0.0, 0.0, w, h)
+        self._br = QRectF(-2.0, -2.0, w + 4.0, h + 4.0)
         self.label = str(data.get("label", self.nid))
         self.sublabel = str(data.get("sublabel", "") or "")
         self.kind = str(data.get("kind", "op"))
@@ -169,58 +170,31 @@ class NodeItem(QGraphicsItem):
         return "<br>".join(lines)
 
 
-class EdgeItem(QGraphicsPathItem):
-    Type = QGraphicsItem.UserType + 2
+ARROW_BAND = 1500.0   # arrow heads are batched into one path item per band of this height
 
-    def __init__(self, data: dict, style: _Style, parent: QGraphicsItem | None = None):
-        super().__init__(parent)
-        self.src = str(data["src"])
-        self.dst = str(data["dst"])
-        self.label = str(data.get("label", "") or "")
-        self.style = style
-        self.hi = False
-        pts = data.get("points") or []
-        path = QPainterPath()
-        self.arrow = None
-        if len(pts) >= 2:
-            x0, y0 = pts[0]
-            path.moveTo(x0, y0)
-            last = len(pts) - 1
-            for i in range(1, len(pts)):
-                x1, y1 = pts[i]
-                if i == last:   # stop at the arrow's base
-                    y1 = y1 - 6.0 if y1 >= y0 else y1 + 6.0
-                dy = (y1 - y0) * 0.5
-                path.cubicTo(x0, y0 + dy, x1, y1 - dy, x1, y1)
-                x0, y0 = x1, y1
-            tx, ty = pts[-1]
-            up = pts[-1][1] < pts[-2][1]
-            s = -1.0 if up else 1.0
-            self.arrow = QPolygonF([QPointF(tx, ty), QPointF(tx - 4.5, ty - 8.0 * s),
-                                    QPointF(tx + 4.5, ty - 8.0 * s)])
-            path.addPolygon(self.arrow)      # so the C++ bounding rect covers the arrow head
-        self.setPath(path)
-        self.setPen(style.edge_pen)
-        self.setZValue(1)
 
-    def type(self):  # noqa: A003
-        return EdgeItem.Type
+def edge_path(pts) -> QPainterPath:
+    """Smooth edge through the layout's points: vertical tangents at every point, stopping at
+    the base of the arrow head."""
+    path = QPainterPath()
+    x0, y0 = pts[0]
+    path.moveTo(x0, y0)
+    last = len(pts) - 1
+    for i in range(1, last + 1):
+        x1, y1 = pts[i]
+        if i == last:
+            y1 = y1 - 6.0 if y1 >= y0 else y1 + 6.0
+        dy = (y1 - y0) * 0.5
+        path.cubicTo(x0, y0 + dy, x1, y1 - dy, x1, y1)
+        x0, y0 = x1, y1
+    return path
 
-    def paint(self, p: QPainter, option, widget=None):
-        st = self.style
-        p.setPen(st.edge_pen_hi if self.hi else st.edge_pen)
-        p.setBrush(Qt.NoBrush)
-        p.drawPath(self.path())
-        if self.arrow is not None and option.levelOfDetailFromTransform(p.worldTransform()) >= LOD_SHAPE:
-            p.setPen(Qt.NoPen)
-            p.setBrush(st.edge_brush_hi if self.hi else st.edge_brush)
-            p.drawPolygon(self.arrow)
 
-    def tooltip(self) -> str:
-        text = f"{_esc(self.src)} → {_esc(self.dst)}"
-        if self.label:
-            text += f"<br><b>{_esc(self.label)}</b>"
-        return text
+def _add_arrow(path: QPainterPath, tx: float, ty: float, s: float) -> None:
+    path.moveTo(tx, ty)
+    path.lineTo(tx - 4.5, ty - 8.0 * s)
+    path.lineTo(tx + 4.5, ty - 8.0 * s)
+    path.closeSubpath()
 
 
 class GroupItem(QGraphicsItem):
@@ -428,9 +402,17 @@ class _View(QGraphicsView):
 
     def viewportEvent(self, event):
         if event.type() == QEvent.ToolTip:
-            item = self.itemAt(event.pos())
-            if item is not None and hasattr(item, "tooltip"):
-                QToolTip.showText(event.globalPos(), item.tooltip(), self)
+            text = None
+            for item in self.items(event.pos()):
+                if hasattr(item, "tooltip"):
+                    text = item.tooltip()
+                    break
+                k = item.data(0)
+                if isinstance(k, int):
+                    text = self.owner.edge_tooltip(k)
+                    break
+            if text:
+                QToolTip.showText(event.globalPos(), text, self)
             else:
                 QToolTip.hideText()
             return True
@@ -497,11 +479,16 @@ class GraphView(QWidget):
         self._minimap = _Minimap(self)
         self._graph: dict | None = None
         self.nodes: dict[str, NodeItem] = {}
-        self.edges: list[EdgeItem] = []
+        # edges are plain QGraphicsPathItems (painted in C++); per-edge data lives here,
+        # item.data(0) is the index.  Arrow heads are batched per horizontal band.
+        self.edges: list[QGraphicsPathItem] = []
+        self.edge_meta: list[tuple[str, str, str, float, float, float]] = []
+        self._arrows: list[QGraphicsPathItem] = []
+        self._hi_arrows: QGraphicsPathItem | None = None
         self.groups: dict[str, GroupItem] = {}
         self._roles: dict[str, set[str]] = {}
-        self._hi_edges: list[EdgeItem] = []
-        self._incident: dict[str, list[EdgeItem]] = {}
+        self._hi_edges: list[int] = []
+        self._incident: dict[str, list[int]] = {}
         self._overview: tuple[QImage, QRectF] | None = None
         self._overview_on = False
         self.scene.selectionChanged.connect(self._on_selection)
@@ -513,6 +500,9 @@ class GraphView(QWidget):
         self.scene.blockSignals(False)
         self.nodes.clear()
         self.edges.clear()
+        self.edge_meta.clear()
+        self._arrows.clear()
+        self._hi_arrows = None
         self.groups.clear()
         self._roles.clear()
         self._hi_edges = []
@@ -540,13 +530,34 @@ class GraphView(QWidget):
             item.setZValue(-1.0 + g.get("depth", 1) * 0.01)
             self.groups[item.gid] = item
         incident = self._incident
+        add_path = scene.addPath
+        pen = st.edge_pen
+        bands: dict[int, QPainterPath] = {}
+        edges, meta = self.edges, self.edge_meta
         for e in graph.get("edges", ()):
-            if e.get("points"):
-                item = EdgeItem(e, st)
-                add(item)
-                self.edges.append(item)
-                incident.setdefault(item.src, []).append(item)
-                incident.setdefault(item.dst, []).append(item)
+            pts = e.get("points")
+            if not pts or len(pts) < 2:
+                continue
+            item = add_path(edge_path(pts), pen)
+            k = len(edges)
+            item.setData(0, k)
+            item.setZValue(1)
+            edges.append(item)
+            src, dst = str(e["src"]), str(e["dst"])
+            tx, ty = pts[-1]
+            sgn = -1.0 if ty < pts[-2][1] else 1.0
+            meta.append((src, dst, str(e.get("label", "") or ""), tx, ty, sgn))
+            incident.setdefault(src, []).append(k)
+            incident.setdefault(dst, []).append(k)
+            band = bands.get(int(ty // ARROW_BAND))
+            if band is None:
+                band = bands[int(ty // ARROW_BAND)] = QPainterPath()
+            _add_arrow(band, tx, ty, sgn)
+        for band in bands.values():
+            item = add_path(band, QPen(Qt.NoPen), st.edge_brush)
+            item.setZValue(1.5)
+            item.setAcceptedMouseButtons(Qt.NoButton)
+            self._arrows.append(item)
         for nd in graph.get("nodes", ()):
             item = NodeItem(nd, st)
             add(item)
@@ -645,17 +656,39 @@ class GraphView(QWidget):
     # ---------------------------------------------------------------- selection, search, marks
     def _on_selection(self) -> None:
         sel = [i for i in self.scene.selectedItems() if isinstance(i, NodeItem)]
-        for e in self._hi_edges:
-            e.hi = False
-            e.update()
+        st = self._style
+        for k in self._hi_edges:
+            self.edges[k].setPen(st.edge_pen)
+            self.edges[k].setZValue(1)
         self._hi_edges = []
+        if self._hi_arrows is not None:
+            self.scene.removeItem(self._hi_arrows)
+            self._hi_arrows = None
         if sel:
             nid = sel[0].nid
-            for e in self._incident.get(nid, ()):
-                e.hi = True
-                e.update()
-                self._hi_edges.append(e)
+            ks = self._incident.get(nid, [])
+            if ks:
+                arrows = QPainterPath()
+                for k in ks:
+                    self.edges[k].setPen(st.edge_pen_hi)
+                    self.edges[k].setZValue(1.2)
+                    _src, _dst, _lab, tx, ty, sgn = self.edge_meta[k]
+                    _add_arrow(arrows, tx, ty, sgn)
+                self._hi_edges = list(ks)
+                self._hi_arrows = self.scene.addPath(arrows, QPen(Qt.NoPen), st.edge_brush_hi)
+                self._hi_arrows.setZValue(1.7)
+                self._hi_arrows.setAcceptedMouseButtons(Qt.NoButton)
             self.nodeSelected.emit(nid)
+
+    def edge_tooltip(self, k: int) -> str:
+        src, dst, label, *_ = self.edge_meta[k]
+        text = f"{_esc(src)} → {_esc(dst)}"
+        if label:
+            text += f"<br><b>{_esc(label)}</b>"
+        node = self.nodes.get(src)
+        if node is not None and node.sublabel and node.sublabel != label:
+            text += f"<br>{_esc(node.sublabel)}"
+        return text
 
     def select(self, nid: str | None, *, center: bool = True) -> None:
         self.scene.clearSelection()
@@ -729,13 +762,20 @@ class GraphView(QWidget):
 
     def set_dark(self, dark: bool) -> None:
         self._style = _Style(dark)
-        for coll in (self.nodes.values(), self.edges, self.groups.values()):
+        for coll in (self.nodes.values(), self.groups.values()):
             for it in coll:
                 it.style = self._style
                 if isinstance(it, NodeItem):
                     it._elided = None
-        for e in self.edges:
-            e.setPen(self._style.edge_pen)
+        hi = set(self._hi_edges)
+        for k, e in enumerate(self.edges):
+            e.setPen(self._style.edge_pen_hi if k in hi else self._style.edge_pen)
+        for a in self._arrows:
+            a.setBrush(self._style.edge_brush)
+        if self._hi_arrows is not None:
+            self._hi_arrows.setBrush(self._style.edge_brush_hi)
+        if self._overview is not None and self._graph is not None:
+            self._overview = _overview_image(self._graph, self._style)
         self.view.setBackgroundBrush(self._style.background)
         self.scene.update()
         self._minimap.rebuild()
@@ -776,7 +816,7 @@ class GraphView(QWidget):
         return True
 
     def _set_items_visible(self, on: bool) -> None:
-        for coll in (self.groups.values(), self.edges, self.nodes.values()):
+        for coll in (self.groups.values(), self.edges, self._arrows, self.nodes.values()):
             for it in coll:
                 it.setVisible(on)
 
