@@ -86,14 +86,25 @@ class EwiseFMARewriter(relax.PyExprMutator):
         call = self.visit_expr_post_order(call)
         if call.op != self.add_op:
             return call
-        value = self.lookup_binding(call.args[0])
-        if not isinstance(value, relax.Call) or value.op != self.multiply_op:
+        # the course matches add(multiply(a, b), c); add is commutative, so also accept
+        # add(c, multiply(a, b)) (what the PyTorch importer emits for addmm-like code)
+        for mul_side, other in ((0, 1), (1, 0)):
+            value = self._bound_call(call.args[mul_side], self.multiply_op)
+            if value is not None:
+                break
+        else:
             return call
-        a, b, c = value.args[0], value.args[1], call.args[1]
+        a, b, c = value.args[0], value.args[1], call.args[other]
         # ewise_fma has no broadcasting: only rewrite when all three agree (else TVM rejects it)
         if not _same_shape_dtype(a, b, c, call):
             return call
         return relax.Call(self.ewise_fma_op, [a, b, c], None, None)
+
+    def _bound_call(self, expr, op):
+        if not isinstance(expr, relax.Var):  # lookup_binding only takes a Var
+            return None
+        value = self.lookup_binding(expr)
+        return value if isinstance(value, relax.Call) and value.op == op else None
 
 
 @tvm.ir.transform.module_pass(opt_level=0, name="EwiseFMA")
@@ -152,10 +163,19 @@ class MatmulAddFusor(relax.PyExprMutator):
 
         if not match_call(call, self.add_op):
             return call
-        value = self.lookup_binding(call.args[0])
-        if value is None or not match_call(value, self.matmul_op):
+        # course: add(matmul(x, w), b); also add(b, matmul(x, w)) as the PyTorch importer
+        # writes aten.addmm
+        value, b = None, None
+        for mm_side, other in ((0, 1), (1, 0)):
+            arg = call.args[mm_side]
+            if isinstance(arg, relax.Var):  # lookup_binding only takes a Var
+                bound = self.lookup_binding(arg)
+                if bound is not None and match_call(bound, self.matmul_op):
+                    value, b = bound, call.args[other]
+                    break
+        if value is None:
             return call
-        x, w, b = value.args[0], value.args[1], call.args[1]
+        x, w = value.args[0], value.args[1]
         if any(_tensor_ty(e) is None for e in (x, w, b)):
             return call
         param_x = relax.Var("x", relax.TensorType(x.ty.shape, x.ty.dtype))

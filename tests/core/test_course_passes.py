@@ -139,6 +139,67 @@ def test_matmul_add_fuse_before_expected():
     assert cp.MatmulAddFuse().info.name == "MatmulAddFuse"
 
 
+def test_matmul_add_fuse_commuted_add_with_constant_bias():
+    """add(b, matmul(x, w)) - what from_exported_program writes for aten.addmm - fuses too."""
+    bias = np.arange(3, dtype="float32")
+
+    @I.ir_module
+    class Before:
+        @R.function
+        def main(x: R.Tensor((2, 4), "float32"), w: R.Tensor((4, 3), "float32")):
+            with R.dataflow():
+                lv1 = R.matmul(x, w, out_dtype="float32")
+                lv2 = R.add(R.const(bias), lv1)
+                R.output(lv2)
+            return lv2
+
+    @I.ir_module
+    class Expected:
+        @R.function
+        def fused_matmul_add0(x: R.Tensor((2, 4), "float32"), w: R.Tensor((4, 3), "float32"), b: R.Tensor((3,), "float32")) -> R.Tensor((2, 3), "float32"):
+            R.func_attr({"Primitive": 1})
+            with R.dataflow():
+                lv = R.matmul(x, w, out_dtype="float32")
+                gv = R.add(lv, b)
+                R.output(gv)
+            return gv
+
+        @R.function
+        def main(x: R.Tensor((2, 4), "float32"), w: R.Tensor((4, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+            cls = Expected
+            with R.dataflow():
+                lv2 = cls.fused_matmul_add0(x, w, R.const(bias))
+                R.output(lv2)
+            return lv2
+
+    tvm.ir.assert_structural_equal(cp.MatmulAddFuse()(Before), Expected)
+
+
+def test_ewise_fma_commuted_and_constant_first_add():
+    @I.ir_module
+    class Before:
+        @R.function
+        def main(x: R.Tensor((3,), "float32"), y: R.Tensor((3,), "float32")):
+            with R.dataflow():
+                lv0 = R.multiply(x, y)
+                lv1 = R.add(y, lv0)
+                lv2 = R.add(R.const(np.ones(3, "float32")), lv1)  # const first: no crash, no match
+                R.output(lv2)
+            return lv2
+
+    @I.ir_module
+    class Expected:
+        @R.function
+        def main(x: R.Tensor((3,), "float32"), y: R.Tensor((3,), "float32")):
+            with R.dataflow():
+                lv1 = R.ewise_fma(x, y, y)
+                lv2 = R.add(R.const(np.ones(3, "float32")), lv1)
+                R.output(lv2)
+            return lv2
+
+    tvm.ir.assert_structural_equal(cp.EwiseFMA()(Before), Expected)
+
+
 def test_matmul_add_fuse_twice_picks_fresh_names():
     @I.ir_module
     class Before:
@@ -354,3 +415,23 @@ def test_course_pipeline_with_fma_and_uncovered_op(target):
     ref = np.exp(z - z.max(-1, keepdims=True))
     ref /= ref.sum(-1, keepdims=True)
     np.testing.assert_allclose(_run(cur, target, x, y), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_course_pipeline_on_pytorch_mlp(target):
+    """Through from_exported_program (addmm -> add(bias, matmul)): fuses and matches torch."""
+    torch = pytest.importorskip("torch")
+    from tvm.relax.frontend.torch import from_exported_program
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).eval()
+    x = torch.randn(1, 784)
+    ep = torch.export.export(model, (x,)).run_decompositions()
+    cur = from_exported_program(ep, unwrap_unit_return_tuple=True)
+    for inv in get_pipeline("course"):
+        cur = apply_pass(inv, cur, target)
+    names = sorted(gv.name_hint for gv in cur.get_global_vars())
+    assert "fused_matmul_add0" in names and "fused_matmul_add1" in names
+    with torch.no_grad():
+        ref = model(x).numpy()
+    np.testing.assert_allclose(_run(cur, target, x.numpy()), ref, rtol=1e-4, atol=1e-5)
