@@ -180,8 +180,7 @@ def fold_by_group(
             H.add_node(
                 r,
                 label=path,
-                sublabel=f"{len(mem)} nodes" if n_ops == 0 else f"{n_ops} ops" + (
-                    f" · {len(mem) - n_ops} more" if len(mem) > n_ops else ""),
+                sublabel=f"{n_ops} ops · {len(mem)} nodes" if n_ops else f"{len(mem)} nodes",
                 kind="group",
                 group_id=path,
                 members=list(mem),

@@ -40,8 +40,11 @@ class _Style:
         self.kinds: dict[str, tuple[QBrush, QPen, QColor, QColor]] = {}
         for k in set(pal.LIGHT) | set(pal.ALIASES):
             fill, border, text = pal.kind_colors(k, dark)
-            self.kinds[k] = (QBrush(QColor(fill)), QPen(QColor(border), 1.2), QColor(text),
-                             QColor(fill))
+            f, b = QColor(fill), QColor(border)
+            mid = QColor((f.red() + 2 * b.red()) // 3, (f.green() + 2 * b.green()) // 3,
+                         (f.blue() + 2 * b.blue()) // 3)
+            # (fill, border pen, text colour, far-zoom fill: stronger so shapes still read)
+            self.kinds[k] = (QBrush(f), QPen(b, 1.2), QColor(text), QBrush(mid))
         self.default = self.kinds["op"]
         self.roles = {r: QColor(pal.role_color(r, dark)) for r in pal.ROLES_LIGHT}
         self.role_pens = {r: QPen(c, 3.0) for r, c in self.roles.items()}
@@ -121,10 +124,12 @@ class NodeItem(QGraphicsItem):
 
     def paint(self, p: QPainter, option, widget=None):
         st = self.style
-        brush, pen, text, _fill = st.kind(self.kind)
+        brush, pen, text, far = st.kind(self.kind)
+        lod = option.levelOfDetailFromTransform(p.worldTransform())
+        if lod < LOD_TEXT:
+            brush = far
         if self.heat is not None:
             brush = self.heat
-        lod = option.levelOfDetailFromTransform(p.worldTransform())
         role = self.role()
         sel = self.isSelected()
         if lod < LOD_SHAPE:
@@ -140,6 +145,11 @@ class NodeItem(QGraphicsItem):
         p.drawRoundedRect(self.rect, 5.0, 5.0)
         if lod < LOD_TEXT:
             return
+        if self.kind == "group":      # folded summary: a "+" badge says "double-click to open"
+            p.setPen(pen)
+            r = self.rect
+            p.drawLine(QPointF(r.right() - 12, r.top() + 8), QPointF(r.right() - 6, r.top() + 8))
+            p.drawLine(QPointF(r.right() - 9, r.top() + 5), QPointF(r.right() - 9, r.top() + 11))
         if self._elided is None:
             w = self.rect.width() - 10
             self._elided = (st.label_fm.elidedText(self.label, Qt.ElideMiddle, w),
@@ -235,6 +245,17 @@ class GroupItem(QGraphicsItem):
         p.setPen(st.group_pen if lod >= LOD_SHAPE else Qt.NoPen)
         p.drawRoundedRect(self.rect, 6.0, 6.0)
         if lod < LOD_TEXT * 0.8:
+            # far zoom: the titles are the map; draw them at a constant on-screen size
+            # nested frames start 30 scene px apart: only the outer titles when that is tight
+            if (self.rect.height() * lod > 60 and self.rect.width() * lod > 50 and lod > 0.02
+                    and (self.depth == 1 or 30 * lod >= 14)):
+                f = QFont(st.group_font)
+                f.setPixelSize(max(1, round(12 / lod)))
+                f.setBold(True)
+                p.setFont(f)
+                p.setPen(st.group_text)
+                r = self.rect.adjusted(6 / lod, 4 / lod, -4 / lod, 0)
+                p.drawText(r, Qt.AlignLeft | Qt.AlignTop, self.label)
             return
         p.setPen(Qt.NoPen)
         p.setBrush(st.group_header)
