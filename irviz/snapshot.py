@@ -98,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         print("irviz snapshot: panes did not fill in time; saving what is shown", file=sys.stderr)
     win.resize(w, h)
     wait_until(app, lambda: False, 0.3)  # let layouts and graph views settle
-    for g in (win.fx.graph, win.relax.graph):
-        g.reset_view()  # the default view for the final pane size (readable zoom, top of graph)
+    for pane in (win.fx, win.relax):
+        pane.graph.reset_view()  # the default view for the final pane size (readable zoom, top of graph)
+        if win.hub.selection is not None:
+            pane.center_on_linked()
     wait_until(app, lambda: False, 0.1)
     out = os.path.abspath(args.out)
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)

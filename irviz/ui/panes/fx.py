@@ -182,6 +182,17 @@ class FxPane(Pane):
     def _on_linked(self, sel) -> None:
         self._linked = [] if sel is None else list(sel.fx)
         self._apply_linked(center=sel is not None and sel.source != "fx")
+        if sel is not None and sel.source == "fx" and self.graph_dict is not None:
+            shown = self._group_of.get(sel.key, sel.key)
+            if self.graph.selected() != shown:  # selected elsewhere (table, API): show it here too
+                self.graph.blockSignals(True)
+                self.graph.select(shown, center=True)
+                self.graph.blockSignals(False)
+
+    def center_on_linked(self) -> None:
+        shown = [self._group_of.get(i, i) for i in self._linked]
+        if shown:
+            self.graph.center_on(shown[0])
 
     def _apply_linked(self, center: bool = False) -> None:
         if self.graph_dict is None:

@@ -225,7 +225,15 @@ class RelaxPane(Pane):
             self.graph.highlight(self._linked, "linked")
             if sel is not None and sel.source != "relax" and self._linked:
                 self.graph.center_on(self._linked[0])
+            elif sel is not None and sel.source == "relax" and self.graph.selected() != sel.key:
+                self.graph.blockSignals(True)
+                self.graph.select(sel.key, center=True)
+                self.graph.blockSignals(False)
         self.code.highlight_words(self._linked, scroll=bool(self._linked))
+
+    def center_on_linked(self) -> None:
+        if self._linked:
+            self.graph.center_on(self._linked[0])
 
     def linked_ids(self) -> list[str]:
         return list(self._linked)
