@@ -7,7 +7,7 @@ start (as in the course).  Provenance is the list of vars emitted for each FX no
 
 Supported (static shapes, NCHW): mm, addmm, linear, matmul (2-D/3-D), bmm, relu, sigmoid, tanh,
 exp, add/sub/mul/div (Tensor and Scalar), permute, t, transpose, view/reshape/_unsafe_view,
-convolution/conv2d (2-D, groups=1), batch norm (inference), softmax, clone/alias/detach
+convolution/conv2d (2-D, groups=1), batch norm (inference), max_pool2d, mean, softmax, clone/alias/detach
 (pass-through), getitem.
 """
 from __future__ import annotations
@@ -91,6 +91,15 @@ def _batch_norm(x, w, b, mean, var, eps):
         return y
 
     return te.compute(x.shape, f, name="batch_norm")
+
+
+def _mean(x, axes, keepdim):
+    nd = len(x.shape)
+    axes = [d % nd for d in axes]
+    count = 1
+    for d in axes:
+        count *= int(x.shape[d])
+    return topi.divide(topi.sum(x, axis=axes, keepdims=keepdim), float(count))
 
 
 def _relu(x):
@@ -207,6 +216,19 @@ class _CourseImporter:
                                A(b) if b is not None else None, A(mean), A(var), float(eps),
                                name="batch_norm")
             return (out, None, None)
+        if base in ("max_pool2d_with_indices", "max_pool2d"):
+            kernel = _pair(a[1])
+            stride = _pair(a[2]) if len(a) > 2 and a[2] else kernel
+            pad = _pair(a[3]) if len(a) > 3 else [0, 0]
+            dilation = _pair(a[4]) if len(a) > 4 else [1, 1]
+            ceil_mode = bool(a[5]) if len(a) > 5 else False
+            out = self.emit_te(topi.nn.pool2d, A(a[0]), kernel, stride, dilation,
+                               [pad[0], pad[1], pad[0], pad[1]], "max", ceil_mode, "NCHW",
+                               name="max_pool2d")
+            return (out, None) if base == "max_pool2d_with_indices" else out
+        if base == "mean" and len(a) > 1:
+            keepdim = bool(a[2]) if len(a) > 2 else bool(kw.get("keepdim", False))
+            return self.emit_te(_mean, A(a[0]), list(a[1]), keepdim, name="mean")
         if base in ("_softmax", "softmax"):
             return self.emit_te(topi.nn.softmax, A(a[0]), a[1], name="softmax")
         raise _NoConverter()
@@ -269,6 +291,11 @@ class _CourseImporter:
 
 class _NoConverter(Exception):
     pass
+
+
+def _pair(v):
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return [int(x) for x in (v * 2 if len(v) == 1 else v)]
 
 
 def _flatten(x):

@@ -349,6 +349,8 @@ def compute_provenance(mod, env: dict, nodes: list, const_names: list[tuple[str,
                         if vn not in lst:
                             lst.append(vn)
 
+    placeholder_of_var = {v: n.name for n, v in env.items()
+                          if n.op == "placeholder" and isinstance(v, relax.Var)}
     output_names = []
     for n in nodes:
         if n.op == "output":
@@ -365,7 +367,11 @@ def compute_provenance(mod, env: dict, nodes: list, const_names: list[tuple[str,
             continue
         if isinstance(v, relax.Var):
             vn = var_name(v)
-            prov[n.name] = [vn] if vn in param_names else []
+            if vn in param_names:
+                prov[n.name] = [vn]
+            else:  # e.g. alias/detach of a parameter bound as a constant: its consumers
+                src = placeholder_of_var.get(v)
+                prov[n.name] = list(consumers.get(src, [])) if src else []
         elif isinstance(v, relax.Expr):
             # e.g. an unbound Tuple / TupleGetItem: the bindings it refers to
             names = []
