@@ -1,0 +1,148 @@
+"""irviz.core.export: step files round-trip, steps.json, diffs, report.html."""
+import json
+import re
+import runpy
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from irviz.core import passes
+from irviz.core.errors import ExportError
+from irviz.core.export import export_trace, html_report, load_exported
+from irviz.core.session import Session
+from irviz.core.tvm_compat import structural_equal
+
+
+class _Net(torch.nn.Module):
+    """Tiny, but with weights (tensor constants) and a fusable conv + bias + relu."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 3, 3, padding=1)
+        self.fc = torch.nn.Linear(3 * 4 * 4, 2)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(torch.relu(self.conv(x)), 1))
+
+
+@pytest.fixture(scope="module")
+def zero_session():
+    from irviz.core import capture, importer
+    from irviz.core.model_file import LoadedModel
+
+    torch.manual_seed(0)
+    loaded = LoadedModel(module=_Net().eval(), example_inputs=(torch.randn(1, 2, 4, 4),),
+                         spec="test", name="tiny")
+    cap = capture.capture(loaded)
+    s = Session(importer.import_model(cap), cap)
+    s.set_pipeline(passes.get_pipeline("zero"))
+    s.run_to_end()
+    assert s.error is None and len(s.steps) == 6
+    return s
+
+
+@pytest.fixture(scope="module")
+def exported(zero_session, tmp_path_factory):
+    out = tmp_path_factory.mktemp("trace")
+    run = SimpleNamespace(max_abs_error=1.5e-7, max_rel_error=2e-6, allclose=True, outputs=1,
+                          tvm_ms=1.25, torch_ms=0.5, threads=1,
+                          kernels=[SimpleNamespace(name="fused_conv2d_add_relu", calls=1, ms=0.9,
+                                                   binding="lv")])
+    path = export_trace(zero_session, out, run_result=run)
+    return zero_session, path
+
+
+def test_every_step_round_trips(exported):
+    s, out = exported
+    meta = json.loads((out / "steps.json").read_text())
+    assert meta["model"] == "tiny" and meta["importer"] == "exported_program"
+    recs = meta["steps"]
+    assert [r["pass"] for r in recs] == ["import", "LegalizeOps", "AnnotateTIROpPattern",
+                                         "FoldConstant", "FuseOps", "FuseTIR"]
+    assert all(r["loadable"] for r in recs)
+    assert recs[0]["constants"] >= 4  # conv/fc weights and biases
+    for r in recs:
+        assert r["file"] == f"step_{r['index']:02d}_{r['pass']}.py"
+        mod = load_exported(out / r["file"])
+        assert structural_equal(mod, s.steps[r["index"]].mod), r["pass"]
+        assert set(r) >= {"params", "seconds", "changed", "added", "removed", "changed_funcs"}
+    fold = recs[3]
+    assert fold["changed"] == s.steps[3].changed
+    assert recs[4]["added"] and all(n.startswith("fused_") for n in recs[4]["added"])
+
+
+def test_step_file_runs_as_plain_python(exported):
+    s, out = exported
+    text = (out / "step_04_FuseOps.py").read_text()
+    assert text.startswith("# irviz export: step 04")
+    assert "load_exported" in text and "step_04_FuseOps.params" in text
+    mod = runpy.run_path(str(out / "step_04_FuseOps.py"))["load"]()
+    assert structural_equal(mod, s.steps[4].mod)
+
+
+def test_diffs_written(exported):
+    s, out = exported
+    assert not (out / "diffs" / "step_00.diff").exists()
+    d = (out / "diffs" / "step_04.diff").read_text()
+    assert "+++ b/main" in d and "fused_" in d
+    assert (out / "diffs" / "step_03.diff").read_text() == ("" if not s.steps[3].changed else
+                                                            (out / "diffs" / "step_03.diff").read_text())
+
+
+def test_report_html(exported):
+    s, out = exported
+    page = (out / "report.html").read_text()
+    for st in s.steps:
+        assert st.pass_name in page
+    assert not re.search(r"https?://", page)
+    assert "<link" not in page and "src=" not in page
+    assert "1.5e-07" in page and "fused_conv2d_add_relu" in page  # run results
+    assert 'class="add"' in page and 'class="del"' in page
+    assert page.count("<html") == 1 and page.rstrip().endswith("</html>")
+    assert html_report(s).startswith("<!DOCTYPE html>")
+
+
+def test_not_loadable_step_is_text_only(zero_session, tmp_path):
+    # a step after a pass the registry marks as not round-tripping, whose script TVM rejects
+    s = zero_session
+    spec = passes.get_pass("CallTIRRewrite")
+    assert spec.roundtrip_ok is False
+    s2 = Session(s.imported, s.captured)
+    s2.set_pipeline(passes.get_pipeline("zero") + [passes.PassInvocation("ToNonDataflow"),
+                                                   passes.PassInvocation("RemovePurityChecking"),
+                                                   passes.PassInvocation("CallTIRRewrite")])
+    s2.run_to_end()
+    assert s2.error is None
+    out = export_trace(s2, tmp_path, steps=[0, len(s2.steps) - 1])
+    recs = json.loads((out / "steps.json").read_text())["steps"]
+    assert [r["index"] for r in recs] == [0, len(s2.steps) - 1]
+    last = recs[-1]
+    assert last["loadable"] is False and last["file"].endswith(".txt") and last["note"]
+    assert not (out / last["file"].replace(".txt", ".py")).exists()
+    assert "NOT LOADABLE" in (out / last["file"]).read_text()
+    with pytest.raises(ExportError):
+        load_exported(out / last["file"])
+    assert recs[0]["loadable"] is True
+
+
+def test_user_pass_step_is_verified(zero_session, tmp_path):
+    import tvm
+
+    @tvm.ir.transform.module_pass(opt_level=0, name="Same")
+    def same(mod, ctx):
+        return mod
+
+    passes.register_pass(passes.PassSpec(name="TestIdentity", description="no-op", params=[],
+                                         make=lambda: same, category="user"), replace=True)
+    try:
+        s = Session(zero_session.imported, zero_session.captured)
+        s.set_pipeline(["TestIdentity"])
+        s.run_to_end()
+        out = export_trace(s, tmp_path)
+    finally:
+        passes.unregister_pass("TestIdentity")
+    recs = json.loads((out / "steps.json").read_text())["steps"]
+    assert recs[0]["verified"] is False and recs[1]["verified"] is True  # user pass: parsed back
+    assert recs[1]["loadable"] and recs[1]["changed"] is False
+    assert structural_equal(load_exported(out / recs[1]["file"]), s.steps[1].mod)
