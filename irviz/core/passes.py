@@ -459,12 +459,14 @@ def get_pipeline(name: str) -> list[PassInvocation]:
 # applying a pass
 
 
-def _tvm_message(exc: BaseException) -> str:
+def _tvm_message(exc: BaseException, max_lines: int = 40) -> str:
     """The real text of a TVM error (its sys.excepthook may print only the TVM_BACKTRACE note)."""
     text = str(exc).strip()
     if not text and exc.args:
         text = " ".join(str(a) for a in exc.args).strip()
     lines = [ln for ln in text.splitlines() if "TVM_BACKTRACE" not in ln]
+    if len(lines) > max_lines:  # the full text stays in PassError.detail
+        lines = lines[:max_lines] + [f"... ({len(lines) - max_lines} more lines in Details)"]
     text = "\n".join(lines).strip()
     return text or type(exc).__name__
 
@@ -539,12 +541,12 @@ def apply_pass(inv: PassInvocation | str, mod: tvm.IRModule, target=None) -> tvm
 
 def _hint_for(spec: PassSpec, exc: BaseException) -> str:
     text = str(exc)
+    if spec.category == "user":
+        return f"the pass is defined in {spec.source}; fix it and reload the file"
     if spec.name == "FuseTIR" or "call_tir" in text:
         return "FuseTIR and the build steps expect lowered ops: run LegalizeOps (or LowerToTensorIR) first"
     if spec.name == "FuseOps":
         return "FuseOps needs AnnotateTIROpPattern after LegalizeOps"
-    if spec.category == "user":
-        return f"the pass is defined in {spec.source}; fix it and reload the file"
     return "step back, or try the passes before it in another order (see Details for TVM's trace)"
 
 
@@ -580,8 +582,10 @@ def _source_of(fn) -> str:
 def irviz_pass(name: str | None = None, description: str = "", *, roundtrip_ok: bool = True):
     """Decorator turning a function into an irviz pass (collected by :func:`load_pass_file`).
 
-    Either ``def f(mod, **params) -> IRModule`` (first parameter named ``mod``) or a factory
-    ``def f(**params) -> tvm.ir.transform.Pass``. Keyword parameters with defaults become pass
+    Either ``def f(mod, **params) -> IRModule`` (the first positional parameter without a
+    default receives the module; returning a tvm Pass instead applies that pass to it) or a
+    factory ``def f(**params) -> tvm.ir.transform.Pass`` (all parameters have defaults).
+    ``name`` defaults to the function's name, ``description`` to its docstring's first line. Keyword parameters with defaults become pass
     parameters (bool/int/str defaults give that kind; anything else is "json"). The function is
     returned unchanged, with the PassSpec in ``fn.irviz_spec``.
     """

@@ -651,6 +651,11 @@ def test_user_pass_failure_names_file_and_line(tmp_path, clean_user_passes, targ
         @irviz_pass(name="ReturnsNone")
         def returns_none(mod):
             return None
+
+        @irviz_pass
+        def Bare(mod):
+            '''Bare decorator: name and description from the function.'''
+            return mod
         """)
     specs = P.load_pass_file(p)
     assert [s.params for s in specs if s.name == "Fails"][0][0].kind == "int"
@@ -660,3 +665,6 @@ def test_user_pass_failure_names_file_and_line(tmp_path, clean_user_passes, targ
     assert str(p) in ei.value.hint
     with pytest.raises(PassError, match="return an IRModule"):
         apply_pass(PassInvocation("ReturnsNone"), Small, target)
+    bare = P.get_pass("Bare")
+    assert bare.description.startswith("Bare decorator") and bare.category == "user"
+    assert apply_pass(PassInvocation("Bare"), Small, target) is not None
