@@ -16,6 +16,7 @@ Signals (all payloads are plain Python):
 - ``linked(object)``              a :class:`Selection` with every linked id
 - ``heatChanged(dict)``           binding var -> milliseconds, from the run pane
 - ``cleared()``                   selection cleared
+- ``sessionReset()``              a model was (re)opened: drop everything cached for the old one
 """
 from __future__ import annotations
 
@@ -81,6 +82,7 @@ class EventHub(QObject):
     linked = Signal(object)
     heatChanged = Signal(dict)
     cleared = Signal()
+    sessionReset = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)

@@ -510,7 +510,10 @@ class MainWindow(QMainWindow):
         purpose = self._own.pop(rid, None)
         if purpose is None:
             return
-        if purpose == "samples":
+        if purpose == "open":
+            self.state = {}
+            self.hub.sessionReset.emit()  # before the bridge emits the new state
+        elif purpose == "samples":
             self.samples = list(result or [])
             self._fill_samples()
         elif purpose == "provenance":
@@ -533,6 +536,8 @@ class MainWindow(QMainWindow):
             return
         if purpose == "open":
             self._pending_open = None
+        if cmd not in LOUD_CMDS and purpose is None:
+            return  # a pane's view request: the pane shows its own error
         line = f"{stage}: {msg}" + (f" — {hint}" if hint else "")
         self.status(line, error=True)
         if cmd in LOUD_CMDS or purpose in ("open", "export"):

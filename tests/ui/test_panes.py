@@ -456,3 +456,51 @@ def test_ui_does_not_import_torch_or_tvm():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_reopening_the_same_model_reloads_the_panes(qtbot, win):
+    open_mlp(qtbot, win)
+    n = sum(1 for cmd, _ in win.bridge.sent if cmd == "fx_graph")
+    open_mlp(qtbot, win)
+    qtbot.waitUntil(lambda: sum(1 for cmd, _ in win.bridge.sent if cmd == "fx_graph") == n + 1, timeout=5000)
+    qtbot.waitUntil(win.all_filled, timeout=5000)
+
+
+def test_drop_a_file_opens_it(qtbot, win, tmp_path):
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    path = tmp_path / "model.py"
+    path.write_text("def get_model(): ...\n")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    ev = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
+                    Qt.KeyboardModifier.NoModifier)
+    win.dropEvent(ev)
+    assert ("open", {"spec": str(path), "pipeline": "zero"}) in win.bridge.sent
+
+
+def test_help_dialog_lists_shortcuts(qtbot, win):
+    from irviz.ui.help import SHORTCUTS, HelpDialog
+
+    d = HelpDialog(win)
+    qtbot.addWidget(d)
+    from PySide6.QtWidgets import QTextBrowser
+
+    body = d.findChild(QTextBrowser).toPlainText()
+    for key, _ in SHORTCUTS:
+        assert key in body
+    shortcuts = {a.shortcut().toString() for a in win.actions() if not a.shortcut().isEmpty()}
+    assert {"F10", "Shift+F10", "F5", "Ctrl+R", "Ctrl+O", "F1"} <= shortcuts
+
+
+def test_step_shortcuts_drive_the_engine(qtbot, win):
+    from PySide6.QtCore import Qt
+
+    open_mlp(qtbot, win)
+    qtbot.keyClick(win, Qt.Key.Key_F10)
+    qtbot.waitUntil(lambda: win.state["cursor"] == 1, timeout=5000)
+    qtbot.keyClick(win, Qt.Key.Key_F10, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.waitUntil(lambda: win.state["cursor"] == 0, timeout=5000)
+    qtbot.keyClick(win, Qt.Key.Key_F5)
+    qtbot.waitUntil(lambda: win.state["cursor"] == 5, timeout=5000)

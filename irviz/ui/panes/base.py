@@ -24,6 +24,7 @@ class Pane(QWidget):
         bridge.replied.connect(self._on_replied)
         bridge.failed.connect(self._on_failed)
         bridge.stateChanged.connect(self._on_state)
+        hub.sessionReset.connect(self.on_reset)
 
     # -- requests --------------------------------------------------------------------------
     def ask(self, purpose: str, cmd: str, **args) -> int:
@@ -64,6 +65,13 @@ class Pane(QWidget):
         self.on_state(self.state, prev or {})
 
     # -- for subclasses ----------------------------------------------------------------------
+    def on_reset(self) -> None:
+        """A model was opened (maybe the same file again, edited): the next state is all new."""
+        self.state = None
+        for attr in ("_shown", "_loaded_key"):
+            if hasattr(self, attr):
+                setattr(self, attr, None)
+
     def on_state(self, state: dict, prev: dict) -> None:
         pass
 
