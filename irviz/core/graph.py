@@ -122,6 +122,8 @@ def _describe(value, mod):
                 target = None
             if isinstance(target, relax.Function) and _is_primitive(target):
                 return (f"call {callee}", "call", "call_fused", callee, callee, list(value.args))
+            if isinstance(target, tirx.PrimFunc):  # after CallTIRRewrite: direct DPS call
+                return (f"call {callee}", "call", "call_tir", callee, None, list(value.args))
             return (f"call {callee}", "call", "op", callee, None, list(value.args))
         return (f"call {callee}", "call", "op", callee, None, [op, *value.args])
     if isinstance(value, relax.Tuple):

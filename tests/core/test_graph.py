@@ -90,6 +90,14 @@ def test_relax_digraph_after_fusion(fused):
     calls = [d for _, d in g2.nodes(data=True) if d["kind"] == "call_tir"]
     assert calls and all(d["label"] == f"call_tir {d['callee']}" for d in calls)
     assert all(isinstance(after_tir[d["callee"]], tvm.tirx.PrimFunc) for d in calls)
+    # after CallTIRRewrite the PrimFuncs are called directly (destination passing)
+    lowered = tvm.transform.Sequential([relax.transform.ToNonDataflow(),
+                                        relax.transform.RemovePurityChecking(),
+                                        relax.transform.CallTIRRewrite()])(after_tir)
+    g4 = graph.relax_digraph(lowered)
+    direct = [d for _, d in g4.nodes(data=True) if d["kind"] == "call_tir"]
+    assert {d["callee"] for d in direct} == {d["callee"] for d in calls}
+    assert any("alloc_tensor" in d["label"] for _, d in g4.nodes(data=True))
     # expanded: the bindings inside the fused functions, grouped by function name
     g3 = graph.relax_digraph(fused, expand_fused=True)
     groups = {d["group"] for _, d in g3.nodes(data=True) if d["group"]}
