@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, Signal
+from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
 # Commands whose successful result is a `state` dict.
 STATE_CMDS = frozenset({"open", "state", "set_pipeline", "step", "back", "run_to_end", "jump", "replay"})
@@ -34,7 +34,26 @@ MAX_REPLAY_FAILURES = 2
 # Stop restarting when the engine dies this many times in a row before saying "ready".
 MAX_START_FAILURES = 3
 
+# The spare engine starts this long after the bridge goes idle with a model open.
+SPARE_DELAY_MS = 1500
+WARM_ID = -1     # request id of the spare's `warm` (its reply is ignored by the promoted engine)
+
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class _Engine:
+    """One engine process and what the bridge knows about it."""
+
+    def __init__(self, qp: QProcess, spare: bool = False):
+        self.qp = qp
+        self.spare = spare        # started in advance; not answering requests yet
+        self.ready = False        # said {"event": "ready"}
+        self.warm = False         # (spare) torch + TVM imported
+        self.pid = 0
+        self.out = b""
+        self.err = b""
+        self.retired = False      # killed or replaced: every signal from it is ignored
+        self.accepting = False    # replay (if any) sent: new requests may go straight to it
 
 
 @dataclass
@@ -70,21 +89,21 @@ class EngineBridge(QObject):
 
     def __init__(self, parent: QObject | None = None, *, program: str | None = None,
                  arguments: list[str] | None = None, env: dict | None = None,
-                 autostart: bool = True):
+                 autostart: bool = True, spare: bool | None = None):
         super().__init__(parent)
         self._program = program or sys.executable
         self._arguments = list(arguments) if arguments is not None else ["-m", "irviz.engine"]
         self._extra_env = dict(env or {})
-        self._proc: QProcess | None = None
-        self._generation = 0
-        self._ready = False
-        self._pid = 0
+        self._eng: _Engine | None = None            # the engine answering requests
+        self._spare: _Engine | None = None          # a warm engine waiting to take over
+        self._use_spare = (os.environ.get("IRVIZ_ENGINE_SPARE", "1") != "0") if spare is None else spare
+        self._spare_timer = QTimer(self)
+        self._spare_timer.setSingleShot(True)
+        self._spare_timer.timeout.connect(self._start_spare)
         self._next_id = 1
         self._queue: list[_Request] = []            # not sent yet (engine starting)
         self._inflight: dict[int, _Request] = {}    # sent, in order; engine answers in order
-        self._outbuf = b""
         self._stderr_tail: deque[str] = deque(maxlen=200)
-        self._errbuf = b""
         self._busy = False
         self._state: dict | None = None
         self._recipe: dict | None = None
@@ -110,12 +129,22 @@ class EngineBridge(QObject):
 
     @property
     def ready(self) -> bool:
-        return self._ready
+        return self._eng is not None and self._eng.ready
 
     @property
     def pid(self) -> int:
         """pid of the running engine (0 while starting)."""
-        return self._pid if self._ready else 0
+        return self._eng.pid if self.ready else 0
+
+    @property
+    def spare_warm(self) -> bool:
+        """True when a spare engine has torch + TVM loaded and has run one import (fast restarts)."""
+        return self._spare is not None and self._spare.warm
+
+    @property
+    def spare_pid(self) -> int:
+        """pid of the warm spare engine (0 when there is none yet)."""
+        return self._spare.pid if self._spare is not None and self._spare.ready else 0
 
     @property
     def state(self) -> dict | None:
@@ -136,7 +165,7 @@ class EngineBridge(QObject):
 
     def start(self) -> None:
         """Start the engine (no-op when one is running or starting)."""
-        if self._proc is not None:
+        if self._eng is not None:
             return
         self._dead_reason = None
         self._shutting_down = False
@@ -170,15 +199,13 @@ class EngineBridge(QObject):
             # no engine: answer asynchronously so callers always get their signal after request()
             err = {"stage": "engine", "message": self._dead_reason,
                    "hint": "Restart the engine (File ▸ Restart engine) or check the log.", "detail": self.stderr_tail()}
-            from PySide6.QtCore import QTimer
-
             QTimer.singleShot(0, lambda: self.failed.emit(rid, cmd, err))
             return rid
-        if self._ready:
+        if self._eng is not None and self._eng.accepting:
             self._send(req)
         else:
             self._queue.append(req)
-            if self._proc is None:
+            if self._eng is None:
                 self._spawn()
         self._update_busy()
         return rid
@@ -187,7 +214,7 @@ class EngineBridge(QObject):
         """Stop whatever the engine is doing: kill it, start a new one, replay to the last state.
 
         Every request sent or queued fails with stage "cancelled". Returns False when idle."""
-        if not self._busy or self._proc is None:
+        if not self._busy or self._eng is None:
             return False
         running = next((r for r in self._inflight.values() if not r.stale), None)
         replaying = any(r.internal for r in self._inflight.values()) or any(r.internal for r in self._queue)
@@ -223,88 +250,131 @@ class EngineBridge(QObject):
         self._update_busy()
 
     def shutdown(self, timeout_ms: int = 2000) -> None:
-        """Ask the engine to exit (EOF on stdin), kill it if it does not. Blocks up to timeout_ms."""
+        """Ask the engine (and the spare) to exit (EOF on stdin); kill them if they do not.
+        Blocks up to timeout_ms: meant for application exit and tests."""
         self._shutting_down = True
-        proc = self._proc
-        if proc is None:
-            return
-        self._generation += 1
-        self._proc = None
-        self._ready = False
-        try:
-            proc.closeWriteChannel()
-            if not proc.waitForFinished(timeout_ms):
-                proc.kill()
-                proc.waitForFinished(1000)
-        except RuntimeError:  # already deleted by Qt
-            pass
+        engines = [e for e in (self._eng, self._spare) if e is not None]
+        self._eng = None
+        self._spare = None
+        for e in engines:
+            e.retired = True
+            try:
+                e.qp.closeWriteChannel()
+            except RuntimeError:  # already deleted by Qt
+                pass
+        for e in engines:
+            try:
+                if e.qp.state() != QProcess.ProcessState.NotRunning and not e.qp.waitForFinished(timeout_ms):
+                    e.qp.kill()
+                    e.qp.waitForFinished(1000)
+            except RuntimeError:
+                pass
 
     def kill_engine(self) -> None:
-        """Test helper: kill the engine process as a crash would (SIGKILL); the bridge restarts it."""
-        if self._proc is not None:
-            self._proc.kill()
+        """Kill the engine process as a crash would (SIGKILL); the bridge restarts and replays."""
+        if self._eng is not None:
+            self._eng.qp.kill()
 
     # ------------------------------------------------------------------------------ process
 
-    def _spawn(self) -> None:
-        self._generation += 1
-        gen = self._generation
-        self._ready = False
-        self._pid = 0
-        self._outbuf = b""
-        self._errbuf = b""
-        self._restart_t0 = time.perf_counter()
-        proc = QProcess(self)
+    def _new_process(self, spare: bool = False) -> _Engine:
+        qp = QProcess(self)
         env = QProcessEnvironment.systemEnvironment()
         pp = env.value("PYTHONPATH", "")
         env.insert("PYTHONPATH", _REPO_ROOT + (os.pathsep + pp if pp else ""))
         env.insert("PYTHONUNBUFFERED", "1")
         for k, v in self._extra_env.items():
             env.insert(str(k), str(v))
-        proc.setProcessEnvironment(env)
-        proc.setProgram(self._program)
-        proc.setArguments(self._arguments)
-        proc.readyReadStandardOutput.connect(lambda: self._on_stdout(gen))
-        proc.readyReadStandardError.connect(lambda: self._on_stderr(gen))
-        proc.finished.connect(lambda code, status: self._on_finished(gen, code, status))
-        proc.errorOccurred.connect(lambda err: self._on_error(gen, err))
-        self._proc = proc
-        proc.start()
+        qp.setProcessEnvironment(env)
+        qp.setProgram(self._program)
+        qp.setArguments(self._arguments)
+        eng = _Engine(qp, spare=spare)
+        qp.readyReadStandardOutput.connect(lambda: self._on_stdout(eng))
+        qp.readyReadStandardError.connect(lambda: self._on_stderr(eng))
+        qp.finished.connect(lambda code, status: self._on_finished(eng, code, status))
+        qp.errorOccurred.connect(lambda err: self._on_error(eng, err))
+        qp.start()
+        return eng
+
+    def _spawn(self) -> None:
+        """Make a new current engine: the warm spare when there is one, else a fresh process."""
+        self._restart_t0 = time.perf_counter()
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.qp.state() != QProcess.ProcessState.NotRunning:
+            spare.spare = False
+            self._eng = spare
+            if spare.ready:
+                # deferred: callers finish their own bookkeeping (and signals) first
+                QTimer.singleShot(0, lambda: self._on_ready(spare) if spare is self._eng else None)
+            return
+        if spare is not None:
+            self._retire(spare)
+        self._eng = self._new_process()
+
+    def _retire(self, eng: _Engine) -> None:
+        eng.retired = True
+        try:
+            if eng.qp.state() != QProcess.ProcessState.NotRunning:
+                eng.qp.kill()
+                eng.qp.finished.connect(eng.qp.deleteLater)
+            else:
+                eng.qp.deleteLater()
+        except RuntimeError:
+            pass
 
     def _kill_current(self) -> None:
-        proc = self._proc
-        self._proc = None
-        self._ready = False
-        self._generation += 1          # every signal of the old process is ignored from now on
-        if proc is not None:
-            proc.kill()
-            proc.finished.connect(proc.deleteLater)
+        eng, self._eng = self._eng, None
+        if eng is not None:
+            self._retire(eng)
+
+    def _schedule_spare(self) -> None:
+        if (not self._use_spare or self._spare is not None or self._spare_timer.isActive()
+                or self._recipe is None or self._dead_reason is not None or self._shutting_down):
+            return
+        self._spare_timer.start(SPARE_DELAY_MS)
+
+    def _start_spare(self) -> None:
+        if self._spare is not None or self._shutting_down or self._dead_reason is not None \
+                or self._eng is None or not self._use_spare:
+            return
+        if self._busy:
+            self._spare_timer.start(SPARE_DELAY_MS)   # do not compete with real work on 2 cores
+            return
+        self._spare = self._new_process(spare=True)
 
     def _send(self, req: _Request) -> None:
         req.sent_at = time.perf_counter()
         self._inflight[req.id] = req
-        self._proc.write(req.line())
+        self._eng.qp.write(req.line())
 
-    def _on_stderr(self, gen: int) -> None:
-        if gen != self._generation or self._proc is None:
+    def _on_stderr(self, eng: _Engine) -> None:
+        if eng.retired:
             return
-        self._errbuf += bytes(self._proc.readAllStandardError())
-        *lines, self._errbuf = self._errbuf.split(b"\n")
+        try:
+            eng.err += bytes(eng.qp.readAllStandardError())
+        except RuntimeError:
+            return
+        *lines, eng.err = eng.err.split(b"\n")
         for raw in lines:
             text = raw.decode("utf-8", "replace").rstrip()
+            if eng.spare:
+                text = "[spare] " + text
             self._stderr_tail.append(text)
             self.logLine.emit(text)
             if os.environ.get("IRVIZ_ENGINE_LOG"):
-                print(f"[engine] {text}", file=sys.stderr)
+                print(f"[engine {eng.pid}] {text}", file=sys.stderr)
 
-    def _on_stdout(self, gen: int) -> None:
-        if gen != self._generation or self._proc is None:
+    def _on_stdout(self, eng: _Engine) -> None:
+        if eng.retired:
             return
-        self._outbuf += bytes(self._proc.readAllStandardOutput())
-        while b"\n" in self._outbuf:
-            raw, self._outbuf = self._outbuf.split(b"\n", 1)
-            if gen != self._generation:
-                return      # a handler restarted the engine
+        try:
+            eng.out += bytes(eng.qp.readAllStandardOutput())
+        except RuntimeError:
+            return
+        while b"\n" in eng.out:
+            raw, eng.out = eng.out.split(b"\n", 1)
+            if eng.retired:
+                return
             if not raw.strip():
                 continue
             try:
@@ -312,11 +382,26 @@ class EngineBridge(QObject):
             except ValueError:
                 self._stderr_tail.append("[stdout] " + raw.decode("utf-8", "replace"))
                 continue
-            self._on_message(msg)
+            if eng.spare:
+                self._on_spare_message(eng, msg)
+            elif eng is self._eng:
+                self._on_message(msg)
+                if eng is not self._eng:
+                    return      # a handler restarted the engine
+
+    def _on_spare_message(self, eng: _Engine, msg: dict) -> None:
+        if msg.get("event") == "ready":
+            eng.ready = True
+            eng.pid = int(msg.get("pid") or 0)
+            eng.qp.write((json.dumps({"id": WARM_ID, "cmd": "warm", "args": {}}) + "\n").encode())
+        elif msg.get("id") == WARM_ID and "progress" not in msg:
+            eng.warm = bool(msg.get("ok"))
 
     def _on_message(self, msg: dict) -> None:
         if msg.get("event") == "ready":
-            self._on_ready(int(msg.get("pid") or 0))
+            self._eng.ready = True
+            self._eng.pid = int(msg.get("pid") or 0)
+            self._on_ready(self._eng)
             return
         rid = msg.get("id")
         if "progress" in msg:
@@ -352,11 +437,12 @@ class EngineBridge(QObject):
                 self.stateChanged.emit(state)
         self._update_busy()
 
-    def _on_ready(self, pid: int) -> None:
-        self._ready = True
-        self._pid = pid
+    def _on_ready(self, eng: _Engine) -> None:
+        if eng.accepting:
+            return
+        eng.accepting = True
         self._start_failures = 0
-        self.engineReady.emit(pid)
+        self.engineReady.emit(eng.pid)
         if self._pending_reason is not None and self._recipe is not None:
             replay = _Request(self._next_id, "replay", dict(self._recipe), internal=True)
             self._next_id += 1
@@ -405,29 +491,38 @@ class EngineBridge(QObject):
                 "cursor": int(state.get("cursor") or 0),
             }
 
-    def _on_error(self, gen: int, err) -> None:
-        if gen != self._generation:
+    def _on_error(self, eng: _Engine, err) -> None:
+        if eng.retired:
             return
         if err == QProcess.ProcessError.FailedToStart:
+            if eng.spare:
+                self._spare = None
+                self._use_spare = False
+                return
             self._declare_dead(f"Could not start the engine ({self._program} "
-                               f"{' '.join(self._arguments)}): {self._proc.errorString() if self._proc else ''}")
+                               f"{' '.join(self._arguments)}): {eng.qp.errorString()}")
         # Crashed / read/write errors are followed by `finished`, handled there.
 
-    def _on_finished(self, gen: int, code: int, status) -> None:
-        if gen != self._generation or self._shutting_down:
+    def _on_finished(self, eng: _Engine, code: int, status) -> None:
+        if eng.retired or self._shutting_down:
             return
-        proc = self._proc
+        if eng.spare:
+            eng.retired = True
+            if eng is self._spare:
+                self._spare = None
+            eng.qp.deleteLater()
+            return
+        if eng is not self._eng:
+            return
         # replies written just before dying are still worth reading
-        if proc is not None:
-            self._on_stdout(gen)
-            self._on_stderr(gen)
-            if gen != self._generation:
-                return
-        was_ready = self._ready
-        self._proc = None
-        self._ready = False
-        if proc is not None:
-            proc.deleteLater()
+        self._on_stdout(eng)
+        self._on_stderr(eng)
+        if eng is not self._eng:
+            return
+        was_ready = eng.ready
+        eng.retired = True
+        self._eng = None
+        eng.qp.deleteLater()
         if status == QProcess.ExitStatus.CrashExit:
             how = f"crashed (signal {code})" if code else "crashed"
         else:
@@ -460,7 +555,7 @@ class EngineBridge(QObject):
                 "hint": "The engine was restarted and the session replayed to the last good step.",
                 "detail": self.stderr_tail()}
             self._pending_reason = text
-        elif not reason_set:
+        elif not reason_set and self._pending_reason is None:
             self._pending_reason = f"The engine {how} while idle." if was_ready else \
                 f"The engine {how} while starting."
         # innocent requests sent after the culprit are sent again once the engine is back
@@ -473,12 +568,11 @@ class EngineBridge(QObject):
 
     def _declare_dead(self, reason: str) -> None:
         self._dead_reason = reason
-        proc, self._proc = self._proc, None
-        self._generation += 1
-        self._ready = False
-        if proc is not None:
-            proc.kill()
-            proc.deleteLater()
+        for eng in (self._eng, self._spare):
+            if eng is not None:
+                self._retire(eng)
+        self._eng = None
+        self._spare = None
         err = {"stage": "engine", "message": reason, "hint": "Check the log; restart the engine.",
                "detail": self.stderr_tail()}
         doomed = [r for r in list(self._inflight.values()) + self._queue if not r.internal and not r.stale]
@@ -523,6 +617,8 @@ class EngineBridge(QObject):
         if busy != self._busy:
             self._busy = busy
             self.busyChanged.emit(busy)
+        if not busy:
+            self._schedule_spare()
 
 
 _EMPTY_STATE = {"model": None, "spec": None, "importer": None, "cursor": 0, "error": None, "steps": [],

@@ -97,22 +97,30 @@ def test_kill_restores_the_same_step_and_ir(qtbot, bridge):
     pid_before = bridge.pid
     assert bridge.recipe["cursor"] == 2 and len(bridge.recipe["applied"]) == 2
 
-    # 1) a crash inside the engine (SIGSEGV, as TVM does)
+    # 1) a crash inside the engine (SIGSEGV, as TVM does); a warm spare engine takes over
+    qtbot.waitUntil(lambda: bridge.spare_warm, timeout=SLOW)
+    spare_pid = bridge.spare_pid
     t0 = time.perf_counter()
     with qtbot.waitSignal(bridge.engineRestarted, timeout=SLOW) as sig:
         bridge.request("crash")
     restart_s = time.perf_counter() - t0
     reason = sig.args[0]
     assert "crashed (signal 11)" in reason and "replayed to step 2" in reason, reason
-    assert bridge.pid != pid_before
+    assert bridge.pid == spare_pid != pid_before
     assert rec.states[-1]["cursor"] == 2 and len(rec.states[-1]["steps"]) == 3
     assert rec.states[-1]["tir_functions"] == funcs_before
     assert call(qtbot, bridge, rec, "module_text", step=2)["text"] == text_before
-    print(f"crash -> restart + replay to step 2: {restart_s:.2f} s")
+    print(f"crash -> warm spare + replay to step 2: {restart_s:.2f} s")
 
-    # 2) the process is killed from outside (QProcess.kill -> SIGKILL)
+    # 2) the process is killed from outside (QProcess.kill -> SIGKILL), no spare: a cold start
+    bridge._spare_timer.stop()
+    if bridge._spare is not None:
+        bridge._retire(bridge._spare)
+        bridge._spare = None
+    t0 = time.perf_counter()
     with qtbot.waitSignal(bridge.engineRestarted, timeout=SLOW) as sig:
         bridge.kill_engine()
+    print(f"kill -> cold start + replay to step 2: {time.perf_counter() - t0:.2f} s")
     assert "replayed to step 2" in sig.args[0]
     assert call(qtbot, bridge, rec, "state")["cursor"] == 2
     assert call(qtbot, bridge, rec, "module_text")["text"] == text_before
