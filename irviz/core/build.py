@@ -294,20 +294,23 @@ def _register_library_functions(mod) -> None:
 # build
 
 
-def _lower(mod, target, start: int) -> tuple[object, list[str]]:
+def _lower(mod, target, start: int) -> tuple[object, list[str], object]:
     """Run default_build[start:] one pass at a time (LegalizeOps with the ewise_fma map)."""
     names = list(DEFAULT_BUILD_PASSES[start:])
     ops, _, _, _ = _module_facts(mod) if start > _LEGALIZE_INDEX else (set(), None, None, None)
     if any(op in CUSTOM_LEGALIZE_MAP for op in ops):
         names.insert(0, "LegalizeOps")
     cur = mod
+    before_rewrite = None  # last module whose main still has call_tir (binding names intact)
     with target:
         for name in names:
+            if name == "CallTIRRewrite":
+                before_rewrite = cur
             try:
                 cur = _make_pass(name)(cur)
             except Exception as exc:  # noqa: BLE001 - every TVM failure becomes a BuildError
                 raise _PassFailed(name, exc) from exc
-    return cur, names
+    return cur, names, before_rewrite
 
 
 class _PassFailed(Exception):
@@ -334,7 +337,7 @@ def build(mod, target=None) -> BuildResult:
     first_error = None
     for attempt in attempts:
         try:
-            lowered, names = _lower(mod, tgt, attempt)
+            lowered, names, before_rewrite = _lower(mod, tgt, attempt)
             ex = tvm.compile(lowered, target=tgt, relax_pipeline=None)
         except _PassFailed as pf:
             err = (f"default_build pass {pf.name} failed: {tvm_error_message(pf.exc)}",
@@ -343,9 +346,13 @@ def build(mod, target=None) -> BuildResult:
             err = (f"TVM could not compile the module: {tvm_error_message(exc)}", _tb(exc))
         else:
             seconds = time.perf_counter() - t0
+            # names the user sees in `mod` first; kernels created by the build's LegalizeOps get
+            # the var names of the high-level ops they replace (before CallTIRRewrite drops them)
             bindings = kernel_bindings(mod)
-            for k, v in kernel_bindings(lowered).items():
-                bindings.setdefault(k, v)
+            for m in (before_rewrite, lowered):
+                if m is not None:
+                    for k, v in kernel_bindings(m).items():
+                        bindings.setdefault(k, v)
             return BuildResult(executable=ex, seconds=seconds, target=str(tgt), mod=mod,
                                lowered=lowered, passes_run=names, skipped=attempt,
                                bindings=bindings)
@@ -408,8 +415,26 @@ def _callees(call, mod, seen) -> list[str]:
     return [name]
 
 
+def _is_dps_direct_call(call, mod) -> bool:
+    """A lowered (destination-passing) call: `prim_func(in..., out)` or `R.call_packed(extern, ..., out)`."""
+    if not isinstance(call, relax.Call) or not call.args:
+        return False
+    if isinstance(call.op, relax.ExternFunc):
+        return True
+    if isinstance(call.op, tvm.ir.GlobalVar) and call.op in mod.get_global_vars():
+        return isinstance(mod[call.op], tvm.tirx.PrimFunc)
+    if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.vm.call_tir_dyn":
+        return False
+    return False
+
+
 def kernel_bindings(mod, func: str = "main") -> dict[str, str]:
-    """kernel name -> the var(s) in `func` whose binding calls it (", "-joined, program order)."""
+    """kernel name -> the var(s) in `func` whose binding calls it (", "-joined, program order).
+
+    Before CallTIRRewrite that is the var bound to ``R.call_tir(...)`` / ``R.call_dps_packed``
+    (or to the call of a fused sub-function reaching the kernel); after it, kernels are called in
+    destination-passing style (``_ = add(x, y, alloc)``), and the output buffer's var names them.
+    """
     if func not in [gv.name_hint for gv in mod.get_global_vars()]:
         return {}
     fn = mod[func]
@@ -422,8 +447,14 @@ def kernel_bindings(mod, func: str = "main") -> dict[str, str]:
             for block in expr.blocks:
                 for b in block.bindings:
                     value = b.value
-                    for k in _callees(value, mod, frozenset()):
-                        name = var_name(b.var)
+                    kernels = _callees(value, mod, frozenset())
+                    name = var_name(b.var)
+                    if kernels and _is_dps_direct_call(value, mod) and isinstance(value.args[-1], relax.Var):
+                        # after CallTIRRewrite: `_ = add(x, y, alloc)`; the output buffer names it
+                        name = var_name(value.args[-1])
+                    for k in kernels:
+                        if k.startswith("vm.builtin."):
+                            continue
                         if name not in out[k]:
                             out[k].append(name)
                     if isinstance(value, (relax.If, relax.SeqExpr)):
