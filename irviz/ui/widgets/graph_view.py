@@ -541,9 +541,9 @@ class GraphView(QWidget):
         self._graph = graph
         st = self._style
         scene = self.scene
-        # items are added without an index while building, then indexed once.  (No common
-        # parent item: the BSP index only culls top-level items.)
-        scene.setItemIndexMethod(QGraphicsScene.NoIndex)
+        # (the BSP index batches new items by itself; switching the index method to NoIndex
+        # while building and back afterwards makes every later paint visit all items.  No
+        # common parent item either: the index only culls top-level items.)
         add = scene.addItem
         for g in sorted(graph.get("groups", ()), key=lambda g: g.get("depth", 1)):
             item = GroupItem(g, st, self)
@@ -586,7 +586,6 @@ class GraphView(QWidget):
         w = float(graph.get("width", 0)) or scene.itemsBoundingRect().right()
         h = float(graph.get("height", 0)) or scene.itemsBoundingRect().bottom()
         scene.setSceneRect(QRectF(0, 0, max(w, 1.0), max(h, 1.0)))
-        scene.setItemIndexMethod(QGraphicsScene.BspTreeIndex)
         many = len(self.nodes) > 3000
         self.view.setRenderHint(QPainter.Antialiasing, True)
         self.view.setViewportUpdateMode(QGraphicsView.MinimalViewportUpdate if many
