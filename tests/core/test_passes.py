@@ -487,13 +487,27 @@ def test_tvm_failure_carries_real_message(target):
 
 
 def test_apply_pass_never_mutates_input(target):
-    legal = apply_pass(PassInvocation("LegalizeOps"), Small, target)
+    """dlight's ApplyDefaultSchedule rewrites its input module in place; apply_pass must not."""
+
+    @I.ir_module
+    class Reductions:
+        @R.function
+        def main(x: R.Tensor((4, 64), "float32"), w: R.Tensor((64,), "float32"), m: R.Tensor((32, 64), "float32")):
+            with R.dataflow():
+                a = R.sum(x, axis=[1])
+                b = R.matmul(m, w)
+                R.output(a, b)
+            return (a, b)
+
+    legal = apply_pass(PassInvocation("LegalizeOps"), Reductions, target)
     h = structural_hash(legal)
     funcs = dict(legal.functions)
-    out = apply_pass(PassInvocation("DlightCPUSchedule"), legal, target)  # mutates in place in TVM
+    out = apply_pass(PassInvocation("DlightCPUSchedule"), legal, target)
+    assert structural_hash(out) != h  # it did schedule something
     assert structural_hash(legal) == h
     assert all(legal[gv].same_as(f) for gv, f in funcs.items())
-    assert isinstance(out, tvm.IRModule)
+    assert not out.same_as(legal)
+    assert P.get_pass("DlightCPUSchedule").mutates_input
 
 
 def test_apply_pass_accepts_name_and_target_string():
