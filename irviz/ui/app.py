@@ -18,9 +18,14 @@ def make_app(argv: list[str] | None = None):
 
 def run_app(spec: str | None = None) -> int:
     app = make_app()
+    from PySide6.QtCore import QSettings
+
+    from irviz.ui import themes
     from irviz.ui.main_window import MainWindow
 
-    window = MainWindow()  # applies the saved theme (light by default)
+    # the theme before any widget exists: applying a style sheet later repolishes them all
+    themes.apply_theme(str(QSettings("irviz", "irviz").value("theme", "light")), app)
+    window = MainWindow()
     window.show()
     if spec:
         window.open_spec(spec)

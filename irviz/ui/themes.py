@@ -65,6 +65,7 @@ DARK = Colors(
 )
 
 _CURRENT = LIGHT
+_APPLIED: tuple | None = None
 
 
 def colors() -> Colors:
@@ -113,11 +114,12 @@ QFrame#Toast[kind="info"] {{ border-color: {c.highlight}; }}
 
 def apply_theme(name: str, app: QApplication | None = None) -> Colors:
     """Switch the application to ``name`` ("light" or "dark"); returns its colours."""
-    global _CURRENT
+    global _CURRENT, _APPLIED
     app = app or QApplication.instance()
     c = DARK if name == "dark" else LIGHT
     _CURRENT = c
-    if app is not None:
+    if app is not None and _APPLIED != (id(app), c.name):  # restyling every widget is not free
+        _APPLIED = (id(app), c.name)
         app.setStyle("Fusion")
         app.setPalette(palette_for(c))
         app.setStyleSheet(stylesheet(c))

@@ -2,11 +2,9 @@
 and a highlight-lines API for cross-pane links."""
 from __future__ import annotations
 
+import functools
 import re
 
-from pygments.lexers import PythonLexer
-from pygments.styles import get_style_by_name
-from pygments.token import Token
 from PySide6.QtCore import QRect, QSize, Qt, Signal
 from PySide6.QtGui import (QColor, QFont, QFontDatabase, QPainter, QSyntaxHighlighter,
                            QTextCharFormat, QTextCursor, QTextFormat, QTextDocument)
@@ -22,7 +20,23 @@ def mono_font(size: int = 10) -> QFont:
     return f
 
 
+_LEXER = None
+
+
+def _lexer():
+    """One lexer for every view (building one compiles its regexes: ~0.5 s, so only when needed)."""
+    global _LEXER
+    if _LEXER is None:
+        from pygments.lexers.python import PythonLexer
+
+        _LEXER = PythonLexer()
+    return _LEXER
+
+
+@functools.lru_cache(maxsize=4)
 def _formats_for_style(style_name: str) -> dict:
+    from pygments.styles import get_style_by_name
+
     style = get_style_by_name(style_name)
     out = {}
     for ttype, st in style:
@@ -45,10 +59,15 @@ class _Highlighter(QSyntaxHighlighter):
         self.lines: list[list[tuple[int, int, QTextCharFormat]]] = []
 
     def relex(self, text: str, style_name: str) -> None:
+        if not text:
+            self.lines = []
+            return
+        from pygments.token import Token
+
         formats = _formats_for_style(style_name)
         lines: list[list] = [[]]
         col = 0
-        for ttype, value in PythonLexer().get_tokens(text):
+        for ttype, value in _lexer().get_tokens(text):
             t = ttype
             fmt = None
             while t is not None:
@@ -124,6 +143,9 @@ class CodeView(QPlainTextEdit):
         return self.toPlainText()
 
     def restyle(self) -> None:
+        if self.document().isEmpty():
+            self._numbers.update()
+            return
         self._hl.relex(self.toPlainText(), themes.colors().pygments_style)
         self._refresh_extra()
         self._numbers.update()
