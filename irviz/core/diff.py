@@ -300,18 +300,59 @@ def function_rows(a: list[str], b: list[str], context: int = 3) -> tuple[list[li
             elif tag == "insert":
                 for j in range(j1, j2):
                     rows.append([None, "", j + 1, b[j], "insert", [], [[0, len(b[j])]]])
-            else:  # replace: pair lines in order, leftovers become delete/insert rows
-                n = max(i2 - i1, j2 - j1)
-                for k in range(n):
-                    i, j = i1 + k, j1 + k
-                    if i < i2 and j < j2:
+            else:  # replace: pair similar lines, the others become delete/insert rows
+                for i, j in _align(a, b, i1, i2, j1, j2):
+                    if i is not None and j is not None:
                         lr, rr = intraline_ranges(a[i], b[j])
                         rows.append([i + 1, a[i], j + 1, b[j], "replace", lr, rr])
-                    elif i < i2:
+                    elif i is not None:
                         rows.append([i + 1, a[i], None, "", "delete", [[0, len(a[i])]], []])
                     else:
                         rows.append([None, "", j + 1, b[j], "insert", [], [[0, len(b[j])]]])
     return rows, starts
+
+
+_PAIR_MIN = 0.5  # token similarity for two lines to be shown as one changed line
+_ALIGN_MAX_CELLS = 4000
+
+
+def _similarity(x: str, y: str) -> float:
+    sm = difflib.SequenceMatcher(None, _TOKEN_RE.findall(x), _TOKEN_RE.findall(y), autojunk=False)
+    if sm.real_quick_ratio() < _PAIR_MIN or sm.quick_ratio() < _PAIR_MIN:
+        return 0.0
+    return sm.ratio()
+
+
+def _align(a, b, i1, i2, j1, j2) -> list[tuple[int | None, int | None]]:
+    """Order-preserving pairing of a[i1:i2] with b[j1:j2] that maximises the summed similarity of
+    paired lines (pairs below _PAIR_MIN are not made).  Big blocks are paired in order."""
+    m, n = i2 - i1, j2 - j1
+    if m * n > _ALIGN_MAX_CELLS:
+        out = [(i1 + k if k < m else None, j1 + k if k < n else None) for k in range(max(m, n))]
+        return out
+    sim = [[_similarity(a[i1 + x], b[j1 + y]) for y in range(n)] for x in range(m)]
+    best = [[0.0] * (n + 1) for _ in range(m + 1)]
+    for x in range(m - 1, -1, -1):
+        for y in range(n - 1, -1, -1):
+            v = max(best[x + 1][y], best[x][y + 1])
+            if sim[x][y] >= _PAIR_MIN:
+                v = max(v, sim[x][y] + best[x + 1][y + 1])
+            best[x][y] = v
+    out: list[tuple[int | None, int | None]] = []
+    x = y = 0
+    while x < m and y < n:
+        if sim[x][y] >= _PAIR_MIN and best[x][y] == sim[x][y] + best[x + 1][y + 1]:
+            out.append((i1 + x, j1 + y))
+            x, y = x + 1, y + 1
+        elif best[x][y] == best[x + 1][y]:
+            out.append((i1 + x, None))
+            x += 1
+        else:
+            out.append((None, j1 + y))
+            y += 1
+    out += [(i1 + k, None) for k in range(x, m)]
+    out += [(None, j1 + k) for k in range(y, n)]
+    return out
 
 
 def side_by_side(before_mod, after_mod, context: int = 3) -> list[FunctionDiff]:

@@ -93,11 +93,17 @@ def test_side_by_side_rows_collapse_context():
     assert r[0] == 51 and r[2] == 51 and r[1] == "line 50" and r[3] == "line fifty"
     assert r[5] == [[5, 7]] and r[6] == [[5, 10]]
     # two far-apart changes -> two hunks
-    b[5] = "changed"
+    b[5] = "changed"  # unlike "line 5": shown as a deleted and an inserted line, not a pair
     rows, starts = diff.function_rows(a, b, context=2)
-    assert len(starts) == 2 and len(rows) == 10
+    assert len(starts) == 2 and len(rows) == 11
+    assert [r[4] for r in rows[:6]] == ["equal", "equal", "delete", "insert", "equal", "equal"]
+    # similar lines are paired even when a block has a different number of lines
+    rows, _ = diff.function_rows(["a = f(x)", "b = g(a)", "c = h(b)"],
+                                 ["b = g(x)", "c = h(b, 1)"], context=0)
+    assert [(r[0], r[2], r[4]) for r in rows] == [(1, None, "delete"), (2, 1, "replace"),
+                                                  (3, 2, "replace")]
     # unequal replace blocks produce delete/insert rows
-    rows, _ = diff.function_rows(["x", "y", "z"], ["x", "q"], context=1)
+    rows, _ = diff.function_rows(["x", "y = 1", "z"], ["x", "y = 2"], context=1)
     assert [r[4] for r in rows] == ["equal", "replace", "delete"]
 
 
