@@ -36,12 +36,13 @@ def _shape(node):
     shape = getattr(val, "shape", None)
     if shape is None:
         return None
+    import torch
+
     out = []
     for d in shape:
-        try:
-            out.append(int(d))
-        except Exception as exc:  # noqa: BLE001
-            raise _Unsupported(f"symbolic dimension {d} (the course importer needs static shapes)") from exc
+        if isinstance(d, torch.SymInt) or not str(d).lstrip("-").isdigit():
+            raise _Unsupported(f"symbolic dimension {d} (the course importer needs static shapes)")
+        out.append(int(d))
     return out
 
 
