@@ -186,3 +186,28 @@ def test_pyside_keeps_none_refcount():
         item.setPos(float(i), 1.0)
     after = sys.getrefcount(None)
     assert abs(after - before) < 100, f"None refcount {before} -> {after}"
+
+
+def test_ctrl_wheel_zooms_plain_wheel_scrolls(view):
+    from PySide6.QtCore import QPoint
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QApplication
+
+    vp = view.view.viewport()
+    center = QPointF(vp.width() / 2, vp.height() / 2)
+
+    def wheel(mods):
+        ev = QWheelEvent(center, QPointF(vp.mapToGlobal(center.toPoint())), QPoint(0, 0),
+                         QPoint(0, 120), Qt.NoButton, mods, Qt.NoScrollPhase, False)
+        QApplication.sendEvent(vp, ev)
+
+    z = view.zoom()
+    wheel(Qt.ControlModifier)
+    assert view.zoom() > z * 1.1
+    z = view.zoom()
+    bar = view.view.verticalScrollBar()
+    bar.setValue(bar.maximum() // 2)
+    before = bar.value()
+    wheel(Qt.NoModifier)
+    assert view.zoom() == pytest.approx(z)
+    assert bar.value() < before

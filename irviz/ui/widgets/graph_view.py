@@ -412,7 +412,7 @@ class _View(QGraphicsView):
             painter.drawImage(ov[1], ov[0])
 
     def wheelEvent(self, event):
-        zoom = bool(event.modifiers() & Qt.ControlModifier) != (not self.owner.wheel_zooms)
+        zoom = bool(event.modifiers() & Qt.ControlModifier) != self.owner.wheel_zooms
         if zoom:
             d = event.angleDelta().y() or event.angleDelta().x()
             if d:
