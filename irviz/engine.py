@@ -184,8 +184,16 @@ class Engine:
 
         return self._cached(step, "func_names", compute)
 
+    def _prune_cache(self) -> None:
+        steps = self.session.steps
+        for i in list(self._cache):
+            if i >= len(steps) or self._cache[i][0] is not steps[i]:
+                del self._cache[i]
+
     def state(self) -> dict:
         s = self.session
+        if s is not None:
+            self._prune_cache()
         if s is None:
             return {"model": None, "spec": self.spec, "importer": self.importer, "cursor": 0,
                     "error": None, "steps": [], "planned": [], "relax_functions": [],

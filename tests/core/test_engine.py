@@ -244,6 +244,43 @@ def test_newer_request_of_a_group_supersedes_a_waiting_one(engine):
     assert rb["ok"] is False and rb["error"]["stage"] == "superseded"
 
 
+def test_failing_pass_reply_carries_state(engine, tmp_path):
+    f = tmp_path / "boom_pass.py"
+    f.write_text("from irviz.core.passes import irviz_pass\n\n\n"
+                 "@irviz_pass(name='Boom')\ndef boom(mod):\n    raise ValueError('kaboom')\n")
+    assert "Boom" in {p["name"] for p in engine.ok("load_pass_file", path=str(f))}
+    before = engine.ok("state")
+    engine.ok("set_pipeline", passes=[{"name": "Boom", "params": {}}])
+    reply, _ = engine.call("step")
+    assert reply["ok"] is False
+    assert reply["error"]["stage"] == "pipeline" and "kaboom" in reply["error"]["message"]
+    st = reply["state"]
+    assert st["cursor"] == before["cursor"] and st["error"]["message"] == reply["error"]["message"]
+    assert [p["name"] for p in st["planned"]] == ["Boom"]
+    st = engine.ok("set_pipeline", pipeline="zero")
+    assert st["error"] is None
+    reply, _ = engine.call("load_pass_file", path=str(tmp_path / "missing.py"))
+    assert reply["ok"] is False and reply["error"]["stage"] == "pipeline"
+
+
+def test_fx_graph_folds_by_module_when_big(monkeypatch):
+    """In-process: with the threshold lowered, fx_graph folds module groups by default."""
+    import irviz.engine as engine_mod
+
+    sent = []
+    monkeypatch.setattr(engine_mod, "FX_FOLD_THRESHOLD", 6)
+    e = engine_mod.Engine(type("C", (), {"send": lambda self, m: sent.append(m)})())
+    assert e.handle({"id": 1, "cmd": "open", "args": {"spec": "sample:small_cnn"}})["ok"]
+    full = e.handle({"id": 2, "cmd": "fx_graph", "args": {"fold_depth": None}})["result"]
+    auto = e.handle({"id": 3, "cmd": "fx_graph", "args": {}})["result"]
+    assert full["fold_depth"] is None and len(full["nodes"]) == full["total_nodes"]
+    assert auto["fold_depth"] is not None and len(auto["nodes"]) < len(full["nodes"])
+    assert any(n["id"].startswith("group:") for n in auto["nodes"])
+    assert any(m.get("progress", "").startswith("Laying out") for m in sent)
+    json_text = __import__("json").dumps(auto)      # plain data all the way down
+    assert json_text
+
+
 def test_export(engine, tmp_path):
     res = engine.ok("export", out_dir=str(tmp_path / "trace"))
     assert res["files"] and Path(res["path"]).exists()
