@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         print("irviz snapshot: panes did not fill in time; saving what is shown", file=sys.stderr)
     win.resize(w, h)
     wait_until(app, lambda: False, 0.3)  # let layouts and graph views settle
+    if (win.width(), win.height()) != (w, h):
+        print(f"irviz snapshot: the window could not shrink to {w}x{h} (minimum "
+              f"{win.minimumSizeHint().width()}x{win.minimumSizeHint().height()})", file=sys.stderr)
     for pane in (win.fx, win.relax):
         pane.graph.reset_view()  # the default view for the final pane size (readable zoom, top of graph)
         if win.hub.selection is not None:

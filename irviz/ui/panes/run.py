@@ -2,10 +2,12 @@
 times (which also colour the Relax graph through the event hub)."""
 from __future__ import annotations
 
+import json
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (QAbstractItemView, QGridLayout, QHBoxLayout, QHeaderView, QLabel,
-                               QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout)
+                               QPushButton, QSizePolicy, QTableWidget, QTableWidgetItem, QVBoxLayout)
 
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label
@@ -23,6 +25,18 @@ class _Num(QTableWidgetItem):
         if isinstance(other, _Num):
             return self.value < other.value
         return super().__lt__(other)
+
+
+def short_target(target) -> str:
+    """'{"kind":"llvm",...,"mcpu":"znver3"}' or 'llvm -mcpu=znver3' -> 'llvm znver3'."""
+    text = str(target or "")
+    try:
+        d = json.loads(text)
+    except ValueError:
+        return text.split(" -keys")[0]
+    if isinstance(d, dict):
+        return " ".join(str(d[k]) for k in ("kind", "mcpu") if d.get(k)) or text
+    return text
 
 
 def _fmt(v, digits=3, unit="") -> str:
@@ -70,6 +84,7 @@ class RunPane(Pane):
             name = dim_label(text, elastic=False)
             value = QLabel("—")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            value.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
             grid.addWidget(name, i // 4 * 2, i % 4)
             grid.addWidget(value, i // 4 * 2 + 1, i % 4)
             self.fields[key] = value
@@ -137,7 +152,7 @@ class RunPane(Pane):
         values = {"max_abs_error": _fmt(r.get("max_abs_error")), "max_rel_error": _fmt(r.get("max_rel_error")),
                   "tvm_ms": _fmt(tvm_ms, 4, " ms"), "torch_ms": _fmt(torch_ms, 4, " ms"),
                   "ratio": _fmt(ratio, 3, "×"), "build_seconds": _fmt(r.get("build_seconds"), 3, " s"),
-                  "threads": str(r.get("threads", "—")), "target": str(r.get("target") or "—")}
+                  "threads": str(r.get("threads", "—")), "target": short_target(r.get("target")) or "—"}
         for k, v in values.items():
             self.fields[k].setText(v)
         self.fields["target"].setToolTip(str(r.get("target") or ""))
