@@ -374,8 +374,14 @@ class Engine:
         self._apply_all()
         return self.state()
 
-    def cmd_replay(self, spec, importer="exported_program", applied=(), planned=(), cursor=None):
-        """Rebuild a session: open, apply `applied`, plan `planned`, move to `cursor`."""
+    def cmd_replay(self, spec, importer="exported_program", applied=(), planned=(), cursor=None,
+                   pass_files=()):
+        """Rebuild a session: load `pass_files`, open, apply `applied`, plan `planned`, go to `cursor`."""
+        from irviz.core.passes import load_pass_file
+
+        for path in pass_files or ():
+            self.progress(f"Loading passes from {path}", 0.0)
+            load_pass_file(path)
         applied_invs = self._invocations(applied)
         planned_invs = self._invocations(planned)
         n = len(applied_invs)

@@ -107,6 +107,7 @@ class EngineBridge(QObject):
         self._busy = False
         self._state: dict | None = None
         self._recipe: dict | None = None
+        self._pass_files: list[str] = []            # loaded with load_pass_file: replayed first
         self._pending_reason: str | None = None     # emitted with engineRestarted once replayed
         self._replay_failures = 0
         self._start_failures = 0
@@ -153,8 +154,11 @@ class EngineBridge(QObject):
 
     @property
     def recipe(self) -> dict | None:
-        """What `replay` needs to rebuild the last good state: spec, importer, applied, planned, cursor."""
-        return None if self._recipe is None else dict(self._recipe)
+        """What `replay` needs to rebuild the last good state: spec, importer, applied, planned,
+        cursor (and pass_files, the user pass files loaded so far)."""
+        if self._recipe is None:
+            return None
+        return dict(self._recipe, pass_files=list(self._pass_files))
 
     @property
     def restarts(self) -> int:
@@ -421,6 +425,10 @@ class EngineBridge(QObject):
             state = msg["result"]
         elif not ok and isinstance(msg.get("state"), dict):
             state = msg["state"]
+        if ok and req.cmd == "load_pass_file" and req.args.get("path"):
+            path = str(req.args["path"])
+            if path not in self._pass_files:
+                self._pass_files.append(path)
         if req.internal:
             self._on_replay_reply(ok, msg, state)
         else:
@@ -444,7 +452,10 @@ class EngineBridge(QObject):
         self._start_failures = 0
         self.engineReady.emit(eng.pid)
         if self._pending_reason is not None and self._recipe is not None:
-            replay = _Request(self._next_id, "replay", dict(self._recipe), internal=True)
+            args = dict(self._recipe)
+            if self._pass_files:
+                args["pass_files"] = list(self._pass_files)
+            replay = _Request(self._next_id, "replay", args, internal=True)
             self._next_id += 1
             self._send(replay)
         elif self._pending_reason is not None:

@@ -134,6 +134,42 @@ def test_kill_restores_the_same_step_and_ir(qtbot, bridge):
     assert st["cursor"] == 1 and len(st["steps"]) == 3
 
 
+SEGV_PASS = """
+import os
+import signal
+
+from irviz.core.passes import irviz_pass
+
+
+@irviz_pass(name="Segfault", description="kills the process, as a TVM bug does")
+def segfault(mod):
+    os.kill(os.getpid(), signal.SIGSEGV)
+    return mod
+"""
+
+
+def test_pass_that_crashes_tvm_names_the_pass_and_replays(qtbot, bridge, tmp_path):
+    rec = Recorder(bridge)
+    pass_file = tmp_path / "segv_pass.py"
+    pass_file.write_text(SEGV_PASS)
+    call(qtbot, bridge, rec, "open", spec="sample:mul_add", pipeline="zero")
+    names = {p["name"] for p in call(qtbot, bridge, rec, "load_pass_file", path=str(pass_file))}
+    assert "Segfault" in names
+    call(qtbot, bridge, rec, "set_pipeline",
+         passes=[{"name": "LegalizeOps", "params": {}}, {"name": "Segfault", "params": {}}])
+    call(qtbot, bridge, rec, "step")
+    text1 = call(qtbot, bridge, rec, "module_text", step=1)["text"]
+    with qtbot.waitSignal(bridge.engineRestarted, timeout=SLOW) as sig:
+        rid = bridge.request("step")
+    assert sig.args[0] == ("The engine crashed (signal 11) while running `step` (Segfault). "
+                           "Restarted and replayed to step 1.")
+    assert rec.failures[rid]["stage"] == "engine" and "(Segfault)" in rec.failures[rid]["message"]
+    st = rec.states[-1]
+    assert st["cursor"] == 1 and [p["name"] for p in st["planned"]] == ["Segfault"]
+    assert call(qtbot, bridge, rec, "module_text", step=1)["text"] == text1
+    assert bridge.recipe["pass_files"] == [str(pass_file)]
+
+
 def test_cancel_mid_pass_and_mid_build(qtbot, bridge):
     rec = Recorder(bridge)
     call(qtbot, bridge, rec, "open", spec="sample:mul_add", pipeline="zero")
