@@ -28,7 +28,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from . import course_passes
+from . import course_passes, dispatch, schedules
 from .errors import PassError
 from .tvm_compat import host_target, shallow_copy
 
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 PARAM_KINDS = ("bool", "int", "str", "choice", "json")
-CATEGORIES = ("tvm", "course", "build", "user")
+CATEGORIES = ("tvm", "course", "cpu", "build", "user")
 
 
 @dataclass
@@ -393,6 +393,32 @@ def _builtin_specs() -> list[PassSpec]:
             course_passes.LowerToTensorIR,
             "course",
         ),
+        # ---- making it fast on the CPU: library calls and TensorIR schedules ---------------------
+        _spec(
+            "LibraryDispatch",
+            "Send conv2d/matmul to torch with R.call_dps_packed (DLPack, zero copy); the rest stays for TensorIR",
+            lambda ops="conv2d,matmul": dispatch.library_dispatch(tuple(_split_names(ops))),
+            "cpu",
+            params=[PassParam("ops", "str", "conv2d,matmul", "comma-separated ops to dispatch: conv2d, matmul")],
+        ),
+        _spec(
+            "CPUInlineElementwise",
+            "Inline chains of elementwise blocks into one loop nest (keeps padding before reductions)",
+            schedules.inline_elementwise,
+            "cpu",
+        ),
+        _spec(
+            "CPUTileReductions",
+            "Tile matmul/conv reductions: vector-wide inner loop, small register tile, parallel outer loops",
+            schedules.tile_reductions,
+            "cpu",
+        ),
+        _spec(
+            "CPUParallelVectorize",
+            "Parallelize and vectorize the remaining elementwise loop nests",
+            schedules.parallel_vectorize,
+            "cpu",
+        ),
     ]
 
 
@@ -428,6 +454,8 @@ DEFAULT_BUILD_STEPS = (
     "AttachGlobalSymbol",
 )
 
+CPU_SCHEDULE_STEPS = ("CPUInlineElementwise", "CPUTileReductions", "CPUParallelVectorize")
+
 PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {
     "zero": (
         "TVM's zero pipeline: legalize to TensorIR, then fuse operators (relax.get_pipeline('zero'))",
@@ -440,6 +468,14 @@ PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {
     "default_build": (
         "What tvm.compile runs on CPU, step by step (relax.get_pipeline('default_build')); no fusion",
         _inv(*DEFAULT_BUILD_STEPS),
+    ),
+    "fast-cpu": (
+        "conv2d/matmul to torch through call_dps_packed, the rest fused and scheduled TensorIR",
+        _inv("LibraryDispatch", *ZERO_STEPS, *CPU_SCHEDULE_STEPS),
+    ),
+    "tir-cpu": (
+        "All TensorIR, no library: the zero pipeline, then CPU schedule rules",
+        _inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS),
     ),
 }
 
