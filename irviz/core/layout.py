@@ -241,26 +241,31 @@ def _break_cycles(n: int, succ: list[list[int]]) -> set[tuple[int, int]]:
     return back
 
 
-def _place(desired: list[float], seps: list[float]) -> list[float]:
-    """Positions closest (least squares) to ``desired`` with x[i+1] - x[i] >= seps[i]."""
+def _place(desired: list[float], seps: list[float], weights: list[float]) -> list[float]:
+    """Positions closest (weighted least squares) to ``desired`` with x[i+1] - x[i] >= seps[i]:
+    weighted isotonic regression of desired - offsets by pool-adjacent-violators.  A light
+    node (a weight beside its consumer) gives way to a heavy one (the data path)."""
     n = len(desired)
     off = [0.0] * n
     for i in range(1, n):
         off[i] = off[i - 1] + seps[i - 1]
-    # isotonic regression (non-decreasing) of desired - off, pool adjacent violators
-    sums: list[float] = []
+    sums: list[float] = []    # sum of w * target per block
+    ws: list[float] = []      # sum of w per block
     cnts: list[int] = []
     for i in range(n):
-        s, c = desired[i] - off[i], 1
-        while sums and sums[-1] * c > s * cnts[-1]:
+        w = weights[i]
+        s, sw, c = (desired[i] - off[i]) * w, w, 1
+        while sums and sums[-1] * sw > s * ws[-1]:
             s += sums.pop()
+            sw += ws.pop()
             c += cnts.pop()
         sums.append(s)
+        ws.append(sw)
         cnts.append(c)
     out = [0.0] * n
     i = 0
-    for s, c in zip(sums, cnts):
-        m = s / c
+    for s, sw, c in zip(sums, ws, cnts):
+        m = s / sw
         for _ in range(c):
             out[i] = m + off[i]
             i += 1
@@ -488,16 +493,24 @@ def layout_graph(
 
     def weighted(nbrs: list[list[int]]) -> list[tuple[list[int], list[float], float]]:
         res = []
+        # weights/constants barely pull their consumer: the data path stays straight and
+        # the weight is placed beside it
+        side = pure + [False] * (total - n)
         for v in range(total):
             nb = nbrs[v]
+            # real-real edges pull hardest (a straight spine, like Netron), long edges stay
+            # straight between their ends and bend only where they join a real node
             if is_dummy[v]:
-                ws = [8.0 if is_dummy[u] else 2.0 for u in nb]
+                ws = [8.0 if is_dummy[u] else 1.0 for u in nb]
+            elif side[v]:
+                ws = [1.0 if is_dummy[u] else 4.0 for u in nb]
             else:
-                ws = [2.0 if is_dummy[u] else 1.0 for u in nb]
+                ws = [1.0 if is_dummy[u] else (0.2 if side[u] else 4.0) for u in nb]
             res.append((nb, ws, sum(ws)))
         return res
 
     upw, downw = weighted(up), weighted(down)
+    mass = [0.5 if is_dummy[v] else (0.05 if pure[v] else 1.0) for v in range(total)]
     bothw = [(a[0] + b[0], a[1] + b[1], a[2] + b[2]) for a, b in zip(upw, downw)]
 
     def straighten(lay: list[int], seps: list[float], nbw) -> None:
@@ -511,7 +524,7 @@ def layout_graph(
         if len(lay) == 1:
             x[lay[0]] = desired[0]
             return
-        for v, nx_ in zip(lay, _place(desired, seps)):
+        for v, nx_ in zip(lay, _place(desired, seps, [mass[u] for u in lay])):
             x[v] = nx_
 
     for it in range(2 if big else STRAIGHTEN):
@@ -522,6 +535,27 @@ def layout_graph(
     for lay, seps in zip(layers, seps_per_layer):
         if lay:
             straighten(lay, seps, bothw)
+
+    # chains: a node whose only data input comes from a node with only this consumer sits
+    # exactly below it (as far as its neighbours allow), so spines are vertical and bends
+    # happen only at forks and joins
+    def data_nbrs(nb: list[int]) -> list[int]:
+        return [u for u in nb if not (u < n and pure[u])]
+
+    for lay, seps in zip(layers[1:], seps_per_layer[1:]):
+        desired = [x[v] for v in lay]
+        masses = [mass[v] for v in lay]
+        snapped = False
+        for i, v in enumerate(lay):
+            ups = data_nbrs(up[v])
+            if len(ups) != 1 or len(data_nbrs(down[ups[0]])) != 1:
+                continue
+            desired[i] = x[ups[0]]
+            masses[i] = 2.0 if is_dummy[v] else 50.0   # weights and long edges make room
+            snapped = True
+        if snapped:
+            for v, nx_ in zip(lay, _place(desired, seps, masses) if len(lay) > 1 else desired):
+                x[v] = nx_
 
     # ---- y coordinates: layer heights + room for group headers/padding
     lay_h = [0.0] * nlayers

@@ -314,7 +314,8 @@ class _Minimap(QWidget):
     MAX_W, MAX_H = 170, 210
 
     def __init__(self, owner: "GraphView"):
-        super().__init__(owner.view.viewport())
+        # a child of the GraphView, not of the viewport: viewport scrolling moves its children
+        super().__init__(owner)
         self.owner = owner
         self.image: QImage | None = None
         self.sx = self.sy = 1.0
@@ -357,7 +358,9 @@ class _Minimap(QWidget):
 
     def place(self) -> None:
         vp = self.owner.view.viewport()
-        self.move(vp.width() - self.width() - 8, vp.height() - self.height() - 8)
+        br = vp.mapTo(self.owner, vp.rect().bottomRight())
+        self.move(br.x() - self.width() - 8, br.y() - self.height() - 8)
+        self.raise_()
 
     def paintEvent(self, event):
         if self.image is None:
