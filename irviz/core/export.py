@@ -61,7 +61,9 @@ def tensor_constants_in_print_order(mod, text: str | None = None) -> list:
     seen: set[int] = set()
 
     def visit(e):
-        if isinstance(e, GenericConst) and isinstance(e.value, RuntimeTensor):
+        # 0-d tensors print inline as R.const(v, dtype), not as metadata entries
+        if (isinstance(e, GenericConst) and isinstance(e.value, RuntimeTensor)
+                and len(e.value.shape) > 0):
             h = e.__chandle__()
             if h not in seen:
                 seen.add(h)
@@ -73,6 +75,14 @@ def tensor_constants_in_print_order(mod, text: str | None = None) -> list:
         if isinstance(f, relax.Function):
             relax.analysis.post_order_visit(f, visit)
     return order
+
+
+_META_REF_RE = re.compile(r'metadata\["ir\.GenericConst"\]\[(\d+)\]')
+
+
+def metadata_count(text: str) -> int:
+    """1 + the largest metadata["ir.GenericConst"][k] index in a printed script (0 if none)."""
+    return max((int(k) + 1 for k in _META_REF_RE.findall(text)), default=0)
 
 
 def module_script(mod) -> tuple[str, list]:
@@ -298,7 +308,8 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
         stem = f"step_{i:02d}_{_safe(step.pass_name)}"
         t0 = time.perf_counter()
         text, consts = module_script(step.mod)
-        check = verify is True or (verify == "auto" and not trusted_so_far)
+        count_ok = metadata_count(text) == len(consts)
+        check = verify is True or (verify == "auto" and not (trusted_so_far and count_ok))
         verified = False
         if not flag_ok:
             loadable, note = False, (f"{step.pass_name} is marked as not round-tripping "
@@ -306,10 +317,11 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
         elif check:
             loadable, note = _roundtrip_ok(step.mod, text, consts)
             verified = loadable
-        elif trusted_so_far or verify is False:
+        elif (trusted_so_far or verify is False) and count_ok:
             loadable, note = True, ""
         else:
-            loadable, note = False, "not verified"
+            loadable, note = False, ("not verified" if count_ok else
+                                     "the constants found do not match the script's metadata table")
         rec_files = {}
         try:
             if loadable:

@@ -146,3 +146,30 @@ def test_user_pass_step_is_verified(zero_session, tmp_path):
     assert recs[0]["verified"] is False and recs[1]["verified"] is True  # user pass: parsed back
     assert recs[1]["loadable"] and recs[1]["changed"] is False
     assert structural_equal(load_exported(out / recs[1]["file"]), s.steps[1].mod)
+
+
+def test_scalar_constants_print_inline(tmp_path):
+    import numpy as np
+
+    from irviz.core.importer import Imported
+    from irviz.core.tvm_compat import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.add(x, relax.const(1.0, "float32")))  # printed inline
+            b = bb.emit(relax.op.add(a, relax.const(np.arange(4, dtype="float32"))))
+            c = bb.emit(relax.op.multiply(b, relax.const(np.float32(2.0))))
+            d = bb.emit(relax.op.add(c, relax.const(np.ones(4, dtype="float32"))))
+            gv = bb.emit_output(d)
+        bb.emit_func_output(gv)
+    mod = bb.get()
+    s = Session(Imported(mod=mod, provenance={}, importer="test", seconds=0.0))
+    s.set_pipeline(["LegalizeOps"])
+    s.run_to_end()
+    out = export_trace(s, tmp_path, verify=True)
+    recs = json.loads((out / "steps.json").read_text())["steps"]
+    assert [r["constants"] for r in recs] == [2, 2] and all(r["loadable"] and r["verified"] for r in recs)
+    for r in recs:
+        assert structural_equal(load_exported(out / r["file"]), s.steps[r["index"]].mod)
