@@ -30,6 +30,8 @@ __all__ = [
     "layout_graph",
     "fold_by_group",
     "choose_fold_depth",
+    "groups_at_depth",
+    "toggle_fold",
     "node_label",
     "node_sublabel",
     "node_size",
@@ -213,6 +215,31 @@ def choose_fold_depth(G: nx.DiGraph, key: str = "module_path", max_nodes: int = 
         if len(reps) <= max_nodes:
             return depth
     return 1 if max_depth else None
+
+
+def groups_at_depth(G: nx.DiGraph, key: str = "module_path", depth: int = 1,
+                    sep: str = ".") -> set[str]:
+    """Every group path with exactly ``depth`` components (a ``folded`` set equivalent to
+    ``fold_depth=depth`` that single groups can then be removed from to unfold them)."""
+    out = set()
+    for _, d in G.nodes(data=True):
+        g = _group_of(d, key)
+        parts = g.split(sep) if g else []
+        if len(parts) >= depth:
+            out.add(sep.join(parts[:depth]))
+    return out
+
+
+def toggle_fold(folded: Iterable[str], group_id: str, sep: str = ".") -> set[str]:
+    """The folded set after a click on ``group_id`` (a frame header folds it, a folded summary
+    node unfolds it).  Folding a group drops its folded descendants, which it now hides."""
+    folded = set(folded)
+    if group_id in folded:
+        folded.discard(group_id)
+    else:
+        folded = {f for f in folded if not f.startswith(group_id + sep)}
+        folded.add(group_id)
+    return folded
 
 
 # --------------------------------------------------------------------------- layout helpers

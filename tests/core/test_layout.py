@@ -187,3 +187,21 @@ def test_fx_style_attrs_give_labels():
 def test_core_layout_does_not_import_qt():
     code = "import sys, irviz.core.layout; assert not any(m.startswith('PySide6') for m in sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_fold_helpers_round_trip():
+    from irviz.core.layout import groups_at_depth, toggle_fold
+    G = block_dag()
+    folded = groups_at_depth(G, "module_path", 2)
+    assert folded == {"layer.0", "layer.1", "layer.2", "layer.3"}
+    assert (fold_by_group(G, "module_path", folded=folded).number_of_nodes()
+            == fold_by_group(G, "module_path", depth=2).number_of_nodes())
+    unfolded = toggle_fold(folded, "layer.1")
+    assert unfolded == {"layer.0", "layer.2", "layer.3"}
+    assert toggle_fold(unfolded, "layer") == {"layer"}
+    g = layout_graph(G, group_attr="module_path", folded=unfolded)
+    ids = {n["id"] for n in g["nodes"]}
+    assert "group:layer.0" in ids and "group:layer.1" not in ids and "layer.1.c1" in ids
+    summary = next(n for n in g["nodes"] if n["id"] == "group:layer.0")
+    assert summary["group_id"] == "layer.0" and summary["count"] == 6
+    assert summary["sublabel"] == "4 ops · 6 nodes"

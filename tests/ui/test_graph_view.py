@@ -211,3 +211,9 @@ def test_ctrl_wheel_zooms_plain_wheel_scrolls(view):
     wheel(Qt.NoModifier)
     assert view.zoom() == pytest.approx(z)
     assert bar.value() < before
+
+
+def test_select_without_emit(view, qtbot):
+    with qtbot.assertNotEmitted(view.nodeSelected):
+        view.select("n3", emit=False)
+    assert view.selected() == "n3"

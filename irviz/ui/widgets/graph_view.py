@@ -515,6 +515,7 @@ class GraphView(QWidget):
         self._incident: dict[str, list[int]] = {}
         self._overview: tuple[QImage, QRectF] | None = None
         self._overview_on = False
+        self._quiet = False
         self.scene.selectionChanged.connect(self._on_selection)
 
     # ---------------------------------------------------------------- content
@@ -701,7 +702,8 @@ class GraphView(QWidget):
                 self._hi_arrows = self.scene.addPath(arrows, QPen(Qt.NoPen), st.edge_brush_hi)
                 self._hi_arrows.setZValue(1.7)
                 self._hi_arrows.setAcceptedMouseButtons(Qt.NoButton)
-            self.nodeSelected.emit(nid)
+            if not self._quiet:
+                self.nodeSelected.emit(nid)
 
     def edge_tooltip(self, k: int) -> str:
         src, dst, label, *_ = self.edge_meta[k]
@@ -713,13 +715,19 @@ class GraphView(QWidget):
             text += f"<br>{_esc(node.sublabel)}"
         return text
 
-    def select(self, nid: str | None, *, center: bool = True) -> None:
-        self.scene.clearSelection()
-        item = self.nodes.get(str(nid)) if nid is not None else None
-        if item is not None:
-            item.setSelected(True)
-            if center:
-                self.center_on(item.nid)
+    def select(self, nid: str | None, *, center: bool = True, emit: bool = True) -> None:
+        """Select a node (None clears).  ``emit=False`` for selections that come from another
+        pane, so that linked panes do not echo each other."""
+        self._quiet = not emit
+        try:
+            self.scene.clearSelection()
+            item = self.nodes.get(str(nid)) if nid is not None else None
+            if item is not None:
+                item.setSelected(True)
+                if center:
+                    self.center_on(item.nid)
+        finally:
+            self._quiet = False
 
     def selected(self) -> str | None:
         sel = [i for i in self.scene.selectedItems() if isinstance(i, NodeItem)]
