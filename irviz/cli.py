@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
                         choices=["exported_program", "course"])
         sp.add_argument("--passes", metavar="FILE", action="append", default=[],
                         help="Python file with extra passes (IRVIZ_PASSES or @irviz_pass)")
+        sp.add_argument("--converters", metavar="FILE",
+                        help="Python file with CONVERTERS = {aten op: converter} for ops TVM cannot import")
         sp.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
 
     c = sub.add_parser("check", help="load, import, run a pipeline pass by pass, build, run, compare")
@@ -159,7 +161,13 @@ def _open_session(args, stage: _Stage, log):
         return loaded, None
     log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes")
     try:
-        imported = importer_mod.import_model(captured, importer=args.importer)
+        convert_map = None
+        if args.converters:
+            from irviz.core.converters import load_converter_file
+
+            convert_map = load_converter_file(args.converters)
+        imported = importer_mod.import_model(captured, importer=args.importer,
+                                             custom_convert_map=convert_map)
     except Exception as exc:
         stage.fail("import", exc)
         return loaded, None
