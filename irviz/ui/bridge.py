@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, QTimer, Signal
@@ -35,7 +35,7 @@ MAX_REPLAY_FAILURES = 2
 MAX_START_FAILURES = 3
 
 # The spare engine starts this long after the bridge goes idle with a model open.
-SPARE_DELAY_MS = 1500
+SPARE_DELAY_MS = 3000
 WARM_ID = -1     # request id of the spare's `warm` (its reply is ignored by the promoted engine)
 
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
@@ -66,7 +66,6 @@ class _Request:
     stale: bool = False         # superseded: its reply is dropped
     sent_at: float = 0.0
     progress_text: str = ""
-    extra: dict = field(default_factory=dict)
 
     def line(self) -> bytes:
         msg = {"id": self.id, "cmd": self.cmd, "args": self.args}
@@ -210,6 +209,7 @@ class EngineBridge(QObject):
         else:
             self._queue.append(req)
             if self._eng is None:
+                self._shutting_down = False
                 self._spawn()
         self._update_busy()
         return rid

@@ -246,8 +246,11 @@ def test_newer_request_of_a_group_supersedes_a_waiting_one(engine):
 
 def test_failing_pass_reply_carries_state(engine, tmp_path):
     f = tmp_path / "boom_pass.py"
-    f.write_text("from irviz.core.passes import irviz_pass\n\n\n"
-                 "@irviz_pass(name='Boom')\ndef boom(mod):\n    raise ValueError('kaboom')\n")
+    # stray output, from Python and straight to fd 1 as C code would: must not reach the protocol
+    f.write_text("import os\nfrom irviz.core.passes import irviz_pass\n\n"
+                 "print('stray print from a pass file')\nos.write(1, b'stray fd 1 write\\n')\n\n\n"
+                 "@irviz_pass(name='Boom')\ndef boom(mod):\n    print('boom prints')\n"
+                 "    raise ValueError('kaboom')\n")
     assert "Boom" in {p["name"] for p in engine.ok("load_pass_file", path=str(f))}
     before = engine.ok("state")
     engine.ok("set_pipeline", passes=[{"name": "Boom", "params": {}}])
@@ -290,6 +293,9 @@ def test_stdout_carries_only_protocol_lines(engine):
     for line in engine.raw:
         msg = json.loads(line)
         assert "id" in msg or "event" in msg
+    engine.log.flush()
+    log = Path(engine.log.name).read_text()
+    assert "stray print from a pass file" in log and "stray fd 1 write" in log and "boom prints" in log
 
 
 def test_crash_command_kills_the_engine(tmp_path):
