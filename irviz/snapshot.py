@@ -83,10 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.select:
         wait_until(app, settled, args.timeout)
         name = args.select
-        if name == "auto":
+        if name == "auto":  # the first FX op whose Relax bindings call a kernel
             prov = win.hub.provenance
-            name = next((fx for fx, vs in prov.fx_to_relax.items()
-                         if any(v in prov.relax_to_callee for v in vs)),
+            ops = [n["id"] for n in (win.fx.table_nodes or []) if n.get("op") == "call_function"]
+            name = next((fx for fx in ops + list(prov.fx_to_relax)
+                         if any(v in prov.relax_to_callee for v in prov.fx_to_relax.get(fx, []))),
                         next(iter(prov.fx_to_relax), None))
         if name:
             win.hub.select_fx(name)

@@ -438,6 +438,15 @@ def test_diff_view_hunks(qtbot):
     assert v.left.toPlainText().count("\n") == v.right.toPlainText().count("\n")
 
 
+def test_kernel_heat_shares_time_between_call_sites():
+    from irviz.ui.panes.run import kernel_heat
+
+    heat = kernel_heat([{"name": "conv2d1", "calls": 2, "ms": 4.0, "binding": "lv8, lv12"},
+                        {"name": "relu", "calls": 1, "ms": 1.0, "binding": "lv9"},
+                        {"name": "extern", "calls": 1, "ms": 1.0, "binding": None}])
+    assert heat == {"lv8": 2.0, "lv12": 2.0, "lv9": 1.0}
+
+
 def test_events_provenance_maps():
     from irviz.ui.events import Provenance
 

@@ -39,6 +39,22 @@ def short_target(target) -> str:
     return text
 
 
+def bindings_of(kernel: dict) -> list[str]:
+    """A kernel's binding field names one var, or several joined by ', ' (one kernel called from
+    several places)."""
+    return [b.strip() for b in str(kernel.get("binding") or "").split(",") if b.strip()]
+
+
+def kernel_heat(kernels: list[dict]) -> dict[str, float]:
+    """binding var -> ms spent in the kernel it calls (a kernel's time shared by its call sites)."""
+    heat: dict[str, float] = {}
+    for k in kernels:
+        names = bindings_of(k)
+        for b in names:
+            heat[b] = heat.get(b, 0.0) + float(k.get("ms") or 0) / len(names)
+    return heat
+
+
 def _fmt(v, digits=3, unit="") -> str:
     if v is None:
         return "—"
@@ -171,11 +187,7 @@ class RunPane(Pane):
             self.kernels.setItem(i, 4, QTableWidgetItem(str(k.get("binding") or "")))
         self.kernels.setSortingEnabled(True)
         self.kernels.sortItems(2, Qt.SortOrder.DescendingOrder)
-        heat = {}
-        for k in kernels:
-            if k.get("binding"):
-                heat[k["binding"]] = heat.get(k["binding"], 0.0) + float(k.get("ms") or 0)
-        self.hub.set_heat(heat)
+        self.hub.set_heat(kernel_heat(kernels))
 
     def on_error(self, purpose: str, error: dict) -> None:
         c = themes.colors()
@@ -194,8 +206,9 @@ class RunPane(Pane):
         if not items:
             return
         binding = self.kernels.item(items[0].row(), 4)
-        if binding is not None and binding.text():
-            self.hub.select_relax(binding.text())
+        names = bindings_of({"binding": binding.text()}) if binding is not None else []
+        if names:
+            self.hub.select_relax(names[0])
 
     def heat_rows(self) -> int:
         return self.kernels.rowCount()
