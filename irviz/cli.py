@@ -17,6 +17,7 @@ import math
 import sys
 import time
 import traceback
+import warnings
 
 COMMANDS = ("check", "export", "samples", "passes", "pipelines", "snapshot", "gui")
 
@@ -67,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv = ["gui", *argv]
     args = _parser().parse_args(argv)
+    if args.command != "gui":
+        # torch.export's deprecation chatter would bury the one line a user needs.
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\..*")
     handler = {
         "gui": _cmd_gui, "check": _cmd_check, "export": _cmd_export, "samples": _cmd_samples,
         "passes": _cmd_passes, "pipelines": _cmd_pipelines, "snapshot": _cmd_snapshot,

@@ -1,0 +1,99 @@
+"""The CLI contract scripts and CI rely on: exit codes, --json fields, listings, export layout."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from irviz.cli import main
+
+STAGES = {None, "load", "capture", "import", "pipeline", "build", "run", "compare"}
+
+
+def _check(capsys, *argv):
+    code = main(["check", *argv, "--json", "-", "--repeats", "2"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_samples_lists_names_usable_as_sample_specs(capsys):
+    assert main(["samples"]) == 0
+    names = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+    assert {"mlp", "matmul_relu", "mul_add", "small_cnn", "resnet18", "gpt"} <= set(names)
+
+
+def test_passes_and_pipelines_put_the_name_first(capsys):
+    assert main(["passes"]) == 0
+    names = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+    assert {"LegalizeOps", "FuseOps", "FuseTIR", "EwiseFMA", "MatmulAddFuse", "LowerToTensorIR",
+            "LibraryDispatch", "CPUTileReductions", "VMShapeLower"} <= set(names)
+    assert main(["pipelines"]) == 0
+    names = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+    assert {"zero", "course", "default_build", "fast-cpu", "tir-cpu"} <= set(names)
+
+
+def test_check_passes_and_reports_every_step(capsys):
+    code, summary = _check(capsys, "sample:mul_add", "--pipeline", "zero")
+    assert code == 0 and summary["ok"] is True
+    assert summary["failed_stage"] is None and summary["error"] is None
+    assert [s["pass"] for s in summary["steps"]] == ["LegalizeOps", "AnnotateTIROpPattern",
+                                                    "FoldConstant", "FuseOps", "FuseTIR"]
+    assert all(isinstance(s["changed"], bool) and s["seconds"] >= 0 for s in summary["steps"])
+    assert summary["max_abs_error"] < 1e-5
+    assert summary["tvm_ms"] > 0 and summary["torch_ms"] > 0
+
+
+def test_check_course_pipeline_rewrites_to_ewise_fma(capsys):
+    code, summary = _check(capsys, "sample:mul_add", "--pipeline", "course")
+    assert code == 0, summary["error"]
+    assert summary["steps"][0] == {**summary["steps"][0], "pass": "EwiseFMA", "changed": True}
+
+
+def test_missing_file_fails_at_load_with_a_message(capsys, tmp_path):
+    code, summary = _check(capsys, str(tmp_path / "nope.py"))
+    assert code == 1 and summary["ok"] is False
+    assert summary["failed_stage"] == "load"
+    assert "nope.py" in summary["error"]
+    assert summary["steps"] == []
+
+
+def test_unknown_pipeline_is_a_clear_error(capsys):
+    code, summary = _check(capsys, "sample:mul_add", "--pipeline", "warp-speed")
+    assert code == 1 and "warp-speed" in summary["error"] and "zero" in summary["error"]
+
+
+def test_import_failure_names_the_fx_node_and_op(capsys, tmp_path):
+    model = tmp_path / "erf.py"
+    model.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.special.erfinv(x) + 1\n"
+        "def get_model():\n"
+        "    return M(), (torch.rand(2, 3) * 0.5,)\n"
+    )
+    code, summary = _check(capsys, str(model))
+    assert code == 1
+    assert summary["failed_stage"] == "import"
+    assert "erfinv" in summary["error"] and "aten.erfinv" in summary["error"]
+
+
+def test_export_writes_scripts_params_diffs_summary_and_report(tmp_path, capsys):
+    out = tmp_path / "trace"
+    assert main(["export", "sample:mlp", "--pipeline", "zero", "--out", str(out)]) == 0
+    steps = json.loads((out / "steps.json").read_text())
+    assert len(steps["steps"]) == 6
+    assert (out / "report.html").read_text().count("FuseTIR") >= 1
+    assert list(out.glob("step_*.py")) and list(out.glob("step_*.params"))
+    assert list(out.rglob("*.diff"))
+
+
+def test_entry_point_exit_code_and_stderr_message(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def get_model(:\n")
+    proc = subprocess.run([sys.executable, "-m", "irviz", "check", str(bad)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 1
+    assert "load failed" in proc.stderr and "bad.py" in proc.stderr
+    assert "Traceback" not in proc.stderr
