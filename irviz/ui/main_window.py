@@ -374,6 +374,9 @@ class MainWindow(QMainWindow):
         self.diff.view.restyle()
         for g in (self.fx.graph, self.relax.graph):
             g.set_dark(name == "dark")
+        if self.pipeline.state:  # colours baked into table items
+            self.pipeline._fill_steps(self.pipeline.state)
+        self.tir._paint_linked()
         if save:
             self.settings.setValue("theme", name)
 
