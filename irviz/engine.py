@@ -115,6 +115,7 @@ class Engine:
         self.importer = None
         self._cache: dict[int, tuple[object, dict]] = {}
         self._fx_graph_cache = None
+        self._runs: dict[int, tuple[object, object]] = {}   # step index -> (step, RunResult)
         self._req_id = None
 
     # -- helpers -------------------------------------------------------------------------------
@@ -278,6 +279,7 @@ class Engine:
         self.session, self.loaded, self.captured, self.imported = session, loaded, captured, imported
         self.spec, self.importer = spec, importer
         self._cache.clear()
+        self._runs.clear()
         self._fx_graph_cache = None
 
     def cmd_open(self, spec, importer="exported_program", pipeline="zero"):
@@ -501,6 +503,7 @@ class Engine:
         if params:
             kwargs["params"] = params
         res = build_mod.run_and_compare(built, self.loaded, repeats=int(repeats), **kwargs)
+        self._runs[st.index] = (st, res)   # shown in the exported report
         return {
             "ok": bool(res.allclose), "max_abs_error": res.max_abs_error,
             "max_rel_error": res.max_rel_error, "allclose": bool(res.allclose),
@@ -519,7 +522,8 @@ class Engine:
         s = self._need_session()
         self.progress(f"Exporting to {out_dir}", 0.1)
         sel = None if steps in (None, "all") else [int(i) for i in steps]
-        path = export_trace(s, out_dir, steps=sel)
+        runs = {i: r for i, (st, r) in self._runs.items() if i < len(s.steps) and s.steps[i] is st}
+        path = export_trace(s, out_dir, steps=sel, run_results=runs or None)
         path = os.fspath(path)
         root = path if os.path.isdir(path) else os.path.dirname(path)
         files = sorted(os.path.relpath(os.path.join(d, f), root)

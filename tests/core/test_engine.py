@@ -285,8 +285,12 @@ def test_fx_graph_folds_by_module_when_big(monkeypatch):
 
 
 def test_export(engine, tmp_path):
+    last = len(engine.ok("state")["steps"]) - 1
+    engine.ok("build_run", step=last, repeats=2)        # its numbers go into the report
     res = engine.ok("export", out_dir=str(tmp_path / "trace"))
     assert res["files"] and Path(res["path"]).exists()
+    assert any(f.endswith("report.html") for f in res["files"])
+    assert any(f.endswith("steps.json") for f in res["files"])
 
 
 def test_stdout_carries_only_protocol_lines(engine):
