@@ -654,8 +654,8 @@ def main(argv=None) -> int:
     eof = [False]
 
     def reader():
-        for line in sys.stdin:
-            line = line.strip()
+        for raw in sys.stdin.buffer:
+            line = raw.decode("utf-8", "replace").strip()
             if not line:
                 continue
             with cond:

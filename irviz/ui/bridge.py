@@ -202,7 +202,7 @@ class EngineBridge(QObject):
             # no engine: answer asynchronously so callers always get their signal after request()
             err = {"stage": "engine", "message": self._dead_reason,
                    "hint": "Restart the engine (File ▸ Restart engine) or check the log.", "detail": self.stderr_tail()}
-            QTimer.singleShot(0, lambda: self.failed.emit(rid, cmd, err))
+            QTimer.singleShot(0, self, lambda: self.failed.emit(rid, cmd, err))
             return rid
         if self._eng is not None and self._eng.accepting:
             self._send(req)
@@ -309,7 +309,7 @@ class EngineBridge(QObject):
             self._eng = spare
             if spare.ready:
                 # deferred: callers finish their own bookkeeping (and signals) first
-                QTimer.singleShot(0, lambda: self._on_ready(spare) if spare is self._eng else None)
+                QTimer.singleShot(0, self, lambda: self._on_ready(spare) if spare is self._eng else None)
             return
         if spare is not None:
             self._retire(spare)

@@ -228,3 +228,22 @@ def test_bad_spec_fails_and_bridge_keeps_working(qtbot, bridge):
     assert rec.failures[rid]["stage"] == "load"
     assert call(qtbot, bridge, rec, "list_samples")
     assert not rec.restarts
+
+
+@pytest.mark.parametrize("program,arguments", [
+    ("/nonexistent/python", None),                        # cannot start at all
+    (None, ["-c", "import sys; sys.exit(3)"]),            # dies before saying ready, every time
+])
+def test_engine_that_cannot_start_fails_requests(qtbot, qapp, program, arguments):
+    b = EngineBridge(program=program, arguments=arguments, spare=False)
+    try:
+        rec = Recorder(b)
+        rid = b.request("ping")
+        qtbot.waitUntil(lambda: rec.done(rid), timeout=30_000)
+        assert rec.failures[rid]["stage"] == "engine"
+        assert not b.busy
+        rid2 = b.request("ping")                         # still answered (asynchronously)
+        qtbot.waitUntil(lambda: rec.done(rid2), timeout=5_000)
+        assert rec.failures[rid2]["stage"] == "engine"
+    finally:
+        b.shutdown()
