@@ -400,10 +400,28 @@ def layout_graph(
         s = wsucc[v]
         if s and (len(s) >= len(wpred[v]) or pure[v]):
             layer[v] = min(layer[w] for w in s) - 1
-    if n:
-        base = min(layer)
+    # nodes without any edge (e.g. unused BatchNorm num_batches_tracked buffers) would all sit
+    # in the top row: put them in rows of their own under the graph
+    isolated = [v for v in range(n) if not wpred[v] and not wsucc[v]]
+    connected = [v for v in range(n) if wpred[v] or wsucc[v]]
+    if connected:
+        base = min(layer[v] for v in connected)
         layer = [l - base for l in layer]
-    nlayers = (max(layer) + 1) if n else 0
+        nlayers = max(layer[v] for v in connected) + 1
+    else:
+        nlayers = 0
+    if isolated:
+        per_layer: dict[int, float] = defaultdict(float)
+        for v in connected:
+            per_layer[layer[v]] += sizes[v][0] + H_GAP
+        row_w = max([900.0] + list(per_layer.values()))
+        cur = row_w + 1
+        for v in isolated:
+            if cur + sizes[v][0] > row_w:
+                nlayers += 1
+                cur = 0.0
+            layer[v] = nlayers - 1
+            cur += sizes[v][0] + H_GAP
 
     # ---- dummy nodes for long edges
     # node arrays grow with dummies: index >= n is a dummy
@@ -698,11 +716,52 @@ def layout_graph(
                 cx0, cy0, cx1, cy1 = rect[c]
                 x0, y0, x1, y1 = min(x0, cx0), min(y0, cy0), max(x1, cx1), max(y1, cy1)
             rect[p] = [x0 - GROUP_PAD, y0 - GROUP_PAD - GROUP_HEADER, x1 + GROUP_PAD, y1 + GROUP_PAD]
+        # frames: one per group; a leaf group whose nodes form separate pieces (one fused
+        # function or one module called at several places) gets one frame per piece
+        frames: list[tuple[str, str, list[int]]] = []     # (frame id, group, members)
+        split: set[str] = set()
+        for p in sorted(keep, key=lambda s: (s.count(sep), s)):
+            mem = gmembers[p]
+            pieces = [mem]
+            if not any(c in keep for c in children.get(p, ())):
+                core = [i for i in mem if in_frame[i]]
+                cset = set(core)
+                comp: dict[int, int] = {}
+                for i in core:
+                    if i in comp:
+                        continue
+                    comp[i] = i
+                    stack = [i]
+                    while stack:
+                        v = stack.pop()
+                        for u in wpred[v] + wsucc[v]:
+                            if u in cset and u not in comp:
+                                comp[u] = i
+                                stack.append(u)
+                roots = sorted(set(comp.values()), key=lambda r: (L[r], r))
+                if len(roots) > 1:
+                    by_root: dict[int, list[int]] = defaultdict(list)
+                    for i in core:
+                        by_root[comp[i]].append(i)
+                    pieces = [sorted(by_root[r]) for r in roots if len(by_root[r]) >= 2]
+                    split.add(p)
+            for k, piece in enumerate(pieces):
+                fid = p if k == 0 else f"{p}#{k + 1}"
+                if len(pieces) > 1:
+                    l, t, w, h = boxes[piece[0]]
+                    x0 = min(boxes[i][0] for i in piece)
+                    y0 = min(boxes[i][1] for i in piece)
+                    x1 = max(boxes[i][0] + boxes[i][2] for i in piece)
+                    y1 = max(boxes[i][1] + boxes[i][3] for i in piece)
+                    rect[fid] = [x0 - GROUP_PAD, y0 - GROUP_PAD - GROUP_HEADER,
+                                 x1 + GROUP_PAD, y1 + GROUP_PAD]
+                frames.append((fid, p, piece))
+
         # siblings whose frames overlap (a module called at two distant places): keep the
         # larger frame, the smaller group's nodes stay inside their parent
         dropped: set[str] = set()
         sib: dict[str | None, list[str]] = defaultdict(list)
-        for p in keep:
+        for p in keep - split:
             sib[parent_of[p]].append(p)
         for lst in sib.values():
             if len(lst) < 2 or len(lst) > 400:
@@ -719,34 +778,44 @@ def layout_graph(
                     if bx0 < ax1 and ax0 < bx1 and by0 < ay1 and ay0 < by1:
                         dropped.add(b)
                         dropped.update(q for q in keep if q.startswith(b + sep))
-        # a frame that would enclose nodes of other groups (a module reused at two places,
-        # e.g. one ReLU module called twice) is misleading: drop it
+        keep -= dropped
+        frames = [f for f in frames if f[1] in keep]
+
+        # a frame that would enclose nodes of other groups is misleading: drop it
         by_layer: dict[int, list[int]] = defaultdict(list)
         for i in range(n):
             if in_frame[i]:
                 by_layer[L[i]].append(i)
-        for p in sorted(keep - dropped):
-            if p not in gmin:
+        shown: list[tuple[str, str, list[int]]] = []
+        gone: set[str] = set()
+        for fid, p, piece in frames:
+            if any(p.startswith(g + sep) for g in gone):
                 continue
-            x0, y0, x1, y1 = rect[p]
+            x0, y0, x1, y1 = rect[fid]
             mem = set(gmembers[p])
-            for li in range(gmin[p], gmax[p] + 1):
+            lays = [L[i] for i in piece if in_frame[i]]
+            bad = False
+            for li in range(min(lays, default=0), max(lays, default=-1) + 1):
                 if any(i not in mem and x0 < boxes[i][0] + boxes[i][2] / 2 < x1
                        for i in by_layer.get(li, ())):
-                    dropped.add(p)
+                    bad = True
                     break
-        keep -= dropped
-        for p in sorted(keep, key=lambda s: (s.count(sep), s)):
-            x0, y0, x1, y1 = rect[p]
-            parts = p.split(sep)
+            if bad:
+                if fid == p:
+                    gone.add(p)
+                continue
+            shown.append((fid, p, piece))
+        visible = {p for _, p, _ in shown}
+        for fid, p, piece in shown:
+            x0, y0, x1, y1 = rect[fid]
             parent = parent_of[p]
-            while parent is not None and parent not in keep:
+            while parent is not None and parent not in visible:
                 parent = parent_of[parent]
             groups_out.append({
-                "id": p, "label": p, "x": round(x0, 1), "y": round(y0, 1),
+                "id": fid, "label": p, "fold_id": p, "x": round(x0, 1), "y": round(y0, 1),
                 "w": round(x1 - x0, 1), "h": round(y1 - y0, 1),
-                "members": [str(ids[i]) for i in gmembers[p]],
-                "depth": len(parts), "parent": parent,
+                "members": [str(ids[i]) for i in piece],
+                "depth": p.count(sep) + 1, "parent": parent,
             })
 
     # translate so that everything (frames included) starts at (20, 20)

@@ -205,3 +205,36 @@ def test_fold_helpers_round_trip():
     summary = next(n for n in g["nodes"] if n["id"] == "group:layer.0")
     assert summary["group_id"] == "layer.0" and summary["count"] == 6
     assert summary["sublabel"] == "4 ops · 6 nodes"
+
+
+def test_isolated_nodes_go_below_the_graph():
+    G = block_dag(2)
+    for i in range(30):
+        G.add_node(f"unused{i}", kind="buffer", label=f"num_batches_tracked_{i}")
+    g = layout_graph(G, group_attr="module_path")
+    nodes = {n["id"]: n for n in g["nodes"]}
+    bottom = max(n["y"] + n["h"] for k, n in nodes.items() if not k.startswith("unused"))
+    assert all(nodes[f"unused{i}"]["y"] > bottom for i in range(30))
+    assert nodes["x"]["layer"] == 0
+    rows = {nodes[f"unused{i}"]["layer"] for i in range(30)}
+    assert len(rows) >= 3       # wrapped into rows, not one very wide row
+
+
+def test_group_called_at_two_places_gets_two_frames():
+    # one fused function (group "f") called twice, with other ops in between
+    G = nx.DiGraph()
+    chain = [("a", None), ("f1", "f"), ("f2", "f"), ("b", None), ("c", None), ("f3", "f"),
+             ("f4", "f"), ("d", None)]
+    for name, grp in chain:
+        G.add_node(name, kind="call_tir", group=grp)
+    G.add_edges_from(zip([c[0] for c in chain], [c[0] for c in chain[1:]]))
+    g = layout_graph(G, group_attr="group")
+    frames = {grp["id"]: grp for grp in g["groups"]}
+    assert set(frames) == {"f", "f#2"}
+    assert frames["f"]["members"] == ["f1", "f2"] and frames["f#2"]["members"] == ["f3", "f4"]
+    assert all(grp["fold_id"] == "f" and grp["label"] == "f" for grp in frames.values())
+    nodes = {n["id"]: n for n in g["nodes"]}
+    for name in ("b", "c"):   # the ops between the calls are outside both frames
+        n = nodes[name]
+        for grp in frames.values():
+            assert not (grp["y"] <= n["y"] and n["y"] + n["h"] <= grp["y"] + grp["h"])

@@ -215,6 +215,7 @@ class GroupItem(QGraphicsItem):
                  parent: QGraphicsItem | None = None):
         super().__init__(parent)
         self.gid = str(data["id"])
+        self.fold_id = str(data.get("fold_id") or self.gid)   # one group may have several frames
         self.label = str(data.get("label", self.gid))
         self.depth = int(data.get("depth", 1))
         self.members = data.get("members", [])
@@ -268,7 +269,7 @@ class GroupItem(QGraphicsItem):
     def mousePressEvent(self, event):
         if self.header.contains(event.pos()):
             event.accept()
-            self.view_.foldToggled.emit(self.gid)
+            self.view_.foldToggled.emit(self.fold_id)
         else:
             event.ignore()
 
