@@ -162,6 +162,17 @@ def fold_by_group(
         else:
             rep[n] = GROUP_PREFIX + target
             members[target].append(n)
+    # a weight/constant used only inside one folded group belongs to it (FX placeholders for
+    # parameters have no module path of their own)
+    for nd, d in G.nodes(data=True):
+        if rep[nd] != nd or str(d.get("kind", "")) not in PURE_KINDS or G.in_degree(nd):
+            continue
+        targets = {rep[s] for s in G.successors(nd)}
+        if len(targets) == 1:
+            t = next(iter(targets))
+            if isinstance(t, str) and t.startswith(GROUP_PREFIX) and t != nd:
+                rep[nd] = t
+                members[t[len(GROUP_PREFIX):]].append(nd)
     for path, mem in members.items():
         if len(mem) == 1:
             rep[mem[0]] = mem[0]

@@ -238,3 +238,14 @@ def test_group_called_at_two_places_gets_two_frames():
         n = nodes[name]
         for grp in frames.values():
             assert not (grp["y"] <= n["y"] and n["y"] + n["h"] <= grp["y"] + grp["h"])
+
+
+def test_fold_absorbs_weights_used_only_inside_the_group():
+    G = block_dag(2)
+    G.add_node("p_shared", kind="parameter")        # FX parameters have no module path
+    G.add_edge("p_shared", "layer.0.c2")
+    G.add_node("p_both", kind="parameter")
+    G.add_edges_from([("p_both", "layer.0.c1"), ("p_both", "layer.1.c1")])
+    F = fold_by_group(G, "module_path", folded=["layer.0"])
+    assert "p_shared" not in F and "p_shared" in F.nodes["group:layer.0"]["members"]
+    assert "p_both" in F          # used by two groups: stays visible
