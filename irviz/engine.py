@@ -716,4 +716,8 @@ def _superseded(group, waiting_lines) -> bool:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # skip interpreter teardown: torch/TVM finalizers take seconds (and TVM's can crash)
+    os._exit(code)

@@ -257,9 +257,12 @@ class EngineBridge(QObject):
         """Ask the engine (and the spare) to exit (EOF on stdin); kill them if they do not.
         Blocks up to timeout_ms: meant for application exit and tests."""
         self._shutting_down = True
-        engines = [e for e in (self._eng, self._spare) if e is not None]
+        self._spare_timer.stop()
+        if self._spare is not None:       # nothing to save in the spare
+            self._retire(self._spare)
+            self._spare = None
+        engines = [e for e in (self._eng,) if e is not None]
         self._eng = None
-        self._spare = None
         for e in engines:
             e.retired = True
             try:
