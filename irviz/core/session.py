@@ -266,11 +266,26 @@ def _func(mod, name="main"):
     return None
 
 
+def _relax_funcs(mod) -> dict:
+    return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, relax.Function)}
+
+
+_BINDINGS: dict[int, tuple[object, list]] = {}  # function handle -> (function, bindings)
+
+
 def _bindings(func) -> list:
+    """Bindings of a Relax function's body, cached (reading TVM arrays item by item is slow)."""
+    key = func.__chandle__()
+    hit = _BINDINGS.get(key)
+    if hit is not None:
+        return hit[1]
     body = getattr(func, "body", None)
-    if not isinstance(body, relax.SeqExpr):
-        return []
-    return [b for blk in body.blocks for b in blk.bindings]
+    out = [] if not isinstance(body, relax.SeqExpr) else [
+        b for blk in list(body.blocks) for b in list(blk.bindings)]
+    if len(_BINDINGS) > 512:
+        _BINDINGS.clear()
+    _BINDINGS[key] = (func, out)  # keeps func alive so the handle is not reused
+    return out
 
 
 def _h(obj) -> int:
@@ -356,11 +371,12 @@ def carry_provenance(old_mod, new_mod, provenance: dict[str, list[str]]) -> dict
 
     # 2. fusion groups
     groups = []  # (call var name, member handles, output signature, input old-handles)
+    new_funcs = _relax_funcs(new_mod)
     for b in new_b:
         value = b.value
         if not (isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar)):
             continue
-        callee = _func(new_mod, value.op.name_hint)
+        callee = new_funcs.get(value.op.name_hint)
         if callee is None:
             continue
         inner = _bindings(callee)

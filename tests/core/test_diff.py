@@ -116,3 +116,24 @@ def test_side_by_side_on_modules():
     assert lno == rno and ltext[lr[0][0]:lr[0][1]] == "2.0" and rtext[rr[0][0]:rr[0][1]] == "3.0"
     d = fds[0].to_dict()
     assert set(d) >= {"name", "status", "rows"}
+
+
+def _const_mod(values):
+    import numpy as np
+
+    from irviz.core.tvm_compat import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((3,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            gv = bb.emit_output(relax.op.add(x, relax.const(np.array(values, dtype="float32"))))
+        bb.emit_func_output(gv)
+    return bb.get()
+
+
+def test_constant_values_count_as_changes():
+    a, same, other = _const_mod([1, 2, 3]), _const_mod([1, 2, 3]), _const_mod([1, 2, 4])
+    assert not diff.compare_modules(a, same).changed_any  # distinct objects, equal content
+    assert diff.compare_modules(a, other).changed == ["main"]
+    assert diff.function_hashes(a)["main"] != diff.function_hashes(other)["main"]
