@@ -241,7 +241,7 @@ class Engine:
             result = fn(**args)
             return {"id": rid, "ok": True, "result": _clean(result)}
         except BaseException as exc:  # noqa: BLE001 - a failing command never kills the loop
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            if isinstance(exc, KeyboardInterrupt):
                 raise
             if isinstance(exc, TypeError) and fn is not None and "argument" in str(exc) \
                     and exc.__traceback__ is not None and exc.__traceback__.tb_next is None:
@@ -647,6 +647,10 @@ def main(argv=None) -> int:
     import faulthandler
 
     faulthandler.enable(file=sys.stderr)  # a TVM segfault leaves a Python traceback in the log
+    import signal
+
+    # Ctrl-C in the terminal that started the GUI reaches the whole process group: the GUI decides.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     channel = Channel(proto)
     engine = Engine(channel)
     pending: deque = deque()
