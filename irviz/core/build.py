@@ -39,6 +39,7 @@ with the model's example inputs and compares every output with PyTorch eager:
 """
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import time
@@ -550,6 +551,11 @@ def _main_params(mod) -> list[str] | None:
         return None
     fn = mod["main"]
     return [var_name(p) for p in fn.params] if isinstance(fn, relax.Function) else None
+
+
+# TVM's runtime starts one worker per core only when told to (it used 1 here); torch uses every core.
+# The pool reads this when it starts, i.e. at the first run after this module is imported.
+os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))
 
 
 def tvm_threads() -> int:
