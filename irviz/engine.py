@@ -478,7 +478,9 @@ class Engine:
             return diff_to_protocol(diff_mod.unified_diff(sa.mod, sb.mod),
                                     diff_mod.side_by_side(sa.mod, sb.mod))
 
-        return self._cached(sb, ("diff", sa.index, id(sa)), compute)
+        # kept with the later step: dropping the earlier one always drops the later one too
+        later, other = (sb, sa) if sb.index >= sa.index else (sa, sb)
+        return self._cached(later, ("diff", sa.index, sb.index, other.index), compute)
 
     def cmd_provenance(self, step=None):
         st = self._step(step)
