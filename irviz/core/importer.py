@@ -38,7 +38,9 @@ CUSTOM_CONVERT_MAP_HINT = (
     "node, e.g. `lambda node, imp: imp.block_builder.emit(relax.op.exp(imp.env[node.args[0]]))` "
     "(imp.env maps the node's fx inputs to Relax values; keys are the op's overload name, "
     "node.target.__name__, e.g. 'erfinv.default'; 'aten.erfinv.default' and OpOverload objects are "
-    "accepted too); or change the model to avoid this op"
+    "accepted too); from the command line, put CONVERTERS = {{'aten.{key}': fn}} in a Python file "
+    "and pass --converters FILE (example: irviz/samples/example_converter.py); or change the model "
+    "to avoid this op"
 )
 
 
@@ -135,7 +137,10 @@ def _wrap(fn, imp):
 def _import_exported_program(captured, custom_convert_map) -> Imported:
     ep = captured.exported
     t0 = time.perf_counter()
-    custom = normalize_convert_map(custom_convert_map)
+    from .converters import builtin_converters, converter_error_location
+
+    user = normalize_convert_map(custom_convert_map)
+    custom = {**builtin_converters(), **user}  # irviz's own converters, the user's on top
     imp = _make_importer_class()()
     nodes = list(ep.graph.nodes)
 
@@ -165,9 +170,14 @@ def _import_exported_program(captured, custom_convert_map) -> Imported:
         detail = traceback.format_exc()
         if node is not None and node not in imp.env:
             key = _target_key(node)
-            if key in custom:
-                what = "your custom converter for this op failed"
+            if key in user:
+                where = converter_error_location(exc, user[key])
+                what = "your custom converter for this op failed" + (f" at {where}" if where else "")
                 hint = f"fix the function given as custom_convert_map[{key!r}], or remove it"
+            elif key in custom:
+                what = "irviz's converter for this op failed"
+                hint = (CUSTOM_CONVERT_MAP_HINT.format(key=key)
+                        + " (a custom converter with the same key replaces irviz's)")
             else:
                 what = "TVM's converter for this op failed"
                 hint = (CUSTOM_CONVERT_MAP_HINT.format(key=key)

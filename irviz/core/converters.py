@@ -1,0 +1,381 @@
+"""irviz's own PyTorch -> Relax converters, and user converter files.
+
+Built-in converters (``BUILTIN_CONVERTERS``) are handed to TVM's ``ExportedProgramImporter`` as a
+``custom_convert_map`` (TVM's hook: ``fn(node: torch.fx.Node, importer) -> relax.Var``) by
+``irviz.core.importer.import_model``; a user's converters go on top of them (same key: the user's
+wins).  TVM's installed files are never patched.
+
+* ``cat.default``: ``torch.cat`` skips 1-D tensors with zero elements (legacy behaviour that the
+  transformers KV cache relies on: ``DynamicCache`` starts from ``torch.tensor([])`` and cats the
+  4-D keys/values onto it).  Relax's ``concat`` requires operands of equal rank and rejects it
+  ("Concat expects all input tensors to have same ndim").  irviz's converter drops those empty
+  1-D operands, then emits ``R.concat`` as TVM would (or the only operand left, unchanged).
+* ``cumsum.default`` / ``cumprod.default``: computed in torch's result dtype (bool and int inputs
+  promote to int64; transformers builds position ids with ``mask.cumsum(-1)``).  TVM keeps the
+  input dtype, and a bool cumsum fails in LLVM codegen ("MatchesCode(kDLFloat)") at build time.
+
+User converter files
+--------------------
+A Python file that defines ``CONVERTERS``: a dict from the op to a converter function::
+
+    from tvm import relax
+
+    def convert_erfinv(node, importer):
+        x = importer.env[node.args[0]]                  # the Relax value of the node's input
+        return importer.block_builder.emit(...)         # emit Relax, return the new var
+
+    CONVERTERS = {"aten.erfinv.default": convert_erfinv}
+
+Keys are the op's overload name as the importer looks it up (``node.target.__name__``, e.g.
+``"erfinv.default"``); ``"aten.erfinv.default"``, ``torch.ops.aten.erfinv.default`` and a bare
+``"erfinv"`` (every overload of that aten op) are accepted too.  ``load_converter_file(path)``
+executes the file afresh each time (edit it and load it again: no restart) and returns the
+normalised dict; every problem is a LoadError naming ``file:line``.  See
+``irviz/samples/example_converter.py``.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib.util
+import itertools
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Callable
+
+from irviz.core.errors import LoadError
+
+__all__ = [
+    "BUILTIN_CONVERTERS",
+    "CONVERTERS_NAME",
+    "builtin_converters",
+    "converter_origin",
+    "load_converter_file",
+    "merged_convert_map",
+    "normalize_key",
+]
+
+CONVERTERS_NAME = "CONVERTERS"
+_counter = itertools.count()
+
+
+# ---------------------------------------------------------------------------------------------
+# built-in converters
+
+
+def _fx_shape(arg):
+    """Static shape of an fx argument from its fake tensor (None if unknown)."""
+    val = getattr(arg, "meta", {}).get("val") if hasattr(arg, "meta") else None
+    shape = getattr(val, "shape", None)
+    if shape is None:
+        return None
+    try:
+        return tuple(int(d) for d in shape)
+    except (TypeError, ValueError):  # symbolic dims
+        return tuple(shape)
+
+
+def _relax_shape(expr):
+    ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
+    shape = getattr(ty, "shape", None)
+    vals = getattr(shape, "values", None)
+    if vals is None:
+        return None
+    out = []
+    for v in vals:
+        try:
+            out.append(int(v))
+        except (TypeError, ValueError):
+            out.append(str(v))
+    return tuple(out)
+
+
+def _is_empty_1d(fx_arg, relax_value) -> bool:
+    shape = _fx_shape(fx_arg)
+    if shape is None:
+        shape = _relax_shape(relax_value)
+    return shape == (0,)
+
+
+def convert_cat(node, importer):
+    """aten.cat that skips empty 1-D operands like torch does (see the module docstring)."""
+    from tvm import relax  # noqa: PLC0415
+
+    fx_tensors = list(node.args[0])
+    values = importer.retrieve_args(node)[0]
+    axis = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    keep = [v for a, v in zip(fx_tensors, values) if not _is_empty_1d(a, v)]
+    if not keep:  # all empty: nothing to skip in favour of; let Relax decide
+        keep = list(values)
+    if len(keep) == 1:
+        return keep[0]
+    return importer.block_builder.emit(relax.op.concat(keep, axis=axis))
+
+
+def _relax_dtype(expr) -> str | None:
+    ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
+    dt = getattr(ty, "dtype", None)
+    return str(dt) if dt is not None else None
+
+
+def _fx_dtype(node) -> str | None:
+    val = node.meta.get("val") if hasattr(node, "meta") else None
+    dt = getattr(val, "dtype", None)
+    return str(dt).replace("torch.", "") if dt is not None else None
+
+
+def _make_scan(op_name: str):
+    def convert_scan(node, importer):
+        """aten.cumsum/cumprod computed in torch's result dtype.
+
+        torch promotes bool and small integer inputs to int64 (``mask.cumsum(-1)``, used by
+        transformers to build position ids); TVM's converter keeps the input dtype, so a bool
+        cumsum reaches LLVM as a bool addition and the build fails.  Cast the input first.
+        """
+        from tvm import relax  # noqa: PLC0415
+
+        x = importer.env[node.args[0]]
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", None)
+        if node.kwargs.get("dtype") is not None:
+            dtype = str(node.kwargs["dtype"]).replace("torch.", "")
+        else:
+            dtype = _fx_dtype(node)
+        if dtype and dtype != _relax_dtype(x):
+            x = importer.block_builder.emit(relax.op.astype(x, dtype))
+        return importer.block_builder.emit(getattr(relax.op, op_name)(x, dim, dtype or None))
+
+    convert_scan.__name__ = f"convert_{op_name}"
+    return convert_scan
+
+
+convert_cumsum = _make_scan("cumsum")
+convert_cumprod = _make_scan("cumprod")
+
+
+BUILTIN_CONVERTERS: dict[str, Callable] = {
+    "cat.default": convert_cat,
+    "cumsum.default": convert_cumsum,
+    "cumprod.default": convert_cumprod,
+}
+
+
+def builtin_converters() -> dict[str, Callable]:
+    return dict(BUILTIN_CONVERTERS)
+
+
+def merged_convert_map(user_map: dict | None) -> dict[str, Callable]:
+    """irviz's converters with the user's (normalised keys) on top."""
+    out = builtin_converters()
+    out.update(user_map or {})
+    return out
+
+
+def converter_origin(fn) -> str:
+    """'file.py:LINE' where a converter function is defined ('' if unknown)."""
+    fn = getattr(fn, "__wrapped__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ""
+    return f"{_shown(Path(code.co_filename))}:{code.co_firstlineno}"
+
+
+# ---------------------------------------------------------------------------------------------
+# keys
+
+
+def _aten_packet(name: str):
+    import torch  # noqa: PLC0415
+
+    try:
+        return getattr(torch.ops.aten, name)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def normalize_key(key) -> list[str]:
+    """Importer keys for one CONVERTERS key (ValueError with a message if it cannot be one).
+
+    OpOverload -> its ``__name__``; "aten.x.y" -> "x.y"; "x" (an aten op without overload) -> every
+    overload "x.default", "x.Tensor", ...; "x.y" stays (checked against aten when x is an aten op).
+    """
+    if not isinstance(key, str):
+        name = getattr(key, "__name__", None)
+        if not isinstance(name, str):
+            raise ValueError(f"key {key!r} is a {type(key).__name__}; use the op's name, e.g. "
+                             "'aten.erfinv.default' or torch.ops.aten.erfinv.default")
+        if "." not in name:  # an OpOverloadPacket: torch.ops.aten.erfinv
+            key = name
+        else:
+            return [name]
+    key = key.strip()
+    explicit_aten = key.startswith("aten.") or key.startswith("aten::")
+    if explicit_aten:
+        key = key[5:] if key.startswith("aten.") else key[6:]
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?", key):
+        raise ValueError(f"key {key!r} is not an op name like 'erfinv.default' or 'aten.erfinv.default'")
+    name, _, overload = key.partition(".")
+    packet = _aten_packet(name)
+    if packet is None:
+        if explicit_aten:
+            import torch  # noqa: PLC0415
+
+            close = difflib.get_close_matches(name, dir(torch.ops.aten), n=3)
+            also = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ValueError(f"there is no aten op {name!r}{also}")
+        return [key if overload else f"{key}.default"]  # another namespace's op
+    overloads = list(packet.overloads())
+    if not overload:
+        return [f"{name}.{o}" for o in overloads]
+    if overload not in overloads:
+        raise ValueError(f"aten.{name} has no overload {overload!r}; its overloads: "
+                         f"{', '.join(overloads)}")
+    return [key]
+
+
+# ---------------------------------------------------------------------------------------------
+# converter files
+
+
+def load_converter_file(path) -> dict[str, Callable]:
+    """Execute a converter file and return its CONVERTERS with importer keys ("erfinv.default").
+
+    LoadError (message naming file:line, hint) when the file is missing, does not parse, raises
+    while executing, lacks CONVERTERS, or has a bad key or a non-callable value.
+    """
+    p = Path(str(path)).expanduser()
+    shown = _shown(p)
+    if not p.exists():
+        raise LoadError(f"No such converter file: {path}",
+                        hint="Give a .py file that defines CONVERTERS = {'aten.op.overload': fn}; "
+                        "see irviz/samples/example_converter.py.")
+    if p.is_dir() or p.suffix.lower() != ".py":
+        raise LoadError(f"{shown} is not a Python file.",
+                        hint="A converter file is a .py file that defines CONVERTERS = {'aten.op.overload': fn}.")
+    p = p.resolve()
+    try:
+        source = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise LoadError(f"Cannot read {shown}: {e}", hint="Check the file's permissions and encoding (UTF-8).") from None
+    try:
+        tree = ast.parse(source, str(p))
+    except SyntaxError as e:
+        where = f"{shown}:{e.lineno}" if e.lineno else shown
+        code = (e.text or "").strip()
+        raise LoadError(f"Syntax error in {where}: {e.msg}" + (f"\n    {code}" if code else ""),
+                        hint="Fix the Python syntax in the converter file and load it again.",
+                        detail=traceback.format_exc()) from None
+    conv_line = _assignment_line(tree, CONVERTERS_NAME)
+
+    modname = f"_irviz_converters_{re.sub(r'[^0-9A-Za-z_]', '_', p.stem)}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(modname, p)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = module
+    added = str(p.parent) not in sys.path
+    if added:
+        sys.path.insert(0, str(p.parent))
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as e:  # noqa: BLE001 - the user's code can raise anything
+        sys.modules.pop(modname, None)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        line = _file_line(e, p)
+        where = f"{shown}:{line}" if line else shown
+        what = f"called sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"raised {_exc_line(e)}"
+        raise LoadError(f"Converter file {where} {what} while being loaded",
+                        hint="The file is executed when loaded; check its imports and top-level code.",
+                        detail=traceback.format_exc()) from None
+    finally:
+        if added:
+            try:
+                sys.path.remove(str(p.parent))
+            except ValueError:
+                pass
+
+    if not hasattr(module, CONVERTERS_NAME):
+        defined = [k for k, v in vars(module).items()
+                   if callable(v) and getattr(v, "__module__", None) == modname]
+        listing = f" Functions it defines: {', '.join(defined)}." if defined else ""
+        raise LoadError(f"{shown} does not define {CONVERTERS_NAME}.{listing}",
+                        hint=f"Add {CONVERTERS_NAME} = {{'aten.op.overload': converter_function}}, "
+                        "e.g. {'aten.erfinv.default': convert_erfinv}.")
+    table = getattr(module, CONVERTERS_NAME)
+    where = f"{shown}:{conv_line}" if conv_line else shown
+    if not isinstance(table, dict):
+        raise LoadError(f"{CONVERTERS_NAME} in {where} is a {type(table).__name__}; expected a dict.",
+                        hint=f"{CONVERTERS_NAME} = {{'aten.op.overload': fn}} maps an op to fn(node, importer).")
+    if not table:
+        raise LoadError(f"{CONVERTERS_NAME} in {where} is empty.",
+                        hint="Add an entry {'aten.op.overload': fn} for the op that failed to import.")
+    out: dict[str, Callable] = {}
+    for key, fn in table.items():
+        try:
+            keys = normalize_key(key)
+        except ValueError as e:
+            raise LoadError(f"{CONVERTERS_NAME} in {where}: {e}",
+                            hint="Keys are op overload names as in the FX graph's target, e.g. "
+                            "'aten.erfinv.default' (the import error names the op).") from None
+        if not callable(fn):
+            raise LoadError(f"{CONVERTERS_NAME}[{key!r}] in {where} is a {type(fn).__name__}, not a function.",
+                            hint="Values are functions fn(node, importer) returning the Relax var they emit.")
+        for k in keys:
+            out[k] = fn
+    return out
+
+
+def _assignment_line(tree, name: str) -> int | None:
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        for t in targets:
+            if isinstance(t, ast.Name) and t.id == name:
+                return node.lineno
+    return None
+
+
+def _file_line(exc: BaseException, path: Path) -> int | None:
+    line = None
+    for fr in traceback.extract_tb(exc.__traceback__):
+        if _same_file(fr.filename, path):
+            line = fr.lineno
+    if line is None and isinstance(exc, SyntaxError) and exc.lineno:
+        return exc.lineno
+    return line
+
+
+def converter_error_location(exc: BaseException, fn) -> str:
+    """'file.py:LINE' of the deepest frame inside the converter's own file, else where fn is defined."""
+    fn = getattr(fn, "__wrapped__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        line = _file_line(exc, Path(code.co_filename))
+        if line:
+            return f"{_shown(Path(code.co_filename))}:{line}"
+    return converter_origin(fn)
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return str(a) == str(b) or Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
+
+def _exc_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    first = lines[0] if lines else ""
+    if len(first) > 300:
+        first = first[:300] + "..."
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return str(path)

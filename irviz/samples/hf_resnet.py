@@ -1,0 +1,15 @@
+"""transformers ResNetForImageClassification, basic blocks, random weights: image (1, 3, 32, 32) -> logits.
+
+Built from a small config with random weights (fixed seed; no download). Needs the `hf` extra:
+pip install 'irviz[hf]'.
+"""
+from irviz.core import hf
+
+
+def get_model():
+    transformers = hf.require_transformers()
+    cfg = transformers.ResNetConfig(num_channels=3, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
+                                    layer_type="basic", num_labels=10)
+    model = hf.encoder(transformers.ResNetForImageClassification, cfg, names=("pixel_values",), field="logits",
+                       attn_implementation=None)
+    return model, (hf.pixels(size=32),)
