@@ -130,6 +130,7 @@ class MainWindow(QMainWindow):
         bridge.progress.connect(self._on_progress)
         bridge.busyChanged.connect(self._on_busy)
         bridge.engineRestarted.connect(self._on_restarted)
+        self._on_busy(bool(getattr(bridge, "busy", False)))  # the panes' first requests are out already
 
         self._default_state = self.saveState(LAYOUT_VERSION)
         self.resize(1600, 1000)
@@ -556,6 +557,7 @@ class MainWindow(QMainWindow):
 
     def _on_progress(self, rid: int, text: str, fraction: float) -> None:
         self.progress.show()
+        self.cancel_button.show()
         if fraction is None or fraction < 0:
             self.progress.setRange(0, 0)
         else:

@@ -513,3 +513,13 @@ def test_step_shortcuts_drive_the_engine(qtbot, win):
     qtbot.waitUntil(lambda: win.state["cursor"] == 0, timeout=5000)
     qtbot.keyClick(win, Qt.Key.Key_F5)
     qtbot.waitUntil(lambda: win.state["cursor"] == 5, timeout=5000)
+
+
+def test_busy_shows_progress_and_cancel(qtbot, win):
+    win.bridge.busyChanged.emit(True)
+    win.bridge.progress.emit(1, "Applying FuseOps", 0.4)
+    assert win.cancel_button.isVisible() and win.progress.isVisible()
+    assert win.progress.value() == 400
+    assert "FuseOps" in win.status_label.text()
+    win.bridge.busyChanged.emit(False)
+    assert not win.cancel_button.isVisible()
