@@ -549,7 +549,7 @@ class EngineBridge(QObject):
                 return
         inflight = list(self._inflight.values())
         self._inflight.clear()
-        culprit = next((r for r in inflight if not r.stale or r.internal), None)
+        culprit = inflight[0] if inflight else None     # the engine answers in order
         if culprit is not None and culprit.internal:
             self._replay_failures += 1
             if self._replay_failures >= MAX_REPLAY_FAILURES:
@@ -564,12 +564,13 @@ class EngineBridge(QObject):
         culprit_error = None
         if culprit is not None and not culprit.internal:
             text = f"The engine {how} while running {self._describe(culprit)}."
-            culprit_error = {
-                "stage": "engine", "message": text,
-                "hint": "The engine was restarted and the session replayed to the last good step.",
-                "detail": self.stderr_tail()}
             self._pending_reason = text
-        elif not reason_set and self._pending_reason is None:
+            if not culprit.stale:   # a superseded culprit: nobody waits for it (nor is it re-sent)
+                culprit_error = {
+                    "stage": "engine", "message": text,
+                    "hint": "The engine was restarted and the session replayed to the last good step.",
+                    "detail": self.stderr_tail()}
+        elif culprit is None and not reason_set and self._pending_reason is None:
             self._pending_reason = f"The engine {how} while idle." if was_ready else \
                 f"The engine {how} while starting."
         # innocent requests sent after the culprit are sent again once the engine is back
