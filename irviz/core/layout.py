@@ -685,8 +685,13 @@ def layout_graph(
         bu, bv = boxes[chain[0]], boxes[chain[-1]]
         pts = [[round(out_x[(chain[0], e)], 1), round(bu[1] + bu[3], 1)]]
         for d in chain[1:-1]:
-            cy = lay_y[L[d]] + margin + lay_h[L[d]] / 2
-            pts.append([round(x[d] + shift, 1), round(cy, 1)])
+            # straight through the node band of the layer (the dummy's own slot), so a long
+            # edge never cuts through a box; it bends only in the gaps between layers
+            top = lay_y[L[d]] + margin
+            dx = round(x[d] + shift, 1)
+            pts.append([dx, round(top, 1)])
+            if lay_h[L[d]] > 0:
+                pts.append([dx, round(top + lay_h[L[d]], 1)])
         pts.append([round(in_x[(chain[-1], e)], 1), round(bv[1], 1)])
         if rev:
             pts.reverse()
