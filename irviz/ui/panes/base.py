@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QLabel, QLineEdit, QSizePolicy, QWidget
+from PySide6.QtWidgets import (QAbstractItemView, QLabel, QLineEdit, QSizePolicy, QTableWidget,
+                               QWidget)
 
 
 class Pane(QWidget):
@@ -109,6 +110,18 @@ class SearchBox(QLineEdit):
         super().__init__(parent)
         self.setPlaceholderText(placeholder)
         self.setClearButtonEnabled(True)
+
+
+def row_table(headers: list[str]) -> QTableWidget:
+    """A read-only table that selects one whole row at a time, compact rows, no row numbers."""
+    t = QTableWidget(0, len(headers))
+    t.setHorizontalHeaderLabels(headers)
+    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    t.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    t.verticalHeader().setVisible(False)
+    t.verticalHeader().setDefaultSectionSize(20)
+    return t
 
 
 def dim_label(text: str = "", elastic: bool = True) -> QLabel:

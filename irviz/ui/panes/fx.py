@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QTableWidget,
-                               QTableWidgetItem, QTabWidget, QVBoxLayout)
+from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QTableWidgetItem, QTabWidget, QVBoxLayout
 
 from irviz.ui import themes
-from irviz.ui.panes.base import Pane, SearchBox, dim_label, shape_text
+from irviz.ui.panes.base import Pane, SearchBox, dim_label, row_table, shape_text
 from irviz.ui.widgets.graph_view import GraphView
 
 COLUMNS = ("name", "op", "target", "args", "shape", "module")
@@ -45,13 +44,7 @@ class FxPane(Pane):
         self.graph.nodeSelected.connect(self._node_clicked)
         self.graph.foldToggled.connect(self.toggle_fold)
         self.table_nodes: list[dict] | None = None
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels([c.capitalize() for c in COLUMNS])
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.verticalHeader().setVisible(False)
-        self.table.verticalHeader().setDefaultSectionSize(20)
+        self.table = row_table([c.capitalize() for c in COLUMNS])
         self.table.setAlternatingRowColors(True)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.horizontalHeader().setStretchLastSection(True)

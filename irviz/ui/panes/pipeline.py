@@ -10,11 +10,11 @@ from PySide6.QtGui import QAction, QBrush, QColor, QFont
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QMenu, QPushButton, QSpinBox,
-                               QSplitter, QTableWidget, QTableWidgetItem, QToolButton, QVBoxLayout,
+                               QSplitter, QTableWidgetItem, QToolButton, QVBoxLayout,
                                QWidget)
 
 from irviz.ui import themes
-from irviz.ui.panes.base import Pane, dim_label
+from irviz.ui.panes.base import Pane, dim_label, row_table
 
 CUSTOM = "(custom)"
 
@@ -54,13 +54,7 @@ class PipelinePane(Pane):
         # -- applied steps
         self.hide_unchanged = QCheckBox("Hide passes that changed nothing")
         self.hide_unchanged.toggled.connect(lambda _on: self._filter())
-        self.table = QTableWidget(0, 4)
-        self.table.setHorizontalHeaderLabels(["#", "Pass", "ms", "Changed"])
-        self.table.verticalHeader().setVisible(False)
-        self.table.verticalHeader().setDefaultSectionSize(20)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table = row_table(["#", "Pass", "ms", "Changed"])
         hh = self.table.horizontalHeader()
         hh.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         hh.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)

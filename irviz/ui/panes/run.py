@@ -6,11 +6,11 @@ import json
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (QAbstractItemView, QGridLayout, QHBoxLayout, QHeaderView, QLabel,
-                               QPushButton, QSizePolicy, QTableWidget, QTableWidgetItem, QVBoxLayout)
+from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QHeaderView, QLabel, QPushButton,
+                               QSizePolicy, QTableWidgetItem, QVBoxLayout)
 
 from irviz.ui import themes
-from irviz.ui.panes.base import Pane, dim_label
+from irviz.ui.panes.base import Pane, dim_label, row_table
 
 
 class _Num(QTableWidgetItem):
@@ -105,12 +105,7 @@ class RunPane(Pane):
             grid.addWidget(value, i // 4 * 2 + 1, i % 4)
             self.fields[key] = value
 
-        self.kernels = QTableWidget(0, 5)
-        self.kernels.setHorizontalHeaderLabels(["Kernel", "Calls", "ms", "%", "Binding"])
-        self.kernels.verticalHeader().setVisible(False)
-        self.kernels.verticalHeader().setDefaultSectionSize(20)
-        self.kernels.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.kernels.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.kernels = row_table(["Kernel", "Calls", "ms", "%", "Binding"])
         self.kernels.setSortingEnabled(True)
         hh = self.kernels.horizontalHeader()
         hh.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
