@@ -217,3 +217,16 @@ def test_select_without_emit(view, qtbot):
     with qtbot.assertNotEmitted(view.nodeSelected):
         view.select("n3", emit=False)
     assert view.selected() == "n3"
+
+
+def test_tooltips_and_theme_switch(view):
+    k = view._incident["n2"][0]
+    assert "1×8×16×16" in view.edge_tooltip(k)           # tensor shape of the edge
+    tip = view.nodes["n5"].tooltip()
+    assert "conv2d" in tip and "n5" in tip and "stage0.block1" in tip
+    view.set_heat({"n5": 2.0})
+    view.set_dark(True)
+    assert view._style.dark
+    view.grab()
+    view.set_dark(False)
+    view.grab()

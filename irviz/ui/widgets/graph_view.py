@@ -89,6 +89,10 @@ class _Style:
 
 # --------------------------------------------------------------------------- items
 
+_DARK_TEXT = QColor("#1b1b1b")
+_LIGHT_TEXT = QColor("#ffffff")
+
+
 class NodeItem(QGraphicsItem):
     Type = QGraphicsItem.UserType + 1
 
@@ -130,6 +134,7 @@ class NodeItem(QGraphicsItem):
             brush = far
         if self.heat is not None:
             brush = self.heat
+            text = _DARK_TEXT if self.heat.lightness() > 140 else _LIGHT_TEXT
         role = self.role()
         sel = self.isSelected()
         if lod < LOD_SHAPE:
