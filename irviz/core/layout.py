@@ -764,7 +764,6 @@ def layout_graph(
             for k, piece in enumerate(pieces):
                 fid = p if k == 0 else f"{p}#{k + 1}"
                 if len(pieces) > 1:
-                    l, t, w, h = boxes[piece[0]]
                     x0 = min(boxes[i][0] for i in piece)
                     y0 = min(boxes[i][1] for i in piece)
                     x1 = max(boxes[i][0] + boxes[i][2] for i in piece)
