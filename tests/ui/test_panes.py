@@ -523,3 +523,12 @@ def test_busy_shows_progress_and_cancel(qtbot, win):
     assert "FuseOps" in win.status_label.text()
     win.bridge.busyChanged.emit(False)
     assert not win.cancel_button.isVisible()
+
+
+def test_loop_summary_per_nest():
+    from irviz.ui.panes.tir import loop_summary
+
+    nest = [{"depth": 0, "extent": "1"}, {"depth": 1, "extent": "3"}, {"depth": 0, "extent": "8"},
+            {"depth": 1, "extent": "4", "kind": "parallel"}]
+    assert loop_summary({"loop_nest": nest}) == "1×3; 8×4 parallel"
+    assert loop_summary({"loops": []}) == "no loops"

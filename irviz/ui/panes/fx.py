@@ -152,8 +152,8 @@ class FxPane(Pane):
                     item.setForeground(QBrush(QColor(c.dim_text)))
                 self.table.setItem(r, col, item)
         self.table.resizeColumnsToContents()
-        for col in range(len(COLUMNS)):
-            self.table.setColumnWidth(col, min(self.table.columnWidth(col), 260))
+        for col, most in enumerate((180, 100, 200, 220, 140, 260)):
+            self.table.setColumnWidth(col, min(self.table.columnWidth(col), most))
         self.table.setUpdatesEnabled(True)
         self._filter_table(self.search.text())
 

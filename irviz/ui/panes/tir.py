@@ -11,14 +11,21 @@ from irviz.ui.panes.base import Pane, SearchBox, dim_label
 from irviz.ui.widgets.code_view import CodeView
 
 
-def loop_summary(loops: list[str]) -> str:
-    """["i0 128 serial", "i1 128 serial"] -> "i0:128 × i1:128"."""
-    parts = []
-    for loop in loops or []:
-        bits = str(loop).split()
-        kind = bits[2] if len(bits) > 2 and bits[2] != "serial" else ""
-        parts.append(f"{bits[0]}:{bits[1]}{' ' + kind if kind else ''}" if len(bits) > 1 else str(loop))
-    return " × ".join(parts)
+def loop_summary(func: dict, most: int = 3) -> str:
+    """One "extent×extent×…" per top-level loop nest, e.g. "1×3×10×10; 1×8×8×8×3×3×3"; a loop
+    that is not serial is marked ("8 parallel")."""
+    nest = func.get("loop_nest")
+    if not nest:
+        return f"{len(func.get('loops') or [])} loops" if func.get("loops") else "no loops"
+    nests: list[list[str]] = []
+    for lp in nest:
+        if lp.get("depth", 0) == 0 or not nests:
+            nests.append([])
+        ext = str(lp.get("extent", "?"))
+        kind = lp.get("kind") or "serial"
+        nests[-1].append(ext if kind == "serial" else f"{ext} {kind}")
+    text = "; ".join("×".join(n) for n in nests[:most])
+    return text + (f"; … ({len(nests)} nests)" if len(nests) > most else "")
 
 
 class TirPane(Pane):
@@ -108,7 +115,7 @@ class TirPane(Pane):
         c = themes.colors()
         for f in self.functions or []:
             loops = f.get("loops") or []
-            item = QTreeWidgetItem([f.get("name", ""), loop_summary(loops), f.get("signature", "")])
+            item = QTreeWidgetItem([f.get("name", ""), loop_summary(f), f.get("signature", "")])
             item.setData(0, Qt.ItemDataRole.UserRole, f.get("name"))
             item.setToolTip(0, f.get("name", ""))
             item.setToolTip(2, f.get("signature", ""))
@@ -158,7 +165,7 @@ class TirPane(Pane):
             self.hub.select_tir(name)
 
     def _show(self, name: str) -> None:
-        if name == self.selected and self.text is not None and self.code.toPlainText():
+        if name == self.selected and (self.text or self.waiting("text")):
             return
         self.selected = name
         self.text = None
@@ -171,14 +178,13 @@ class TirPane(Pane):
             item = item.parent()
         name = item.data(0, Qt.ItemDataRole.UserRole)
         if name:
-            self.selected = None  # force reload
             self._show(name)
             self.hub.select_tir(name)
 
     def _on_linked(self, sel) -> None:
         self._linked = [] if sel is None else list(sel.tir)
         self._paint_linked()
-        if sel is not None and sel.source != "tir" and self._linked:
+        if sel is not None and self._linked and (sel.source != "tir" or sel.key != self.selected):
             self._select(self._linked[0], emit=False)
 
     def _paint_linked(self) -> None:
