@@ -75,6 +75,7 @@ __all__ = [
     "KernelTime",
     "RunResult",
     "DEFAULT_BUILD_PASSES",
+    "alt_inputs",
     "build",
     "default_build_progress",
     "kernel_bindings",
@@ -565,9 +566,54 @@ def tvm_threads() -> int:
         return 0
 
 
+def alt_inputs(loaded) -> tuple | None:
+    """The model file's second input set (``get_alt_inputs()``), or None.
+
+    Uses ``loaded.alt_inputs`` when the loader stored it; otherwise calls ``get_alt_inputs()``
+    of the model file's latest load (a model with dynamic shapes gives other sizes there, so one
+    build can be checked on two sizes: ``run_and_compare(br, loaded, inputs=alt_inputs(loaded))``).
+    """
+    got = getattr(loaded, "alt_inputs", None)
+    if got is not None:
+        return tuple(got)
+    import sys
+    from pathlib import Path
+
+    from irviz.core import model_file
+
+    kind, target, factory = model_file.parse_spec(getattr(loaded, "spec", "") or "")
+    try:
+        if kind == "sample":
+            from irviz.core.samples import sample_path
+
+            path = sample_path(target)
+        else:
+            path = Path(target).expanduser().resolve()
+    except Exception:  # noqa: BLE001
+        return None
+    modname = model_file._loaded_names.get(str(path))  # noqa: SLF001
+    module = sys.modules.get(modname) if modname else None
+    fn = getattr(module, "get_alt_inputs", None)
+    if not callable(fn):
+        return None
+    try:
+        got = fn()
+    except Exception as exc:  # noqa: BLE001
+        raise RunError(f"get_alt_inputs() in {path.name} raised {type(exc).__name__}: {exc}",
+                       "get_alt_inputs() must return a tuple of tensors, like get_model()'s inputs.",
+                       detail=_tb(exc)) from exc
+    if hasattr(got, "shape"):
+        got = (got,)
+    return tuple(got)
+
+
 def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
-                    params: dict | None = None, match_threads: bool = True) -> RunResult:
+                    params: dict | None = None, match_threads: bool = True,
+                    inputs=None) -> RunResult:
     """Run main on the CPU VM with `loaded.example_inputs`; compare with torch; time both.
+
+    `inputs`: run on these tensors instead of the example inputs (e.g. ``alt_inputs(loaded)``:
+    other sizes for a module built with symbolic dims); torch runs on the same tensors.
 
     `params` (name -> array, e.g. ``Imported.params``) supplies extra main parameters when the
     module was imported with parameters as inputs; they are appended in main's parameter order.
@@ -580,8 +626,9 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
 
     repeats = max(1, int(repeats))
     dev = tvm.cpu()
+    example = tuple(inputs) if inputs is not None else tuple(loaded.example_inputs)
     # python scalars in example_inputs were specialised into the graph by torch.export
-    inputs = [x for x in loaded.example_inputs if not isinstance(x, (int, float, bool, str))]
+    inputs = [x for x in example if not isinstance(x, (int, float, bool, str))]
     param_names = _main_params(build_result.mod)
     if param_names is not None and len(param_names) != len(inputs):
         extra = param_names[len(inputs):]
@@ -613,7 +660,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     # --- torch reference
     try:
         with torch.no_grad():
-            ref_out = loaded.module(*loaded.example_inputs)
+            ref_out = loaded.module(*example)
     except Exception as exc:  # noqa: BLE001
         raise RunError(f"PyTorch failed on the example inputs: {exc}",
                        "the model itself does not run with its example inputs.",
@@ -659,12 +706,12 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     used_torch_threads = torch.get_num_threads()
     try:
         with torch.no_grad():
-            loaded.module(*loaded.example_inputs)  # warm-up (TVM already ran once above)
+            loaded.module(*example)  # warm-up (TVM already ran once above)
             for _ in range(repeats):
                 t0 = time.perf_counter()
                 main(*tvm_inputs)
                 t1 = time.perf_counter()
-                loaded.module(*loaded.example_inputs)
+                loaded.module(*example)
                 t2 = time.perf_counter()
                 tvm_times.append(t1 - t0)
                 torch_times.append(t2 - t1)

@@ -198,6 +198,7 @@ def _import_exported_program(captured, custom_convert_map) -> Imported:
 
     const_names = _bound_constant_names(ep, imp.bound_tensors)
     provenance = compute_provenance(mod, imp.env, nodes, const_names)
+    mod = rename_symbolic_dims(mod, dim_names(captured))  # after provenance: it rebuilds main
     return Imported(
         mod=mod,
         provenance=provenance,
@@ -205,6 +206,95 @@ def _import_exported_program(captured, custom_convert_map) -> Imported:
         seconds=time.perf_counter() - t0,
         params={},
     )
+
+
+# --------------------------------------------------------------------------------------------
+# symbolic dims: torch.export calls them s0, s77, ...; show the names the model file gave
+
+
+def dim_names(captured) -> dict[str, str]:
+    """{"s77": "batch", ...}: torch's symbol of each dynamic dim -> the name of its torch.export.Dim.
+
+    Read from the model file's dynamic_shapes (``captured.loaded.dynamic_shapes``: a dict keyed
+    by forward()'s argument names, or a tuple/list in argument order; per input a dict
+    {dim: Dim} or a tuple/list with a Dim or None per dim) and the user-input placeholders'
+    fake tensors.  Only plain symbols are renamed (not derived ones like ``2*s0``), and only to
+    unique identifiers.  Empty when nothing is dynamic.
+    """
+    loaded = getattr(captured, "loaded", None)
+    spec = getattr(loaded, "dynamic_shapes", None)
+    ep = getattr(captured, "exported", None)
+    if not spec or ep is None:
+        return {}
+    try:
+        import inspect
+
+        import torch
+
+        dim_cls = getattr(torch.export.dynamic_shapes, "Dim", None)
+        user_names = list(ep.graph_signature.user_inputs)
+        placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+        try:
+            arg_names = list(inspect.signature(loaded.module.forward).parameters)
+        except (TypeError, ValueError):
+            arg_names = []
+        if isinstance(spec, dict):
+            per_input = [spec.get(a) for a in arg_names[: len(user_names)]]
+            if not any(per_input):  # keys that are not forward()'s names: take them in order
+                per_input = list(spec.values())
+        else:
+            per_input = list(spec)
+        out: dict[str, str] = {}
+        for ph_name, dims in zip(user_names, per_input):
+            node = placeholders.get(ph_name)
+            shape = getattr(node.meta.get("val"), "shape", None) if node is not None else None
+            if shape is None or not dims:
+                continue
+            items = dims.items() if isinstance(dims, dict) else enumerate(dims)
+            for axis, d in items:
+                if d is None or (dim_cls is not None and not isinstance(d, dim_cls)):
+                    continue
+                name = getattr(d, "__name__", None)
+                if not isinstance(name, str) or not name.isidentifier() or not 0 <= axis < len(shape):
+                    continue
+                size = shape[axis]
+                expr = getattr(getattr(size, "node", None), "expr", None)
+                if expr is None or not getattr(expr, "is_Symbol", False):
+                    continue
+                out.setdefault(str(expr), name)
+    except Exception:  # noqa: BLE001 - names are a nicety; never fail an import over them
+        return {}
+    taken = list(out.values())
+    return {k: v for k, v in out.items() if taken.count(v) == 1 and k != v}
+
+
+def rename_symbolic_dims(mod, names: dict[str, str]):
+    """main with its symbolic shape vars renamed (bind_symbolic_vars), bounds attrs re-keyed."""
+    if not names:
+        return mod
+    try:
+        from tvm import tirx
+
+        main = mod["main"]
+        present = set()
+        for p in main.params:
+            for d in getattr(getattr(p.ty, "shape", None), "values", None) or []:
+                if isinstance(d, tirx.Var):
+                    present.add(d.name)
+        clash = set(names.values()) & (present - set(names))
+        names = {k: v for k, v in names.items() if k in present and v not in clash}
+        if not names:
+            return mod
+        new = main.bind_symbolic_vars({k: tirx.Var(v, "int64") for k, v in names.items()})
+        for attr in ("tir_var_lower_bound", "tir_var_upper_bound"):
+            bounds = (new.attrs or {}).get(attr) if new.attrs is not None else None
+            if bounds:
+                new = new.with_attr(attr, {names.get(str(k), str(k)): v for k, v in dict(bounds).items()})
+        out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+        out["main"] = new
+        return out
+    except Exception:  # noqa: BLE001
+        return mod
 
 
 def exception_text(exc: BaseException) -> str:
