@@ -465,23 +465,51 @@ def relax_to_callee(step_or_mod, func: str = "main") -> dict[str, str]:
     """Binding var name -> global function it calls, for the bindings of ``func``:
     ``R.call_tir(f, ...)`` / ``call_tir_inplace`` -> f, ``R.call_dps_packed("ext", ...)`` -> "ext",
     a direct call of a module function (a fused Relax function, or a PrimFunc after
-    CallTIRRewrite) -> its name.  Bindings that call nothing global are left out."""
+    CallTIRRewrite) -> its name, ``R.call_packed("ext", ...)`` -> "ext".
+
+    After CallTIRRewrite the kernels are called destination-passing style (``add_one(x, alloc)``,
+    result unused): a freshly allocated tensor maps to the first call that receives it (the kernel
+    that writes it), and a plain alias of a mapped var (``a = alloc``) maps like it.  Bindings that
+    call nothing global are left out."""
     mod = getattr(step_or_mod, "mod", step_or_mod)
     f = _func(mod, func)
     out: dict[str, str] = {}
     if f is None:
         return out
+    by_handle: dict[int, str] = {}
+    fresh: set[int] = set()  # vars bound by alloc_tensor, not yet passed to a call
     for b in _bindings(f):
         value = b.value
+        name = var_name(b.var)
+        if isinstance(value, relax.Var):
+            callee = by_handle.get(_h(value))
+            if callee is not None:
+                out[name] = callee
+                by_handle[_h(b.var)] = callee
+            continue
         if not isinstance(value, relax.Call):
             continue
+        op = value.op
+        opname = getattr(op, "name", "") if not isinstance(op, (relax.GlobalVar, relax.ExternFunc)) else ""
+        if isinstance(opname, str) and opname.endswith("alloc_tensor"):
+            fresh.add(_h(b.var))
+            continue
         callee = None
-        if isinstance(value.op, relax.GlobalVar):
-            callee = value.op.name_hint
+        if isinstance(op, relax.GlobalVar):
+            callee = op.name_hint
+        elif isinstance(op, relax.ExternFunc):
+            callee = str(op.global_symbol)
         elif value.args and isinstance(value.args[0], relax.GlobalVar):
             callee = value.args[0].name_hint
         elif value.args and isinstance(value.args[0], relax.ExternFunc):
             callee = str(value.args[0].global_symbol)
-        if callee is not None:
-            out[var_name(b.var)] = callee
+        if callee is None:
+            continue
+        out[name] = callee
+        by_handle[_h(b.var)] = callee
+        for arg in value.args:
+            if isinstance(arg, relax.Var) and _h(arg) in fresh:
+                fresh.discard(_h(arg))
+                out[var_name(arg)] = callee
+                by_handle[_h(arg)] = callee
     return out

@@ -7,7 +7,7 @@ from irviz.core import passes
 from irviz.core.errors import PassError
 from irviz.core.importer import Imported
 from irviz.core.session import Session, carry_provenance, relax_to_callee
-from irviz.core.tvm_compat import I, R
+from irviz.core.tvm_compat import I, R, T
 
 
 def _small_module():
@@ -222,3 +222,32 @@ def test_provenance_through_legalize_and_fuse(torch_session):
 def test_carry_provenance_identity_when_module_unchanged(torch_session):
     st = torch_session.steps[1]
     assert carry_provenance(st.mod, st.mod, st.provenance) == st.provenance
+
+
+def test_relax_to_callee_kinds():
+    @I.ir_module
+    class Mod:
+        @T.prim_func(private=True)
+        def add_one(x: T.Buffer((4,), "float32"), y: T.Buffer((4,), "float32")):
+            for i in range(4):
+                y[i] = x[i] + T.float32(1)
+
+        @R.function
+        def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+            cls = Mod
+            with R.dataflow():
+                a = R.call_tir(cls.add_one, (x,), out_ty=R.Tensor((4,), "float32"))
+                b = R.call_dps_packed("my_ext", (a,), out_ty=R.Tensor((4,), "float32"))
+                c = R.add(b, a)
+                R.output(c)
+            return c
+
+    assert relax_to_callee(Mod) == {"a": "add_one", "b": "my_ext"}
+    s = Session(Imported(mod=Mod, provenance={}, importer="test", seconds=0.0))
+    s.set_pipeline(["LegalizeOps", "ToNonDataflow", "RemovePurityChecking", "CallTIRRewrite"])
+    assert s.run_to_end() is not None, s.error
+    callees = s.relax_to_callee()
+    # after CallTIRRewrite main calls the PrimFuncs directly, destination-passing style:
+    # `alloc = alloc_tensor(...); add_one(x, alloc); a = alloc`
+    assert callees.get("a") == "add_one" and callees.get("b") == "my_ext" and callees.get("c") == "add"
+    assert callees.get("alloc") == "add_one"
