@@ -319,6 +319,9 @@ class MainWindow(QMainWindow):
         self.set_theme(str(s.value("theme", "light")), save=False)
         self.diff.view.set_mode(str(s.value("diff/mode", "side")))
         self.pipeline.hide_unchanged.setChecked(s.value("pipeline/hide_unchanged", False, type=bool))
+        mode = str(s.value("relax/view", "split"))
+        self.relax.set_view(mode if mode in self.relax.mode_buttons else "split")
+        self.fx.tabs.setCurrentIndex(1 if s.value("fx/tab", "graph") == "table" else 0)
 
     def save_settings(self) -> None:
         s = self.settings
@@ -327,6 +330,8 @@ class MainWindow(QMainWindow):
         s.setValue("theme", themes.colors().name)
         s.setValue("diff/mode", self.diff.view.mode)
         s.setValue("pipeline/hide_unchanged", self.pipeline.hide_unchanged.isChecked())
+        s.setValue("relax/view", self.relax.view_mode())
+        s.setValue("fx/tab", "table" if self.fx.tabs.currentIndex() == 1 else "graph")
         s.sync()
 
     def showEvent(self, event) -> None:  # noqa: N802

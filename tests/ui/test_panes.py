@@ -402,6 +402,7 @@ def test_theme_and_layout_remembered(qtbot, settings):
     w.show()
     w.set_theme("dark")
     w.docks["run"].hide()
+    w.relax.set_view("code")
     w.close()
     w2 = MainWindow(bridge=FakeBridge(), settings=settings)
     qtbot.addWidget(w2)
@@ -409,6 +410,7 @@ def test_theme_and_layout_remembered(qtbot, settings):
     from irviz.ui import themes
     assert themes.colors().name == "dark"
     assert not w2.docks["run"].isVisible()
+    assert w2.relax.view_mode() == "code" and not w2.relax.graph.isVisible()
     w2.set_theme("light")
     w2.close()
 

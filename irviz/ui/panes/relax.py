@@ -98,6 +98,9 @@ class RelaxPane(Pane):
         hub.cleared.connect(lambda: self._on_linked(None))
         hub.heatChanged.connect(self._on_heat)
 
+    def view_mode(self) -> str:
+        return next((m for m, b in self.mode_buttons.items() if b.isChecked()), "split")
+
     def set_view(self, mode: str) -> None:
         self.mode_buttons[mode].setChecked(True)
         self.graph.setVisible(mode in ("graph", "split"))
