@@ -1,0 +1,197 @@
+"""irviz's own converters (empty 1-D cat, bool cumsum) and user converter files (the failing-op path)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from irviz.core import passes
+from irviz.core.build import build, run_and_compare
+from irviz.core.capture import capture
+from irviz.core.converters import load_converter_file, normalize_key
+from irviz.core.errors import IRImportError, LoadError
+from irviz.core.importer import import_model
+from irviz.core.model_file import LoadedModel, load_model
+from irviz.core.samples import sample_path
+from irviz.core.session import Session
+
+EXAMPLE = sample_path("example_converter")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _zero_build_compare(loaded, imp, cap):
+    s = Session(imp, cap)
+    s.set_pipeline(passes.get_pipeline("zero"))
+    assert s.run_to_end() is not None, s.error and s.error.user_message()
+    return run_and_compare(build(s.current.mod), loaded, repeats=1)
+
+
+def _loaded(module, *inputs, name="m"):
+    return LoadedModel(module=module.eval(), example_inputs=tuple(inputs), spec=name, name=name)
+
+
+# --------------------------------------------------------------------------------------------
+# the failing-op path: unsupported op -> precise error -> user converter file -> success
+
+
+@pytest.fixture(scope="module")
+def unsupported():
+    loaded = load_model("sample:unsupported_op")
+    return loaded, capture(loaded)
+
+
+def test_unsupported_op_capture_succeeds_and_import_names_node(unsupported):
+    loaded, cap = unsupported
+    # capture gives the whole graph, the failing node included (the FX view can mark it)
+    node = cap.graph.node("erfinv")
+    assert node.target == "aten.erfinv.default" and node.module_path == "gauss"
+    assert any(n.kind == "output" for n in cap.graph.nodes)
+    with pytest.raises(IRImportError) as ei:
+        import_model(cap)
+    e = ei.value
+    assert e.stage == "import" and e.node == "erfinv" and e.op == "aten.erfinv.default"
+    assert cap.graph.node(e.node) is node  # .node is the FX node to mark
+    assert "aten.erfinv.default" in e.message
+    assert "(4, 32)" in e.message  # input shape
+    assert '"gauss"' in e.message and "GaussianQuantile" in e.message  # nn.Module
+    assert "--converters" in e.hint and "example_converter.py" in e.hint
+
+
+def test_example_converter_file_makes_it_import(unsupported):
+    loaded, cap = unsupported
+    conv = load_converter_file(EXAMPLE)
+    assert set(conv) == {"erfinv.default"}
+    imp = import_model(cap, custom_convert_map=conv)
+    assert len(imp.provenance["erfinv"]) > 10  # the converter's bindings, grouped under the node
+    r = _zero_build_compare(loaded, imp, cap)
+    assert r.allclose and r.max_abs_error < 1e-5
+
+
+def test_cli_converters_flag():
+    cmd = [sys.executable, "-m", "irviz", "check", "sample:unsupported_op", "--json", "-"]
+    bad = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=300)
+    out = json.loads(bad.stdout)
+    assert not out["ok"] and out["failed_stage"] == "import" and "erfinv" in out["error"]
+    good = subprocess.run(cmd + ["--converters", str(EXAMPLE)], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+    out = json.loads(good.stdout)
+    assert out["ok"] and out["allclose"], out
+
+
+def test_edited_converter_file_is_reloaded(tmp_path, unsupported):
+    """Loading the file again picks up edits (re-import without restarting)."""
+    _, cap = unsupported
+    f = tmp_path / "conv.py"
+    f.write_text("from tvm import relax\n\n"
+                 "def conv(node, imp):\n"
+                 "    raise RuntimeError('first version')\n\n"
+                 "CONVERTERS = {'aten.erfinv.default': conv}\n")
+    with pytest.raises(IRImportError) as ei:
+        import_model(cap, custom_convert_map=load_converter_file(f))
+    assert ei.value.node == "erfinv"
+    assert "first version" in ei.value.message
+    assert "conv.py:4" in ei.value.message  # where the user's converter failed
+    f.write_text("from tvm import relax\n\n"
+                 "def conv(node, imp):\n"
+                 "    return imp.block_builder.emit(relax.op.tanh(imp.env[node.args[0]]))\n\n"
+                 "CONVERTERS = {'aten.erfinv.default': conv}\n")
+    imp = import_model(cap, custom_convert_map=load_converter_file(f))
+    assert "tanh" in imp.mod.script()
+
+
+# --------------------------------------------------------------------------------------------
+# converter file errors name file:line
+
+
+@pytest.mark.parametrize("source, expect", [
+    ("CONVERTERS = {\n  'aten.erfinv.default': conv,\n", "conv.py:1"),  # syntax error
+    ("import math\nx = 1 / 0\nCONVERTERS = {}\n", "conv.py:2"),  # raises while loading
+    ("def f(node, imp):\n    pass\n", "does not define CONVERTERS"),
+    ("CONVERTERS = [1, 2]\n", "conv.py:1"),
+    ("CONVERTERS = {}\n", "empty"),
+    ("def f(n, i): pass\n\nCONVERTERS = {'aten.erfinvv.default': f}\n", "did you mean erfinv"),
+    ("def f(n, i): pass\n\nCONVERTERS = {'aten.erfinv.Tensor': f}\n", "no overload 'Tensor'"),
+    ("CONVERTERS = {'aten.erfinv.default': 3}\n", "not a function"),
+])
+def test_converter_file_errors(tmp_path, source, expect):
+    f = tmp_path / "conv.py"
+    f.write_text(source)
+    with pytest.raises(LoadError) as ei:
+        load_converter_file(f)
+    assert expect in ei.value.message
+    assert ei.value.hint
+
+
+def test_missing_converter_file(tmp_path):
+    with pytest.raises(LoadError, match="No such converter file"):
+        load_converter_file(tmp_path / "nope.py")
+
+
+def test_normalize_key():
+    assert normalize_key("aten.erfinv.default") == ["erfinv.default"]
+    assert normalize_key(torch.ops.aten.erfinv.default) == ["erfinv.default"]
+    assert "add.Tensor" in normalize_key("add") and "add.Scalar" in normalize_key("add")
+    assert normalize_key("my_op.default") == ["my_op.default"]  # another namespace: kept
+
+
+# --------------------------------------------------------------------------------------------
+# irviz's built-in converters
+
+
+class CacheLikeCat(torch.nn.Module):
+    """Starts from an empty 1-D tensor and concatenates a 4-D one onto it, as transformers'
+    DynamicCache does (torch.cat skips empty 1-D operands)."""
+
+    def forward(self, k):
+        cache = torch.tensor([])
+        cache = torch.cat([cache, k], dim=-2)
+        both = torch.cat([cache, k * 2], dim=-2)
+        return both + 1
+
+
+def test_cat_drops_empty_1d_operand():
+    from tvm.relax.frontend.torch import from_exported_program
+
+    loaded = _loaded(CacheLikeCat(), torch.randn(1, 2, 3, 4))
+    cap = capture(loaded)
+    with pytest.raises(Exception, match="ndim"):  # bare TVM: concat of 1-D and 4-D
+        from_exported_program(cap.exported, run_ep_decomposition=False)
+    imp = import_model(cap)
+    r = _zero_build_compare(loaded, imp, cap)
+    assert r.allclose and r.max_abs_error == 0.0
+
+
+class BoolCumsum(torch.nn.Module):
+    """Position ids from a padding mask, as transformers builds them (bool cumsum -> int64)."""
+
+    def forward(self, ids):
+        mask = ids.ne(0)
+        return (mask.cumsum(-1) * mask).to(torch.float32) + mask.to(torch.int32).cumprod(-1)
+
+
+def test_cumsum_of_bool_builds():
+    ids = torch.tensor([[3, 1, 0, 4, 5, 0]])
+    loaded = _loaded(BoolCumsum(), ids)
+    cap = capture(loaded)
+    imp = import_model(cap)
+    r = _zero_build_compare(loaded, imp, cap)
+    assert r.allclose and r.max_abs_error == 0.0
+
+
+def test_user_converter_overrides_builtin():
+    loaded = _loaded(CacheLikeCat(), torch.randn(1, 2, 3, 4))
+    cap = capture(loaded)
+    seen = []
+
+    def mine(node, imp):
+        from irviz.core.converters import convert_cat
+
+        seen.append(node.name)
+        return convert_cat(node, imp)
+
+    import_model(cap, custom_convert_map={"aten.cat.default": mine})
+    assert len(seen) == 2
