@@ -534,3 +534,19 @@ def test_loop_summary_per_nest():
             {"depth": 1, "extent": "4", "kind": "parallel"}]
     assert loop_summary({"loop_nest": nest}) == "1×3; 8×4 parallel"
     assert loop_summary({"loops": []}) == "no loops"
+
+
+def test_cancelled_view_request_is_fetched_again_after_replay(qtbot, win):
+    open_mlp(qtbot, win)
+    step(qtbot, win)
+    win.jump(0)
+    qtbot.waitUntil(lambda: win.state["cursor"] == 0 and win.all_filled(), timeout=5000)
+    win.bridge.fail_next = {"cmd": "tir_functions",
+                            "error": {"stage": "cancelled", "message": "Cancelled applying FuseOps."}}
+    win.jump(1)  # the TensorIR request of this state is cancelled
+    qtbot.waitUntil(lambda: win.bridge.fail_next is None and win.tir.functions == [], timeout=5000)
+    assert win.tir.tree.topLevelItemCount() == 0
+    n = sum(1 for cmd, _ in win.bridge.sent if cmd == "tir_functions")
+    win.bridge.stateChanged.emit(win.bridge.state())  # the bridge re-emits the replayed state
+    qtbot.waitUntil(lambda: win.tir.tree.topLevelItemCount() == 3, timeout=5000)
+    assert sum(1 for cmd, _ in win.bridge.sent if cmd == "tir_functions") == n + 1

@@ -58,6 +58,8 @@ class Pane(QWidget):
     def _on_failed(self, rid: int, cmd: str, error: dict) -> None:
         purpose = self._take(rid)
         if purpose is not None:
+            if (error or {}).get("stage") in ("cancelled", "engine"):
+                self._forget_shown()  # the replayed state that follows must be fetched again
             self.on_error(purpose, error or {})
 
     def _on_state(self, state: dict) -> None:
@@ -69,6 +71,9 @@ class Pane(QWidget):
     def on_reset(self) -> None:
         """A model was opened (maybe the same file again, edited): the next state is all new."""
         self.state = None
+        self._forget_shown()
+
+    def _forget_shown(self) -> None:
         for attr in ("_shown", "_loaded_key"):
             if hasattr(self, attr):
                 setattr(self, attr, None)

@@ -188,7 +188,8 @@ class RunPane(Pane):
         c = themes.colors()
         self.error = error
         self.result = None
-        self.verdict.setText(f"{error.get('stage', 'build').upper()} FAILED")
+        stage = error.get("stage", "build")
+        self.verdict.setText("CANCELLED" if stage == "cancelled" else f"{stage.upper()} FAILED")
         self.verdict.setStyleSheet(f"color: {c.bad};")
         msg = error.get("message", "failed")
         if error.get("hint"):
