@@ -10,7 +10,7 @@ import irviz
 
 # (shortcut, what it does) - main_window builds its actions from the same table.
 SHORTCUTS = [
-    ("Ctrl+O", "Open a model file (.py with get_model(), .pt2, or an exported TVMScript step .py)"),
+    ("Ctrl+O", "Open a model file (.py with get_model(), or a .pt2 exported program); or drop it on the window"),
     ("F10", "Step: apply the next planned pass"),
     ("Shift+F10", "Step back"),
     ("F5", "Run to end: apply every planned pass"),
@@ -29,8 +29,8 @@ SHORTCUTS = [
 
 PANES = [
     ("FX graph", "The torch.fx graph captured by torch.export (after run_decompositions, so it is the "
-                 "graph that was imported). Graph view grouped by nn.Module path (click a group to fold "
-                 "it) or a table like print_tabular: name, op, target, args, shape, module."),
+                 "graph that was imported). Graph view grouped by nn.Module path (click a group's title to fold "
+                 "it, double-click a folded box to open it) or a table like print_tabular: name, op, target, args, shape, module."),
     ("Relax", "The Relax function at the current step: its dataflow graph and its TVMScript. Nodes "
               "the step added are marked as added, nodes whose call changed as changed. After Build & "
               "Run, nodes are coloured by the time their kernels took."),

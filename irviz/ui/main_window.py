@@ -28,7 +28,7 @@ LAYOUT_VERSION = 1
 # Failures of these commands are worth a notification; others (view requests) go to the status bar.
 LOUD_CMDS = {"open", "step", "back", "run_to_end", "jump", "set_pipeline", "replay", "build_run",
              "export", "load_pass_file"}
-OPEN_FILTER = "Models and steps (*.py *.pt2);;Python model or TVMScript step (*.py);;Exported program (*.pt2);;All files (*)"
+OPEN_FILTER = "Models (*.py *.pt2);;Python model file (*.py);;Exported program (*.pt2);;All files (*)"
 
 
 class Toast(QFrame):
@@ -95,7 +95,6 @@ class MainWindow(QMainWindow):
         self.settings = settings if settings is not None else QSettings("irviz", "irviz")
         self.state: dict = {}
         self._own: dict[int, str] = {}  # request id -> purpose, for the window's own requests
-        self._last_spec = None
         self._pending_open: str | None = None
         self.samples: list[dict] = []
         self.last_error: dict | None = None
