@@ -442,6 +442,8 @@ details.step>summary{font-weight:600;font-size:15px;padding:4px 0}
 .diff .add{background:#dafbe1} .diff .del{background:#ffebe9} .diff .hunk{background:#ddf4ff;color:#59636e}
 .diff .add mark{background:#aceebb} .diff .del mark{background:#ffcecb}
 .diff mark{color:inherit;border-radius:2px}
+.diff .k{color:#cf222e} .diff .s{color:#0a3069} .diff .m{color:#0550ae} .diff .c{color:#6e7781}
+.diff .d{color:#8250df} .diff .b{color:#8250df} .diff .f{color:#6639ba;font-weight:600}
 .tag{font-size:12px;padding:0 5px;border-radius:8px;margin-left:4px}
 .t-added{background:#dafbe1} .t-removed{background:#ffebe9} .t-changed{background:#fff8c5}
 .note{color:#9a6700} .err{color:#cf222e;white-space:pre-wrap}
@@ -457,16 +459,66 @@ def _e(s) -> str:
     return html.escape(str(s), quote=True)
 
 
+_HL_RE = re.compile(r"""
+    (?P<c>\#.*$)
+  | (?P<s>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+  | (?P<d>@[\w.]+)
+  | (?P<kdef>\bdef\b)(?P<ws>\s+)(?P<f>\w+)
+  | (?P<k>\b(?:with|for|in|return|if|elif|else|while|class|lambda|and|or|not|is|as|pass|
+               True|False|None)\b)
+  | (?P<m>\b\d+(?:\.\d+)?(?:[eE][-+]?\d+)?\b)
+""", re.X)
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    """(css class, text) pieces of one line of TVMScript: comments, strings, decorators, keywords,
+    function names, numbers.  A regex, not pygments: ~20x faster on ResNet-18's diffs."""
+    out: list[tuple[str, str]] = []
+    pos = 0
+    for m in _HL_RE.finditer(text):
+        if m.start() > pos:
+            out.append(("", text[pos:m.start()]))
+        if m.group("kdef") is not None:
+            out += [("k", m.group("kdef")), ("", m.group("ws")), ("f", m.group("f"))]
+        else:
+            kind = m.lastgroup
+            out.append((kind, m.group(kind)))
+        pos = m.end()
+    if pos < len(text):
+        out.append(("", text[pos:]))
+    return out
+
+
 def _marked(text: str, ranges) -> str:
-    out, pos = [], 0
-    for s, e in ranges or []:
-        s, e = max(s, pos), min(e, len(text))
-        if e <= s:
-            continue
-        out.append(_e(text[pos:s]))
-        out.append("<mark>" + _e(text[s:e]) + "</mark>")
-        pos = e
-    out.append(_e(text[pos:]))
+    """One code line as HTML: syntax colours, and <mark> around the changed character ranges."""
+    marks = [(max(0, s), min(e, len(text))) for s, e in (ranges or []) if e > s]
+    segs: list[list] = []  # [marked, css class, text], neighbours merged
+    pos = 0
+    for cls, piece in _tokens(text):
+        start, end = pos, pos + len(piece)
+        pos = end
+        cuts = {start, end}
+        for s, e in marks:
+            if start < s < end:
+                cuts.add(s)
+            if start < e < end:
+                cuts.add(e)
+        bounds = sorted(cuts)
+        for a, b in zip(bounds, bounds[1:]):
+            marked = any(s <= a and b <= e for s, e in marks)
+            if segs and segs[-1][0] == marked and segs[-1][1] == cls:
+                segs[-1][2] += text[a:b]
+            else:
+                segs.append([marked, cls, text[a:b]])
+    out = []
+    open_mark = False
+    for marked, cls, frag in segs:
+        if marked != open_mark:
+            out.append("<mark>" if marked else "</mark>")
+            open_mark = marked
+        out.append(f'<span class="{cls}">{_e(frag)}</span>' if cls else _e(frag))
+    if open_mark:
+        out.append("</mark>")
     return "".join(out)
 
 
@@ -482,7 +534,7 @@ def _render_rows(fd) -> tuple[str, int]:
         if k in starts:
             parts.append(f'<div class="hunk">@@ -{lno or 0} +{rno or 0} @@</div>')
         if tag == "equal":
-            parts.append(f"<div>{_ln(rno)}  {_e(rtext)}</div>")
+            parts.append(f"<div>{_ln(rno)}  {_marked(rtext, [])}</div>")
         else:
             if lno is not None:
                 mark = lr if tag == "replace" else []
