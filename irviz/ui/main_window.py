@@ -405,6 +405,8 @@ class MainWindow(QMainWindow):
         self._pending_open = spec
         self.hub.clear()
         self.status(f"Opening {spec}…")
+        for p in (self.fx, self.relax, self.tir, self.pipeline):
+            p.show_loading(f"Opening {spec}: torch.export and import into Relax…")
         return self._ask("open", "open", spec=spec, pipeline=pipeline)
 
     def open_dialog(self) -> None:
@@ -544,6 +546,8 @@ class MainWindow(QMainWindow):
             return
         if purpose == "open":
             self._pending_open = None
+            for p in (self.fx, self.relax, self.tir, self.pipeline):  # undo "Opening…"
+                p.refresh()
         if cmd not in LOUD_CMDS and purpose is None:
             return  # a pane's view request: the pane shows its own error
         line = f"{stage}: {msg}" + (f" — {hint}" if hint else "")

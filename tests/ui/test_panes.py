@@ -336,6 +336,14 @@ def test_failure_keeps_state_and_notifies(qtbot, win):
     assert win.all_filled()
 
 
+def test_failed_open_restores_the_panes(qtbot, win):
+    open_mlp(qtbot, win)
+    win.open_spec("/missing/model.py")
+    qtbot.waitUntil(lambda: win.last_error is not None, timeout=5000)
+    qtbot.waitUntil(win.all_filled, timeout=5000)
+    assert "Opening" not in win.fx.info.text() and "Opening" not in win.relax.info.text()
+
+
 def test_build_error_shown_in_run_pane(qtbot, win):
     open_mlp(qtbot, win)
     win.bridge.fail_next = {"cmd": "build_run", "error": {"stage": "build", "message": "no llvm", "hint": "h"}}

@@ -90,6 +90,20 @@ class Pane(QWidget):
     def is_filled(self) -> bool:
         return True
 
+    def refresh(self) -> None:
+        """Show the last state again from scratch (after a failed open said "Opening…")."""
+        self._forget_shown()
+        if self.state and self.state.get("model"):
+            self.on_state(self.state, {})
+        else:
+            self.show_loading("No model open")
+
+    def show_loading(self, text: str) -> None:
+        """Say in the pane's status line what it is waiting for (e.g. a model being opened)."""
+        label = getattr(self, "info", None)
+        if label is not None:
+            label.setText(text)
+
     def focus_search(self) -> None:
         box = getattr(self, "search", None)
         if box is not None:
