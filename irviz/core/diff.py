@@ -28,7 +28,7 @@ from irviz.core import tvm_compat
 __all__ = [
     "FunctionChanges", "FunctionDiff", "function_hashes", "compare_modules", "function_names",
     "function_text", "unified_diff", "function_unified_diff", "side_by_side", "function_rows",
-    "intraline_ranges",
+    "intraline_ranges", "clear_caches",
 ]
 
 _LOCK = threading.Lock()
@@ -101,6 +101,14 @@ def _function_hash(func) -> int:
                 h = hash((h, callees, tuple(consts))) & 0xFFFFFFFFFFFFFFFF
         _HASHES.put(func, h)
     return h
+
+
+def clear_caches() -> None:
+    """Forget cached hashes (they hold references to functions and constants, i.e. weights).
+    A Session calls this when it is garbage-collected."""
+    with _LOCK:
+        _HASHES._d.clear()
+        _CONST_HASHES._d.clear()
 
 
 def _functions(mod) -> dict[str, object]:

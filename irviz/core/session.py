@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -93,6 +94,8 @@ class Session:
         self.pipeline: list = []
         self.error: IrvizError | None = None
         self._listeners: list = []
+        # the hash/bindings caches keep functions (and their weights) alive: drop them with us
+        weakref.finalize(self, _clear_caches)
 
     # -- info ----------------------------------------------------------------------------------
 
@@ -264,6 +267,11 @@ def _func(mod, name="main"):
         if gv.name_hint == name:
             return f if isinstance(f, relax.Function) else None
     return None
+
+
+def _clear_caches() -> None:
+    _BINDINGS.clear()
+    diff_mod.clear_caches()
 
 
 def _relax_funcs(mod) -> dict:

@@ -251,3 +251,17 @@ def test_relax_to_callee_kinds():
     # `alloc = alloc_tensor(...); add_one(x, alloc); a = alloc`
     assert callees.get("a") == "add_one" and callees.get("b") == "my_ext" and callees.get("c") == "add"
     assert callees.get("alloc") == "add_one"
+
+
+def test_caches_released_with_the_session():
+    import gc
+
+    from irviz.core import diff
+
+    s = Session(Imported(mod=_small_module(), provenance={}, importer="test", seconds=0.0))
+    s.set_pipeline(["LegalizeOps"])
+    s.run_to_end()
+    assert diff._HASHES._d
+    del s
+    gc.collect()
+    assert not diff._HASHES._d and not diff._CONST_HASHES._d
