@@ -286,10 +286,11 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     steps: indices to export (default all).  run_result: a build.RunResult for the cursor step, or
     run_results {step index: RunResult}; shown in report.html and steps.json.
     verify: True parses every step file back and compares it with the step's module (slow: the
-    TVMScript parser takes seconds per step on ResNet-18); "auto" (default) does that only for steps
-    after a pass that is not a built-in TVM/build pass known to round-trip (user, course, library
-    passes, and anything after a pass with roundtrip_ok=False) and trusts the rest, as measured on
-    ResNet-18 (shared NOTES.md); False trusts PassSpec.roundtrip_ok alone.  A step whose pass has
+    TVMScript parser takes seconds per step on ResNet-18); "auto" (default) does that only where
+    it is not known: a step after a pass that is not a built-in TVM/build pass known to round-trip
+    (user, course, library, schedule passes), or after a step that did not round-trip.  A built-in
+    round-tripping pass applied to a module that round-trips is trusted, as measured on ResNet-18
+    for zero and default_build (shared NOTES.md).  False trusts PassSpec.roundtrip_ok alone.  A step whose pass has
     roundtrip_ok=False is never written as .py.
     """
     out = Path(out_dir)
@@ -314,7 +315,9 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     records = []
     files: dict[int, dict] = {}
     written_params: dict = {}  # constant handles -> a .params file already holding exactly them
-    trusted_so_far = True  # every pass up to here is a built-in that round-trips (NOTES.md)
+    # True while the module at this step is known to round-trip: the import, then built-in passes
+    # known to keep that (NOTES.md), or a step that was parsed back and found equal
+    trusted_so_far = True
     for i in range(n):
         step = session.steps[i]
         flag_ok = _pass_roundtrip_flag(step.pass_name)
@@ -333,6 +336,8 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
         elif check:
             loadable, note = _roundtrip_ok(step.mod, text, consts)
             verified = loadable
+            # a module that round-trips stays so under the built-in passes that keep it so
+            trusted_so_far = loadable
         elif (trusted_so_far or verify is False) and count_ok:
             loadable, note = True, ""
         else:
