@@ -104,7 +104,8 @@ def main() -> int:
     print(f"launch -> window shown: median {statistics.median(launch):.2f} s "
           f"(runs: {', '.join(f'{t:.2f}' for t in launch)}; includes interpreter start-up)")
     r = open_times(args.model, args.timeout)
-    print(f"engine process ready (torch+TVM imported) after window created: {r['engine_ready_s']:.2f} s")
+    print(f"engine process says ready (it then imports torch and TVM in the background): "
+          f"{r['engine_ready_s']:.2f} s after the window was created")
     print(f"open {args.model} -> all panes filled: {r['open_to_filled_s']:.2f} s "
           f"(engine open reply {r['open_reply_s']:.2f} s: torch.export + import; then the panes "
           f"{r['open_to_filled_s'] - r['open_reply_s']:.2f} s; FX {r['fx_nodes']} nodes, "
