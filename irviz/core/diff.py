@@ -299,7 +299,8 @@ class FunctionDiff:
 
     rows: ``[left_no, left_text, right_no, right_text, tag, left_ranges, right_ranges]`` with
     1-based line numbers (None on the side that has no line), tag in "equal" | "replace" |
-    "insert" | "delete", ranges = [[start, end), ...] character ranges to emphasise.
+    "insert" | "delete", ranges = [[start, end), ...] character ranges to emphasise within a
+    "replace" pair (empty for the other tags: the whole line is new or gone).
     Only hunks (changed lines plus ``context`` lines around them) are kept; a new hunk starts at
     each index in ``hunk_starts`` (line numbers jump there).
     """
@@ -329,19 +330,19 @@ def function_rows(a: list[str], b: list[str], context: int = 3) -> tuple[list[li
                     rows.append([i1 + k + 1, a[i1 + k], j1 + k + 1, b[j1 + k], "equal", [], []])
             elif tag == "delete":
                 for i in range(i1, i2):
-                    rows.append([i + 1, a[i], None, "", "delete", [[0, len(a[i])]], []])
+                    rows.append([i + 1, a[i], None, "", "delete", [], []])
             elif tag == "insert":
                 for j in range(j1, j2):
-                    rows.append([None, "", j + 1, b[j], "insert", [], [[0, len(b[j])]]])
+                    rows.append([None, "", j + 1, b[j], "insert", [], []])
             else:  # replace: pair similar lines, the others become delete/insert rows
                 for i, j in _align(a, b, i1, i2, j1, j2):
                     if i is not None and j is not None:
                         lr, rr = intraline_ranges(a[i], b[j])
                         rows.append([i + 1, a[i], j + 1, b[j], "replace", lr, rr])
                     elif i is not None:
-                        rows.append([i + 1, a[i], None, "", "delete", [[0, len(a[i])]], []])
+                        rows.append([i + 1, a[i], None, "", "delete", [], []])
                     else:
-                        rows.append([None, "", j + 1, b[j], "insert", [], [[0, len(b[j])]]])
+                        rows.append([None, "", j + 1, b[j], "insert", [], []])
     return rows, starts
 
 

@@ -56,7 +56,7 @@ def test_added_removed_functions():
     assert "--- /dev/null" in text and "+++ b/add_one" in text
     fds = diff.side_by_side(b, a)
     assert [(f.name, f.status) for f in fds] == [("add_one", "added")]
-    assert all(r[4] == "insert" and r[0] is None for r in fds[0].rows)
+    assert all(r[4] == "insert" and r[0] is None and r[5] == r[6] == [] for r in fds[0].rows)
 
 
 def test_function_text_is_clean_and_cached():
