@@ -336,7 +336,8 @@ class _Minimap(QWidget):
             return
         W = max(1.0, float(g.get("width", 1)))
         H = max(1.0, float(g.get("height", 1)))
-        s = min(self.MAX_W / W, self.MAX_H / H)
+        self._limits = self._max_size()
+        s = min(self._limits[0] / W, self._limits[1] / H)
         mw, mh = max(36.0, W * s), max(36.0, H * s)
         self.sx, self.sy = mw / W, mh / H
         self.resize(int(mw) + 2, int(mh) + 2)
@@ -362,7 +363,16 @@ class _Minimap(QWidget):
         self.place()
         self.show()
 
+    def _max_size(self) -> tuple[int, int]:
+        # a fixed-size overview hid a quarter of narrow panes: keep it to a corner of the viewport
+        vp = self.owner.view.viewport()
+        return (int(min(self.MAX_W, max(60, vp.width() * 0.18))),
+                int(min(self.MAX_H, max(60, vp.height() * 0.28))))
+
     def place(self) -> None:
+        if self.image is not None and getattr(self, "_limits", None) != self._max_size():
+            self.rebuild()  # calls place() again with the new size
+            return
         vp = self.owner.view.viewport()
         br = vp.mapTo(self.owner, vp.rect().bottomRight())
         self.move(br.x() - self.width() - 8, br.y() - self.height() - 8)
