@@ -408,6 +408,13 @@ def _builtin_specs() -> list[PassSpec]:
             "cpu",
         ),
         _spec(
+            "CPUTileConv2d",
+            "Blocked conv2d: output channels in vector-wide blocks over a re-laid-out weight, a register "
+            "tile of output columns, kernel window unrolled, epilogue fused into the write-back",
+            schedules.tile_conv2d,
+            "cpu",
+        ),
+        _spec(
             "CPUTileReductions",
             "Tile matmul/conv reductions: vector-wide inner loop, small register tile, parallel outer loops",
             schedules.tile_reductions,
@@ -417,6 +424,13 @@ def _builtin_specs() -> list[PassSpec]:
             "CPUParallelVectorize",
             "Parallelize and vectorize the remaining elementwise loop nests",
             schedules.parallel_vectorize,
+            "cpu",
+        ),
+        _spec(
+            "CPUPrepackWeights",
+            "Move weight re-layouts (CPUTileConv2d) out of the kernels and fold them on the constant "
+            "weights at compile time (SplitLayoutRewritePreproc + FoldConstant + DCE)",
+            schedules.prepack_weights,
             "cpu",
         ),
     ]
@@ -454,7 +468,8 @@ DEFAULT_BUILD_STEPS = (
     "AttachGlobalSymbol",
 )
 
-CPU_SCHEDULE_STEPS = ("CPUInlineElementwise", "CPUTileReductions", "CPUParallelVectorize")
+CPU_SCHEDULE_STEPS = ("CPUInlineElementwise", "CPUTileConv2d", "CPUTileReductions", "CPUParallelVectorize",
+                      "CPUPrepackWeights")
 
 PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {
     "zero": (

@@ -108,8 +108,98 @@ def _inline(sch: s_tir.Schedule) -> str | None:
     return f"inlined {inlined} block(s)" if inlined else "nothing to inline"
 
 
+def _scheduled_loops(sch) -> bool:
+    """Whether some loop of the function is already parallel/vectorized/unrolled."""
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        if any(sch.get(l).kind != tirx.ForKind.SERIAL for l in sch.get_loops(block)):
+            return True
+    return False
+
+
 def _is_reduction(sch, block) -> bool:
     return any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(block).iter_vars)
+
+
+# ------------------------------------------------------------------------ rule: blocked conv2d
+PREPROC_ATTR = "meta_schedule.layout_rewrite_preproc"  # what relax.transform.SplitLayoutRewritePreproc looks for
+
+
+def _reg_tile(width: int) -> int:
+    """Register tile along the output width: a divisor of it, at most 14 accumulators."""
+    return next((c for c in (14, 8, 7, 16, 12, 6, 5, 4, 3, 2) if width % c == 0), 1)
+
+
+def _conv_blocks(sch: s_tir.Schedule):
+    """(block, name) of every NCHW/OIHW conv2d reduction block (TOPI's conv2d_nchw: S S S S R R R)."""
+    out = []
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        b = sch.get(block)
+        kinds = "".join("R" if iv.iter_type == tirx.IterVar.CommReduce else "S" for iv in b.iter_vars)
+        # SSSSRRR, or SSSRRR once dlight's normal form dropped the unit batch loop
+        if b.name_hint.startswith("conv2d_nchw") and kinds in ("SSSSRRR", "SSSRRR"):
+            out.append((block, b.name_hint))
+    return out
+
+
+def _tile_conv2d(sch: s_tir.Schedule) -> str | None:
+    """conv2d (NCHW, OIHW) → output channels in vector-wide blocks (the weight re-laid-out to
+    O/v·I·H·W·v by a `layout_rewrite_preproc` block, so one vector load reads v output channels),
+    a register tile of output columns accumulated in a local buffer, kernel window unrolled,
+    outer loops parallel, the elementwise epilogue fused into the write-back."""
+    convs = _conv_blocks(sch)
+    if not convs:
+        return None  # no conv2d here: nothing to say
+    done = []
+    for conv, name in convs:
+        loops = sch.get_loops(conv)
+        if len(loops) != len(sch.get(conv).iter_vars):
+            done.append(f"{name}: already tiled")
+            continue
+        n, (f, y, x, rc, ry, rx) = loops[:-6], loops[-6:]
+        F, W = _const(sch.get(f).extent), _const(sch.get(x).extent)
+        vec = _pick_factor(F)
+        if vec is None or W is None:
+            done.append(f"{name}: {F} output channels have no vector factor (16/8/4); left to CPUTileReductions")
+            continue
+        reads = sch.get(conv).reads
+        if len(reads) != 2 or len(reads[1].region) != 4:
+            done.append(f"{name}: unexpected reads; left to CPUTileReductions")
+            continue
+        reg = _reg_tile(W)
+        # weight: O I H W -> O/v I H W v (a preproc block; CPUPrepackWeights moves it out of the
+        # function and folds it on the constant weights at compile time)
+        packed = sch.cache_read(conv, 1, "global")
+        sch.transform_layout(conv, ("read", 1), lambda o, i, h, w: (o // vec, i, h, w, o % vec))
+        sch.annotate(packed, PREPROC_ATTR, 1)
+        fo, fi = sch.split(f, [None, vec])
+        xo, xi = sch.split(x, [None, reg])
+        sch.reorder(*n, fo, y, xo, rc, ry, rx, xi, fi)
+        # accumulate reg×vec outputs in a local buffer laid out so the vector is contiguous
+        acc = sch.cache_write(conv, 0, "local")
+        sch.transform_layout(conv, ("write", 0), lambda a, b, c, d: (a, c, b // vec, d, b % vec))
+        epilogue = 0
+        while True:  # the fused elementwise epilogue (bias, relu, ...) goes into the write-back
+            consumers = sch.get_consumers(acc)
+            if len(consumers) != 1:
+                break
+            try:
+                sch.reverse_compute_inline(consumers[0])
+                epilogue += 1
+            except Exception:  # noqa: BLE001 - not a simple elementwise consumer: leave it
+                break
+        sch.reverse_compute_at(acc, xo)
+        wb = sch.get_loops(acc)[-2:]  # (channel, column) of the write-back: columns inner
+        sch.unroll(ry)
+        sch.unroll(rx)
+        sch.unroll(xi)
+        sch.vectorize(fi)
+        sch.parallel(sch.fuse(*n, fo, y))
+        sch.decompose_reduction(conv, rc)
+        del wb
+        done.append(f"{name}: {vec} output channels per vector (weight packed O/{vec}·I·H·W·{vec}), "
+                    f"{reg} columns in registers, kernel window unrolled, parallel"
+                    + (f", {epilogue} epilogue block(s) fused into the write-back" if epilogue else ""))
+    return "; ".join(done)
 
 
 # ------------------------------------------------------------ rule: tile reductions (matmul/conv)
@@ -119,6 +209,8 @@ def _tile_reductions(sch: s_tir.Schedule) -> str | None:
     the outer spatial loops, then split off the init (vectorize before decompose_reduction)."""
     blocks = normalize_prim_func(sch)
     if blocks is None:
+        if _scheduled_loops(sch):
+            return "skipped: already scheduled by an earlier rule"
         return "not applied: function is not in dlight's normal form"
     done = []
     for info in blocks:
@@ -188,6 +280,33 @@ def _parallel_vectorize(sch: s_tir.Schedule) -> str | None:
 inline_elementwise = lambda: _per_function("CPUInlineElementwise", _inline)  # noqa: E731
 tile_reductions = lambda: _per_function("CPUTileReductions", _tile_reductions)  # noqa: E731
 parallel_vectorize = lambda: _per_function("CPUParallelVectorize", _parallel_vectorize)  # noqa: E731
+tile_conv2d = lambda: _per_function("CPUTileConv2d", _tile_conv2d)  # noqa: E731
+
+
+def _has_preproc(func) -> bool:
+    sch = s_tir.Schedule(func)
+    return any(PREPROC_ATTR in sch.get(b).annotations
+               for b in sch.get_child_blocks(sch.get_sblock("root")))
+
+
+def prepack_weights():
+    """Relax-level: move each `layout_rewrite_preproc` block (CPUTileConv2d's weight re-layout) out
+    into its own PrimFunc called from Relax (SplitLayoutRewritePreproc), then FoldConstant, so
+    constant weights are re-laid-out once at compile time instead of on every run."""
+    from tvm import relax
+
+    seq = tvm.ir.transform.Sequential([relax.transform.SplitLayoutRewritePreproc(),
+                                       relax.transform.FoldConstant(),
+                                       relax.transform.DeadCodeElimination()])
+
+    @tvm.ir.transform.module_pass(opt_level=0, name="CPUPrepackWeights")
+    def _pass(mod, ctx):
+        if not any(isinstance(f, tirx.PrimFunc) and _has_preproc(f) for f in mod.functions.values()):
+            return mod
+        with tvm.target.Target.from_device(tvm.cpu()):
+            return seq(mod)
+
+    return _pass
 
 
 def dlight_cpu():
