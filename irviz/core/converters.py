@@ -27,8 +27,8 @@ A Python file that defines ``CONVERTERS``: a dict from the op to a converter fun
     CONVERTERS = {"aten.erfinv.default": convert_erfinv}
 
 Keys are the op's overload name as the importer looks it up (``node.target.__name__``, e.g.
-``"erfinv.default"``); ``"aten.erfinv.default"``, ``torch.ops.aten.erfinv.default`` and a bare
-``"erfinv"`` (every overload of that aten op) are accepted too.  ``load_converter_file(path)``
+``"erfinv.default"``); ``"aten.erfinv.default"``, ``torch.ops.aten.erfinv.default`` and
+``"aten.erfinv"`` (every overload of that aten op) are accepted too.  ``load_converter_file(path)``
 executes the file afresh each time (edit it and load it again: no restart) and returns the
 normalised dict; every problem is a LoadError naming ``file:line``.  See
 ``irviz/samples/example_converter.py``.
@@ -197,8 +197,9 @@ def _aten_packet(name: str):
 def normalize_key(key) -> list[str]:
     """Importer keys for one CONVERTERS key (ValueError with a message if it cannot be one).
 
-    OpOverload -> its ``__name__``; "aten.x.y" -> "x.y"; "x" (an aten op without overload) -> every
-    overload "x.default", "x.Tensor", ...; "x.y" stays (checked against aten when x is an aten op).
+    OpOverload -> its ``__name__``; "aten.x.y" -> "x.y"; "aten.x" and torch.ops.aten.x -> every
+    overload "x.default", "x.Tensor", ...; "x.y" stays (checked against aten when x is an aten
+    op); a bare "x" stays as it is (TVM keys Python operators that way: "mul", "getitem").
     """
     if not isinstance(key, str):
         name = getattr(key, "__name__", None)
@@ -206,7 +207,7 @@ def normalize_key(key) -> list[str]:
             raise ValueError(f"key {key!r} is a {type(key).__name__}; use the op's name, e.g. "
                              "'aten.erfinv.default' or torch.ops.aten.erfinv.default")
         if "." not in name:  # an OpOverloadPacket: torch.ops.aten.erfinv
-            key = name
+            key = "aten." + name
         else:
             return [name]
     key = key.strip()
@@ -224,10 +225,12 @@ def normalize_key(key) -> list[str]:
             close = difflib.get_close_matches(name, dir(torch.ops.aten), n=3)
             also = f" (did you mean {', '.join(close)}?)" if close else ""
             raise ValueError(f"there is no aten op {name!r}{also}")
-        return [key if overload else f"{key}.default"]  # another namespace's op
+        return [key]  # another namespace's op, or a Python operator ("getitem", "mul")
     overloads = list(packet.overloads())
     if not overload:
-        return [f"{name}.{o}" for o in overloads]
+        if explicit_aten:  # "aten.erfinv": every overload of the aten op
+            return [f"{name}.{o}" for o in overloads]
+        return [key]  # TVM's convention: a bare name is a Python operator ("mul", "getitem")
     if overload not in overloads:
         raise ValueError(f"aten.{name} has no overload {overload!r}; its overloads: "
                          f"{', '.join(overloads)}")

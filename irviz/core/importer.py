@@ -77,18 +77,24 @@ def import_model(captured, importer: str = "exported_program", custom_convert_ma
 
 def normalize_convert_map(custom_convert_map) -> dict[str, Callable]:
     """Keys as the importer looks them up: ``node.target.__name__`` ("erfinv.default")."""
+    from .converters import normalize_key
+
     out = {}
     for key, fn in (custom_convert_map or {}).items():
-        if not isinstance(key, str):
-            key = getattr(key, "__name__", str(key))
-        if key.startswith("aten."):
-            key = key[len("aten."):]
+        try:
+            keys = normalize_key(key)  # "aten.x.y" / OpOverload -> "x.y"; "x" -> every overload
+        except ValueError as e:
+            raise IRImportError(
+                f"custom_convert_map: {e}",
+                hint="keys are op overload names as in the FX graph, e.g. 'aten.erfinv.default'",
+            ) from None
         if not callable(fn):
             raise IRImportError(
                 f"custom_convert_map[{key!r}] is not callable",
                 hint="values are functions fn(node, importer) -> relax.Var",
             )
-        out[key] = fn
+        for k in keys:
+            out[k] = fn
     return out
 
 

@@ -134,8 +134,11 @@ def test_missing_converter_file(tmp_path):
 def test_normalize_key():
     assert normalize_key("aten.erfinv.default") == ["erfinv.default"]
     assert normalize_key(torch.ops.aten.erfinv.default) == ["erfinv.default"]
-    assert "add.Tensor" in normalize_key("add") and "add.Scalar" in normalize_key("add")
+    assert "add.Tensor" in normalize_key("aten.add") and "add.Scalar" in normalize_key("aten.add")
+    assert "erfinv.default" in normalize_key(torch.ops.aten.erfinv)
     assert normalize_key("my_op.default") == ["my_op.default"]  # another namespace: kept
+    assert normalize_key("getitem") == ["getitem"]  # TVM keys Python operators by bare name
+    assert normalize_key("mul") == ["mul"]
 
 
 # --------------------------------------------------------------------------------------------
