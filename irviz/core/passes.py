@@ -468,7 +468,7 @@ DEFAULT_BUILD_STEPS = (
     "AttachGlobalSymbol",
 )
 
-CPU_SCHEDULE_STEPS = ("CPUInlineElementwise", "CPUTileConv2d", "CPUTileReductions", "CPUParallelVectorize",
+CPU_SCHEDULE_STEPS = ("CPUTileConv2d", "CPUInlineElementwise", "CPUTileReductions", "CPUParallelVectorize",
                       "CPUPrepackWeights")
 
 PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {

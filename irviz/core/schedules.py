@@ -27,6 +27,28 @@ def _pick_factor(extent: int | None, choices=(16, 8, 4)) -> int | None:
     return next((c for c in choices if extent % c == 0 and extent >= c), None)
 
 
+# Below this many loop iterations a kernel runs on one thread: waking the thread pool costs more
+# than it saves (and on a loaded machine a parallel launch can wait a whole time slice).
+PARALLEL_MIN_WORK = 1 << 17
+
+
+def _work(sch, block) -> int:
+    """Loop iterations of `block` (all its loops, spatial and reduction)."""
+    n = 1
+    for l in sch.get_loops(block):
+        e = _const(sch.get(l).extent)
+        n *= e if e is not None else 1 << 10  # symbolic: assume large
+    return n
+
+
+def _parallel(sch, loop, block) -> bool:
+    """Parallelize `loop` when `block` has enough work for it; say whether it did."""
+    if _work(sch, block) < PARALLEL_MIN_WORK:
+        return False
+    sch.parallel(loop)
+    return True
+
+
 def _with_note(func, rule: str, note: str | None):
     """Record what `rule` did (or why it did nothing) on the function."""
     if note is None:
@@ -89,6 +111,8 @@ def _first_line(exc: Exception) -> str:
 def _inline(sch: s_tir.Schedule) -> str | None:
     """Inline spatial producer blocks into their consumers (bn's subtract/divide/multiply/add → one
     loop), keeping producers of reductions (e.g. padding) as their own block."""
+    if _scheduled_loops(sch):
+        return "skipped: already scheduled by an earlier rule"
     blocks = normalize_prim_func(sch)
     if blocks is None:
         return "not applied: function is not in dlight's normal form"
@@ -193,11 +217,12 @@ def _tile_conv2d(sch: s_tir.Schedule) -> str | None:
         sch.unroll(rx)
         sch.unroll(xi)
         sch.vectorize(fi)
-        sch.parallel(sch.fuse(*n, fo, y))
+        par = _parallel(sch, sch.fuse(*n, fo, y), conv)
         sch.decompose_reduction(conv, rc)
         del wb
         done.append(f"{name}: {vec} output channels per vector (weight packed O/{vec}·I·H·W·{vec}), "
-                    f"{reg} columns in registers, kernel window unrolled, parallel"
+                    f"{reg} columns in registers, kernel window unrolled, "
+                    + ("parallel" if par else "one thread (small)")
                     + (f", {epilogue} epilogue block(s) fused into the write-back" if epilogue else ""))
     return "; ".join(done)
 
@@ -223,12 +248,18 @@ def _tile_reductions(sch: s_tir.Schedule) -> str | None:
         s_loops = [i.loop_rv for i in info.iters if i.kind == "S"]
         r_loops = [i.loop_rv for i in info.iters if i.kind == "R"]
         s_ext = [_const(i.dom) for i in info.iters if i.kind == "S"]
+        r_ext = [_const(i.dom) for i in info.iters if i.kind == "R"]
+        block = info.block_rv
+        if len(sch.get(block).reads) == 1 and all(e is not None for e in r_ext) and _prod(r_ext) <= 64:
+            done.append(_window_reduction(sch, info.name, block, s_loops, r_loops))
+            continue
         vec = _pick_factor(s_ext[-1])
         if vec is None:
             outer = sch.fuse(*s_loops) if len(s_loops) > 1 else s_loops[0]
-            sch.parallel(outer)
-            sch.decompose_reduction(info.block_rv, r_loops[0])
-            done.append(f"{info.name}: parallel only (inner extent {s_ext[-1]} has no vector factor)")
+            par = _parallel(sch, outer, block)
+            sch.decompose_reduction(block, r_loops[0])
+            done.append(f"{info.name}: {'parallel only' if par else 'left serial'} "
+                        f"(inner extent {s_ext[-1]} has no vector factor)")
             continue
         so, si = sch.split(s_loops[-1], [None, vec])
         tiles = []
@@ -247,16 +278,47 @@ def _tile_reductions(sch: s_tir.Schedule) -> str | None:
         for t in tiles:
             sch.unroll(t)
         par = sch.fuse(*outer_s[:-1]) if len(outer_s) > 2 else outer_s[0]
-        sch.parallel(par)
-        sch.decompose_reduction(info.block_rv, r_loops[0])
-        done.append(f"{info.name}: tiled {'x'.join(str(x) for x in ([sch.get(tiles[0]).extent] if tiles else []) + [vec])}, vectorized, parallel")
+        par = _parallel(sch, par, block)
+        sch.decompose_reduction(block, r_loops[0])
+        tile = "x".join(str(x) for x in ([_const(sch.get(tiles[0]).extent)] if tiles else []) + [vec])
+        done.append(f"{info.name}: tiled {tile}, vectorized, {'parallel' if par else 'one thread (small)'}")
     return "; ".join(done) if done else None
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _window_reduction(sch, name, block, s_loops, r_loops) -> str:
+    """Pooling-like reductions (one input, a small window): inline the padding into the window
+    reads, parallelize the outer spatial loops, keep the window innermost and unrolled (its
+    running max/sum stays in a register)."""
+    inlined = 0
+    for prod in sch.get_producers(block):
+        if not _is_reduction(sch, prod):
+            try:
+                sch.compute_inline(prod)
+                inlined += 1
+            except Exception:  # noqa: BLE001 - keep a producer that cannot be inlined
+                pass
+    outer = sch.fuse(*s_loops[:-1]) if len(s_loops) > 2 else s_loops[0]
+    par = _parallel(sch, outer, block)
+    for r in r_loops:
+        sch.unroll(r)
+    sch.decompose_reduction(block, r_loops[0])
+    return (f"{name}: window reduction, window unrolled innermost"
+            + (f", padding inlined" if inlined else "") + (", parallel" if par else ", one thread (small)"))
 
 
 # ------------------------------------------------------- rule: parallelize + vectorize spatial blocks
 def _parallel_vectorize(sch: s_tir.Schedule) -> str | None:
-    """Spatial blocks: fuse their loops, parallelize the outer part, vectorize a 16/8/4-wide inner part."""
-    done = 0
+    """Spatial blocks: vectorize the innermost loop by 16/8/4 (kept apart, so the vector reads stay
+    contiguous: no div/mod gathers from fusing rows of odd width), fuse and parallelize the loops
+    outside it — unless the block is too small to be worth waking the thread pool."""
+    vectorized = parallel = serial = 0
     # not dlight's normal form: blocks tiled by the reduction rule are no longer in it
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         if _is_reduction(sch, block):
@@ -264,17 +326,33 @@ def _parallel_vectorize(sch: s_tir.Schedule) -> str | None:
         loops = sch.get_loops(block)
         if not loops or any(sch.get(l).kind != tirx.ForKind.SERIAL for l in loops):
             continue  # already scheduled by another rule
-        fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
-        extent = _const(sch.get(fused).extent)
+        inner = loops[-1]
+        extent = _const(sch.get(inner).extent)
         vec = _pick_factor(extent)
-        if vec and extent > vec:
-            outer, inner = sch.split(fused, [None, vec])
-            sch.parallel(outer)
-            sch.vectorize(inner)
-        elif extent is not None and extent > 1:
-            sch.parallel(fused)
-        done += 1
-    return f"{done} spatial block(s) parallelized/vectorized" if done else "no spatial block left"
+        outer = list(loops[:-1])
+        if vec:
+            if extent > vec:
+                io, ii = sch.split(inner, [None, vec])
+                outer.append(io)
+            else:
+                ii = inner
+            sch.vectorize(ii)
+            vectorized += 1
+        elif not outer:
+            outer = [inner]
+        if outer:
+            fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+            ext = _const(sch.get(fused).extent)
+            if (ext is None or ext > 1) and _parallel(sch, fused, block):
+                parallel += 1
+            else:
+                serial += 1
+        else:
+            serial += 1
+    if not (vectorized or parallel or serial):
+        return "no spatial block left"
+    return (f"{vectorized} spatial block(s) vectorized, {parallel} parallel, "
+            f"{serial} on one thread (small)")
 
 
 inline_elementwise = lambda: _per_function("CPUInlineElementwise", _inline)  # noqa: E731

@@ -42,7 +42,8 @@ def _notes(mod, name):
     return {str(k): str(v) for k, v in mod[name].attrs[S.NOTES_ATTR].items()}
 
 
-def test_rules_change_the_tensorir_and_keep_the_numbers():
+def test_rules_change_the_tensorir_and_keep_the_numbers(monkeypatch):
+    monkeypatch.setattr(S, "PARALLEL_MIN_WORK", 0)  # the toy kernels are below the threshold
     mod = _module()
     rng = np.random.default_rng(0)
     args = [rng.standard_normal(s).astype("float32") for s in [(64, 32), (32, 48), (64, 48)]]
@@ -77,3 +78,10 @@ def test_dlight_pass_does_not_mutate_its_input():
     with tvm.target.Target.from_device(tvm.cpu()):
         S.dlight_cpu()(mod)
     assert mod.script() == snapshot
+
+
+def test_small_kernels_stay_on_one_thread():
+    out = S.parallel_vectorize()(S.tile_reductions()(S.inline_elementwise()(_module(n=8, m=16, k=8))))
+    text = out.script()
+    assert "T.parallel" not in text and "T.vectorized" in text
+    assert "one thread (small)" in _notes(out, "_te_matmul")["CPUTileReductions"]
