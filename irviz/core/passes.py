@@ -396,10 +396,15 @@ def _builtin_specs() -> list[PassSpec]:
         # ---- making it fast on the CPU: library calls and TensorIR schedules ---------------------
         _spec(
             "LibraryDispatch",
-            "Send conv2d/matmul to torch with R.call_dps_packed (DLPack, zero copy); the rest stays for TensorIR",
-            lambda ops="conv2d,matmul": dispatch.library_dispatch(tuple(_split_names(ops))),
+            "Send conv2d/matmul to torch with R.call_dps_packed (DLPack, zero copy) where it pays; the rest "
+            "stays for TensorIR",
+            lambda ops="conv2d,matmul", min_macs=dispatch.DEFAULT_MIN_MACS: dispatch.library_dispatch(
+                tuple(_split_names(ops)), int(min_macs)),
             "cpu",
-            params=[PassParam("ops", "str", "conv2d,matmul", "comma-separated ops to dispatch: conv2d, matmul")],
+            params=[PassParam("ops", "str", "conv2d,matmul", "comma-separated ops to dispatch: conv2d, matmul"),
+                    PassParam("min_macs", "int", dispatch.DEFAULT_MIN_MACS,
+                              "only calls with at least this many multiply-adds go to torch (0: all); "
+                              "smaller ones are faster as TensorIR than a library call")],
         ),
         _spec(
             "CPUInlineElementwise",

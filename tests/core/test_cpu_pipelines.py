@@ -48,11 +48,16 @@ def _captured(name):
     return _loaded_cache[name]
 
 
-def _run_pipeline(name, pipeline):
+def _run_pipeline(name, pipeline, min_macs=None):
     loaded, cap = _captured(name)
     convert = load_converter_file(sample_path("example_converter")) if name == "unsupported_op" else None
     session = Session(import_model(cap, custom_convert_map=convert), cap)
-    session.set_pipeline(passes.get_pipeline(pipeline))
+    invs = passes.get_pipeline(pipeline)
+    if min_macs is not None:  # dispatch every conv2d/matmul, however small
+        for inv in invs:
+            if inv.name == "LibraryDispatch":
+                inv.params["min_macs"] = min_macs
+    session.set_pipeline(invs)
     assert session.run_to_end() is not None, session.error and session.error.user_message()
     return loaded, session.module()
 
@@ -84,9 +89,9 @@ def _call_tir_callees(mod) -> list[str]:
     return names
 
 
-@pytest.mark.slow
 def test_fast_cpu_sends_conv_to_torch_and_keeps_the_rest_in_tensorir():
-    _, mod = _run_pipeline("small_cnn", "fast-cpu")
+    loaded, mod = _run_pipeline("small_cnn", "fast-cpu", min_macs=0)
+    assert build_mod.run_and_compare(build_mod.build(mod), loaded, repeats=1).allclose
     calls = dispatch.library_calls(mod)
     assert any(c.startswith("irviz.torch.conv2d") for c in calls), calls
     # batch norm, relu, flatten stay TensorIR kernels (the course's mixture), and are scheduled
@@ -96,9 +101,17 @@ def test_fast_cpu_sends_conv_to_torch_and_keeps_the_rest_in_tensorir():
         assert "irviz.schedule_notes" in mod[k].attrs, k
 
 
+def test_fast_cpu_keeps_small_matmuls_in_tensorir():
+    # the MLP's matmuls (784×128, 128×10) are cheaper as TensorIR than as a call into torch
+    _, mod = _run_pipeline("mlp", "fast-cpu")
+    assert dispatch.library_calls(mod) == []
+    _, mod = _run_pipeline("mlp", "fast-cpu", min_macs=0)
+    assert dispatch.library_calls(mod) == ["irviz.torch.matmul"]
+
+
 def test_dispatch_leaves_unsupported_ops_to_tensorir():
-    # the erfinv sample (with its converter) has nothing torch is asked for except the matmuls
-    _, mod = _run_pipeline("unsupported_op", "fast-cpu")
+    # the erfinv sample (with its converter): only its matmuls may go to torch
+    _, mod = _run_pipeline("unsupported_op", "fast-cpu", min_macs=0)
     kernels = _call_tir_callees(mod)
     assert kernels, "erfinv/tanh must stay TensorIR"
     assert all(c.startswith(dispatch.PREFIX) for c in dispatch.library_calls(mod))

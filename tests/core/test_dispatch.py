@@ -83,3 +83,10 @@ def test_dispatched_module_builds_and_matches_numpy():
     ref = torch.relu(torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), stride=2,
                                                 padding=1)).reshape(1, 64) @ torch.from_numpy(m)
     np.testing.assert_allclose(out, ref.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_min_macs_keeps_small_calls_in_tensorir():
+    # conv: 4×4×4 outputs × 3·3·3 = 1728 multiply-adds; matmul: 5 × 64 = 320
+    assert library_calls(library_dispatch(min_macs=1000)(Before)) == ["irviz.torch.conv2d.s2_2.p1_1.d1_1.g1"]
+    after = library_dispatch(min_macs=10_000)(Before)
+    tvm.ir.assert_structural_equal(after, Before)
