@@ -85,3 +85,41 @@ def test_small_kernels_stay_on_one_thread():
     text = out.script()
     assert "T.parallel" not in text and "T.vectorized" in text
     assert "one thread (small)" in _notes(out, "_te_matmul")["CPUTileReductions"]
+
+
+def _conv_module(out_channels, weight):
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8, 14, 14), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            c = bb.emit(relax.op.nn.conv2d(x, relax.const(weight), padding=[1, 1, 1, 1]))
+            b = bb.emit(relax.op.add(c, relax.const(np.ones((1, out_channels, 1, 1), "float32"))))
+            out = bb.emit_output(relax.op.nn.relu(b))
+        bb.emit_func_output(out)
+    return relax.get_pipeline("zero")(bb.get())
+
+
+@pytest.mark.parametrize("out_channels", [32, 6])
+def test_conv2d_rule_blocks_channels_and_prepacks_the_weight(out_channels):
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((out_channels, 8, 3, 3)).astype("float32")
+    x = rng.standard_normal((1, 8, 14, 14)).astype("float32")
+    mod = _conv_module(out_channels, w)
+    ref = _run(mod, [x])
+    stepped = mod
+    for make in (S.tile_conv2d, S.inline_elementwise, S.tile_reductions, S.parallel_vectorize,
+                 S.prepack_weights):
+        stepped = make()(stepped)
+    np.testing.assert_allclose(_run(stepped, [x]), ref, rtol=1e-4, atol=1e-4)
+    conv = next(gv.name_hint for gv, f in stepped.functions.items()
+                if isinstance(f, tvm.tirx.PrimFunc) and "conv2d" in gv.name_hint)
+    note = _notes(stepped, conv)["CPUTileConv2d"]
+    main = stepped["main"].script()
+    if out_channels == 32:
+        assert "16 output channels per vector" in note and "2 epilogue block(s)" in note, note
+        assert conv.endswith("_prepacked") and "weight_prepack" not in main  # folded at compile time
+        assert not any("weight_prepack" in gv.name_hint for gv in stepped.functions)
+        assert S.PREPROC_ATTR not in stepped[conv].script()
+    else:  # 6 output channels: no vector factor; the reduction rule takes it
+        assert "no vector factor" in note and "left to CPUTileReductions" in note, note
+        assert "CPUTileReductions" in _notes(stepped, conv)
