@@ -1,11 +1,17 @@
 """TVM vs torch eager latency per model and pipeline, timed interleaved in one run.
 
-    python benchmarks/cpu_speed.py [--models resnet18,mlp,gpt,hf_bert] [--pipelines zero,fast-cpu,tir-cpu]
-                                   [--repeats 20] [--threads N]
+    python benchmarks/cpu_speed.py [--models resnet18,mlp,gpt,small_cnn,hf_bert]
+                                   [--pipelines fast-cpu,tir-cpu] [--repeats 20] [--threads N] [--kernels K]
 
 For every model × pipeline: step the pipeline through an irviz Session, build, then time vm["main"]
 and torch eager alternately (median of --repeats runs each, same thread count for both) and print
 the ratio TVM/torch. Targets (issue 5): fast-cpu ≤ 1.0× everywhere, tir-cpu ≤ 3× on ResNet-18.
+`zero` (unscheduled TensorIR) can be added to --pipelines; ResNet-18 then takes ~1.5 s per run.
+
+The machine is shared: the load average is printed before and after, and a ratio only means something
+from one run (TVM and torch timed alternately). With --threads 2 on a loaded 2-core machine every
+parallel launch can wait for a descheduled thread; --threads 1 shows the kernels' own speed.
+--kernels K prints the K slowest kernels (VM instrument, 3 runs) under each row.
 """
 from __future__ import annotations
 
@@ -16,11 +22,19 @@ import time
 import warnings
 
 
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="resnet18,mlp,gpt,hf_bert")
-    ap.add_argument("--pipelines", default="zero,fast-cpu,tir-cpu")
+    ap.add_argument("--models", default="resnet18,mlp,gpt,small_cnn,hf_bert")
+    ap.add_argument("--pipelines", default="fast-cpu,tir-cpu")
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--kernels", type=int, default=0, help="print the K slowest kernels of each build")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="threads for both TVM's runtime and torch (default: all cores)")
     args = ap.parse_args()
@@ -40,7 +54,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     rows = []
     print(f"threads: {args.threads} (TVM_NUM_THREADS and torch.set_num_threads); "
-          f"median of {args.repeats} interleaved runs each\n")
+          f"median of {args.repeats} interleaved runs each; load average {_load()}\n")
     print(f"{'model':10} {'pipeline':10} {'torch ms':>9} {'tvm ms':>10} {'tvm/torch':>10} "
           f"{'max err':>9} {'build s':>8}")
     for name in args.models.split(","):
@@ -67,8 +81,11 @@ def main() -> int:
             ratio = res.tvm_ms / res.torch_ms
             rows.append((name, pipeline, ratio))
             print(f"{name:10} {pipeline:10} {res.torch_ms:9.3f} {res.tvm_ms:10.3f} {ratio:9.2f}× "
-                  f"{res.max_abs_error:9.2e} {build_s:8.1f}", flush=True)
-    print()
+                  f"{res.max_abs_error:9.2e} {build_s:8.1f}" + ("" if res.allclose else "  WRONG"),
+                  flush=True)
+            for k in sorted(res.kernels, key=lambda k: -k.ms)[:args.kernels]:
+                print(f"{'':22}{k.ms / max(k.calls, 1):8.3f} ms × {k.calls:<3} {k.name}")
+    print(f"\nload average after: {_load()}")
     for pipeline, target in (("fast-cpu", 1.0), ("tir-cpu", 3.0)):
         got = [(m, r) for m, p, r in rows if p == pipeline]
         if got:
