@@ -490,11 +490,13 @@ PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {
         _inv(*DEFAULT_BUILD_STEPS),
     ),
     "fast-cpu": (
-        "conv2d/matmul to torch through call_dps_packed, the rest fused and scheduled TensorIR",
+        "conv2d/matmul to torch through call_dps_packed where they are big enough to pay for the call, "
+        "the rest fused and scheduled TensorIR",
         _inv("LibraryDispatch", *ZERO_STEPS, *CPU_SCHEDULE_STEPS),
     ),
     "tir-cpu": (
-        "All TensorIR, no library: the zero pipeline, then CPU schedule rules",
+        "All TensorIR, no library: the zero pipeline, then CPU schedule rules (blocked conv2d with "
+        "prepacked weights, tiled reductions, parallel + vectorized loops)",
         _inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS),
     ),
 }
