@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import traceback
+from pathlib import Path
 from collections import deque
 
 from irviz.core.errors import IrvizError  # light: no torch, no TVM
@@ -211,7 +212,7 @@ class Engine:
             })
         relax_names, tir_names = self._func_names(s.steps[s.cursor])
         return {
-            "model": getattr(self.loaded, "name", None), "spec": self.spec, "importer": self.importer,
+            "model": getattr(self.loaded, "name", None) or (Path(self.spec).stem if self.spec else None), "spec": self.spec, "importer": self.importer,
             "cursor": int(s.cursor),
             "error": error_dict(s.error) if getattr(s, "error", None) is not None else None,
             "steps": steps, "planned": [self._inv_dict(i) for i in self._planned()],
@@ -268,6 +269,10 @@ class Engine:
         a, b = fraction_span
         f = lambda x: a + (b - a) * x  # noqa: E731
         self.progress(f"Loading {spec}", f(0.0))
+        from irviz.core import export as export_mod
+
+        if export_mod.is_exported_step(spec):
+            return self._open_step_file(spec, f)
         loaded = model_file.load_model(spec)
         self.progress(f"Capturing {loaded.name} with torch.export", f(0.25))
         captured = capture_mod.capture(loaded)
@@ -278,6 +283,25 @@ class Engine:
         # only now replace the old session: a failed open keeps the previous model usable
         self.session, self.loaded, self.captured, self.imported = session, loaded, captured, imported
         self.spec, self.importer = spec, importer
+        self._cache.clear()
+        self._runs.clear()
+        self._fx_graph_cache = None
+
+    def _open_step_file(self, spec, f):
+        """An exported TVMScript step: a session on that IRModule, with no FX graph or torch model."""
+        import time
+
+        from irviz.core import export as export_mod
+        from irviz.core.importer import Imported
+        from irviz.core.session import Session
+
+        self.progress("Parsing the TVMScript step", f(0.3))
+        t = time.perf_counter()
+        mod = export_mod.load_exported(spec)
+        imported = Imported(mod=mod, provenance={}, importer="tvmscript", seconds=time.perf_counter() - t)
+        session = Session(imported, None)
+        self.session, self.loaded, self.captured, self.imported = session, None, None, imported
+        self.spec, self.importer = spec, "tvmscript"
         self._cache.clear()
         self._runs.clear()
         self._fx_graph_cache = None
@@ -504,11 +528,19 @@ class Engine:
         params = getattr(self.imported, "params", None)
         if params:
             kwargs["params"] = params
-        res = build_mod.run_and_compare(built, self.loaded, repeats=int(repeats), **kwargs)
+        if self.loaded is None:  # an opened TVMScript step: nothing to compare with
+            from irviz.core.run_ir import run_without_reference
+
+            self.progress("Running (no PyTorch model to compare with)", 0.6)
+            res = run_without_reference(built, repeats=int(repeats))
+        else:
+            res = build_mod.run_and_compare(built, self.loaded, repeats=int(repeats), **kwargs)
         self._runs[st.index] = (st, res)   # shown in the exported report
         return {
             "ok": bool(res.allclose), "max_abs_error": res.max_abs_error,
-            "max_rel_error": res.max_rel_error, "allclose": bool(res.allclose),
+            "max_rel_error": res.max_rel_error,
+            "allclose": None if res.allclose is None else bool(res.allclose),
+            "reference": self.loaded is not None,
             "tvm_ms": res.tvm_ms, "torch_ms": res.torch_ms, "threads": res.threads,
             "torch_threads": getattr(res, "torch_threads", None),
             "build_seconds": built.seconds, "target": str(getattr(built, "target", "")),

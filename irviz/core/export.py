@@ -397,6 +397,15 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     return out
 
 
+def is_exported_step(path) -> bool:
+    """True for a step file written by export_trace (its first line says so)."""
+    p = Path(path)
+    if p.suffix != ".py" or not p.is_file():
+        return False
+    with open(p, encoding="utf-8", errors="replace") as f:
+        return f.readline().startswith("# irviz export: step")
+
+
 def load_exported(path):
     """An exported ``step_NN_<pass>.py`` (+ its sibling ``.params``) -> tvm.IRModule.
 

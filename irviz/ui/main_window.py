@@ -28,7 +28,8 @@ LAYOUT_VERSION = 1
 # Failures of these commands are worth a notification; others (view requests) go to the status bar.
 LOUD_CMDS = {"open", "step", "back", "run_to_end", "jump", "set_pipeline", "replay", "build_run",
              "export", "load_pass_file"}
-OPEN_FILTER = "Models (*.py *.pt2);;Python model file (*.py);;Exported program (*.pt2);;All files (*)"
+OPEN_FILTER = ("Models and steps (*.py *.pt2);;Python model file or exported TVMScript step (*.py);;"
+               "Exported program (*.pt2);;All files (*)")
 
 
 class Toast(QFrame):

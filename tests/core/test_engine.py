@@ -309,3 +309,38 @@ def test_crash_command_kills_the_engine(tmp_path):
         assert e.proc.wait(30) == -signal.SIGSEGV
     finally:
         e.close()
+
+
+def test_engine_opens_an_exported_step_and_runs_it_without_a_reference(tmp_path):
+    """An exported TVMScript step opens like a model: Relax/TIR views, stepping, build and run."""
+    from irviz.core.capture import capture
+    from irviz.core.export import export_trace, is_exported_step
+    from irviz.core.importer import import_model
+    from irviz.core.model_file import load_model
+    from irviz.core.passes import get_pipeline
+    from irviz.core.session import Session
+    from irviz.engine import Engine
+
+    captured = capture(load_model("sample:mlp"))
+    session = Session(import_model(captured), captured)
+    session.set_pipeline(get_pipeline("zero")[:2])
+    session.run_to_end()
+    out = export_trace(session, tmp_path / "trace")
+    step_file = sorted(out.glob("step_02_*.py"))[0]
+    assert is_exported_step(step_file) and not is_exported_step(__file__)
+
+    eng = Engine(type("C", (), {"send": lambda self, m: None})())
+    state = eng.handle({"id": 1, "cmd": "open", "args": {"spec": str(step_file), "pipeline": "zero"}})
+    assert state["ok"], state
+    assert state["result"]["importer"] == "tvmscript"
+    assert state["result"]["model"] == step_file.stem
+    text = eng.handle({"id": 2, "cmd": "module_text", "args": {"step": 0}})["result"]["text"]
+    assert "R.call_tir" in text  # the step was after LegalizeOps
+    fx = eng.handle({"id": 3, "cmd": "fx_graph", "args": {}})
+    assert not fx["ok"] and "no FX graph" in fx["error"]["message"]
+    assert eng.handle({"id": 4, "cmd": "run_to_end", "args": {}})["ok"]
+    run = eng.handle({"id": 5, "cmd": "build_run", "args": {"repeats": 2}})
+    assert run["ok"], run
+    r = run["result"]
+    assert r["reference"] is False and r["allclose"] is None and r["tvm_ms"] > 0
+    assert r["kernels"] and all(k["ms"] >= 0 for k in r["kernels"])

@@ -133,6 +133,10 @@ class FxPane(Pane):
         self.ask("refold", "fx_graph", fold_depth=None, folded=sorted(folded))
 
     def on_error(self, purpose: str, error: dict) -> None:
+        # e.g. an opened TVMScript step has no FX graph: the pane is done, with nothing to draw
+        if purpose in ("graph", "refold") and self.graph_dict is None:
+            self.graph_dict = {"nodes": [], "edges": []}
+            self.graph.clear()
         self.info.setText(f"FX graph unavailable: {error.get('message', '')}")
 
     def is_filled(self) -> bool:

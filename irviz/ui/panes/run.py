@@ -156,8 +156,9 @@ class RunPane(Pane):
         r = result or {}
         self.result = r
         ok = bool(r.get("allclose", r.get("ok")))
-        self.verdict.setText("PASS" if ok else "MISMATCH")
-        self.verdict.setStyleSheet(f"color: {c.ok if ok else c.bad};")
+        no_reference = r.get("reference") is False
+        self.verdict.setText("RAN" if no_reference else "PASS" if ok else "MISMATCH")
+        self.verdict.setStyleSheet(f"color: {c.ok if ok or no_reference else c.bad};")
         tvm_ms, torch_ms = r.get("tvm_ms"), r.get("torch_ms")
         ratio = (tvm_ms / torch_ms) if tvm_ms and torch_ms else None
         values = {"max_abs_error": _fmt(r.get("max_abs_error")), "max_rel_error": _fmt(r.get("max_rel_error")),
@@ -167,8 +168,10 @@ class RunPane(Pane):
         for k, v in values.items():
             self.fields[k].setText(v)
         self.fields["target"].setToolTip(str(r.get("target") or ""))
-        self.status.setText(f"Step {self.built_step}: outputs "
-                            + ("match PyTorch." if ok else "differ from PyTorch."))
+        self.status.setText(
+            f"Step {self.built_step}: ran on random inputs; a TVMScript step has no PyTorch model to compare with."
+            if no_reference else f"Step {self.built_step}: outputs "
+            + ("match PyTorch." if ok else "differ from PyTorch."))
         kernels = list(r.get("kernels") or [])
         total = sum(float(k.get("ms") or 0) for k in kernels) or 1.0
         self.kernels.setSortingEnabled(False)
