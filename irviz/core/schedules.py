@@ -183,11 +183,17 @@ def _tile_conv2d(sch: s_tir.Schedule) -> str | None:
         F, W = _const(sch.get(f).extent), _const(sch.get(x).extent)
         vec = _pick_factor(F)
         if vec is None or W is None:
-            done.append(f"{name}: {F} output channels have no vector factor (16/8/4); left to CPUTileReductions")
+            why = (f"{F} output channels have no vector factor (16/8/4)" if vec is None
+                   else "output width is not a constant")
+            done.append(f"{name}: {why}; left to CPUTileReductions")
             continue
         reads = sch.get(conv).reads
         if len(reads) != 2 or len(reads[1].region) != 4:
             done.append(f"{name}: unexpected reads; left to CPUTileReductions")
+            continue
+        if not any(reads[1].source.same_as(p) for p in sch.mod["main"].params):
+            # the weight is computed inside this kernel: no layout-free parameter to prepack
+            done.append(f"{name}: weight is not a parameter of the kernel; left to CPUTileReductions")
             continue
         reg = _reg_tile(W)
         # weight: O I H W -> O/v I H W v (a preproc block; CPUPrepackWeights moves it out of the
