@@ -4,6 +4,22 @@ Each rule is its own module pass so a user can step through them and see each on
 TensorIR diff. A rule that cannot apply to a function leaves it unchanged and records why in the
 function's `irviz.schedule_notes` attribute (shown in the TensorIR view), so nothing is skipped
 silently. Rules work on `tvm.s_tir.Schedule` and dlight's normal form (one loop per block iter).
+
+The rules, in the order the `tir-cpu` / `fast-cpu` pipelines run them:
+
+- CPUTileConv2d: conv2d blocks → blocks of 16 (8/4) output channels as one vector over a weight
+  re-laid-out O/16·I·H·W·16 (a `layout_rewrite_preproc` block), a register tile of up to 14
+  output columns accumulated in a local buffer, kernel window unrolled, parallel outer loops,
+  elementwise epilogue (bias, relu, ...) fused into the write-back.
+- CPUInlineElementwise: chains of elementwise blocks into one loop nest.
+- CPUTileReductions: matmul-like reductions tiled (vector-wide inner loop, small register tile);
+  pooling-like reductions (one input, window ≤ 64) with the padding inlined and the window unrolled.
+- CPUParallelVectorize: the remaining spatial loop nests: innermost loop vectorized, outer ones
+  fused and parallel.
+- CPUPrepackWeights (Relax level): the weight re-layouts move out of the kernels and are folded on
+  the constant weights at compile time.
+
+Kernels with fewer than PARALLEL_MIN_WORK loop iterations stay on one thread.
 """
 from __future__ import annotations
 
@@ -218,14 +234,12 @@ def _tile_conv2d(sch: s_tir.Schedule) -> str | None:
             except Exception:  # noqa: BLE001 - not a simple elementwise consumer: leave it
                 break
         sch.reverse_compute_at(acc, xo)
-        wb = sch.get_loops(acc)[-2:]  # (channel, column) of the write-back: columns inner
         sch.unroll(ry)
         sch.unroll(rx)
         sch.unroll(xi)
         sch.vectorize(fi)
         par = _parallel(sch, sch.fuse(*n, fo, y), conv)
         sch.decompose_reduction(conv, rc)
-        del wb
         done.append(f"{name}: {vec} output channels per vector (weight packed O/{vec}·I·H·W·{vec}), "
                     f"{reg} columns in registers, kernel window unrolled, "
                     + ("parallel" if par else "one thread (small)")
