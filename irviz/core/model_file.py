@@ -150,6 +150,8 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
     with _sys_path(dirpath), _forget_new_local_modules(dirpath):
         try:
             result = fn()
+        except LoadError:
+            raise  # already says what is wrong (e.g. hf samples: pip install 'irviz[hf]')
         except Exception as e:  # noqa: BLE001 - the user's code can raise anything
             raise LoadError(
                 f"{factory}() in {shown} raised {_exc_line(e)}{_user_frame(e, path)}",

@@ -16,8 +16,21 @@ def samples_dir() -> Path:
     return Path(irviz.samples.__file__).resolve().parent
 
 
-def _names() -> list[str]:
-    found = {p.stem for p in samples_dir().glob("*.py") if not p.stem.startswith("_")}
+def _defines_get_model(path: Path) -> bool:
+    """True when the file defines get_model() at top level (read without importing it)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "get_model"
+               for n in tree.body)
+
+
+def _names(models_only: bool = True) -> list[str]:
+    """Sample names in display order; ``models_only``: files that define get_model() (not, e.g.,
+    the example converter file that ships beside the models)."""
+    found = {p.stem for p in samples_dir().glob("*.py") if not p.stem.startswith("_")
+             and (not models_only or _defines_get_model(p))}
     return [n for n in _ORDER if n in found] + sorted(found.difference(_ORDER))
 
 
@@ -37,10 +50,11 @@ def list_samples() -> list[tuple[str, str]]:
 
 
 def sample_path(name: str) -> Path:
-    """Path of the sample model file `name`; LoadError listing the known samples if unknown."""
-    names = _names()
-    if name in names:
+    """Path of the sample file `name` (a model, or another file shipped there such as
+    example_converter); LoadError listing the known sample models if unknown."""
+    if name in _names(models_only=False):
         return samples_dir() / f"{name}.py"
+    names = _names()
     raise LoadError(
         f"Unknown sample {name!r}.",
         hint=f"Known samples: {', '.join(names)} (use sample:NAME, e.g. sample:{names[0] if names else 'mlp'}).",
