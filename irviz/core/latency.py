@@ -1,0 +1,322 @@
+"""Latency across a pipeline: build and time the model at every step, and chart it.
+
+    trace = latency_trace(session, loaded)          # one dict per step
+    svg = latency_svg(trace)                        # a self-contained SVG line chart
+
+``latency_trace`` builds every recorded step of the session (``build.build``: whatever is left of
+``default_build``, then ``tvm.compile``) and runs it against PyTorch (``build.run_and_compare``:
+torch eager and TVM interleaved, median of ``repeats`` each).  A step that cannot be built or run
+gets ``ok: False`` and the error message; the trace goes on with the next step.
+
+Steps whose module did not change are not built again: results are keyed by a structural hash of
+the module (``diff.function_hashes``: cached per function, weights hashed once), so a pass that
+changed nothing, or a module seen before (``cache=`` kept across calls, as the engine does), reuses
+the earlier figures (``cached: True`` in the entry).
+
+Entry: ``{step, pass, ok, tvm_ms, torch_ms, max_abs_error, allclose, build_seconds, error,
+threads, cached}``; ``tvm_ms``/``torch_ms``/... are None when the step could not be built/run.
+``allclose`` is None for a session without a PyTorch model (an opened TVMScript step).
+"""
+from __future__ import annotations
+
+import html
+import math
+
+__all__ = ["latency_trace", "latency_svg", "module_key", "log_ticks"]
+
+
+def module_key(mod) -> int:
+    """A structural hash of the whole module (order of functions does not matter)."""
+    from irviz.core import diff as diff_mod
+
+    return hash(tuple(sorted(diff_mod.function_hashes(mod).items()))) & 0xFFFFFFFFFFFFFFFF
+
+
+def _finite(x):
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _measure(mod, loaded, repeats: int, params) -> dict:
+    """Build + run one module; never raises (the error goes into the entry)."""
+    from irviz.core import build as build_mod
+    from irviz.core.errors import IrvizError
+
+    out = {"ok": False, "tvm_ms": None, "torch_ms": None, "max_abs_error": None, "allclose": None,
+           "build_seconds": None, "threads": None, "error": None}
+    try:
+        built = build_mod.build(mod)
+        out["build_seconds"] = _finite(built.seconds)
+        if loaded is None:
+            from irviz.core.run_ir import run_without_reference
+
+            res = run_without_reference(built, repeats=repeats)
+        else:
+            kwargs = {"params": params} if params else {}
+            res = build_mod.run_and_compare(built, loaded, repeats=repeats, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - an unbuildable step is a result, not a failure
+        if isinstance(exc, IrvizError):
+            msg = exc.message
+        else:
+            msg = f"{type(exc).__name__}: {exc}"
+        out["error"] = msg.strip().splitlines()[0][:300] if msg.strip() else type(exc).__name__
+        out["error_detail"] = msg[:4000]
+        return out
+    out.update(ok=True, tvm_ms=_finite(res.tvm_ms), torch_ms=_finite(res.torch_ms),
+               max_abs_error=_finite(res.max_abs_error),
+               allclose=None if loaded is None else bool(res.allclose),
+               threads=getattr(res, "threads", None))
+    return out
+
+
+def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None, *,
+                  cache: dict | None = None, params: dict | None = None) -> list[dict]:
+    """Build and time every step of ``session`` (or the indices in ``steps``).
+
+    loaded: the LoadedModel (PyTorch reference; None = run without a reference, no torch line).
+    progress(text, fraction): called before each step and once at the end.
+    cache: {module hash: measurement} kept by the caller across calls (a new dict when None).
+    params: extra main parameters (``Imported.params``) for modules imported with weights as inputs.
+    """
+    n = len(session.steps)
+    if steps is None or steps == "all":
+        indices = list(range(n))
+    else:
+        indices = sorted({(int(i) + n) % n if int(i) < 0 else int(i) for i in steps})
+        bad = [i for i in indices if not 0 <= i < n]
+        if bad:
+            raise IndexError(f"no step {bad[0]}: the session has steps 0..{n - 1}")
+    if params is None:
+        params = getattr(getattr(session, "imported", None), "params", None) or None
+    cache = {} if cache is None else cache
+    repeats = max(1, int(repeats))
+    out: list[dict] = []
+    for k, i in enumerate(indices):
+        st = session.steps[i]
+        if progress is not None:
+            progress(f"Latency: building and timing step {i} ({st.pass_name}), {k + 1}/{len(indices)}",
+                     k / max(1, len(indices)))
+        try:
+            key = module_key(st.mod)
+        except Exception:  # noqa: BLE001 - no hash: just measure
+            key = None
+        hit = cache.get(key) if key is not None else None
+        if hit is None:
+            hit = _measure(st.mod, loaded, repeats, params)
+            if key is not None:
+                cache[key] = hit
+            cached = False
+        else:
+            cached = True
+        entry = {"step": i, "pass": st.pass_name, **{k2: v for k2, v in hit.items()}, "cached": cached}
+        out.append(entry)
+    if progress is not None:
+        progress("Latency: done", 1.0)
+    return out
+
+
+# -------------------------------------------------------------------------------------------------
+# chart helpers (shared with the Qt widget)
+
+
+def log_ticks(lo: float, hi: float) -> tuple[float, float, list[float]]:
+    """(axis low, axis high, tick values) for a log axis covering [lo, hi] (ms, > 0).
+
+    The ends snap outwards to the 1-2-5 grid; ticks are the 1-2-5 values between them when the axis
+    spans at most two decades, else the powers of ten (and both ends)."""
+    lo = max(float(lo), 1e-6)
+    hi = max(float(hi), lo)
+    if hi / lo < 2.0:  # a flat line: give it some room
+        mid = math.sqrt(lo * hi)
+        lo, hi = min(lo, mid / 1.6), max(hi, mid * 1.6)
+    grid = []
+    e = math.floor(math.log10(lo)) - 1
+    while not grid or grid[-1] < hi:
+        for m in (1, 2, 5):
+            grid.append(m * 10.0 ** e)
+        e += 1
+    low = max(g for g in grid if g <= lo * (1 + 1e-9))
+    high = min(g for g in grid if g >= hi * (1 - 1e-9))
+    inside = [g for g in grid if low * (1 - 1e-9) <= g <= high * (1 + 1e-9)]
+    if math.log10(high / low) <= 2.0001:
+        ticks = inside
+    else:
+        ticks = [g for g in inside if abs(math.log10(g) - round(math.log10(g))) < 1e-9]
+        ticks = sorted({low, high, *ticks})
+    return low, high, ticks
+
+
+def fmt_ms(v: float) -> str:
+    if v is None:
+        return "–"
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def tick_label(v: float) -> str:
+    if v >= 1000:
+        return f"{v / 1000:g} s"
+    if v >= 1:
+        return f"{v:g} ms"
+    return f"{v * 1000:g} µs"
+
+
+def torch_ms_of(trace: list[dict]) -> float | None:
+    """Torch eager's time for the chart: the median of the steps' torch figures."""
+    vals = sorted(e["torch_ms"] for e in trace if isinstance(e.get("torch_ms"), (int, float))
+                  and e["torch_ms"] > 0)
+    if not vals:
+        return None
+    m = len(vals) // 2
+    return vals[m] if len(vals) % 2 else (vals[m - 1] + vals[m]) / 2
+
+
+# -------------------------------------------------------------------------------------------------
+# SVG
+
+
+def _x(s) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def latency_svg(trace: list[dict], width: int = 900, height: int = 380, *, title: str | None = None,
+                dark: bool = False) -> str:
+    """A self-contained SVG line chart of a latency trace.
+
+    y: TVM latency per step in ms on a log scale; x: steps, labelled "i pass" (rotated).  Built
+    steps are points joined by a line (broken where a step could not be built: a red × on the axis,
+    its error in the tooltip); torch eager is a horizontal dashed line; a legend in the corner.
+    Points whose outputs differ from PyTorch are drawn hollow red.  Every point has a <title>."""
+    fg, dim, grid_c, bg = ("#d4d7dd", "#8b919a", "#3a3d42", "#16171a") if dark else \
+        ("#1f2328", "#6e7781", "#e5e8eb", "#ffffff")
+    tvm_c, torch_c, bad_c = ("#58a6ff", "#f0883e", "#f85149") if dark else ("#2f6fde", "#d1580b", "#cf222e")
+    n = len(trace)
+    labels = [f"{e.get('step', k)} {e.get('pass', '')}" for k, e in enumerate(trace)]
+    longest = max((len(s) for s in labels), default=4)
+    left, right, top = 64, 20, 36 if title else 16
+    bottom = min(190, 24 + int(6.2 * min(longest, 28)))
+    pw, ph = max(50, width - left - right), max(50, height - top - bottom)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" font-family="Helvetica,Arial,sans-serif" '
+             f'font-size="11" class="latency-chart">',
+             f'<rect x="0" y="0" width="{width}" height="{height}" fill="{bg}"/>']
+    if title:
+        parts.append(f'<text x="{left}" y="20" font-size="14" font-weight="bold" fill="{fg}">{_x(title)}</text>')
+    vals = [e["tvm_ms"] for e in trace if e.get("ok") and isinstance(e.get("tvm_ms"), (int, float))
+            and e["tvm_ms"] > 0]
+    torch_ms = torch_ms_of(trace)
+    allv = vals + ([torch_ms] if torch_ms else [])
+    if not n or not allv:
+        parts.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="{dim}">'
+                     f'{"no step could be built" if n else "no latency trace"}</text></svg>')
+        return "".join(parts)
+    lo, hi, ticks = log_ticks(min(allv), max(allv))
+    llo, lhi = math.log10(lo), math.log10(hi)
+
+    def ymap(v):
+        return top + ph - (math.log10(v) - llo) / (lhi - llo) * ph
+
+    def xmap(k):
+        return left + (k + 0.5) * pw / n
+
+    # axes and grid
+    parts.append(f'<g class="axes" stroke="{grid_c}" stroke-width="1">')
+    for t in ticks:
+        y = ymap(t)
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}"/>')
+    parts.append("</g>")
+    parts.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="{dim}"/>')
+    for t in ticks:
+        parts.append(f'<text x="{left - 6}" y="{ymap(t) + 4:.1f}" text-anchor="end" fill="{dim}">'
+                     f"{_x(tick_label(t))}</text>")
+    parts.append(f'<text transform="translate(14 {top + ph / 2:.0f}) rotate(-90)" text-anchor="middle" '
+                 f'fill="{dim}">latency (log scale)</text>')
+    step_every = max(1, math.ceil(n / max(1, pw / 13)))
+    for k, lab in enumerate(labels):
+        if k % step_every and k != n - 1:
+            continue
+        x, y = xmap(k), top + ph + 8
+        short = lab if len(lab) <= 28 else lab[:27] + "…"
+        parts.append(f'<text transform="translate({x + 3:.1f} {y:.1f}) rotate(-55)" text-anchor="end" '
+                     f'fill="{fg}">{_x(short)}</text>')
+        parts.append(f'<line x1="{x:.1f}" y1="{top + ph}" x2="{x:.1f}" y2="{top + ph + 4}" stroke="{dim}"/>')
+
+    # torch eager
+    if torch_ms:
+        y = ymap(torch_ms)
+        parts.append(f'<line class="torch" x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" '
+                     f'stroke="{torch_c}" stroke-width="1.5" stroke-dasharray="6 4">'
+                     f"<title>torch eager {fmt_ms(torch_ms)} ms</title></line>")
+
+    # TVM line, broken at unbuilt steps
+    seg: list[str] = []
+    segments: list[list[str]] = []
+    for k, e in enumerate(trace):
+        if e.get("ok") and isinstance(e.get("tvm_ms"), (int, float)) and e["tvm_ms"] > 0:
+            seg.append(f"{xmap(k):.1f},{ymap(e['tvm_ms']):.1f}")
+        else:
+            if seg:
+                segments.append(seg)
+            seg = []
+    if seg:
+        segments.append(seg)
+    for s in segments:
+        if len(s) > 1:
+            parts.append(f'<polyline class="tvm-line" points="{" ".join(s)}" fill="none" '
+                         f'stroke="{tvm_c}" stroke-width="2"/>')
+    for k, e in enumerate(trace):
+        x = xmap(k)
+        if e.get("ok") and isinstance(e.get("tvm_ms"), (int, float)) and e["tvm_ms"] > 0:
+            y = ymap(e["tvm_ms"])
+            wrong = e.get("allclose") is False
+            tip = f"step {e.get('step')} {e.get('pass')}: TVM {fmt_ms(e['tvm_ms'])} ms"
+            if isinstance(e.get("torch_ms"), (int, float)) and e["torch_ms"]:
+                tip += f", torch {fmt_ms(e['torch_ms'])} ms ({e['tvm_ms'] / e['torch_ms']:.2f}×)"
+            if wrong:
+                tip += f"; outputs DIFFER from PyTorch (max abs error {e.get('max_abs_error')})"
+            fill = bg if wrong else tvm_c
+            stroke = bad_c if wrong else tvm_c
+            parts.append(f'<circle class="point" cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{fill}" '
+                         f'stroke="{stroke}" stroke-width="1.5"><title>{_x(tip)}</title></circle>')
+        else:
+            y = top + ph - 8
+            tip = f"step {e.get('step')} {e.get('pass')}: not built: {e.get('error') or 'unknown error'}"
+            parts.append(f'<g class="unbuilt" stroke="{bad_c}" stroke-width="2"><title>{_x(tip)}</title>'
+                         f'<line x1="{x - 4:.1f}" y1="{y - 4:.1f}" x2="{x + 4:.1f}" y2="{y + 4:.1f}"/>'
+                         f'<line x1="{x - 4:.1f}" y1="{y + 4:.1f}" x2="{x + 4:.1f}" y2="{y - 4:.1f}"/></g>')
+
+    # legend
+    lx, ly = left + pw - 170, top + 8
+    items = [("tvm", "TVM (built step)")]
+    if torch_ms:
+        items.append(("torch", f"torch eager {fmt_ms(torch_ms)} ms"))
+    if any(not e.get("ok") for e in trace):
+        items.append(("unbuilt", "could not be built"))
+    if any(e.get("allclose") is False for e in trace):
+        items.append(("wrong", "outputs differ"))
+    parts.append(f'<g class="legend"><rect x="{lx - 6}" y="{ly - 4}" width="176" height="{len(items) * 16 + 6}" '
+                 f'fill="{bg}" fill-opacity="0.85" stroke="{grid_c}"/>')
+    for j, (kind, text) in enumerate(items):
+        y = ly + 8 + j * 16
+        if kind == "tvm":
+            parts.append(f'<line x1="{lx}" y1="{y}" x2="{lx + 22}" y2="{y}" stroke="{tvm_c}" stroke-width="2"/>'
+                         f'<circle cx="{lx + 11}" cy="{y}" r="3.5" fill="{tvm_c}"/>')
+        elif kind == "torch":
+            parts.append(f'<line x1="{lx}" y1="{y}" x2="{lx + 22}" y2="{y}" stroke="{torch_c}" '
+                         f'stroke-width="1.5" stroke-dasharray="6 4"/>')
+        elif kind == "unbuilt":
+            parts.append(f'<g stroke="{bad_c}" stroke-width="2"><line x1="{lx + 7}" y1="{y - 4}" x2="{lx + 15}" '
+                         f'y2="{y + 4}"/><line x1="{lx + 7}" y1="{y + 4}" x2="{lx + 15}" y2="{y - 4}"/></g>')
+        else:
+            parts.append(f'<circle cx="{lx + 11}" cy="{y}" r="3.5" fill="{bg}" stroke="{bad_c}" stroke-width="1.5"/>')
+        parts.append(f'<text x="{lx + 28}" y="{y + 4}" fill="{fg}">{_x(text)}</text>')
+    parts.append("</g></svg>")
+    return "".join(parts)
