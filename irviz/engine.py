@@ -26,11 +26,13 @@ from collections import deque
 from irviz.core.errors import IrvizError  # light: no torch, no TVM
 
 # Commands whose failure leaves the session where it was and whose reply carries a state.
-SESSION_CMDS = ("open", "state", "set_pipeline", "step", "back", "run_to_end", "jump", "replay")
+SESSION_CMDS = ("open", "state", "set_pipeline", "step", "back", "run_to_end", "jump", "replay",
+                "reimport")
 # Stage reported for an unexpected (non-IrvizError) exception, per command.
 DEFAULT_STAGE = {"open": "load", "replay": "load", "set_pipeline": "pipeline", "step": "pipeline",
                  "run_to_end": "pipeline", "jump": "pipeline", "build_run": "build",
-                 "export": "export", "load_pass_file": "pipeline"}
+                 "export": "export", "load_pass_file": "pipeline", "load_converters": "load",
+                 "reimport": "import"}
 FX_FOLD_THRESHOLD = 400
 
 
@@ -118,6 +120,10 @@ class Engine:
         self._fx_graph_cache = None
         self._runs: dict[int, tuple[object, object]] = {}   # step index -> (step, RunResult)
         self._req_id = None
+        # issue 4: user converter files (re-executed at every import) and a failed import
+        self.converter_files: list[str] = []
+        self.import_error = None          # IRImportError of the last import (model captured)
+        self._import_planned = []         # what the session will plan once the import works
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -197,9 +203,12 @@ class Engine:
         if s is not None:
             self._prune_cache()
         if s is None:
-            return {"model": None, "spec": self.spec, "importer": self.importer, "cursor": 0,
-                    "error": None, "steps": [], "planned": [], "relax_functions": [],
-                    "tir_functions": []}
+            out = {"model": None, "spec": self.spec, "importer": self.importer, "cursor": 0,
+                   "error": None, "steps": [], "planned": [], "relax_functions": [],
+                   "tir_functions": []}
+            if self.import_error is not None:
+                out.update(self._import_error_state())
+            return out
         steps = []
         for st in s.steps:
             ch = st.changes
@@ -217,6 +226,20 @@ class Engine:
             "error": error_dict(s.error) if getattr(s, "error", None) is not None else None,
             "steps": steps, "planned": [self._inv_dict(i) for i in self._planned()],
             "relax_functions": relax_names, "tir_functions": tir_names,
+            "import_error": None, "converter_files": list(self.converter_files),
+        }
+
+    def _import_error_state(self) -> dict:
+        """State fields while the model is captured but its import failed (no Relax session)."""
+        exc = self.import_error
+        err = error_dict(exc)
+        return {
+            "error": err,
+            "import_error": {"node": err.get("node"), "op": err.get("op"), "message": err["message"],
+                             "hint": err.get("hint"),
+                             "model": getattr(self.loaded, "name", None)},
+            "planned": [self._inv_dict(i) for i in self._import_planned],
+            "converter_files": list(self.converter_files),
         }
 
     def _planned(self):
@@ -249,7 +272,7 @@ class Engine:
                 exc = BadRequest(f"Bad arguments for `{cmd}`: {exc}")
             err = error_dict(exc, cmd or "")
             reply = {"id": rid, "ok": False, "error": _clean(err)}
-            if cmd in SESSION_CMDS and self.session is not None:
+            if cmd in SESSION_CMDS and (self.session is not None or self.import_error is not None):
                 try:
                     reply["state"] = _clean(self.state())
                 except Exception:  # noqa: BLE001
@@ -260,7 +283,7 @@ class Engine:
 
     # -- session commands -----------------------------------------------------------------------
 
-    def _open(self, spec, importer, fraction_span=(0.0, 1.0)):
+    def _open(self, spec, importer, fraction_span=(0.0, 1.0), planned=()):
         from irviz.core import capture as capture_mod
         from irviz.core import importer as importer_mod
         from irviz.core import model_file
@@ -276,16 +299,48 @@ class Engine:
         loaded = model_file.load_model(spec)
         self.progress(f"Capturing {loaded.name} with torch.export", f(0.25))
         captured = capture_mod.capture(loaded)
+        convert_map = self._convert_map(importer)
         self.progress(f"Importing {len(captured.graph.nodes)} FX nodes into Relax ({importer})", f(0.6))
-        imported = importer_mod.import_model(captured, importer=importer)
+        try:
+            imported = importer_mod.import_model(captured, importer=importer,
+                                                 custom_convert_map=convert_map)
+        except IrvizError as exc:
+            if getattr(exc, "stage", None) != "import":
+                raise
+            # the capture worked: keep it (the FX graph stays viewable, `reimport` retries)
+            self.session, self.loaded, self.captured, self.imported = None, loaded, captured, None
+            self.spec, self.importer = spec, importer
+            self._set_import_error(exc, planned)
+            raise
         self.progress("Preparing the session", f(0.9))
         session = Session(imported, captured)
         # only now replace the old session: a failed open keeps the previous model usable
         self.session, self.loaded, self.captured, self.imported = session, loaded, captured, imported
         self.spec, self.importer = spec, importer
+        self.import_error = None
         self._cache.clear()
         self._runs.clear()
         self._fx_graph_cache = None
+
+    def _set_import_error(self, exc, planned) -> None:
+        self.import_error = exc
+        self._import_planned = list(planned or ())
+        self._cache.clear()
+        self._runs.clear()
+        self._fx_graph_cache = None
+
+    def _convert_map(self, importer="exported_program"):
+        """The user's converters: every loaded converter file executed afresh, later files on top."""
+        if not self.converter_files:
+            return None
+        from irviz.core.converters import load_converter_file
+
+        out = {}
+        for path in self.converter_files:
+            out.update(load_converter_file(path))
+        if importer != "exported_program":
+            return None  # only TVM's exported-program importer takes a custom_convert_map
+        return out or None
 
     def _open_step_file(self, spec, f):
         """An exported TVMScript step: a session on that IRModule, with no FX graph or torch model."""
@@ -302,6 +357,7 @@ class Engine:
         session = Session(imported, None)
         self.session, self.loaded, self.captured, self.imported = session, None, None, imported
         self.spec, self.importer = spec, "tvmscript"
+        self.import_error = None
         self._cache.clear()
         self._runs.clear()
         self._fx_graph_cache = None
@@ -310,7 +366,7 @@ class Engine:
         from irviz.core import passes
 
         invs = passes.get_pipeline(pipeline) if pipeline else []
-        self._open(spec, importer)
+        self._open(spec, importer, planned=invs)
         self.session.set_pipeline(invs)
         self.progress("Ready", 1.0)
         return self.state()
@@ -401,17 +457,22 @@ class Engine:
         return self.state()
 
     def cmd_replay(self, spec, importer="exported_program", applied=(), planned=(), cursor=None,
-                   pass_files=()):
-        """Rebuild a session: load `pass_files`, open, apply `applied`, plan `planned`, go to `cursor`."""
+                   pass_files=(), converter_files=()):
+        """Rebuild a session: load `pass_files` and `converter_files`, open, apply `applied`, plan
+        `planned`, go to `cursor`."""
         from irviz.core.passes import load_pass_file
 
         for path in pass_files or ():
             self.progress(f"Loading passes from {path}", 0.0)
             load_pass_file(path)
+        for path in converter_files or ():
+            self.progress(f"Loading converters from {path}", 0.0)
+            self._add_converter_file(path)
         applied_invs = self._invocations(applied)
         planned_invs = self._invocations(planned)
         n = len(applied_invs)
-        self._open(spec, importer, fraction_span=(0.0, 0.4 if n else 0.95))
+        self._open(spec, importer, fraction_span=(0.0, 0.4 if n else 0.95),
+                   planned=applied_invs + planned_invs)
         s = self.session
         if n:
             s.set_pipeline(applied_invs)
@@ -428,8 +489,8 @@ class Engine:
 
     def cmd_fx_graph(self, fold_depth="auto", folded=()):
         """FX graph grouped by module path; folded to <= 400 nodes by default (fold_depth="auto")."""
-        self._need_session()
         if self.captured is None:
+            self._need_session()
             raise BadRequest("This session has no FX graph")
         key = (str(fold_depth), tuple(sorted(folded or ())))
         if self._fx_graph_cache is None or self._fx_graph_cache[0] != key:
@@ -444,8 +505,95 @@ class Engine:
             result = graph_to_protocol(g, group_attr="module_path", fold_depth=depth, folded=folded)
             result["fold_depth"] = depth
             result["total_nodes"] = g.number_of_nodes()
+            result["dim_names"] = self._dim_names()
+            self._mark_failed(result)
             self._fx_graph_cache = (key, result)
         return self._fx_graph_cache[1]
+
+    def _dim_names(self) -> dict:
+        try:
+            from irviz.core.importer import dim_names
+
+            return dict(dim_names(self.captured))
+        except Exception:  # noqa: BLE001 - a nicety
+            return {}
+
+    def _mark_failed(self, result: dict) -> None:
+        """The node the import failed at: `failed: true`, kind "failed" (its folded box too)."""
+        exc = self.import_error
+        node = getattr(exc, "node", None) if exc is not None else None
+        result["failed_node"] = None
+        result["import_error"] = None
+        if exc is None:
+            return
+        err = self._import_error_state()["import_error"]
+        result["import_error"] = err
+        if node is None:
+            return
+        node = str(node)
+        for n in result.get("nodes", ()):
+            if n.get("id") == node or node in (n.get("members") or ()):
+                n["failed"] = True
+                n["fx_kind"] = n.get("kind")
+                n["kind"] = "failed"
+                n["error"] = err["message"]
+                result["failed_node"] = n["id"]
+
+    # -- converters ----------------------------------------------------------------------------
+
+    def _add_converter_file(self, path):
+        from irviz.core.converters import load_converter_file
+
+        table = load_converter_file(path)   # LoadError (file:line) when it is broken
+        path = os.path.abspath(os.path.expanduser(str(path)))
+        if path in self.converter_files:
+            self.converter_files.remove(path)
+        self.converter_files.append(path)   # later files win for the same op
+        return table
+
+    def cmd_load_converters(self, path):
+        """Execute a converter file (afresh) and keep it for every later import."""
+        table = self._add_converter_file(path)
+        return {"path": self.converter_files[-1], "ops": sorted(table),
+                "files": list(self.converter_files)}
+
+    def cmd_reimport(self):
+        """Import the kept capture again with the stored converters: a new session at step 0 with
+        the same planned pipeline (applied + planned passes). No re-capture."""
+        from irviz.core import importer as importer_mod
+        from irviz.core.session import Session
+
+        if self.captured is None:
+            if self.session is not None:
+                raise BadRequest("This session has no captured PyTorch model to import again")
+            raise BadRequest("No model is open")
+        if self.session is not None:
+            planned = [self._invocations([{"name": st.pass_name, "params": st.params}])[0]
+                       for st in self.session.steps[1:]] + self._planned()
+        else:
+            planned = list(self._import_planned)
+        importer = self.importer or "exported_program"
+        self.progress("Loading converters", 0.05)
+        convert_map = self._convert_map(importer)
+        self.progress(f"Importing {len(self.captured.graph.nodes)} FX nodes into Relax ({importer})", 0.2)
+        try:
+            imported = importer_mod.import_model(self.captured, importer=importer,
+                                                 custom_convert_map=convert_map)
+        except IrvizError as exc:
+            if getattr(exc, "stage", None) == "import":
+                self.session, self.imported = None, None
+                self._set_import_error(exc, planned)
+            raise
+        self.progress("Preparing the session", 0.9)
+        session = Session(imported, self.captured)
+        session.set_pipeline(planned)
+        self.session, self.imported, self.import_error = session, imported, None
+        self._import_planned = []
+        self._cache.clear()
+        self._runs.clear()
+        self._fx_graph_cache = None
+        self.progress("Ready", 1.0)
+        return self.state()
 
     def cmd_relax_graph(self, step=None, func="main", expand_fused=True):
         """Dataflow of one Relax function; fused calls expanded and grouped by fused function."""
