@@ -26,7 +26,8 @@ from pathlib import Path
 from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
 # Commands whose successful result is a `state` dict.
-STATE_CMDS = frozenset({"open", "state", "set_pipeline", "step", "back", "run_to_end", "jump", "replay"})
+STATE_CMDS = frozenset({"open", "state", "set_pipeline", "step", "back", "run_to_end", "jump", "replay",
+                        "reimport"})
 # By default a newer request of one of these commands supersedes (drops) the older ones.
 DEFAULT_SUPERSEDE = frozenset({"relax_graph", "diff"})
 # Give up replaying after this many engines in a row died while replaying.
@@ -107,6 +108,7 @@ class EngineBridge(QObject):
         self._state: dict | None = None
         self._recipe: dict | None = None
         self._pass_files: list[str] = []            # loaded with load_pass_file: replayed first
+        self._converter_files: list[str] = []       # loaded with load_converters: replayed too
         self._pending_reason: str | None = None     # emitted with engineRestarted once replayed
         self._replay_failures = 0
         self._start_failures = 0
@@ -154,10 +156,16 @@ class EngineBridge(QObject):
     @property
     def recipe(self) -> dict | None:
         """What `replay` needs to rebuild the last good state: spec, importer, applied, planned,
-        cursor (and pass_files, the user pass files loaded so far)."""
+        cursor (and pass_files / converter_files, the user files loaded so far)."""
         if self._recipe is None:
             return None
-        return dict(self._recipe, pass_files=list(self._pass_files))
+        return dict(self._recipe, pass_files=list(self._pass_files),
+                    converter_files=list(self._converter_files))
+
+    @property
+    def converter_files(self) -> list[str]:
+        """Converter files loaded (load_converters) so far, in order; re-sent on replay."""
+        return list(self._converter_files)
 
     @property
     def restarts(self) -> int:
@@ -432,6 +440,13 @@ class EngineBridge(QObject):
             path = str(req.args["path"])
             if path not in self._pass_files:
                 self._pass_files.append(path)
+        if ok and req.cmd == "load_converters":
+            res = msg.get("result") or {}
+            path = str(res.get("path") or req.args.get("path") or "")
+            if path:
+                if path in self._converter_files:
+                    self._converter_files.remove(path)
+                self._converter_files.append(path)   # the engine's order: later files win
         if req.internal:
             self._on_replay_reply(ok, msg, state)
         else:
@@ -458,6 +473,8 @@ class EngineBridge(QObject):
             args = dict(self._recipe)
             if self._pass_files:
                 args["pass_files"] = list(self._pass_files)
+            if self._converter_files:
+                args["converter_files"] = list(self._converter_files)
             replay = _Request(self._next_id, "replay", args, internal=True)
             self._next_id += 1
             self._send(replay)
@@ -474,6 +491,12 @@ class EngineBridge(QObject):
             self._replay_failures = 0
             self._take_state(state)
             self._finish_restart(f"{reason} Restarted and replayed to step {state.get('cursor', 0)}.", state)
+        elif state is not None and state.get("import_error"):
+            # the session was captured but did not import before either: that is where we were
+            self._replay_failures = 0
+            self._take_state(state)
+            self._finish_restart(f"{reason} Restarted; the model is captured again but its import "
+                                 "still fails.", state)
         else:
             err = msg.get("error") or {}
             self._recipe = None
@@ -503,6 +526,16 @@ class EngineBridge(QObject):
                 "planned": [{"name": p["name"], "params": p.get("params") or {}}
                             for p in state.get("planned") or []],
                 "cursor": int(state.get("cursor") or 0),
+            }
+        elif state.get("spec") and state.get("import_error"):
+            # captured, import failed: a replay captures again (and shows the same failure)
+            self._recipe = {
+                "spec": state["spec"],
+                "importer": state.get("importer") or "exported_program",
+                "applied": [],
+                "planned": [{"name": p["name"], "params": p.get("params") or {}}
+                            for p in state.get("planned") or []],
+                "cursor": 0,
             }
 
     def _on_error(self, eng: _Engine, err) -> None:
