@@ -705,12 +705,52 @@ class Engine:
         self.progress(f"Exporting to {out_dir}", 0.1)
         sel = None if steps in (None, "all") else [int(i) for i in steps]
         runs = {i: r for i, (st, r) in self._runs.items() if i < len(s.steps) and s.steps[i] is st}
-        path = export_trace(s, out_dir, steps=sel, run_results=runs or None)
+        path = export_trace(s, out_dir, steps=sel, run_results=runs or None,
+                            latency=self._current_latency())
         path = os.fspath(path)
         root = path if os.path.isdir(path) else os.path.dirname(path)
         files = sorted(os.path.relpath(os.path.join(d, f), root)
                        for d, _, fs in os.walk(root) for f in fs)
         return {"path": path, "files": files}
+
+    # -- latency across the pipeline ------------------------------------------------------------
+
+    def _latency_results(self) -> dict:
+        """{module hash: measurement} for the open model (dropped when another model is opened)."""
+        c = getattr(self, "_latency_cache", None)
+        if c is None or c["loaded"] is not self.loaded or c["imported"] is not self.imported:
+            c = {"loaded": self.loaded, "imported": self.imported, "results": {}, "last": None}
+            self._latency_cache = c
+        return c
+
+    def _current_latency(self):
+        """The last latency trace, if its steps are still the session's steps (for the report)."""
+        c = getattr(self, "_latency_cache", None)
+        s = self.session
+        if not c or c.get("last") is None or s is None or c["imported"] is not self.imported:
+            return None
+        steps, trace = c["last"]
+        if any(i >= len(s.steps) or s.steps[i] is not st for i, st in steps.items()):
+            return None
+        return trace
+
+    def cmd_latency_trace(self, steps="all", repeats=10):
+        """Build and time every recorded step (or `steps`); one progress message per step.
+        Steps whose module was measured before (same structural hash) are not built again."""
+        from irviz.core.latency import latency_trace, torch_ms_of
+
+        s = self._need_session()
+        sel = None if steps in (None, "all") else [int(i) for i in steps]
+        if sel is not None:
+            for i in sel:
+                self._step(i)  # BadRequest for a step that does not exist
+        c = self._latency_results()
+        trace = latency_trace(s, self.loaded, steps=sel, repeats=int(repeats), progress=self.progress,
+                              cache=c["results"], params=getattr(self.imported, "params", None) or None)
+        c["last"] = ({e["step"]: s.steps[e["step"]] for e in trace}, trace)
+        return {"trace": trace, "torch_ms": torch_ms_of(trace),
+                "threads": next((e.get("threads") for e in trace if e.get("threads")), None),
+                "reference": self.loaded is not None, "planned": len(self._planned())}
 
     # -- catalogues ----------------------------------------------------------------------------
 

@@ -280,7 +280,7 @@ def _normalize_results(session, run_result=None, run_results=None) -> dict[int, 
 
 
 def export_trace(session, out_dir, steps=None, run_result=None, run_results=None,
-                 verify="auto") -> Path:
+                 verify="auto", latency=None) -> Path:
     """Write the trace (see the module docstring) to ``out_dir``; returns its Path.
 
     steps: indices to export (default all).  run_result: a build.RunResult for the cursor step, or
@@ -292,6 +292,8 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     round-tripping pass applied to a module that round-trips is trusted, as measured on ResNet-18
     for zero and default_build (shared NOTES.md).  False trusts PassSpec.roundtrip_ok alone.  A step whose pass has
     roundtrip_ok=False is never written as .py.
+    latency: a trace from ``irviz.core.latency.latency_trace`` (one entry per step): report.html
+    shows it as a chart and a table, steps.json keeps it under "latency".
     """
     out = Path(out_dir)
     n = len(session.steps)
@@ -388,10 +390,14 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
         "error": session.error.user_message() if getattr(session, "error", None) is not None else None,
         "steps": records,
     }
+    if latency:
+        summary["latency"] = [{k: _jsonable(v) for k, v in e.items() if k != "error_detail"}
+                              for e in latency]
     try:
         (out / "steps.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         (out / "report.html").write_text(
-            html_report(session, results, files=files, steps=indices), encoding="utf-8")
+            html_report(session, results, files=files, steps=indices, latency=latency),
+            encoding="utf-8")
     except OSError as exc:
         raise ExportError(f"cannot write to {out}: {exc}") from exc
     return out
@@ -462,6 +468,7 @@ details.step>summary{font-weight:600;font-size:15px;padding:4px 0}
 .t-added{background:#dafbe1} .t-removed{background:#ffebe9} .t-changed{background:#fff8c5}
 .note{color:#9a6700} .err{color:#cf222e;white-space:pre-wrap}
 button{margin-right:6px}
+.chart svg{max-width:100%;height:auto}
 """
 
 _JS = """
@@ -611,12 +618,43 @@ def _render_run(idx: int, rr) -> str:
     return "".join(out)
 
 
-def html_report(session, run_results=None, files: dict | None = None, steps=None) -> str:
+def _render_latency(session, trace) -> str:
+    """The latency chart (inline SVG) and a table of its numbers."""
+    from irviz.core.latency import fmt_ms, latency_svg, torch_ms_of
+
+    out = ["<h2>Latency per step</h2>", '<div class="chart">',
+           latency_svg(trace, width=960, height=400), "</div>"]
+    torch_ms = torch_ms_of(trace)
+    threads = next((e.get("threads") for e in trace if e.get("threads")), None)
+    out.append(f'<p class="meta">Every step built (the rest of default_build, then tvm.compile) and '
+               f"run against PyTorch; median of the timed runs. torch eager "
+               f"{_e(fmt_ms(torch_ms))} ms (median over the steps), {_e(_fmt(threads))} threads.</p>")
+    out.append("<details><summary>numbers</summary><table><tr><th>#</th><th>pass</th><th>TVM ms</th>"
+               "<th>torch ms</th><th>× torch</th><th>allclose</th><th>build s</th><th>note</th></tr>")
+    for e in trace:
+        tvm, tor = e.get("tvm_ms"), e.get("torch_ms")
+        ratio = f"{tvm / tor:.2f}" if isinstance(tvm, (int, float)) and isinstance(tor, (int, float)) and tor else "–"
+        ok = e.get("allclose")
+        okc = "yes" if ok else ("bad" if ok is False else "no")
+        note = e.get("error") or ("same module as an earlier step" if e.get("cached") else "")
+        out.append(f'<tr><td class=num><a href="#step{e.get("step")}">{_e(e.get("step"))}</a></td>'
+                   f"<td>{_e(e.get('pass'))}</td><td class=num>{_e(fmt_ms(tvm))}</td>"
+                   f"<td class=num>{_e(fmt_ms(tor))}</td><td class=num>{ratio}</td>"
+                   f'<td><span class="{okc}">{_e(_fmt(ok))}</span></td>'
+                   f"<td class=num>{_e(_fmt(e.get('build_seconds'), '.2f'))}</td>"
+                   f'<td class="{"err" if e.get("error") else "no"}">{_e(note)}</td></tr>')
+    out.append("</table></details>")
+    return "".join(out)
+
+
+def html_report(session, run_results=None, files: dict | None = None, steps=None,
+                latency=None) -> str:
     """The trace as one self-contained HTML page (inline CSS/JS, no external resources).
 
     run_results: a RunResult (for the cursor step) or {step index: RunResult}.  files: per-step
     export records (from export_trace) for links to the step files.  Diffs only, collapsed to
-    hunks; the full text of each step is in the exported files."""
+    hunks; the full text of each step is in the exported files.  latency: a latency trace
+    (``irviz.core.latency.latency_trace``), shown as an SVG chart and a table."""
     results = _normalize_results(session, run_results)
     files = files or {}
     n = len(session.steps)
@@ -636,6 +674,8 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
     if session.pipeline:
         head.append('<p class="note">Not applied (planned): '
                     + _e(", ".join(inv.name for inv in session.pipeline)) + "</p>")
+    if latency:
+        head.append(_render_latency(session, latency))
     for idx in sorted(results):
         head.append(_render_run(idx, results[idx]))
 
