@@ -2,7 +2,7 @@
 
     irviz [MODEL]                          start the app (on MODEL)
     irviz check MODEL [--pipeline NAME] [--json PATH|-]
-    irviz export MODEL --pipeline NAME --out DIR
+    irviz export MODEL --pipeline NAME --out DIR [--latency]
     irviz samples | passes | pipelines
     irviz snapshot MODEL --steps N --out FILE.png
 
@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     model_args(e)
     e.add_argument("--out", required=True, metavar="DIR")
     e.add_argument("--no-build", action="store_true", help="skip build+run in the report")
+    e.add_argument("--latency", action="store_true",
+                   help="build and time every step; report.html gets a latency-per-step chart")
+    e.add_argument("--repeats", type=int, default=10, help="timed runs per step for --latency")
 
     sub.add_parser("samples", help="list sample models (use as sample:NAME)")
     sub.add_parser("passes", help="list passes")
@@ -265,10 +268,21 @@ def _cmd_export(args) -> int:
             run_results = build_mod.run_and_compare(built, loaded)
         except Exception as exc:  # the trace is still worth exporting; the report says why
             stage.fail("build", exc)
+    latency = None
+    if args.latency:
+        from irviz.core.latency import latency_trace
+
+        latency = latency_trace(session, loaded, repeats=args.repeats,
+                                progress=lambda text, f: print(text) if f < 1 else None)
+        for e in latency:
+            what = (f"tvm {e['tvm_ms']:.3f} ms  torch {e['torch_ms']:.3f} ms"
+                    if e["ok"] and e.get("torch_ms") is not None else
+                    f"tvm {e['tvm_ms']:.3f} ms" if e["ok"] else f"not built: {e['error']}")
+            print(f"  {e['step']:2d} {e['pass']:28} {what}")
     from irviz.core.export import export_trace
 
     try:
-        out = export_trace(session, args.out, run_result=run_results)
+        out = export_trace(session, args.out, run_result=run_results, latency=latency)
     except Exception as exc:
         stage.fail("export", exc)
         return 1
