@@ -534,8 +534,9 @@ class Engine:
         for n in result.get("nodes", ()):
             if n.get("id") == node or node in (n.get("members") or ()):
                 n["failed"] = True
-                n["fx_kind"] = n.get("kind")
-                n["kind"] = "failed"
+                if n.get("kind") != "group":   # a folded box stays a group (it still unfolds)
+                    n["fx_kind"] = n.get("kind")
+                    n["kind"] = "failed"
                 n["error"] = err["message"]
                 result["failed_node"] = n["id"]
 

@@ -27,7 +27,11 @@ MAX_RECENT = 10
 LAYOUT_VERSION = 1
 # Failures of these commands are worth a notification; others (view requests) go to the status bar.
 LOUD_CMDS = {"open", "step", "back", "run_to_end", "jump", "set_pipeline", "replay", "build_run",
-             "export", "load_pass_file"}
+             "export", "load_pass_file", "reimport", "load_converters"}
+CONVERTER_FILTER = "Converter files (*.py);;All files (*)"
+IMPORT_ADVICE = ("Load a converter file for this op (File ▸ Load converters…, Ctrl+Shift+L; "
+                 "example: irviz/samples/example_converter.py), then Re-import (Ctrl+Shift+R). "
+                 "The FX graph marks the node in red.")
 OPEN_FILTER = ("Models and steps (*.py *.pt2);;Python model file or exported TVMScript step (*.py);;"
                "Exported program (*.pt2);;All files (*)")
 
@@ -200,6 +204,10 @@ class MainWindow(QMainWindow):
         self.act_export_relax_svg = a("Relax graph as SVG…", lambda: self.export_graph("relax", "svg"))
         self.act_export_fx_png = a("FX graph as PNG…", lambda: self.export_graph("fx", "png"))
         self.act_export_fx_svg = a("FX graph as SVG…", lambda: self.export_graph("fx", "svg"))
+        self.act_load_converters = a("Load &converters…", self.load_converters_dialog, "Ctrl+Shift+L",
+                                     "Load a Python file with CONVERTERS = {aten op: fn} for ops TVM cannot import")
+        self.act_reimport = a("Re-&import", self.reimport, "Ctrl+Shift+R",
+                              "Import the captured model into Relax again, with the loaded converters")
         self.act_restart = a("Restart engine", lambda: self.bridge.restart("Restarted the engine on request."))
         self.act_quit = a("&Quit", self.close, "Ctrl+Q")
         self.act_find = a("&Find", self.focus_search, "Ctrl+F", "Search in the focused pane")
@@ -231,6 +239,9 @@ class MainWindow(QMainWindow):
         self.samples_menu = m.addMenu("Samples")
         self.samples_menu.addAction("(asking the engine…)").setEnabled(False)
         self.recent_menu = m.addMenu("Open &Recent")
+        m.addSeparator()
+        m.addAction(self.act_load_converters)
+        m.addAction(self.act_reimport)
         m.addSeparator()
         m.addAction(self.act_export_step)
         m.addAction(self.act_export_trace)
@@ -418,6 +429,30 @@ class MainWindow(QMainWindow):
         if path:
             self.open_spec(path)
 
+    def load_converters_dialog(self) -> None:
+        start = os.path.dirname(self.bridge.converter_files[-1]) \
+            if getattr(self.bridge, "converter_files", None) else ""
+        path, _ = QFileDialog.getOpenFileName(self, "Load converters", start, CONVERTER_FILTER)
+        if path:
+            self.load_converters(path)
+
+    def load_converters(self, path: str) -> int:
+        """Load a converter file in the engine (kept for every later import and replay)."""
+        self.status(f"Loading converters from {path}…")
+        return self._ask("converters", "load_converters", path=str(path))
+
+    def reimport(self) -> int | None:
+        """Import the captured model again with the loaded converters (no re-capture, no restart)."""
+        if not self._can_reimport():
+            return None
+        self.status("Re-importing into Relax…")
+        return self._ask("reimport", "reimport")
+
+    def _can_reimport(self) -> bool:
+        if self.state.get("import_error"):
+            return True
+        return self._has_model() and self.state.get("importer") != "tvmscript"
+
     def step(self) -> None:
         if self._has_model():
             self.pipeline.step()
@@ -486,6 +521,19 @@ class MainWindow(QMainWindow):
         prev = self.state
         self.state = state or {}
         model = self.state.get("model")
+        err = self.state.get("import_error")
+        if not model and err:
+            spec = self.state.get("spec")
+            if self._pending_open is not None and spec:
+                self._pending_open = None
+                self._add_recent(spec)
+            name = err.get("model") or spec or ""
+            self.setWindowTitle(f"irviz — {name} — import failed")
+            self.step_label.setText(f"{name} · import failed at {err.get('node') or '?'}")
+            self.hub.set_provenance(None)
+            self._import_error_status()
+            self._update_actions()
+            return
         if not model:
             self.setWindowTitle("irviz")
             self.step_label.setText("")
@@ -509,6 +557,11 @@ class MainWindow(QMainWindow):
             self.status(self._step_text())
         self._update_actions()
 
+    def _import_error_status(self) -> None:
+        err = self.state.get("import_error") or {}
+        self.status(f"Import failed at FX node {err.get('node') or '?'} ({err.get('op') or '?'}). "
+                    + IMPORT_ADVICE, error=True)
+
     def _step_text(self) -> str:
         cursor = int(self.state.get("cursor", 0))
         step = next((s for s in self.state.get("steps") or [] if s.get("index") == cursor), {})
@@ -521,9 +574,23 @@ class MainWindow(QMainWindow):
         purpose = self._own.pop(rid, None)
         if purpose is None:
             return
-        if purpose == "open":
+        if purpose in ("open", "reimport"):
             self.state = {}
             self.hub.sessionReset.emit()  # before the bridge emits the new state
+            if purpose == "reimport":
+                self.notify("Re-imported", "The model imports into Relax now; the session is back "
+                            "at step 0 with the same planned passes.", kind="info")
+        elif purpose == "converters":
+            res = result or {}
+            ops = ", ".join(res.get("ops") or []) or "no ops"
+            path = res.get("path", "")
+            if self.state.get("import_error"):
+                text = f"Loaded converters for {ops} from {path}. Re-import (Ctrl+Shift+R) to use them."
+            else:
+                text = f"Loaded converters for {ops} from {path}; used by every import from now on."
+            self.status(text)
+            self.notify("Converters loaded", text, kind="info")
+            self._update_actions()
         elif purpose == "samples":
             self.samples = list(result or [])
             self._fill_samples()
@@ -560,7 +627,12 @@ class MainWindow(QMainWindow):
                      "build": "Build failed", "run": "Run failed", "export": "Export failed",
                      "engine": "Engine problem"}.get(stage, f"{stage} failed")
             body = msg + (f"\n\nHint: {hint}" if hint else "")
-            if self.state.get("model"):
+            if stage == "import" and error.get("node"):
+                title = f"Import into Relax failed at {error.get('node')} ({error.get('op') or '?'})"
+                body = msg + "\n\n" + IMPORT_ADVICE
+                self.status(f"Import failed at FX node {error.get('node')} ({error.get('op') or '?'}). "
+                            + IMPORT_ADVICE, error=True)
+            if self.state.get("model") and stage != "import":
                 body += f"\n\nThe session stays at step {self.state.get('cursor', 0)}."
             self.notify(title, body)
 
@@ -582,6 +654,8 @@ class MainWindow(QMainWindow):
             self.progress.setRange(0, 0)
         elif self.state.get("model") and self.status_label.styleSheet() == "":
             self.status(self._step_text())
+        elif not self.state.get("model") and self.state.get("import_error"):
+            self._import_error_status()
         self._update_actions()
 
     def _on_restarted(self, text: str) -> None:
@@ -630,6 +704,7 @@ class MainWindow(QMainWindow):
                     self.act_export_fx_svg):
             act.setEnabled(has)
         self.act_cancel.setEnabled(bool(getattr(self.bridge, "busy", False)))
+        self.act_reimport.setEnabled(self._can_reimport())
 
     # -- drag and drop -----------------------------------------------------------------------------
     def dragEnterEvent(self, event) -> None:  # noqa: N802

@@ -2,15 +2,48 @@
 table like ``Graph.print_tabular()`` (name, op, target, args, shape, module)."""
 from __future__ import annotations
 
+import re
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QTableWidgetItem, QTabWidget, QVBoxLayout
+from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QTableWidgetItem, QTabWidget,
+                               QVBoxLayout)
 
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, SearchBox, dim_label, row_table, shape_text
 from irviz.ui.widgets.graph_view import GraphView
 
 COLUMNS = ("name", "op", "target", "args", "shape", "module")
+_SYMBOL = re.compile(r"\b[su]\d+\b")   # torch.export's symbolic dims: s0, s77, u3
+
+
+def rename_dims(obj, names: dict):
+    """Strings (in lists/dicts) with torch's dim symbols replaced by the model file's Dim names."""
+    if not names:
+        return obj
+    if isinstance(obj, str):
+        return _SYMBOL.sub(lambda m: names.get(m.group(0), m.group(0)), obj)
+    if isinstance(obj, list):
+        return [rename_dims(v, names) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(rename_dims(v, names) for v in obj)
+    return obj
+
+
+def relabel_graph(graph: dict) -> dict:
+    """Shapes in labels, sublabels, shapes and edge labels shown with ``graph["dim_names"]``."""
+    names = graph.get("dim_names") or {}
+    if not names:
+        return graph
+    for n in graph.get("nodes", ()):
+        for key in ("sublabel", "shapes", "shape", "arg_repr"):
+            if key in n:
+                n[key] = rename_dims(n[key], names)
+    for e in graph.get("edges", ()):
+        for key in ("label", "shape"):
+            if key in e:
+                e[key] = rename_dims(e[key], names)
+    return graph
 
 
 def fx_row(node: dict) -> list[str]:
@@ -39,6 +72,12 @@ class FxPane(Pane):
         self.search.returnPressed.connect(self._search)
         self.search.textChanged.connect(self._filter_table)
         self.info = dim_label("No model open")
+        self.error_label = QLabel()   # a failed import: what failed, and what to do about it
+        self.error_label.setObjectName("FxImportError")
+        self.error_label.setWordWrap(True)
+        self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error_label.hide()
+        self.failed_node: str | None = None
 
         self.graph = GraphView()
         self.graph.nodeSelected.connect(self._node_clicked)
@@ -64,14 +103,39 @@ class FxPane(Pane):
         lay.setSpacing(3)
         lay.addLayout(top)
         lay.addWidget(self.info)
+        lay.addWidget(self.error_label)
         lay.addWidget(self.tabs, 1)
 
         hub.linked.connect(self._on_linked)
         hub.cleared.connect(lambda: self._on_linked(None))
 
     # -- data ------------------------------------------------------------------------------------
+    def fx_key(self, state: dict | None):
+        """What the graph shows: the session's model, or a captured model whose import failed."""
+        err = (state or {}).get("import_error")
+        if err and (state or {}).get("spec"):
+            return ("import_error", state.get("spec"), state.get("importer"), err.get("node"),
+                    err.get("message"))
+        return self.model_key(state)
+
+    def show_import_error(self, err: dict | None) -> None:
+        if not err:
+            self.error_label.hide()
+            self.error_label.setText("")
+            return
+        c = themes.colors()
+        text = (f"<b>Import into Relax failed</b> (node in red below): {_esc(err.get('message') or '')}"
+                "<br><i>Fix: File ▸ Load converters… (CONVERTERS = {'aten.op.overload': fn}, e.g. "
+                "irviz/samples/example_converter.py), then File ▸ Re-import.</i>")
+        self.error_label.setText(text)
+        self.error_label.setToolTip(err.get("hint") or "")
+        self.error_label.setStyleSheet(f"color: {c.bad}; border: 1px solid {c.bad}; "
+                                       "border-radius: 4px; padding: 4px;")
+        self.error_label.show()
+
     def on_state(self, state: dict, prev: dict) -> None:
-        key = self.model_key(state)
+        self.show_import_error(state.get("import_error"))
+        key = self.fx_key(state)
         if key is None:
             if self._loaded_key is not None:
                 self.clear()
@@ -80,27 +144,33 @@ class FxPane(Pane):
             self._loaded_key = key
             self.graph_dict = None
             self.table_nodes = None
-            self.info.setText(f"Loading FX graph of {state.get('model')}…")
+            name = state.get("model") or (state.get("import_error") or {}).get("model")
+            self.info.setText(f"Loading FX graph of {name}…")
             self.ask("graph", "fx_graph")
 
     def clear(self) -> None:
         self._loaded_key = None
         self.graph_dict = None
+        self.failed_node = None
         self.graph.clear()
         self.table.setRowCount(0)
         self.info.setText("No model open")
+        self.show_import_error(None)
 
     def on_reply(self, purpose: str, result) -> None:
         if purpose == "table":
-            self.table_nodes = [n for n in (result or {}).get("nodes", []) if n.get("kind") != "group"]
+            result = relabel_graph(result or {})
+            self.table_nodes = [n for n in result.get("nodes", []) if n.get("kind") != "group"]
             self._fill_table(self.table_nodes)
             self._apply_linked()
             return
         if purpose not in ("graph", "refold"):
             return
         keep = purpose == "refold"
-        self.graph_dict = result or {"nodes": [], "edges": []}
+        self.graph_dict = relabel_graph(result or {"nodes": [], "edges": []})
         self.graph.set_graph(self.graph_dict, keep_view=keep)
+        self.failed_node = self.graph_dict.get("failed_node")
+        self.graph.highlight([self.failed_node] if self.failed_node else [], "failed")
         all_nodes = self.graph_dict.get("nodes", [])
         folded = [n for n in all_nodes if n.get("kind") == "group"]
         self._group_of = {m: n["id"] for n in folded for m in n.get("members") or []}
@@ -115,8 +185,12 @@ class FxPane(Pane):
         text = f"{total} nodes · {groups} module groups"
         if folded:
             text += f" · {len(folded)} folded (double-click a folded box, or a group title, to toggle)"
+        if self.failed_node:
+            text += f" · import failed at {self.failed_node} (red)"
         self.info.setText(text)
         self._apply_linked()
+        if self.failed_node and not keep:
+            self.graph.select(self.failed_node, center=True, emit=False)
 
     def folded_paths(self) -> list[str]:
         return sorted(n["id"][len("group:"):] for n in (self.graph_dict or {}).get("nodes", [])
@@ -154,6 +228,9 @@ class FxPane(Pane):
                     item.setToolTip(node.get("source") or text)
                 if col == 1 and text != "call_function":
                     item.setForeground(QBrush(QColor(c.dim_text)))
+                if node.get("failed"):  # the node the import failed at
+                    item.setForeground(QBrush(QColor(c.bad)))
+                    item.setToolTip(node.get("error") or text)
                 self.table.setItem(r, col, item)
         self.table.resizeColumnsToContents()
         for col, most in enumerate((180, 100, 200, 220, 140, 260)):
@@ -227,3 +304,7 @@ class FxPane(Pane):
                 text in (self.table.item(r, c).text().lower() if self.table.item(r, c) else "")
                 for c in range(len(COLUMNS)))
             self.table.setRowHidden(r, hide)
+
+
+def _esc(text: str) -> str:
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -107,6 +107,8 @@ class NodeItem(QGraphicsItem):
         self.label = str(data.get("label", self.nid))
         self.sublabel = str(data.get("sublabel", "") or "")
         self.kind = str(data.get("kind", "op"))
+        # a node marked failed (e.g. where an import failed) is drawn red whatever its kind
+        self.style_kind = "failed" if data.get("failed") else self.kind
         self.roles: set[str] = set()
         self.heat: QColor | None = None
         self._elided: tuple[str, str] | None = None
@@ -128,7 +130,7 @@ class NodeItem(QGraphicsItem):
 
     def paint(self, p: QPainter, option, widget=None):
         st = self.style
-        brush, pen, text, far = st.kind(self.kind)
+        brush, pen, text, far = st.kind(self.style_kind)
         lod = option.levelOfDetailFromTransform(p.worldTransform())
         if lod < LOD_TEXT:
             brush = far

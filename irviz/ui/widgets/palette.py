@@ -17,6 +17,7 @@ LIGHT: dict[str, tuple[str, str, str]] = {
     "output":          ("#fbe1e1", "#b94a4a", "#421515"),
     "group":           ("#fff3c9", "#b08a00", "#3d3000"),
     "tuple":           ("#f4f4f4", "#8a8a8a", "#333333"),
+    "failed":          ("#ff9b9b", "#c40000", "#3d0000"),
 }
 DARK: dict[str, tuple[str, str, str]] = {
     "input":           ("#1f3b28", "#63c082", "#dff5e6"),
@@ -29,6 +30,7 @@ DARK: dict[str, tuple[str, str, str]] = {
     "output":          ("#4a2222", "#e06c6c", "#fbe1e1"),
     "group":           ("#423812", "#d9b32c", "#fff3c9"),
     "tuple":           ("#2f3134", "#8a8a8a", "#dddddd"),
+    "failed":          ("#7a1212", "#ff4d4d", "#ffe0e0"),
 }
 # synonyms used by the FX and Relax graph builders
 ALIASES = {
@@ -45,6 +47,7 @@ ROLES_LIGHT = {
     "added":    "#2e9e44",
     "removed":  "#d64545",
     "changed":  "#d99a00",
+    "failed":   "#d00000",
 }
 ROLES_DARK = {
     "selected": "#ffa733",
@@ -53,8 +56,9 @@ ROLES_DARK = {
     "added":    "#5fd47a",
     "removed":  "#ff6b6b",
     "changed":  "#ffc23d",
+    "failed":   "#ff4d4d",
 }
-ROLE_PRIORITY = ("found", "linked", "removed", "added", "changed")
+ROLE_PRIORITY = ("failed", "found", "linked", "removed", "added", "changed")
 
 # view chrome
 CHROME_LIGHT = {"background": "#fbfbfc", "edge": "#7d8590", "edge_label": "#5c636b",
