@@ -200,6 +200,45 @@ def _finite(x):
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
+def _shapes(tensors) -> list:
+    return [list(t.shape) for t in tensors if hasattr(t, "shape")]
+
+
+def _check_alt_sizes(built, loaded, session, args, stage: _Stage, summary: dict, log) -> None:
+    """A model file with get_alt_inputs(): run the same build on those sizes and compare with torch.
+    Adds summary["alt_sizes"] = [{shapes, max_abs_error, allclose}]; a mismatch fails `compare`."""
+    from irviz.core import build as build_mod
+
+    try:
+        alt = build_mod.alt_inputs(loaded)
+    except Exception as exc:  # noqa: BLE001
+        stage.fail("run", exc)
+        return
+    if alt is None:
+        return
+    summary["alt_sizes"] = []
+    kwargs = {}
+    params = getattr(getattr(session, "imported", None), "params", None)
+    if params:
+        kwargs["params"] = params
+    try:
+        res = build_mod.run_and_compare(built, loaded, repeats=max(1, min(args.repeats, 3)),
+                                        inputs=alt, **kwargs)
+    except Exception as exc:
+        stage.fail("run", exc)
+        return
+    shapes = _shapes(alt)
+    summary["alt_sizes"].append({"shapes": shapes, "max_abs_error": _finite(res.max_abs_error),
+                                 "allclose": res.allclose})
+    log(f"run      other sizes {shapes}: max abs error {res.max_abs_error:.3g}"
+        f"{'' if res.allclose else '  DIFFERS'}")
+    if not res.allclose:
+        stage.failed_stage = "compare"
+        stage.error = (f"outputs differ from PyTorch on the other input sizes {shapes}: "
+                       f"max abs error {res.max_abs_error:.3g}")
+        print(f"irviz: compare failed: {stage.error}", file=sys.stderr)
+
+
 def _cmd_check(args) -> int:
     quiet = args.json == "-"
     log = (lambda msg: print(msg, file=sys.stderr)) if quiet else print
@@ -235,6 +274,8 @@ def _cmd_check(args) -> int:
                     print(f"irviz: compare failed: {stage.error}", file=sys.stderr)
             except Exception as exc:
                 stage.fail("run", exc)
+            if stage.failed_stage is None:
+                _check_alt_sizes(built, loaded, session, args, stage, summary, log)
     if session is not None:
         summary["steps"] = [{"pass": s.pass_name, "changed": s.changed, "seconds": round(s.seconds, 6)}
                             for s in session.steps[1:]]
