@@ -628,7 +628,7 @@ def _render_latency(session, trace) -> str:
     threads = next((e.get("threads") for e in trace if e.get("threads")), None)
     out.append(f'<p class="meta">Every step built (the rest of default_build, then tvm.compile) and '
                f"run against PyTorch; median of the timed runs. torch eager "
-               f"{_e(fmt_ms(torch_ms))} ms (median over the steps), {_e(_fmt(threads))} threads.</p>")
+               f"{_e(fmt_ms(torch_ms))} ms (the smallest of the steps' medians: a busy machine only adds time), {_e(_fmt(threads))} threads.</p>")
     out.append("<details><summary>numbers</summary><table><tr><th>#</th><th>pass</th><th>TVM ms</th>"
                "<th>torch ms</th><th>× torch</th><th>allclose</th><th>build s</th><th>note</th></tr>")
     for e in trace:

@@ -1,5 +1,7 @@
 """Run pane: Build & Run the current step in the engine; outputs vs PyTorch, latency, per-kernel
-times (which also colour the Relax graph through the event hub)."""
+times (which also colour the Relax graph through the event hub).  A second tab builds and times
+every step (the engine's ``latency_trace``) and plots latency per step; clicking a point jumps
+there."""
 from __future__ import annotations
 
 import json
@@ -7,10 +9,11 @@ import json
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QHeaderView, QLabel, QPushButton,
-                               QSizePolicy, QTableWidgetItem, QVBoxLayout)
+                               QSizePolicy, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
+from irviz.ui.widgets.latency_chart import LatencyChart, fmt_ms
 
 
 class _Num(QTableWidgetItem):
@@ -114,18 +117,52 @@ class RunPane(Pane):
         hh.setSectionResizeMode(4, QHeaderView.ResizeMode.Interactive)
         self.kernels.itemSelectionChanged.connect(self._kernel_clicked)
 
+        # latency per step: build and time every recorded step
+        self.latency: dict | None = None
+        self.latency_steps: list | None = None  # the state's steps the trace was made for
+        self.latency_button = QPushButton("Latency per step")
+        self.latency_button.setToolTip("Build and time every step of the pipeline (steps whose "
+                                       "module did not change are measured once)")
+        self.latency_button.clicked.connect(self.latency_trace)
+        self.latency_status = dim_label("Build and time every recorded step; plotted on a log scale "
+                                        "with torch eager as a line.")
+        self.latency_status.setWordWrap(True)
+        self.chart = LatencyChart()
+        self.chart.stepClicked.connect(self._latency_clicked)
+        lat_top = QHBoxLayout()
+        lat_top.setContentsMargins(0, 0, 0, 0)
+        lat_top.addWidget(self.latency_button)
+        lat_top.addWidget(self.latency_status, 1)
+        lat_page = QWidget()
+        lat_lay = QVBoxLayout(lat_page)
+        lat_lay.setContentsMargins(0, 4, 0, 0)
+        lat_lay.setSpacing(4)
+        lat_lay.addLayout(lat_top)
+        lat_lay.addWidget(self.chart, 1)
+
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.kernels, "Kernels")
+        self.tabs.addTab(lat_page, "Latency per step")
+
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.setSpacing(4)
         lay.addLayout(top)
         lay.addLayout(grid)
-        lay.addWidget(self.kernels, 1)
+        lay.addWidget(self.tabs, 1)
 
     def on_state(self, state: dict, prev: dict) -> None:
         cursor = self.cursor_of(state)
         self.run_button.setEnabled(cursor is not None)
+        self.latency_button.setEnabled(cursor is not None)
+        self.chart.set_current_step(cursor)
         if self.model_key(state) != self.model_key(prev):
             self._reset()
+        elif self.latency_steps is not None and not self.waiting("latency"):
+            if self._step_keys(state) != self.latency_steps:
+                self.latency_status.setText("The steps changed since this chart was made: press "
+                                            "“Latency per step” again (unchanged modules are not rebuilt).")
         elif self.built_step is not None and cursor != self.built_step and self.result:
             self.status.setText(f"Results are for step {self.built_step}; the cursor is at step {cursor}.")
 
@@ -137,6 +174,10 @@ class RunPane(Pane):
             v.setText("—")
         self.kernels.setRowCount(0)
         self.hub.set_heat({})
+        self.latency = self.latency_steps = None
+        self.chart.clear()
+        self.latency_status.setText("Build and time every recorded step; plotted on a log scale "
+                                    "with torch eager as a line.")
 
     def build_run(self) -> None:
         cursor = self.cursor_of(self.state)
@@ -149,7 +190,56 @@ class RunPane(Pane):
         self.status.setText(f"Building and running step {cursor}…")
         self.ask("run", "build_run", step=cursor)
 
+    @staticmethod
+    def _step_keys(state: dict | None) -> list:
+        return [(s.get("index"), s.get("pass"), json.dumps(s.get("params") or {}, sort_keys=True))
+                for s in (state or {}).get("steps") or []]
+
+    def latency_trace(self) -> None:
+        """Ask the engine to build and time every recorded step; the chart shows the result."""
+        if self.cursor_of(self.state) is None:
+            self.latency_status.setText("Open a model first.")
+            return
+        self.tabs.setCurrentIndex(1)
+        self.latency_steps = self._step_keys(self.state)
+        n = len(self.latency_steps)
+        self.latency_status.setText(f"Building and timing {n} step{'s' if n != 1 else ''}…")
+        self.latency_button.setEnabled(False)
+        self.ask("latency", "latency_trace", steps="all")
+
+    def _show_latency(self, r: dict) -> None:
+        self.latency = r
+        trace = list(r.get("trace") or [])
+        self.chart.set_trace(trace, r.get("torch_ms"))
+        self.chart.set_current_step(self.cursor_of(self.state))
+        built = [e for e in trace if e.get("ok") and e.get("tvm_ms")]
+        parts = [f"{len(built)} of {len(trace)} steps built"]
+        if built:
+            best = min(built, key=lambda e: e["tvm_ms"])
+            last = built[-1]
+            parts.append(f"last built: {fmt_ms(last['tvm_ms'])} ms (step {last['step']})")
+            parts.append(f"fastest: {fmt_ms(best['tvm_ms'])} ms at step {best['step']} {best.get('pass', '')}")
+        if r.get("torch_ms"):
+            parts.append(f"torch eager {fmt_ms(r['torch_ms'])} ms")
+        if r.get("threads"):
+            parts.append(f"{r['threads']} threads")
+        wrong = [str(e["step"]) for e in trace if e.get("allclose") is False]
+        if wrong:
+            parts.append(f"outputs differ at step {', '.join(wrong)}")
+        if r.get("planned"):
+            parts.append(f"{r['planned']} planned pass{'es' if r['planned'] != 1 else ''} not applied yet")
+        self.latency_status.setText(" · ".join(parts) + ". Click a point to go to that step.")
+
+    def _latency_clicked(self, step: int) -> None:
+        self.hub.select_step(step)
+        if step != self.cursor_of(self.state):
+            self.bridge.request("jump", index=int(step))
+
     def on_reply(self, purpose: str, result) -> None:
+        if purpose == "latency":
+            self.latency_button.setEnabled(self.cursor_of(self.state) is not None)
+            self._show_latency(result or {})
+            return
         if purpose != "run":
             return
         c = themes.colors()
@@ -189,6 +279,14 @@ class RunPane(Pane):
 
     def on_error(self, purpose: str, error: dict) -> None:
         c = themes.colors()
+        if purpose == "latency":
+            self.latency_button.setEnabled(self.cursor_of(self.state) is not None)
+            self.latency_steps = None
+            msg = error.get("message", "failed")
+            self.latency_status.setText(("Cancelled." if error.get("stage") == "cancelled" else
+                                         f"Latency trace failed: {msg}"))
+            self.latency_status.setToolTip(error.get("detail") or "")
+            return
         self.error = error
         self.result = None
         stage = error.get("stage", "build")

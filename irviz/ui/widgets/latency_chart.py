@@ -71,14 +71,6 @@ def _num(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
-def _median(vals):
-    vals = sorted(vals)
-    if not vals:
-        return None
-    m = len(vals) // 2
-    return vals[m] if len(vals) % 2 else (vals[m - 1] + vals[m]) / 2
-
-
 class LatencyChart(QWidget):
     stepClicked = Signal(int)
 
@@ -98,7 +90,8 @@ class LatencyChart(QWidget):
     def set_trace(self, trace: list[dict] | None, torch_ms: float | None = None) -> None:
         self.trace = [dict(e) for e in (trace or [])]
         if torch_ms is None:
-            torch_ms = _median([e["torch_ms"] for e in self.trace if _num(e.get("torch_ms"))])
+            # the smallest per-step median, as irviz.core.latency.torch_ms_of (noise only adds time)
+            torch_ms = min([e["torch_ms"] for e in self.trace if _num(e.get("torch_ms"))], default=None)
         self.torch_ms = torch_ms if _num(torch_ms) else None
         self._hover = None
         self.update()
