@@ -190,3 +190,38 @@ def test_big_real_graph_folds_by_module_and_unfolds(tmp_model_file):
     assert target["id"] not in ids
     assert set(target["members"]) <= ids
     assert len(u["nodes"]) == len(g["nodes"]) - 1 + len(target["members"])
+
+
+def test_samples_list_only_models():
+    from irviz.core.samples import list_samples
+
+    names = [n for n, _ in list_samples()]
+    assert "example_converter" not in names
+    assert {"unsupported_op", "dynamic_mlp", "mlp"} <= set(names)
+    assert [s["name"] for s in _call(_engine(), "list_samples")["result"]] == names
+    # the converter file is still reachable by path (the docs and tests point at it)
+    assert sample_path("example_converter").name == "example_converter.py"
+
+
+def test_cli_samples_output_lists_models_only(capsys):
+    from irviz.cli import main
+
+    assert main(["samples"]) == 0
+    listed = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+    assert "example_converter" not in listed and "unsupported_op" in listed
+
+
+def test_load_error_from_get_model_passes_through(tmp_model_file):
+    from irviz.core.errors import LoadError
+    from irviz.core.model_file import load_model
+
+    path = tmp_model_file('''
+        from irviz.core.errors import LoadError
+
+        def get_model():
+            raise LoadError("transformers is not installed", hint="pip install 'irviz[hf]'")
+    ''')
+    with pytest.raises(LoadError) as info:
+        load_model(str(path))
+    assert info.value.message == "transformers is not installed"
+    assert info.value.hint == "pip install 'irviz[hf]'"
