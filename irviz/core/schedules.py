@@ -43,9 +43,11 @@ def _pick_factor(extent: int | None, choices=(16, 8, 4)) -> int | None:
     return next((c for c in choices if extent % c == 0 and extent >= c), None)
 
 
-# Below this many loop iterations a kernel runs on one thread: waking the thread pool costs more
-# than it saves (and on a loaded machine a parallel launch can wait a whole time slice).
-PARALLEL_MIN_WORK = 1 << 17
+# Below this many loop iterations (~1M: tens of µs of work) a kernel runs on one thread: waking the
+# thread pool saves a few µs at best, and on a loaded machine a parallel launch can wait a whole
+# time slice for a descheduled worker (measured: the GPT sample's 16×64×256 matmuls, parallel,
+# took the model from 0.3 ms to 10 ms while other jobs ran on the second core).
+PARALLEL_MIN_WORK = 1 << 20
 
 
 def _work(sch, block) -> int:
