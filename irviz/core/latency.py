@@ -132,6 +132,7 @@ def log_ticks(lo: float, hi: float) -> tuple[float, float, list[float]]:
     if hi / lo < 2.0:  # a flat line: give it some room
         mid = math.sqrt(lo * hi)
         lo, hi = min(lo, mid / 1.6), max(hi, mid * 1.6)
+    lo, hi = lo / 1.12, hi * 1.12  # keep points off the frame
     grid = []
     e = math.floor(math.log10(lo)) - 1
     while not grid or grid[-1] < hi:

@@ -120,7 +120,7 @@ class RunPane(Pane):
         # latency per step: build and time every recorded step
         self.latency: dict | None = None
         self.latency_steps: list | None = None  # the state's steps the trace was made for
-        self.latency_button = QPushButton("Latency per step")
+        self.latency_button = QPushButton("Time every step")
         self.latency_button.setToolTip("Build and time every step of the pipeline (steps whose "
                                        "module did not change are measured once)")
         self.latency_button.clicked.connect(self.latency_trace)
@@ -162,7 +162,7 @@ class RunPane(Pane):
         elif self.latency_steps is not None and not self.waiting("latency"):
             if self._step_keys(state) != self.latency_steps:
                 self.latency_status.setText("The steps changed since this chart was made: press "
-                                            "“Latency per step” again (unchanged modules are not rebuilt).")
+                                            "“Time every step” again (unchanged modules are not rebuilt).")
         elif self.built_step is not None and cursor != self.built_step and self.result:
             self.status.setText(f"Results are for step {self.built_step}; the cursor is at step {cursor}.")
 

@@ -31,6 +31,7 @@ def log_ticks(lo: float, hi: float) -> tuple[float, float, list[float]]:
     if hi / lo < 2.0:
         mid = math.sqrt(lo * hi)
         lo, hi = min(lo, mid / 1.6), max(hi, mid * 1.6)
+    lo, hi = lo / 1.12, hi * 1.12  # keep points off the frame
     grid: list[float] = []
     e = math.floor(math.log10(lo)) - 1
     while not grid or grid[-1] < hi:
@@ -175,7 +176,7 @@ class LatencyChart(QWidget):
             p.setPen(QColor(c.dim_text))
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter,
                        "No step could be built." if self.trace else
-                       "Press “Latency per step” to build and time every step.")
+                       "Press “Time every step” to build and time every step.")
             p.end()
             return
         lo, hi, ticks = ax
