@@ -645,6 +645,7 @@ class MainWindow(QMainWindow):
             self.progress.setRange(0, 1000)
             self.progress.setValue(int(1000 * fraction))
         self.status(text)
+        self._progress_status = True
 
     def _on_busy(self, busy: bool) -> None:
         self.progress.setVisible(busy)
@@ -654,8 +655,9 @@ class MainWindow(QMainWindow):
             self.progress.setRange(0, 0)
         elif self.state.get("model") and self.status_label.styleSheet() == "":
             self.status(self._step_text())
-        elif not self.state.get("model") and self.state.get("import_error"):
-            self._import_error_status()
+        elif not self.state.get("model") and self.state.get("import_error") \
+                and getattr(self, "_progress_status", False):
+            self._import_error_status()   # replace the last progress text, not a newer message
         self._update_actions()
 
     def _on_restarted(self, text: str) -> None:
@@ -664,6 +666,7 @@ class MainWindow(QMainWindow):
 
     # -- feedback ----------------------------------------------------------------------------------
     def status(self, text: str, error: bool = False) -> None:
+        self._progress_status = False
         c = themes.colors()
         self.status_label.setStyleSheet(f"color: {c.bad};" if error else "")
         self.status_label.setText(text)

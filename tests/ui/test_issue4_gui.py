@@ -61,6 +61,7 @@ def test_failed_import_then_converters_then_reimport(qtbot, win):
 
     win.load_converters(EXAMPLE)
     qtbot.waitUntil(lambda: bool(win.bridge.converter_files), timeout=T)
+    assert "Loaded converters for erfinv.default" in win.status_label.text()
     assert "Re-import" in win.status_label.text()
     win.act_reimport.trigger()
     qtbot.waitUntil(win.all_filled, timeout=T)
