@@ -204,8 +204,8 @@ def latency_svg(trace: list[dict], width: int = 900, height: int = 380, *, title
     n = len(trace)
     labels = [f"{e.get('step', k)} {e.get('pass', '')}" for k, e in enumerate(trace)]
     longest = max((len(s) for s in labels), default=4)
-    left, right, top = 64, 20, 36 if title else 16
-    bottom = min(190, 24 + int(6.2 * min(longest, 28)))
+    left, right, top = 64, 20, 50 if title else 30  # the legend is one row above the plot
+    bottom = min(170, 22 + int(5.2 * min(longest, 28)))
     pw, ph = max(50, width - left - right), max(50, height - top - bottom)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" font-family="Helvetica,Arial,sans-serif" '
@@ -296,8 +296,7 @@ def latency_svg(trace: list[dict], width: int = 900, height: int = 380, *, title
                          f'<line x1="{x - 4:.1f}" y1="{y - 4:.1f}" x2="{x + 4:.1f}" y2="{y + 4:.1f}"/>'
                          f'<line x1="{x - 4:.1f}" y1="{y + 4:.1f}" x2="{x + 4:.1f}" y2="{y - 4:.1f}"/></g>')
 
-    # legend
-    lx, ly = left + pw - 170, top + 8
+    # legend: one row above the plot, right-aligned (text width estimated at 6.2 px a character)
     items = [("tvm", "TVM (built step)")]
     if torch_ms:
         items.append(("torch", f"torch eager {fmt_ms(torch_ms)} ms"))
@@ -305,10 +304,14 @@ def latency_svg(trace: list[dict], width: int = 900, height: int = 380, *, title
         items.append(("unbuilt", "could not be built"))
     if any(e.get("allclose") is False for e in trace):
         items.append(("wrong", "outputs differ"))
-    parts.append(f'<g class="legend"><rect x="{lx - 6}" y="{ly - 4}" width="176" height="{len(items) * 16 + 6}" '
-                 f'fill="{bg}" fill-opacity="0.85" stroke="{grid_c}"/>')
-    for j, (kind, text) in enumerate(items):
-        y = ly + 8 + j * 16
+    parts.append('<g class="legend">')
+    x = left + pw
+    y = top - 10
+    for kind, text in reversed(items):
+        x -= int(6.2 * len(text))
+        parts.append(f'<text x="{x}" y="{y + 4}" fill="{fg}">{_x(text)}</text>')
+        x -= 28
+        lx = x
         if kind == "tvm":
             parts.append(f'<line x1="{lx}" y1="{y}" x2="{lx + 22}" y2="{y}" stroke="{tvm_c}" stroke-width="2"/>'
                          f'<circle cx="{lx + 11}" cy="{y}" r="3.5" fill="{tvm_c}"/>')
@@ -320,6 +323,6 @@ def latency_svg(trace: list[dict], width: int = 900, height: int = 380, *, title
                          f'y2="{y + 4}"/><line x1="{lx + 7}" y1="{y + 4}" x2="{lx + 15}" y2="{y - 4}"/></g>')
         else:
             parts.append(f'<circle cx="{lx + 11}" cy="{y}" r="3.5" fill="{bg}" stroke="{bad_c}" stroke-width="1.5"/>')
-        parts.append(f'<text x="{lx + 28}" y="{y + 4}" fill="{fg}">{_x(text)}</text>')
+        x -= 16
     parts.append("</g></svg>")
     return "".join(parts)
