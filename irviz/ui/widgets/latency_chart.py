@@ -134,8 +134,8 @@ class LatencyChart(QWidget):
         ax = self.axis()
         ticks = ax[2] if ax else []
         left = max((fm.horizontalAdvance(tick_label(t)) for t in ticks), default=30) + 12
-        # x labels are rotated 50°: their height is ~ sin(50°) of their length
-        bottom = min(self.height() * 0.45, longest * 0.77 + fm.height() + 8)
+        # x labels are rotated 50°: their height is ~ sin(50°) of their length (elided to fit)
+        bottom = min(self.height() * 0.4, longest * 0.77 + fm.height() + 8)
         top = fm.height() + 10
         return QRectF(left, top, max(10.0, self.width() - left - 14), max(10.0, self.height() - top - bottom))
 
@@ -207,6 +207,8 @@ class LatencyChart(QWidget):
 
         # x labels, rotated
         labels = self._labels()
+        room = max(20, int((self.height() - r.bottom() - fm.height() - 6) / 0.77))
+        labels = [fm.elidedText(lab, Qt.TextElideMode.ElideRight, room) for lab in labels]
         every = max(1, math.ceil(n / max(1.0, r.width() / (fm.height() + 1))))
         for k, lab in enumerate(labels):
             x = self.x_of(k)
