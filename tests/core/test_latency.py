@@ -111,3 +111,28 @@ def test_empty_and_all_failed_traces_still_give_svg():
     ET.fromstring(latency_svg([]))
     root = ET.fromstring(latency_svg([{"step": 0, "pass": "import", "ok": False, "error": "x"}]))
     assert "could be built" in "".join(t.text or "" for t in root.iter(f"{SVG}text"))
+
+
+def test_engine_latency_trace_streams_progress_caches_and_feeds_the_report(tmp_path):
+    from irviz import engine as engine_mod
+
+    sent = []
+    eng = engine_mod.Engine(type("C", (), {"send": lambda self, m: sent.append(m)})())
+    assert eng.handle({"id": 1, "cmd": "open", "args": {"spec": "sample:mul_add"}})["ok"]
+    assert eng.handle({"id": 2, "cmd": "run_to_end"})["ok"]
+    reply = eng.handle({"id": 3, "cmd": "latency_trace", "args": {"repeats": 1}})
+    assert reply["ok"], reply
+    r = reply["result"]
+    n = len(eng.session.steps)
+    assert [e["step"] for e in r["trace"]] == list(range(n))
+    assert all(e["ok"] and e["tvm_ms"] > 0 for e in r["trace"])
+    assert r["torch_ms"] > 0 and r["reference"] is True and r["planned"] == 0
+    progress = [m for m in sent if m.get("id") == 3 and "progress" in m]
+    assert len(progress) == n + 1 and progress[-1]["fraction"] == 1.0
+    again = eng.handle({"id": 4, "cmd": "latency_trace", "args": {"steps": [-1]}})["result"]
+    assert again["trace"][0]["cached"] is True and again["trace"][0]["step"] == n - 1
+    bad = eng.handle({"id": 5, "cmd": "latency_trace", "args": {"steps": [99]}})
+    assert not bad["ok"] and bad["error"]["stage"] == "request"
+    eng.handle({"id": 6, "cmd": "latency_trace", "args": {"repeats": 1}})
+    assert eng.handle({"id": 7, "cmd": "export", "args": {"out_dir": str(tmp_path)}})["ok"]
+    assert "Latency per step" in (tmp_path / "report.html").read_text(encoding="utf-8")
