@@ -633,7 +633,7 @@ def _render_latency(session, trace) -> str:
                "<th>torch ms</th><th>× torch</th><th>allclose</th><th>build s</th><th>note</th></tr>")
     for e in trace:
         tvm, tor = e.get("tvm_ms"), e.get("torch_ms")
-        ratio = f"{tvm / tor:.2f}" if isinstance(tvm, (int, float)) and isinstance(tor, (int, float)) and tor else "–"
+        ratio = f"{tvm / tor:.3g}" if isinstance(tvm, (int, float)) and isinstance(tor, (int, float)) and tor else "–"
         ok = e.get("allclose")
         okc = "yes" if ok else ("bad" if ok is False else "no")
         note = e.get("error") or ("same module as an earlier step" if e.get("cached") else "")
