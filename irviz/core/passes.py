@@ -398,13 +398,16 @@ def _builtin_specs() -> list[PassSpec]:
             "LibraryDispatch",
             "Send conv2d/matmul to torch with R.call_dps_packed (DLPack, zero copy) where it pays; the rest "
             "stays for TensorIR",
-            lambda ops="conv2d,matmul", min_macs=dispatch.DEFAULT_MIN_MACS: dispatch.library_dispatch(
-                tuple(_split_names(ops)), int(min_macs)),
+            lambda ops="conv2d,matmul", min_macs=dispatch.DEFAULT_MIN_MACS, keep_tileable_conv=False:
+                dispatch.library_dispatch(tuple(_split_names(ops)), int(min_macs), bool(keep_tileable_conv)),
             "cpu",
             params=[PassParam("ops", "str", "conv2d,matmul", "comma-separated ops to dispatch: conv2d, matmul"),
                     PassParam("min_macs", "int", dispatch.DEFAULT_MIN_MACS,
                               "only calls with at least this many multiply-adds go to torch (0: all); "
-                              "smaller ones are faster as TensorIR than a library call")],
+                              "smaller ones are faster as TensorIR than a library call"),
+                    PassParam("keep_tileable_conv", "bool", False,
+                              "leave conv2d that CPUTileConv2d blocks (groups 1, channels a multiple of 4) "
+                              "to TensorIR, where they run faster than torch's conv")],
         ),
         _spec(
             "CPUInlineElementwise",
@@ -490,9 +493,9 @@ PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {
         _inv(*DEFAULT_BUILD_STEPS),
     ),
     "fast-cpu": (
-        "conv2d/matmul to torch through call_dps_packed where they are big enough to pay for the call, "
-        "the rest fused and scheduled TensorIR",
-        _inv("LibraryDispatch", *ZERO_STEPS, *CPU_SCHEDULE_STEPS),
+        "Library calls where they pay: large matmuls and the conv2d TensorIR does not block go to torch "
+        "through call_dps_packed; the rest fused and scheduled TensorIR",
+        [PassInvocation("LibraryDispatch", {"keep_tileable_conv": True}), *_inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS)],
     ),
     "tir-cpu": (
         "All TensorIR, no library: the zero pipeline, then CPU schedule rules (blocked conv2d with "

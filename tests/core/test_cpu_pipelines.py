@@ -48,15 +48,14 @@ def _captured(name):
     return _loaded_cache[name]
 
 
-def _run_pipeline(name, pipeline, min_macs=None):
+def _run_pipeline(name, pipeline, **dispatch_params):
     loaded, cap = _captured(name)
     convert = load_converter_file(sample_path("example_converter")) if name == "unsupported_op" else None
     session = Session(import_model(cap, custom_convert_map=convert), cap)
     invs = passes.get_pipeline(pipeline)
-    if min_macs is not None:  # dispatch every conv2d/matmul, however small
-        for inv in invs:
-            if inv.name == "LibraryDispatch":
-                inv.params["min_macs"] = min_macs
+    for inv in invs:  # e.g. min_macs=0: dispatch every conv2d/matmul, however small
+        if inv.name == "LibraryDispatch":
+            inv.params.update(dispatch_params)
     session.set_pipeline(invs)
     assert session.run_to_end() is not None, session.error and session.error.user_message()
     return loaded, session.module()
@@ -90,7 +89,7 @@ def _call_tir_callees(mod) -> list[str]:
 
 
 def test_fast_cpu_sends_conv_to_torch_and_keeps_the_rest_in_tensorir():
-    loaded, mod = _run_pipeline("small_cnn", "fast-cpu", min_macs=0)
+    loaded, mod = _run_pipeline("small_cnn", "fast-cpu", min_macs=0, keep_tileable_conv=False)
     assert build_mod.run_and_compare(build_mod.build(mod), loaded, repeats=1).allclose
     calls = dispatch.library_calls(mod)
     assert any(c.startswith("irviz.torch.conv2d") for c in calls), calls
@@ -99,6 +98,11 @@ def test_fast_cpu_sends_conv_to_torch_and_keeps_the_rest_in_tensorir():
     assert kernels and not any("conv2d" in k for k in kernels), kernels
     for k in kernels:
         assert "irviz.schedule_notes" in mod[k].attrs, k
+
+
+def test_fast_cpu_keeps_convs_that_tensorir_blocks():
+    _, mod = _run_pipeline("small_cnn", "fast-cpu", min_macs=0)
+    assert not any(c.startswith("irviz.torch.conv2d") for c in dispatch.library_calls(mod))
 
 
 def test_fast_cpu_keeps_small_matmuls_in_tensorir():

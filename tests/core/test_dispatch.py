@@ -90,3 +90,22 @@ def test_min_macs_keeps_small_calls_in_tensorir():
     assert library_calls(library_dispatch(min_macs=1000)(Before)) == ["irviz.torch.conv2d.s2_2.p1_1.d1_1.g1"]
     after = library_dispatch(min_macs=10_000)(Before)
     tvm.ir.assert_structural_equal(after, Before)
+
+
+@I.ir_module
+class Grouped:
+    @R.function
+    def main(x: R.Tensor((1, 4, 8, 8), "float32"), w: R.Tensor((4, 1, 3, 3), "float32"),
+             v: R.Tensor((8, 4, 1, 1), "float32")):
+        with R.dataflow():
+            d = R.nn.conv2d(x, w, padding=[1, 1, 1, 1], groups=4)  # depthwise: not blocked by TensorIR
+            c = R.nn.conv2d(d, v)  # 8 output channels, groups 1: CPUTileConv2d blocks it
+            R.output(c)
+        return c
+
+
+def test_keep_tileable_conv_sends_only_the_others_to_torch():
+    after = library_dispatch(keep_tileable_conv=True)(Grouped)
+    assert library_calls(after) == ["irviz.torch.conv2d.s1_1.p1_1.d1_1.g4"]
+    assert after["main"].script().count("R.nn.conv2d") == 1
+    assert len(library_calls(library_dispatch()(Grouped))) == 2
