@@ -612,7 +612,11 @@ class MainWindow(QMainWindow):
         if stage == "cancelled":
             self.status(msg)
             return
-        if purpose == "open":
+        if purpose == "open" and stage == "import":
+            # the model was captured: its state (import_error, FX graph) follows, a new model
+            self.state = {}
+            self.hub.sessionReset.emit()
+        elif purpose == "open":
             self._pending_open = None
             for p in (self.fx, self.relax, self.tir, self.pipeline):  # undo "Opening…"
                 p.refresh()

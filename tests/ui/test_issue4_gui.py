@@ -88,6 +88,13 @@ def test_replay_after_a_crash_resends_the_converters(qtbot, win):
     assert win.state["model"] == "unsupported_op" and not win.state.get("import_error")
     qtbot.waitUntil(win.all_filled, timeout=T)
     assert win.relax.graph_dict["nodes"]
+    # the engine keeps the converters: opening the model again imports at once
+    win.last_error = None
+    win.open_spec("sample:unsupported_op")
+    qtbot.waitUntil(lambda: (win.all_filled() and win.bridge.state.get("cursor") == 0
+                             and not win._pending_open) or win.last_error is not None, timeout=T)
+    assert win.last_error is None, win.last_error
+    assert win.state["model"] == "unsupported_op" and not win.fx.error_label.isVisibleTo(win)
 
 
 def test_samples_menu_lists_models_only(qtbot, win):
