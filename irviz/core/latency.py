@@ -173,10 +173,10 @@ def tick_label(v: float) -> str:
 def torch_ms_of(trace: list[dict]) -> float | None:
     """Torch eager's time for the chart's line: the smallest of the steps' torch medians.
 
-    Not their median: on a busy machine torch's figure swings by 100x from step to step (after a
-    build whose compile-time code ran on TVM's thread pool, its spinning workers starve torch's
-    OpenMP threads for a while; measured 0.09 ms vs 32-73 ms for small_cnn on 2 cores).  Noise
-    only adds time, so the smallest median is the best estimate of torch eager itself."""
+    Not their median: on a busy machine torch's figure swings by 100x from step to step
+    (small_cnn on 2 cores at load average 3-6: 0.07 ms at some steps, 16-73 ms at others; also
+    right after some builds with no TVM run in between; a 2-thread parallel region waits for a
+    core).  Noise only adds time, so the smallest median is the best estimate of torch eager."""
     vals = [e["torch_ms"] for e in trace if isinstance(e.get("torch_ms"), (int, float))
             and math.isfinite(e["torch_ms"]) and e["torch_ms"] > 0]
     return min(vals) if vals else None
