@@ -5,6 +5,8 @@
    measured from just before the subprocess is spawned (includes interpreter start-up).
 2. open -> panes filled: in this process, open MODEL (default sample:resnet18) and wait until the
    FX, Relax and TensorIR panes (and the rest) show step 0; then step once and time the same.
+3. the longest event-loop stall (the window frozen) during each of those, and during Build & Run:
+   a 5 ms QTimer records the largest gap between its ticks (target: under ~100 ms).
 
     python benchmarks/gui_startup.py [--model sample:resnet18] [--repeats 3]
 """
@@ -52,6 +54,33 @@ def launch_times(repeats: int) -> list[float]:
     return out
 
 
+class StallProbe:
+    """Largest gap between ticks of a 5 ms timer: how long the GUI thread stopped answering."""
+
+    def __init__(self):
+        from PySide6.QtCore import QTimer
+
+        self.timer = QTimer()
+        self.timer.setInterval(5)
+        self.timer.timeout.connect(self._tick)
+        self.last = None
+        self.worst = 0.0
+
+    def _tick(self):
+        now = time.perf_counter()
+        if self.last is not None:
+            self.worst = max(self.worst, now - self.last)
+        self.last = now
+
+    def start(self):
+        self.last, self.worst = None, 0.0
+        self.timer.start()
+
+    def stop(self) -> float:
+        self.timer.stop()
+        return self.worst * 1e3
+
+
 def open_times(model: str, timeout: float) -> dict:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     sys.path.insert(0, REPO)
@@ -71,6 +100,8 @@ def open_times(model: str, timeout: float) -> dict:
     engine_ready = time.perf_counter() - t0
     res = {"engine_ready_s": engine_ready}
 
+    probe = StallProbe()
+    probe.start()
     t0 = time.perf_counter()
     w.open_spec(model)
     wait_until(app, lambda: bool(w.state.get("model")) or w.last_error is not None, timeout)
@@ -78,15 +109,26 @@ def open_times(model: str, timeout: float) -> dict:
     if not wait_until(app, lambda: w.all_filled() or w.last_error is not None, timeout) or w.last_error:
         raise RuntimeError(f"open failed: {w.last_error}")
     res["open_to_filled_s"] = time.perf_counter() - t0
+    res["open_stall_ms"] = probe.stop()
     res["fx_nodes"] = len((w.fx.graph_dict or {}).get("nodes", []))
     res["relax_nodes"] = len((w.relax.graph_dict or {}).get("nodes", []))
 
+    probe.start()
     t0 = time.perf_counter()
     w.step()
     wait_until(app, lambda: w.state.get("cursor") == 1, timeout)
     wait_until(app, w.all_filled, timeout)
     res["step_to_filled_s"] = time.perf_counter() - t0
+    res["step_stall_ms"] = probe.stop()
     res["tir_functions"] = len(w.tir.functions or [])
+
+    probe.start()
+    run_pane = w.run
+    t0 = time.perf_counter()
+    run_pane.build_run()
+    wait_until(app, lambda: run_pane.result is not None or w.last_error is not None, timeout)
+    res["build_run_s"] = time.perf_counter() - t0
+    res["build_run_stall_ms"] = probe.stop()
     w.bridge.shutdown()
     w.close()
     return res
@@ -112,6 +154,9 @@ def main() -> int:
           f"Relax {r['relax_nodes']} nodes)")
     print(f"step 1 (LegalizeOps) -> all panes filled: {r['step_to_filled_s']:.2f} s "
           f"({r['tir_functions']} prim_funcs)")
+    print(f"Build & Run of step 1: {r['build_run_s']:.2f} s")
+    print(f"longest GUI stall: open {r['open_stall_ms']:.0f} ms, step {r['step_stall_ms']:.0f} ms, "
+          f"build+run {r['build_run_stall_ms']:.0f} ms (target: under ~100 ms)")
     return 0
 
 

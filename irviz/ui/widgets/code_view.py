@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 
-from PySide6.QtCore import QRect, QSize, Qt, Signal
+from PySide6.QtCore import QObject, QRect, QSize, Qt, Signal
 from PySide6.QtGui import (QColor, QFont, QFontDatabase, QPainter, QSyntaxHighlighter,
                            QTextCharFormat, QTextCursor, QTextFormat, QTextDocument)
 from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QWidget
@@ -21,25 +22,30 @@ def mono_font(size: int = 10) -> QFont:
 
 
 _LEXER = None
+_LEXER_LOCK = threading.Lock()
 
 
 def _lexer():
     """One lexer for every view (building one compiles its regexes: ~0.5 s, so only when needed)."""
     global _LEXER
-    if _LEXER is None:
-        from pygments.lexers.python import PythonLexer
+    with _LEXER_LOCK:
+        if _LEXER is None:
+            from pygments.lexers.python import PythonLexer
 
-        _LEXER = PythonLexer()
+            _LEXER = PythonLexer()
     return _LEXER
 
 
 @functools.lru_cache(maxsize=4)
 def _formats_for_style(style_name: str) -> dict:
+    """Token type -> format, only for types the style actually styles (GUI thread)."""
     from pygments.styles import get_style_by_name
 
     style = get_style_by_name(style_name)
     out = {}
     for ttype, st in style:
+        if not (st["color"] or st["bold"] or st["italic"]):
+            continue
         fmt = QTextCharFormat()
         if st["color"]:
             fmt.setForeground(QColor("#" + st["color"]))
@@ -51,48 +57,84 @@ def _formats_for_style(style_name: str) -> dict:
     return out
 
 
+def lex_lines(text: str, styled: frozenset) -> list[list[tuple[int, int, object]]]:
+    """Per line, (column, length, token type) of every styled token. Pure Python, no Qt: it runs
+    on a worker thread, because lexing a big module took the GUI thread for seconds."""
+    from pygments.token import Token
+
+    lines: list[list] = [[]]
+    col = 0
+    effective: dict = {}
+    for ttype, value in _lexer().get_tokens(text):
+        if ttype not in effective:
+            t = ttype
+            while t is not None and t not in styled:
+                t = t.parent
+            effective[ttype] = t
+        styled_as = effective[ttype]
+        parts = value.split("\n")
+        for i, part in enumerate(parts):
+            if i > 0:
+                lines.append([])
+                col = 0
+            if part and styled_as is not None and ttype is not Token.Text:
+                lines[-1].append((col, len(part), styled_as))
+            col += len(part)
+    return lines
+
+
+class _Lexed(QObject):
+    done = Signal(int, object)  # generation, lines
+
+
 class _Highlighter(QSyntaxHighlighter):
-    """Applies formats computed by lexing the whole text once (multi-line strings stay right)."""
+    """Applies formats computed by lexing the whole text once (multi-line strings stay right).
+
+    The lexing happens on a worker thread; until it is back the text shows unstyled, and a newer
+    text makes an older result stale (generation counter)."""
 
     def __init__(self, doc: QTextDocument):
         super().__init__(doc)
-        self.lines: list[list[tuple[int, int, QTextCharFormat]]] = []
+        self.lines: list[list[tuple[int, int, object]]] = []
+        self.formats: dict = {}
+        self._generation = 0
+        self._lexed = _Lexed()
+        self._lexed.done.connect(self._apply)
+        self.idle = threading.Event()
+        self.idle.set()
 
     def relex(self, text: str, style_name: str) -> None:
+        self._generation += 1
+        self.lines = []
         if not text:
-            self.lines = []
             return
-        from pygments.token import Token
+        self.formats = _formats_for_style(style_name)
+        styled = frozenset(self.formats)
+        generation = self._generation
+        self.idle.clear()
 
-        formats = _formats_for_style(style_name)
-        lines: list[list] = [[]]
-        col = 0
-        for ttype, value in _lexer().get_tokens(text):
-            t = ttype
-            fmt = None
-            while t is not None:
-                if t in formats and (formats[t].foreground().style() != Qt.BrushStyle.NoBrush
-                                     or formats[t].fontWeight() == QFont.Weight.Bold
-                                     or formats[t].fontItalic()):
-                    fmt = formats[t]
-                    break
-                t = t.parent
-            parts = value.split("\n")
-            for i, part in enumerate(parts):
-                if i > 0:
-                    lines.append([])
-                    col = 0
-                if part and fmt is not None and ttype is not Token.Text:
-                    lines[-1].append((col, len(part), fmt))
-                col += len(part)
+        def work():
+            try:
+                lines = lex_lines(text, styled)
+            except Exception:  # noqa: BLE001 - unstyled text beats a dead view
+                lines = []
+            self._lexed.done.emit(generation, lines)
+
+        threading.Thread(target=work, name="irviz-lexer", daemon=True).start()
+
+    def _apply(self, generation: int, lines) -> None:
+        if generation != self._generation:
+            return
         self.lines = lines
         self.rehighlight()
+        self.idle.set()
 
     def highlightBlock(self, text: str) -> None:  # noqa: N802 (Qt name)
         n = self.currentBlock().blockNumber()
         if 0 <= n < len(self.lines):
-            for start, length, fmt in self.lines[n]:
-                self.setFormat(start, length, fmt)
+            formats = self.formats
+            for start, length, ttype in self.lines[n]:
+                self.setFormat(start, length, formats[ttype])
 
 
 class _LineNumbers(QWidget):
