@@ -57,12 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("passes", help="list passes")
     sub.add_parser("pipelines", help="list named pipelines")
 
-    s = sub.add_parser("snapshot", help="render the main window after N steps to a PNG")
-    s.add_argument("model")
-    s.add_argument("--steps", type=int, default=0)
-    s.add_argument("--out", required=True)
-    s.add_argument("--pipeline", default="zero")
-    s.add_argument("--size", default="1600x1000")
+    # listed for --help; `main` hands its arguments to irviz.snapshot before parsing
+    sub.add_parser("snapshot", help="render the main window after N steps to a PNG "
+                                    "(irviz snapshot MODEL --steps N --out FILE.png; --help for more)")
     return p
 
 
@@ -70,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv = ["gui", *argv]
+    if argv[0] == "snapshot":  # irviz.snapshot owns its options (--theme, --select, --build-run, ...)
+        from irviz.snapshot import main as snapshot_main
+
+        return snapshot_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command != "gui":
         # torch.export's deprecation chatter would bury the one line a user needs.
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\..*")
     handler = {
         "gui": _cmd_gui, "check": _cmd_check, "export": _cmd_export, "samples": _cmd_samples,
-        "passes": _cmd_passes, "pipelines": _cmd_pipelines, "snapshot": _cmd_snapshot,
+        "passes": _cmd_passes, "pipelines": _cmd_pipelines,
     }[args.command]
     return handler(args)
 
@@ -86,13 +87,6 @@ def _cmd_gui(args) -> int:
     from irviz.ui.app import run_app
 
     return run_app(args.model)
-
-
-def _cmd_snapshot(args) -> int:
-    from irviz.snapshot import main as snapshot_main
-
-    return snapshot_main([args.model, "--steps", str(args.steps), "--out", args.out,
-                          "--pipeline", args.pipeline, "--size", args.size])
 
 
 def _cmd_samples(args) -> int:
