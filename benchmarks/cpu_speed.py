@@ -54,7 +54,11 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     rows = []
     print(f"threads: {args.threads} (TVM_NUM_THREADS and torch.set_num_threads); "
-          f"median of {args.repeats} interleaved runs each; load average {_load()}\n")
+          f"median of {args.repeats} interleaved runs each; load average {_load()}")
+    if args.threads > 1 and os.getloadavg()[0] > 1.0:
+        print("note: other jobs are running; with more than one thread, torch's and TVM's thread pools "
+              "wait for descheduled workers, so the figures swing widely: compare with --threads 1")
+    print()
     print(f"{'model':10} {'pipeline':10} {'torch ms':>9} {'tvm ms':>10} {'tvm/torch':>10} "
           f"{'max err':>9} {'build s':>8}")
     for name in args.models.split(","):
