@@ -53,6 +53,7 @@ import tvm_ffi
 from tvm import relax
 
 from irviz.core.errors import BuildError, RunError
+from irviz.core.passes import DEFAULT_BUILD_STEPS
 from irviz.core.tvm_compat import host_target, var_name
 
 try:  # the course's ewise_fma legalization lives with the course passes
@@ -83,24 +84,8 @@ __all__ = [
     "tvm_error_message",
 ]
 
-# tvm/relax/pipeline.py default_build_pipeline(), in order (NOTES.md; examples/13 checked equality)
-DEFAULT_BUILD_PASSES = (
-    "DispatchSampling",
-    "DispatchSortScan",
-    "LegalizeOps",
-    "RewriteDataflowReshape",
-    "ToNonDataflow",
-    "RemovePurityChecking",
-    "CallTIRRewrite",
-    "StaticPlanBlockMemory",
-    "RewriteCUDAGraph",
-    "LowerAllocTensor",
-    "KillAfterLastUse",
-    "LowerRuntimeBuiltin",
-    "ComputePrimValue",
-    "VMShapeLower",
-    "AttachGlobalSymbol",
-)
+# tvm/relax/pipeline.py default_build_pipeline(), in order: the registry's list, one source of truth
+DEFAULT_BUILD_PASSES = DEFAULT_BUILD_STEPS
 _LEGALIZE_INDEX = DEFAULT_BUILD_PASSES.index("LegalizeOps")
 
 

@@ -17,55 +17,12 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
+# irviz.core.latency's chart helpers are plain Python (it imports TVM only inside its functions;
+# tests/core/test_layering.py checks the GUI process never loads it)
+from irviz.core.latency import fmt_ms, log_ticks, tick_label  # noqa: F401
 from irviz.ui import themes
 
 __all__ = ["LatencyChart", "log_ticks", "fmt_ms", "tick_label"]
-
-
-# the same axis rules as irviz.core.latency (copied: the GUI process never imports irviz.core
-# modules that pull in TVM; irviz.core.latency itself imports TVM only inside its functions, but
-# keep the UI independent of it)
-def log_ticks(lo: float, hi: float) -> tuple[float, float, list[float]]:
-    lo = max(float(lo), 1e-6)
-    hi = max(float(hi), lo)
-    if hi / lo < 2.0:
-        mid = math.sqrt(lo * hi)
-        lo, hi = min(lo, mid / 1.6), max(hi, mid * 1.6)
-    lo, hi = lo / 1.12, hi * 1.12  # keep points off the frame
-    grid: list[float] = []
-    e = math.floor(math.log10(lo)) - 1
-    while not grid or grid[-1] < hi:
-        for m in (1, 2, 5):
-            grid.append(m * 10.0 ** e)
-        e += 1
-    low = max(g for g in grid if g <= lo * (1 + 1e-9))
-    high = min(g for g in grid if g >= hi * (1 - 1e-9))
-    inside = [g for g in grid if low * (1 - 1e-9) <= g <= high * (1 + 1e-9)]
-    if math.log10(high / low) <= 2.0001:
-        return low, high, inside
-    ticks = [g for g in inside if abs(math.log10(g) - round(math.log10(g))) < 1e-9]
-    return low, high, sorted({low, high, *ticks})
-
-
-def fmt_ms(v) -> str:
-    if v is None:
-        return "–"
-    v = float(v)
-    if v >= 100:
-        return f"{v:.0f}"
-    if v >= 10:
-        return f"{v:.1f}"
-    if v >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3g}"
-
-
-def tick_label(v: float) -> str:
-    if v >= 1000:
-        return f"{v / 1000:g} s"
-    if v >= 1:
-        return f"{v:g} ms"
-    return f"{v * 1000:g} µs"
 
 
 def _num(x):
