@@ -71,6 +71,8 @@ def _with_note(func, rule: str, note: str | None):
     """Record what `rule` did (or why it did nothing) on the function."""
     if note is None:
         return func
+    # ASCII only: TVM's printer/parser round trip changes non-ASCII strings (export checks it)
+    note = note.encode("ascii", "replace").decode("ascii")
     attrs = func.attrs
     old = dict(attrs[NOTES_ATTR]) if attrs is not None and NOTES_ATTR in attrs else {}
     old[rule] = note
@@ -242,7 +244,7 @@ def _tile_conv2d(sch: s_tir.Schedule) -> str | None:
         sch.vectorize(fi)
         par = _parallel(sch, sch.fuse(*n, fo, y), conv)
         sch.decompose_reduction(conv, rc)
-        done.append(f"{name}: {vec} output channels per vector (weight packed O/{vec}·I·H·W·{vec}), "
+        done.append(f"{name}: {vec} output channels per vector (weight packed to O/{vec},I,H,W,{vec}), "
                     f"{reg} columns in registers, kernel window unrolled, "
                     + ("parallel" if par else "one thread (small)")
                     + (f", {epilogue} epilogue block(s) fused into the write-back" if epilogue else ""))
@@ -265,7 +267,7 @@ def _tile_reductions(sch: s_tir.Schedule) -> str | None:
             continue
         kinds = "".join(i.kind for i in info.iters)
         if "O" in kinds or kinds.index("R") != kinds.count("S") or not kinds.startswith("S"):
-            done.append(f"{info.name}: loop order {kinds} not S…SR…R")
+            done.append(f"{info.name}: loop order {kinds} not S...SR...R")
             continue
         s_loops = [i.loop_rv for i in info.iters if i.kind == "S"]
         r_loops = [i.loop_rv for i in info.iters if i.kind == "R"]

@@ -123,3 +123,16 @@ def test_conv2d_rule_blocks_channels_and_prepacks_the_weight(out_channels):
     else:  # 6 output channels: no vector factor; the reduction rule takes it
         assert "no vector factor" in note and "left to CPUTileReductions" in note, note
         assert "CPUTileReductions" in _notes(stepped, conv)
+
+
+def test_scheduled_functions_round_trip_through_the_printer():
+    # irviz export writes each step as TVMScript: notes must survive print -> parse (ASCII only)
+    from irviz.core.export import parse_script
+
+    mod = _conv_module(32, np.ones((32, 8, 3, 3), "float32"))
+    for make in (S.tile_conv2d, S.inline_elementwise, S.tile_reductions, S.parallel_vectorize):
+        mod = make()(mod)
+    for gv, f in mod.functions.items():
+        if isinstance(f, tvm.tirx.PrimFunc):
+            back = parse_script(tvm.IRModule({gv: f}).script(), [])
+            tvm.ir.assert_structural_equal(back[gv.name_hint], f)
