@@ -1,11 +1,12 @@
 """Graph layout + drawing benchmark.
 
-    python benchmarks/graph_layout.py [--shots]
+    python benchmarks/graph_layout.py [--shots] [--models sample:resnet18,sample:hf_gpt2]
 
 Prints layout time (irviz.core.layout.layout_graph) and scene build / first draw time
 (irviz.ui.widgets.graph_view.GraphView, rendered once offscreen into a QImage) for a synthetic
 layered random DAG of 10,000 nodes (~13.7k edges) and one of 1,000 nodes, and the ratios.
-With --shots it also saves screenshots to /tmp/gv_*.png.
+With --models it also lays out and draws real graphs: each model's FX graph and its Relax main
+after FuseOps. With --shots it also saves screenshots to /tmp/gv_*.png.
 """
 from __future__ import annotations
 
@@ -120,6 +121,31 @@ def _time(fn, repeat=1):
     return best, best_cpu, out
 
 
+def _models_arg() -> list[str]:
+    """--models sample:resnet18,sample:hf_gpt2 (real graphs; needs torch + TVM in this process)."""
+    for i, a in enumerate(sys.argv):
+        if a == "--models" and i + 1 < len(sys.argv):
+            return [m for m in sys.argv[i + 1].split(",") if m]
+    return []
+
+
+def _model_graphs(spec: str):
+    """The model's FX graph and its Relax main after the zero pipeline (fused groups expanded)."""
+    from irviz.core import graph as graph_mod
+    from irviz.core.capture import capture
+    from irviz.core.importer import import_model
+    from irviz.core.model_file import load_model
+    from irviz.core.passes import get_pipeline
+    from irviz.core.session import Session
+
+    captured = capture(load_model(spec))
+    session = Session(import_model(captured), captured)
+    session.set_pipeline(get_pipeline("zero")[:4])  # up to FuseOps: fused groups still visible
+    session.run_to_end()
+    yield "FX", graph_mod.fx_digraph(captured.graph), "module_path"
+    yield "Relax (after FuseOps)", graph_mod.relax_digraph(session.module(), expand_fused=True), "group"
+
+
 def main() -> None:
     shots = "--shots" in sys.argv
     from PySide6.QtWidgets import QApplication
@@ -159,6 +185,21 @@ def main() -> None:
         view.close()
         view.deleteLater()
         app.processEvents()
+    for spec in _models_arg():
+        for what, G, group in _model_graphs(spec):
+            t_lay, c_lay, graph = _time(lambda: layout_graph(G, group_attr=group), repeat=3)
+            view = GraphView()
+            view.resize(1200, 900)
+            view.show()
+            t_build, c_build, _ = _time(lambda: view.set_graph(graph), repeat=2)
+            view.reset_view()
+            t_paint = min(_time(lambda: view.view.viewport().grab())[0] for _ in range(3))
+            print(f"{spec} {what}: {G.number_of_nodes()} nodes {G.number_of_edges()} edges | layout "
+                  f"{c_lay*1e3:6.0f} ms cpu | scene build {c_build*1e3:5.0f} ms cpu | paint {t_paint*1e3:5.1f} ms",
+                  flush=True)
+            view.close()
+            view.deleteLater()
+            app.processEvents()
     a, b = rows[1_000], rows[10_000]
     print(f"ratio 10k/1k (10x nodes): layout {b[1]/a[1]:.1f}x  scene build {b[2]/a[2]:.1f}x  "
           f"paint default view {b[3]/max(a[3], 1e-9):.1f}x  paint fit {b[4]/max(a[4], 1e-9):.1f}x")
