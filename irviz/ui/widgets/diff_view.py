@@ -2,7 +2,7 @@
 all, intra-line highlights, next/previous hunk."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSplitter,
                                QStackedWidget, QTextEdit, QToolButton, QVBoxLayout, QWidget)
@@ -50,12 +50,23 @@ def _span(doc, block_no: int, start: int, end: int, color: QColor) -> QTextEdit.
 
 
 class _Side(CodeView):
+    _generation = 0
+
     def set_rows(self, lines: list[str], labels: list[str], extra_fn) -> None:
+        """Text now; the row colours in a later turn of the event loop, so a big diff never holds
+        the window for both at once (a newer set_rows makes a pending colouring stale)."""
+        self._generation += 1
+        generation = self._generation
         self._base_extra = []
         self.set_text("\n".join(lines))
         self.set_line_labels(labels)
-        self._base_extra = extra_fn(self.document())
-        self._refresh_extra()
+
+        def colour():
+            if generation == self._generation:
+                self._base_extra = extra_fn(self.document())
+                self._refresh_extra()
+
+        QTimer.singleShot(0, colour)
 
 
 class DiffView(QWidget):
