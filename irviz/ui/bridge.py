@@ -403,6 +403,11 @@ class EngineBridge(QObject):
                 self._on_message(msg)
                 if eng is not self._eng:
                     return      # a handler restarted the engine
+                if "progress" not in msg and b"\n" in eng.out:
+                    # one reply per event-loop turn: several big replies (graph, code, diff)
+                    # handled back to back froze the window for their sum
+                    QTimer.singleShot(0, lambda e=eng: self._on_stdout(e))
+                    return
 
     def _on_spare_message(self, eng: _Engine, msg: dict) -> None:
         if msg.get("event") == "ready":
