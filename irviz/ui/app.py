@@ -13,6 +13,9 @@ def make_app(argv: list[str] | None = None):
     app.setOrganizationName("irviz")
     app.setApplicationName("irviz")
     app.setApplicationDisplayName("irviz")
+    from irviz.ui.widgets.code_view import warm_up_lexer
+
+    warm_up_lexer()  # while the engine imports torch, before the first code view needs it
     return app
 
 

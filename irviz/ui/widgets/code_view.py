@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import time
 
-from PySide6.QtCore import QObject, QRect, QSize, Qt, Signal
+from PySide6.QtCore import QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (QColor, QFont, QFontDatabase, QPainter, QSyntaxHighlighter,
                            QTextCharFormat, QTextCursor, QTextFormat, QTextDocument)
 from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QWidget
@@ -57,77 +58,107 @@ def _formats_for_style(style_name: str) -> dict:
     return out
 
 
+class _LexState:
+    """Where an incremental lex of one text stands: the token stream and the lines so far."""
+
+    def __init__(self, text: str, styled: frozenset):
+        self.tokens = iter(_lexer().get_tokens(text))
+        self.styled = styled
+        self.effective: dict = {}
+        self.lines: list[list] = [[]]
+        self.col = 0
+        self.done = False
+
+    def advance(self, budget_s: float) -> None:
+        """Lex for about `budget_s` seconds (pure Python, on the GUI thread between events: a worker
+        thread competed with the GUI for the GIL and slowed everything else down instead)."""
+        from pygments.token import Token
+
+        deadline = time.perf_counter() + budget_s
+        lines, effective, styled = self.lines, self.effective, self.styled
+        for n, (ttype, value) in enumerate(self.tokens):
+            if ttype not in effective:
+                t = ttype
+                while t is not None and t not in styled:
+                    t = t.parent
+                effective[ttype] = t
+            styled_as = effective[ttype]
+            parts = value.split("\n")
+            for i, part in enumerate(parts):
+                if i > 0:
+                    lines.append([])
+                    self.col = 0
+                if part and styled_as is not None and ttype is not Token.Text:
+                    lines[-1].append((self.col, len(part), styled_as))
+                self.col += len(part)
+            if n % 64 == 63 and time.perf_counter() > deadline:
+                return
+        self.done = True
+
+
 def lex_lines(text: str, styled: frozenset) -> list[list[tuple[int, int, object]]]:
-    """Per line, (column, length, token type) of every styled token. Pure Python, no Qt: it runs
-    on a worker thread, because lexing a big module took the GUI thread for seconds."""
-    from pygments.token import Token
-
-    lines: list[list] = [[]]
-    col = 0
-    effective: dict = {}
-    for ttype, value in _lexer().get_tokens(text):
-        if ttype not in effective:
-            t = ttype
-            while t is not None and t not in styled:
-                t = t.parent
-            effective[ttype] = t
-        styled_as = effective[ttype]
-        parts = value.split("\n")
-        for i, part in enumerate(parts):
-            if i > 0:
-                lines.append([])
-                col = 0
-            if part and styled_as is not None and ttype is not Token.Text:
-                lines[-1].append((col, len(part), styled_as))
-            col += len(part)
-    return lines
+    """Per line, (column, length, token type) of every styled token (the whole text at once)."""
+    state = _LexState(text, styled)
+    state.advance(float("inf"))
+    return state.lines
 
 
-class _Lexed(QObject):
-    done = Signal(int, object)  # generation, lines
+def warm_up_lexer() -> None:
+    """Build the shared lexer off the GUI thread (compiling its regexes takes ~0.3-0.5 s)."""
+    threading.Thread(target=_lexer, name="irviz-lexer-warmup", daemon=True).start()
 
 
 class _Highlighter(QSyntaxHighlighter):
     """Applies formats computed by lexing the whole text once (multi-line strings stay right).
 
-    The lexing happens on a worker thread; until it is back the text shows unstyled, and a newer
-    text makes an older result stale (generation counter)."""
+    The text is lexed a slice at a time between events (about 10 ms each), and the lines lexed
+    so far are styled as it goes; a newer text makes the older lex stale (generation counter)."""
+
+    SLICE_S = 0.010
 
     def __init__(self, doc: QTextDocument):
         super().__init__(doc)
         self.lines: list[list[tuple[int, int, object]]] = []
         self.formats: dict = {}
         self._generation = 0
-        self._lexed = _Lexed()
-        self._lexed.done.connect(self._apply)
+        self._state: _LexState | None = None
+        self._styled_upto = 0
         self.idle = threading.Event()
         self.idle.set()
 
     def relex(self, text: str, style_name: str) -> None:
         self._generation += 1
         self.lines = []
+        self._state = None
         if not text:
+            self.idle.set()
             return
         self.formats = _formats_for_style(style_name)
-        styled = frozenset(self.formats)
-        generation = self._generation
+        self._state = _LexState(text, frozenset(self.formats))
+        self._styled_upto = 0
         self.idle.clear()
+        generation = self._generation
+        QTimer.singleShot(0, lambda: self._lex_slice(generation))
 
-        def work():
-            try:
-                lines = lex_lines(text, styled)
-            except Exception:  # noqa: BLE001 - unstyled text beats a dead view
-                lines = []
-            self._lexed.done.emit(generation, lines)
-
-        threading.Thread(target=work, name="irviz-lexer", daemon=True).start()
-
-    def _apply(self, generation: int, lines) -> None:
-        if generation != self._generation:
+    def _lex_slice(self, generation: int) -> None:
+        state = self._state
+        if generation != self._generation or state is None:
             return
-        self.lines = lines
-        self.rehighlight()
-        self.idle.set()
+        state.advance(self.SLICE_S)
+        self.lines = state.lines
+        # the last line may still grow, unless the text is done
+        complete = len(state.lines) if state.done else len(state.lines) - 1
+        doc = self.document()
+        for n in range(self._styled_upto, complete):
+            block = doc.findBlockByNumber(n)
+            if block.isValid():
+                self.rehighlightBlock(block)
+        self._styled_upto = max(self._styled_upto, complete)
+        if state.done:
+            self._state = None
+            self.idle.set()
+        else:
+            QTimer.singleShot(0, lambda: self._lex_slice(generation))
 
     def highlightBlock(self, text: str) -> None:  # noqa: N802 (Qt name)
         n = self.currentBlock().blockNumber()
