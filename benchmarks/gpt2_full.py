@@ -40,6 +40,15 @@ def make_model(layers: int, seq: int):
     return model, (hf.token_ids(cfg.vocab_size, seq=seq),)
 
 
+def get_model():
+    """This file is also a model file: `python benchmarks/gui_startup.py --model benchmarks/gpt2_full.py`
+    times the app's first paint of the FX and Relax graphs for full-size GPT-2."""
+    import torch
+
+    torch.manual_seed(0)
+    return make_model(12, 32)
+
+
 def irviz_times(model, inputs, run: bool) -> dict:
     from irviz.core import passes
     from irviz.core.build import build, run_and_compare

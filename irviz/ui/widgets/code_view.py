@@ -96,13 +96,6 @@ class _LexState:
         self.done = True
 
 
-def lex_lines(text: str, styled: frozenset) -> list[list[tuple[int, int, object]]]:
-    """Per line, (column, length, token type) of every styled token (the whole text at once)."""
-    state = _LexState(text, styled)
-    state.advance(float("inf"))
-    return state.lines
-
-
 def warm_up_lexer() -> None:
     """Build the shared lexer off the GUI thread (compiling its regexes takes ~0.3-0.5 s)."""
     threading.Thread(target=_lexer, name="irviz-lexer-warmup", daemon=True).start()
@@ -123,20 +116,16 @@ class _Highlighter(QSyntaxHighlighter):
         self._generation = 0
         self._state: _LexState | None = None
         self._styled_upto = 0
-        self.idle = threading.Event()
-        self.idle.set()
 
     def relex(self, text: str, style_name: str) -> None:
         self._generation += 1
         self.lines = []
         self._state = None
         if not text:
-            self.idle.set()
             return
         self.formats = _formats_for_style(style_name)
         self._state = _LexState(text, frozenset(self.formats))
         self._styled_upto = 0
-        self.idle.clear()
         generation = self._generation
         QTimer.singleShot(0, lambda: self._lex_slice(generation))
 
@@ -156,7 +145,6 @@ class _Highlighter(QSyntaxHighlighter):
         self._styled_upto = max(self._styled_upto, complete)
         if state.done:
             self._state = None
-            self.idle.set()
         else:
             QTimer.singleShot(0, lambda: self._lex_slice(generation))
 
