@@ -37,15 +37,14 @@ from __future__ import annotations
 
 import ast
 import difflib
-import importlib.util
 import itertools
 import re
-import sys
 import traceback
 from pathlib import Path
 from typing import Callable
 
 from irviz.core.errors import LoadError
+from irviz.core.user_code import exec_file
 
 __all__ = [
     "BUILTIN_CONVERTERS",
@@ -272,16 +271,9 @@ def load_converter_file(path) -> dict[str, Callable]:
     conv_line = _assignment_line(tree, CONVERTERS_NAME)
 
     modname = f"_irviz_converters_{re.sub(r'[^0-9A-Za-z_]', '_', p.stem)}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(modname, p)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[modname] = module
-    added = str(p.parent) not in sys.path
-    if added:
-        sys.path.insert(0, str(p.parent))
     try:
-        spec.loader.exec_module(module)
+        module = exec_file(p, modname)
     except BaseException as e:  # noqa: BLE001 - the user's code can raise anything
-        sys.modules.pop(modname, None)
         if isinstance(e, KeyboardInterrupt):
             raise
         line = _file_line(e, p)
@@ -290,12 +282,6 @@ def load_converter_file(path) -> dict[str, Callable]:
         raise LoadError(f"Converter file {where} {what} while being loaded",
                         hint="The file is executed when loaded; check its imports and top-level code.",
                         detail=traceback.format_exc()) from None
-    finally:
-        if added:
-            try:
-                sys.path.remove(str(p.parent))
-            except ValueError:
-                pass
 
     if not hasattr(module, CONVERTERS_NAME):
         defined = [k for k, v in vars(module).items()

@@ -14,10 +14,8 @@ Never imports Qt.
 """
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
-import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -31,6 +29,7 @@ from tvm import relax
 from . import course_passes, dispatch, schedules
 from .errors import PassError
 from .tvm_compat import host_target, shallow_copy
+from .user_code import exec_file
 
 __all__ = [
     "PIPELINES",
@@ -724,16 +723,9 @@ def load_pass_file(path) -> list[PassSpec]:
     with _LOCK:
         _file_counter += 1
         mod_name = f"irviz_user_passes_{_file_counter}_{path.stem}"
-    spec_ = importlib.util.spec_from_file_location(mod_name, spath)
-    module = importlib.util.module_from_spec(spec_)
-    sys.modules[mod_name] = module
-    added_path = str(path.parent) not in sys.path
-    if added_path:
-        sys.path.insert(0, str(path.parent))
     try:
-        spec_.loader.exec_module(module)
+        module = exec_file(path, mod_name)
     except BaseException as e:  # noqa: BLE001  (SystemExit from a script too)
-        sys.modules.pop(mod_name, None)
         where = _error_location(e, spath)
         kind = "syntax error" if isinstance(e, SyntaxError) else type(e).__name__
         msg = e.msg if isinstance(e, SyntaxError) else str(e)
@@ -742,12 +734,6 @@ def load_pass_file(path) -> list[PassSpec]:
             hint="fix the pass file and load it again",
             detail="".join(traceback.format_exception(type(e), e, e.__traceback__)),
         ) from None
-    finally:
-        if added_path:
-            try:
-                sys.path.remove(str(path.parent))
-            except ValueError:
-                pass
 
     specs: list[PassSpec] = []
     declared = getattr(module, "IRVIZ_PASSES", None)
