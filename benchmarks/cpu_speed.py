@@ -44,11 +44,11 @@ def main() -> int:
 
     import torch
 
-    from irviz.core import build as build_mod
-    from irviz.core.capture import capture
-    from irviz.core.importer import import_model
-    from irviz.core.model_file import load_model
-    from irviz.core.passes import get_pipeline
+    from irviz.core.backend import build as build_mod
+    from irviz.core.frontend.capture import capture
+    from irviz.core.frontend.importer import import_model
+    from irviz.core.frontend.model_file import load_model
+    from irviz.core.passes.registry import get_pipeline
     from irviz.core.session import Session
 
     torch.set_num_threads(args.threads)

@@ -33,7 +33,7 @@ ZERO = ["LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseT
 def make_model(layers: int, seq: int):
     import transformers
 
-    from irviz.core import hf
+    from irviz.core.frontend import hf
 
     cfg = transformers.GPT2Config(n_layer=layers)  # defaults: 768 wide, 12 heads, vocab 50257
     model = hf.causal_lm(transformers.GPT2LMHeadModel, cfg)
@@ -50,11 +50,11 @@ def get_model():
 
 
 def irviz_times(model, inputs, run: bool) -> dict:
-    from irviz.core import passes
-    from irviz.core.build import build, run_and_compare
-    from irviz.core.capture import capture
-    from irviz.core.importer import import_model
-    from irviz.core.model_file import LoadedModel
+    from irviz.core.passes import registry as passes
+    from irviz.core.backend.build import build, run_and_compare
+    from irviz.core.frontend.capture import capture
+    from irviz.core.frontend.importer import import_model
+    from irviz.core.frontend.model_file import LoadedModel
     from irviz.core.session import Session
 
     out = {}
@@ -63,7 +63,7 @@ def irviz_times(model, inputs, run: bool) -> dict:
     cap = capture(loaded)
     out["export"] = time.perf_counter() - t
     out["fx_nodes"] = len(cap.graph.nodes)
-    from irviz.core.capture import build_fx_graph
+    from irviz.core.frontend.capture import build_fx_graph
 
     t = time.perf_counter()
     build_fx_graph(cap.exported)

@@ -2,7 +2,7 @@
 
     python benchmarks/graph_layout.py [--shots] [--models sample:resnet18,sample:hf_gpt2]
 
-Prints layout time (irviz.core.layout.layout_graph) and scene build / first draw time
+Prints layout time (irviz.core.views.layout.layout_graph) and scene build / first draw time
 (irviz.ui.widgets.graph_view.GraphView, rendered once offscreen into a QImage) for a synthetic
 layered random DAG of 10,000 nodes (~13.7k edges) and one of 1,000 nodes, and the ratios.
 With --models it also lays out and draws real graphs: each model's FX graph and its Relax main
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import networkx as nx  # noqa: E402
 
-from irviz.core.layout import layout_graph  # noqa: E402
+from irviz.core.views.layout import layout_graph  # noqa: E402
 
 OPS = ["conv2d", "relu", "add", "matmul", "batch_norm", "softmax", "reshape", "permute_dims",
        "layer_norm", "gelu", "mul", "max_pool2d", "mean", "concat"]
@@ -131,11 +131,11 @@ def _models_arg() -> list[str]:
 
 def _model_graphs(spec: str):
     """The model's FX graph and its Relax main after the zero pipeline (fused groups expanded)."""
-    from irviz.core import graph as graph_mod
-    from irviz.core.capture import capture
-    from irviz.core.importer import import_model
-    from irviz.core.model_file import load_model
-    from irviz.core.passes import get_pipeline
+    from irviz.core.views import graph as graph_mod
+    from irviz.core.frontend.capture import capture
+    from irviz.core.frontend.importer import import_model
+    from irviz.core.frontend.model_file import load_model
+    from irviz.core.passes.registry import get_pipeline
     from irviz.core.session import Session
 
     captured = capture(load_model(spec))

@@ -33,11 +33,11 @@ import tvm  # noqa: E402
 from tvm import relax  # noqa: E402
 from tvm.relax.frontend.torch import from_exported_program  # noqa: E402
 
-from irviz.core import passes  # noqa: E402
-from irviz.core import diff as diff_mod  # noqa: E402
-from irviz.core.capture import build_fx_graph, capture  # noqa: E402
-from irviz.core.importer import import_model  # noqa: E402
-from irviz.core.model_file import load_model  # noqa: E402
+from irviz.core.passes import registry as passes  # noqa: E402
+from irviz.core.views import diff as diff_mod  # noqa: E402
+from irviz.core.frontend.capture import build_fx_graph, capture  # noqa: E402
+from irviz.core.frontend.importer import import_model  # noqa: E402
+from irviz.core.frontend.model_file import load_model  # noqa: E402
 from irviz.core.session import Session  # noqa: E402
 from irviz.core.tvm_compat import host_target  # noqa: E402
 

@@ -90,7 +90,7 @@ def _cmd_gui(args) -> int:
 
 
 def _cmd_samples(args) -> int:
-    from irviz.core.samples import list_samples
+    from irviz.core.frontend.samples import list_samples
 
     for name, description in list_samples():
         print(f"{name}\t{description}")
@@ -98,7 +98,7 @@ def _cmd_samples(args) -> int:
 
 
 def _cmd_passes(args) -> int:
-    from irviz.core.passes import list_passes
+    from irviz.core.passes.registry import list_passes
 
     for spec in list_passes():
         params = ", ".join(f"{p.name}={p.default!r}" for p in spec.params)
@@ -107,7 +107,7 @@ def _cmd_passes(args) -> int:
 
 
 def _cmd_pipelines(args) -> int:
-    from irviz.core.passes import PIPELINES
+    from irviz.core.passes.registry import PIPELINES
 
     for name, (description, invocations) in PIPELINES.items():
         print(f"{name}\t{description}: {' → '.join(i.name for i in invocations)}")
@@ -136,9 +136,10 @@ class _Stage:
 
 def _open_session(args, stage: _Stage, log):
     """load → capture → import → Session with the pipeline planned. None when a stage failed."""
-    from irviz.core import capture as capture_mod
-    from irviz.core import importer as importer_mod
-    from irviz.core import model_file, passes
+    from irviz.core.frontend import capture as capture_mod
+    from irviz.core.frontend import importer as importer_mod
+    from irviz.core.frontend import model_file
+    from irviz.core.passes import registry as passes
     from irviz.core.session import Session
 
     try:
@@ -165,7 +166,7 @@ def _open_session(args, stage: _Stage, log):
     try:
         convert_map = None
         if args.converters:
-            from irviz.core.converters import load_converter_file
+            from irviz.core.frontend.converters import load_converter_file
 
             convert_map = load_converter_file(args.converters)
         imported = importer_mod.import_model(captured, importer=args.importer,
@@ -201,7 +202,7 @@ def _shapes(tensors) -> list:
 def _check_alt_sizes(built, loaded, session, args, stage: _Stage, summary: dict, log) -> None:
     """A model file with get_alt_inputs(): run the same build on those sizes and compare with torch.
     Adds summary["alt_sizes"] = [{shapes, max_abs_error, allclose}]; a mismatch fails `compare`."""
-    from irviz.core import build as build_mod
+    from irviz.core.backend import build as build_mod
 
     try:
         alt = build_mod.alt_inputs(loaded)
@@ -243,7 +244,7 @@ def _cmd_check(args) -> int:
                "tvm_ms": None, "torch_ms": None, "threads": None, "build_seconds": None}
     loaded, session = _open_session(args, stage, log)
     if session is not None and _run_pipeline(session, stage, log):
-        from irviz.core import build as build_mod
+        from irviz.core.backend import build as build_mod
 
         try:
             built = build_mod.build(session.module())
@@ -296,7 +297,7 @@ def _cmd_export(args) -> int:
     pipeline_ok = _run_pipeline(session, stage, print)
     run_results = None
     if pipeline_ok and not args.no_build:
-        from irviz.core import build as build_mod
+        from irviz.core.backend import build as build_mod
 
         try:
             built = build_mod.build(session.module())
@@ -305,7 +306,7 @@ def _cmd_export(args) -> int:
             stage.fail("build", exc)
     latency = None
     if args.latency:
-        from irviz.core.latency import latency_trace
+        from irviz.core.backend.latency import latency_trace
 
         latency = latency_trace(session, loaded, repeats=args.repeats,
                                 progress=lambda text, f: print(text) if f < 1 else None)
@@ -314,7 +315,7 @@ def _cmd_export(args) -> int:
                     if e["ok"] and e.get("torch_ms") is not None else
                     f"tvm {e['tvm_ms']:.3f} ms" if e["ok"] else f"not built: {e['error']}")
             print(f"  {e['step']:2d} {e['pass']:28} {what}")
-    from irviz.core.export import export_trace
+    from irviz.core.export.trace import export_trace
 
     try:
         out = export_trace(session, args.out, run_result=run_results, latency=latency)

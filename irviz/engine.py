@@ -165,7 +165,7 @@ class Engine:
 
     @staticmethod
     def _invocations(items):
-        from irviz.core.passes import PassInvocation
+        from irviz.core.passes.registry import PassInvocation
 
         out = []
         for it in items or []:
@@ -284,15 +284,15 @@ class Engine:
     # -- session commands -----------------------------------------------------------------------
 
     def _open(self, spec, importer, fraction_span=(0.0, 1.0), planned=()):
-        from irviz.core import capture as capture_mod
-        from irviz.core import importer as importer_mod
-        from irviz.core import model_file
+        from irviz.core.frontend import capture as capture_mod
+        from irviz.core.frontend import importer as importer_mod
+        from irviz.core.frontend import model_file
         from irviz.core.session import Session
 
         a, b = fraction_span
         f = lambda x: a + (b - a) * x  # noqa: E731
         self.progress(f"Loading {spec}", f(0.0))
-        from irviz.core import export as export_mod
+        from irviz.core.export.trace import trace as export_mod
 
         if export_mod.is_exported_step(spec):
             return self._open_step_file(spec, f)
@@ -333,7 +333,7 @@ class Engine:
         """The user's converters: every loaded converter file executed afresh, later files on top."""
         if not self.converter_files:
             return None
-        from irviz.core.converters import load_converter_file
+        from irviz.core.frontend.converters import load_converter_file
 
         out = {}
         for path in self.converter_files:
@@ -346,8 +346,8 @@ class Engine:
         """An exported TVMScript step: a session on that IRModule, with no FX graph or torch model."""
         import time
 
-        from irviz.core import export as export_mod
-        from irviz.core.importer import Imported
+        from irviz.core.export.trace import trace as export_mod
+        from irviz.core.frontend.importer import Imported
         from irviz.core.session import Session
 
         self.progress("Parsing the TVMScript step", f(0.3))
@@ -363,7 +363,7 @@ class Engine:
         self._fx_graph_cache = None
 
     def cmd_open(self, spec, importer="exported_program", pipeline="zero"):
-        from irviz.core import passes
+        from irviz.core.passes import registry as passes
 
         invs = passes.get_pipeline(pipeline) if pipeline else []
         self._open(spec, importer, planned=invs)
@@ -375,7 +375,7 @@ class Engine:
         return self.state()
 
     def cmd_set_pipeline(self, pipeline=None, passes=None):
-        from irviz.core import passes as passes_mod
+        from irviz.core.passes import registry as passes_mod
 
         s = self._need_session()
         if passes is not None:
@@ -460,7 +460,7 @@ class Engine:
                    pass_files=(), converter_files=()):
         """Rebuild a session: load `pass_files` and `converter_files`, open, apply `applied`, plan
         `planned`, go to `cursor`."""
-        from irviz.core.passes import load_pass_file
+        from irviz.core.passes.registry import load_pass_file
 
         for path in pass_files or ():
             self.progress(f"Loading passes from {path}", 0.0)
@@ -494,8 +494,8 @@ class Engine:
             raise BadRequest("This session has no FX graph")
         key = (str(fold_depth), tuple(sorted(folded or ())))
         if self._fx_graph_cache is None or self._fx_graph_cache[0] != key:
-            from irviz.core import graph as graph_mod
-            from irviz.core import layout
+            from irviz.core.views import graph as graph_mod
+            from irviz.core.views import layout
 
             g = graph_mod.fx_digraph(self.captured.graph)
             depth = fold_depth
@@ -512,7 +512,7 @@ class Engine:
 
     def _dim_names(self) -> dict:
         try:
-            from irviz.core.importer import dim_names
+            from irviz.core.frontend.importer import dim_names
 
             return dict(dim_names(self.captured))
         except Exception:  # noqa: BLE001 - a nicety
@@ -543,7 +543,7 @@ class Engine:
     # -- converters ----------------------------------------------------------------------------
 
     def _add_converter_file(self, path):
-        from irviz.core.converters import load_converter_file
+        from irviz.core.frontend.converters import load_converter_file
 
         table = load_converter_file(path)   # LoadError (file:line) when it is broken
         path = os.path.abspath(os.path.expanduser(str(path)))
@@ -561,7 +561,7 @@ class Engine:
     def cmd_reimport(self):
         """Import the kept capture again with the stored converters: a new session at step 0 with
         the same planned pipeline (applied + planned passes). No re-capture."""
-        from irviz.core import importer as importer_mod
+        from irviz.core.frontend import importer as importer_mod
         from irviz.core.session import Session
 
         if self.captured is None:
@@ -601,7 +601,7 @@ class Engine:
         st = self._step(step)
 
         def compute():
-            from irviz.core import graph as graph_mod
+            from irviz.core.views import graph as graph_mod
 
             names = self._func_names(st)[0]
             if func not in names:
@@ -617,7 +617,7 @@ class Engine:
         st = self._step(step)
 
         def compute():
-            from irviz.core import graph as graph_mod
+            from irviz.core.views import graph as graph_mod
 
             return [dict(d) for d in graph_mod.tir_functions(st.mod)]
 
@@ -627,7 +627,7 @@ class Engine:
         st = self._step(step)
 
         def compute():
-            from irviz.core import diff as diff_mod
+            from irviz.core.views import diff as diff_mod
 
             names = {gv.name_hint for gv in st.mod.get_global_vars()}
             if name not in names:
@@ -646,7 +646,7 @@ class Engine:
         sb = self._step(b if b is not None else s.cursor)
 
         def compute():
-            from irviz.core import diff as diff_mod
+            from irviz.core.views import diff as diff_mod
 
             return diff_to_protocol(diff_mod.unified_diff(sa.mod, sb.mod),
                                     diff_mod.side_by_side(sa.mod, sb.mod))
@@ -659,7 +659,7 @@ class Engine:
         st = self._step(step)
 
         def compute():
-            from irviz.core.session import relax_to_callee
+            from irviz.core.views.provenance import relax_to_callee
 
             return {"fx_to_relax": {k: list(v) for k, v in (st.provenance or {}).items()},
                     "relax_to_callee": relax_to_callee(st)}
@@ -667,7 +667,7 @@ class Engine:
         return self._cached(st, "provenance", compute)
 
     def cmd_build_run(self, step=None, repeats=10):
-        from irviz.core import build as build_mod
+        from irviz.core.backend import build as build_mod
 
         st = self._step(step)
         self.progress(f"Building step {st.index} ({st.pass_name})", 0.05)
@@ -678,7 +678,7 @@ class Engine:
         if params:
             kwargs["params"] = params
         if self.loaded is None:  # an opened TVMScript step: nothing to compare with
-            from irviz.core.run_ir import run_without_reference
+            from irviz.core.backend.run_ir import run_without_reference
 
             self.progress("Running (no PyTorch model to compare with)", 0.6)
             res = run_without_reference(built, repeats=int(repeats))
@@ -700,7 +700,7 @@ class Engine:
         }
 
     def cmd_export(self, out_dir, steps="all"):
-        from irviz.core.export import export_trace
+        from irviz.core.export.trace import export_trace
 
         s = self._need_session()
         self.progress(f"Exporting to {out_dir}", 0.1)
@@ -738,7 +738,7 @@ class Engine:
     def cmd_latency_trace(self, steps="all", repeats=10):
         """Build and time every recorded step (or `steps`); one progress message per step.
         Steps whose module was measured before (same structural hash) are not built again."""
-        from irviz.core.latency import latency_trace, torch_ms_of
+        from irviz.core.backend.latency import latency_trace, torch_ms_of
 
         s = self._need_session()
         sel = None if steps in (None, "all") else [int(i) for i in steps]
@@ -756,23 +756,23 @@ class Engine:
     # -- catalogues ----------------------------------------------------------------------------
 
     def cmd_list_samples(self):
-        from irviz.core.samples import list_samples
+        from irviz.core.frontend.samples import list_samples
 
         return [{"name": n, "description": d} for n, d in list_samples()]
 
     def cmd_list_passes(self):
-        from irviz.core.passes import list_passes
+        from irviz.core.passes.registry import list_passes
 
         return [_pass_dict(p) for p in list_passes()]
 
     def cmd_list_pipelines(self):
-        from irviz.core.passes import PIPELINES
+        from irviz.core.passes.registry import PIPELINES
 
         return [{"name": name, "description": desc, "passes": [self._inv_dict(i) for i in invs]}
                 for name, (desc, invs) in PIPELINES.items()]
 
     def cmd_load_pass_file(self, path):
-        from irviz.core.passes import load_pass_file
+        from irviz.core.passes.registry import load_pass_file
 
         load_pass_file(path)
         return self.cmd_list_passes()
@@ -783,9 +783,9 @@ class Engine:
         t0 = time.perf_counter()
         _prewarm()
         t1 = time.perf_counter()
-        from irviz.core import capture as capture_mod
-        from irviz.core import importer as importer_mod
-        from irviz.core import model_file
+        from irviz.core.frontend import capture as capture_mod
+        from irviz.core.frontend import importer as importer_mod
+        from irviz.core.frontend import model_file
 
         captured = capture_mod.capture(model_file.load_model(spec))
         importer_mod.import_model(captured)
@@ -818,8 +818,8 @@ def _pass_dict(spec) -> dict:
 
 
 def graph_to_protocol(g, group_attr=None, fold_depth=None, folded=()) -> dict:
-    """networkx DiGraph -> the protocol's `graph` dict, laid out by irviz.core.layout."""
-    from irviz.core import layout
+    """networkx DiGraph -> the protocol's `graph` dict, laid out by irviz.core.views.layout."""
+    from irviz.core.views import layout
 
     return layout.layout_graph(g, group_attr=group_attr, fold_depth=fold_depth,
                                folded=tuple(folded or ()))
@@ -859,8 +859,8 @@ def _prewarm():
     """Import torch and TVM while the engine waits for its first request."""
     try:
         import irviz.core.session  # noqa: F401
-        import irviz.core.capture  # noqa: F401
-        import irviz.core.importer  # noqa: F401
+        import irviz.core.frontend.capture  # noqa: F401
+        import irviz.core.frontend.importer  # noqa: F401
     except Exception:  # noqa: BLE001 - the real import error is reported by the first command
         pass
 

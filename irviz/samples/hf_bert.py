@@ -5,7 +5,7 @@ pip install 'irviz[hf]'.
 """
 import torch
 
-from irviz.core import hf
+from irviz.core.frontend import hf
 
 
 def get_model():

@@ -3,7 +3,7 @@
 Built from a small config with random weights (fixed seed; no download). Needs the `hf` extra:
 pip install 'irviz[hf]'.
 """
-from irviz.core import hf
+from irviz.core.frontend import hf
 
 
 def get_model():

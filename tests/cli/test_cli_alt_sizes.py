@@ -23,8 +23,8 @@ def test_check_dynamic_mlp_reports_alt_sizes(tmp_path):
     # other sizes than the example input (batch/seq are dynamic)
     import torch  # noqa: F401
 
-    from irviz.core.build import alt_inputs
-    from irviz.core.model_file import load_model
+    from irviz.core.backend.build import alt_inputs
+    from irviz.core.frontend.model_file import load_model
 
     loaded = load_model("sample:dynamic_mlp")
     example = [list(t.shape) for t in loaded.example_inputs]
@@ -66,7 +66,7 @@ def test_alt_sizes_that_differ_fail_compare(tmp_path, monkeypatch):
     """When the run on the other sizes does not match torch, check fails at `compare`."""
     import dataclasses
 
-    from irviz.core import build as build_mod
+    from irviz.core.backend import build as build_mod
 
     real = build_mod.run_and_compare
 

@@ -1,4 +1,4 @@
-"""irviz.core.build: build any pipeline step, run it on the VM, compare with PyTorch."""
+"""irviz.core.backend.build: build any pipeline step, run it on the VM, compare with PyTorch."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +11,7 @@ from tvm.relax.frontend.torch import from_exported_program
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from irviz.core.build import (
+from irviz.core.backend.build import (
     DEFAULT_BUILD_PASSES,
     BuildResult,
     build,
@@ -20,8 +20,8 @@ from irviz.core.build import (
     run_and_compare,
 )
 from irviz.core.errors import BuildError, RunError
-from irviz.core.model_file import LoadedModel
-from irviz.core.passes import PassInvocation, apply_pass, get_pipeline
+from irviz.core.frontend.model_file import LoadedModel
+from irviz.core.passes.registry import PassInvocation, apply_pass, get_pipeline
 from irviz.core.tvm_compat import host_target, var_name
 
 

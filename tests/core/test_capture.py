@@ -5,9 +5,9 @@ import networkx as nx
 import pytest
 import torch
 
-from irviz.core.capture import Captured, FxGraph, FxNode, capture
+from irviz.core.frontend.capture import Captured, FxGraph, FxNode, capture
 from irviz.core.errors import CaptureError
-from irviz.core.model_file import load_model
+from irviz.core.frontend.model_file import load_model
 
 
 @pytest.fixture(scope="module")

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from irviz.core import passes
-from irviz.core.build import build, run_and_compare
-from irviz.core.capture import capture
-from irviz.core.converters import load_converter_file, normalize_key
+from irviz.core.passes import registry as passes
+from irviz.core.backend.build import build, run_and_compare
+from irviz.core.frontend.capture import capture
+from irviz.core.frontend.converters import load_converter_file, normalize_key
 from irviz.core.errors import IRImportError, LoadError
-from irviz.core.importer import import_model
-from irviz.core.model_file import LoadedModel, load_model
-from irviz.core.samples import sample_path
+from irviz.core.frontend.importer import import_model
+from irviz.core.frontend.model_file import LoadedModel, load_model
+from irviz.core.frontend.samples import sample_path
 from irviz.core.session import Session
 
 EXAMPLE = sample_path("example_converter")
@@ -177,7 +177,7 @@ class BoolCumsum(torch.nn.Module):
 
 
 def test_cumsum_of_bool_builds(monkeypatch):
-    from irviz.core import converters
+    from irviz.core.frontend import converters
     from irviz.core.errors import BuildError
 
     ids = torch.tensor([[3, 1, 0, 4, 5, 0]])
@@ -198,7 +198,7 @@ def test_user_converter_overrides_builtin():
     seen = []
 
     def mine(node, imp):
-        from irviz.core.converters import convert_cat
+        from irviz.core.frontend.converters import convert_cat
 
         seen.append(node.name)
         return convert_cat(node, imp)

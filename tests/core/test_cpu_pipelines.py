@@ -11,13 +11,15 @@ import pytest
 import tvm
 from tvm import relax
 
-from irviz.core import build as build_mod
-from irviz.core import dispatch, hf, passes
-from irviz.core.capture import capture
-from irviz.core.converters import load_converter_file
-from irviz.core.importer import import_model
-from irviz.core.model_file import load_model
-from irviz.core.samples import list_samples, sample_path
+from irviz.core.backend import build as build_mod
+from irviz.core.passes import library_dispatch as dispatch
+from irviz.core.frontend import hf
+from irviz.core.passes import registry as passes
+from irviz.core.frontend.capture import capture
+from irviz.core.frontend.converters import load_converter_file
+from irviz.core.frontend.importer import import_model
+from irviz.core.frontend.model_file import load_model
+from irviz.core.frontend.samples import list_samples, sample_path
 from irviz.core.session import Session
 
 NOT_MODELS = {"example_converter"}  # a converter file, not a model

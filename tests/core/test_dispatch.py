@@ -6,7 +6,7 @@ from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from irviz.core.dispatch import library_calls, library_dispatch, register_library_functions
+from irviz.core.passes.library_dispatch import library_calls, library_dispatch, register_library_functions
 
 
 @I.ir_module

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from irviz.core import passes
-from irviz.core.build import alt_inputs, build, run_and_compare
-from irviz.core.capture import capture
-from irviz.core.importer import dim_names, import_model
-from irviz.core.model_file import load_model
+from irviz.core.passes import registry as passes
+from irviz.core.backend.build import alt_inputs, build, run_and_compare
+from irviz.core.frontend.capture import capture
+from irviz.core.frontend.importer import dim_names, import_model
+from irviz.core.frontend.model_file import load_model
 from irviz.core.session import Session
 
 

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("tvm")
 
 import irviz.engine as engine_mod  # noqa: E402
-from irviz.core.samples import sample_path  # noqa: E402
+from irviz.core.frontend.samples import sample_path  # noqa: E402
 
 EXAMPLE = str(sample_path("example_converter"))
 
@@ -155,7 +155,7 @@ def test_fx_graph_has_dim_names_for_dynamic_shapes():
 
 
 DEEP_GPT2 = '''
-from irviz.core import hf
+from irviz.core.frontend import hf
 
 
 def get_model():
@@ -193,7 +193,7 @@ def test_big_real_graph_folds_by_module_and_unfolds(tmp_model_file):
 
 
 def test_samples_list_only_models():
-    from irviz.core.samples import list_samples
+    from irviz.core.frontend.samples import list_samples
 
     names = [n for n, _ in list_samples()]
     assert "example_converter" not in names
@@ -213,7 +213,7 @@ def test_cli_samples_output_lists_models_only(capsys):
 
 def test_load_error_from_get_model_passes_through(tmp_model_file):
     from irviz.core.errors import LoadError
-    from irviz.core.model_file import load_model
+    from irviz.core.frontend.model_file import load_model
 
     path = tmp_model_file('''
         from irviz.core.errors import LoadError

@@ -1,4 +1,4 @@
-"""irviz.core.export: step files round-trip, steps.json, diffs, report.html."""
+"""irviz.core.export.trace: step files round-trip, steps.json, diffs, report.html."""
 import json
 import re
 import runpy
@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from irviz.core import passes
+from irviz.core.passes import registry as passes
 from irviz.core.errors import ExportError
-from irviz.core.export import export_trace, html_report, load_exported
+from irviz.core.export.trace import export_trace, html_report, load_exported
 from irviz.core.session import Session
 from irviz.core.tvm_compat import structural_equal
 
@@ -28,8 +28,9 @@ class _Net(torch.nn.Module):
 
 @pytest.fixture(scope="module")
 def zero_session():
-    from irviz.core import capture, importer
-    from irviz.core.model_file import LoadedModel
+    from irviz.core.frontend import capture
+    from irviz.core.frontend import importer
+    from irviz.core.frontend.model_file import LoadedModel
 
     torch.manual_seed(0)
     loaded = LoadedModel(module=_Net().eval(), example_inputs=(torch.randn(1, 2, 4, 4),),
@@ -151,7 +152,7 @@ def test_user_pass_step_is_verified(zero_session, tmp_path):
 def test_scalar_constants_print_inline(tmp_path):
     import numpy as np
 
-    from irviz.core.importer import Imported
+    from irviz.core.frontend.importer import Imported
     from irviz.core.tvm_compat import relax
 
     bb = relax.BlockBuilder()

@@ -8,10 +8,10 @@ import tvm
 from torch import nn
 from tvm import relax
 
-from irviz.core import graph
-from irviz.core.capture import capture
-from irviz.core.importer import import_model
-from irviz.core.model_file import LoadedModel
+from irviz.core.views import graph
+from irviz.core.frontend.capture import capture
+from irviz.core.frontend.importer import import_model
+from irviz.core.frontend.model_file import LoadedModel
 from irviz.core.tvm_compat import I, R, T
 
 

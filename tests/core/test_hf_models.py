@@ -8,12 +8,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from irviz.core import hf, passes
-from irviz.core.build import build, run_and_compare
-from irviz.core.capture import capture
+from irviz.core.frontend import hf
+from irviz.core.passes import registry as passes
+from irviz.core.backend.build import build, run_and_compare
+from irviz.core.frontend.capture import capture
 from irviz.core.errors import LoadError
-from irviz.core.importer import import_model
-from irviz.core.model_file import load_model
+from irviz.core.frontend.importer import import_model
+from irviz.core.frontend.model_file import load_model
 from irviz.core.session import Session
 
 needs_hf = pytest.mark.skipif(not hf.available(), reason="transformers is not installed (pip install 'irviz[hf]')")
@@ -84,7 +85,7 @@ def test_gpt2_with_kv_cache_imports():
         def forward(self, ids):
             return self.m(input_ids=ids, use_cache=True).logits
 
-    from irviz.core.model_file import LoadedModel
+    from irviz.core.frontend.model_file import LoadedModel
 
     ids = hf.token_ids(128, seq=8)
     loaded = LoadedModel(module=WithCache().eval(), example_inputs=(ids,), spec="gpt2_cache", name="gpt2_cache")

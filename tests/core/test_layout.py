@@ -8,7 +8,7 @@ import sys
 import networkx as nx
 import pytest
 
-from irviz.core.layout import GROUP_PREFIX, choose_fold_depth, fold_by_group, layout_graph
+from irviz.core.views.layout import GROUP_PREFIX, choose_fold_depth, fold_by_group, layout_graph
 
 
 def random_dag(n: int = 120, seed: int = 1) -> nx.DiGraph:
@@ -185,12 +185,12 @@ def test_fx_style_attrs_give_labels():
 
 
 def test_core_layout_does_not_import_qt():
-    code = "import sys, irviz.core.layout; assert not any(m.startswith('PySide6') for m in sys.modules)"
+    code = "import sys, irviz.core.views.layout; assert not any(m.startswith('PySide6') for m in sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_fold_helpers_round_trip():
-    from irviz.core.layout import groups_at_depth, toggle_fold
+    from irviz.core.views.layout import groups_at_depth, toggle_fold
     G = block_dag()
     folded = groups_at_depth(G, "module_path", 2)
     assert folded == {"layer.0", "layer.1", "layer.2", "layer.3"}

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from irviz.core.errors import LoadError
-from irviz.core.model_file import LoadedModel, load_model, parse_spec
+from irviz.core.frontend.model_file import LoadedModel, load_model, parse_spec
 
 GOOD = """
 import torch

@@ -8,8 +8,8 @@ import torch
 
 import irviz.samples
 from irviz.core.errors import LoadError
-from irviz.core.model_file import load_model
-from irviz.core.samples import list_samples, sample_path
+from irviz.core.frontend.model_file import load_model
+from irviz.core.frontend.samples import list_samples, sample_path
 
 NAMES = ["mlp", "matmul_relu", "mul_add", "small_cnn", "resnet18", "gpt"]
 OUT_SHAPES = {

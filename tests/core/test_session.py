@@ -3,10 +3,11 @@ import pytest
 import torch
 import tvm
 
-from irviz.core import passes
+from irviz.core.passes import registry as passes
 from irviz.core.errors import PassError
-from irviz.core.importer import Imported
-from irviz.core.session import Session, carry_provenance, relax_to_callee
+from irviz.core.frontend.importer import Imported
+from irviz.core.session import Session
+from irviz.core.views.provenance import carry_provenance, relax_to_callee
 from irviz.core.tvm_compat import I, R, T
 
 
@@ -173,8 +174,9 @@ class _CNN(torch.nn.Module):
 
 @pytest.fixture(scope="module")
 def torch_session():
-    from irviz.core import capture, importer
-    from irviz.core.model_file import LoadedModel
+    from irviz.core.frontend import capture
+    from irviz.core.frontend import importer
+    from irviz.core.frontend.model_file import LoadedModel
 
     torch.manual_seed(0)
     loaded = LoadedModel(module=_CNN().eval(), example_inputs=(torch.randn(1, 2, 4, 4),),
@@ -256,7 +258,7 @@ def test_relax_to_callee_kinds():
 def test_caches_released_with_the_session():
     import gc
 
-    from irviz.core import diff
+    from irviz.core.views import diff
 
     s = Session(Imported(mod=_small_module(), provenance={}, importer="test", seconds=0.0))
     s.set_pipeline(["LegalizeOps"])

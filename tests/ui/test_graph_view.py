@@ -8,7 +8,7 @@ import sys
 import networkx as nx
 import pytest
 
-from irviz.core.layout import layout_graph
+from irviz.core.views.layout import layout_graph
 
 QtCore = pytest.importorskip("PySide6.QtCore")
 from PySide6.QtCore import QPointF, Qt  # noqa: E402

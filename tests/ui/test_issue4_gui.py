@@ -16,7 +16,7 @@ if importlib.util.find_spec("tvm") is None:
 
 from PySide6.QtCore import QSettings  # noqa: E402
 
-from irviz.core.samples import sample_path  # noqa: E402
+from irviz.core.frontend.samples import sample_path  # noqa: E402
 
 T = 300_000  # ms
 EXAMPLE = str(sample_path("example_converter"))

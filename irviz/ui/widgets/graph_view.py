@@ -1,4 +1,4 @@
-"""GraphView: draws the protocol's ``graph`` dict (laid out by irviz.core.layout) with Qt.
+"""GraphView: draws the protocol's ``graph`` dict (laid out by irviz.core.views.layout) with Qt.
 
 Netron-like: rounded boxes (op label + shape), colour by node kind, smooth edges with arrow
 heads, dashed titled group frames whose header folds/unfolds, level of detail, zoom/pan,

@@ -27,7 +27,7 @@ __all__ = ["latency_trace", "latency_svg", "module_key", "log_ticks"]
 
 def module_key(mod) -> int:
     """A structural hash of the whole module (order of functions does not matter)."""
-    from irviz.core import diff as diff_mod
+    from irviz.core.views import diff as diff_mod
 
     return hash(tuple(sorted(diff_mod.function_hashes(mod).items()))) & 0xFFFFFFFFFFFFFFFF
 
@@ -42,7 +42,7 @@ def _finite(x):
 
 def _measure(mod, loaded, repeats: int, params) -> dict:
     """Build + run one module; never raises (the error goes into the entry)."""
-    from irviz.core import build as build_mod
+    from irviz.core.backend import build as build_mod
     from irviz.core.errors import IrvizError
 
     out = {"ok": False, "tvm_ms": None, "torch_ms": None, "max_abs_error": None, "allclose": None,
@@ -51,7 +51,7 @@ def _measure(mod, loaded, repeats: int, params) -> dict:
         built = build_mod.build(mod)
         out["build_seconds"] = _finite(built.seconds)
         if loaded is None:
-            from irviz.core.run_ir import run_without_reference
+            from irviz.core.backend.run_ir import run_without_reference
 
             res = run_without_reference(built, repeats=repeats)
         else:

@@ -12,7 +12,7 @@ import networkx as nx
 import tvm
 from tvm import relax, tirx
 
-from .tvm_compat import GenericConst, var_name
+from irviz.core.tvm_compat import GenericConst, var_name
 
 KINDS = ("param", "const", "op", "call_tir", "call_dps_packed", "call_fused", "tuple", "get_item",
          "output")

@@ -4,7 +4,7 @@ Model files (see ``irviz/samples/hf_*.py``) build a model from a small config wi
 (never ``from_pretrained``: irviz needs no network) and wrap it so ``forward`` takes tensors only and
 returns one tensor:
 
-    from irviz.core import hf
+    from irviz.core.frontend import hf
     transformers = hf.require_transformers()
     cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=256)
     model = hf.causal_lm(transformers.GPT2LMHeadModel, cfg)     # forward(input_ids) -> logits
@@ -14,7 +14,7 @@ What the wrappers choose, and why (transformers 5.x, torch 2.13, TVM 0.27):
 
 * ``use_cache=False``: with the cache on, the decoder's ``DynamicCache`` starts from an empty
   1-D tensor and ``torch.cat``-s it with the 4-D keys/values; Relax's concat rejects operands of
-  different rank.  irviz's import layer also fixes that cat (``irviz.core.converters``), so a
+  different rank.  irviz's import layer also fixes that cat (``irviz.core.frontend.converters``), so a
   user's own decoder with a cache imports too; the wrapper just keeps the graph smaller.
 * ``attn_implementation="eager"``: "sdpa" (transformers' default) and "eager" both import and
   match, but irviz decomposes the exported program before showing it, and that turns SDPA into

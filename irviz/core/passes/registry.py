@@ -26,10 +26,12 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from . import course_passes, dispatch, schedules
-from .errors import PassError
-from .tvm_compat import host_target, shallow_copy
-from .user_code import exec_file
+from irviz.core.passes import course as course_passes
+from irviz.core.passes import library_dispatch as dispatch
+from irviz.core.passes import cpu_schedules as schedules
+from irviz.core.errors import PassError
+from irviz.core.tvm_compat import host_target, shallow_copy
+from irviz.core.user_code import exec_file
 
 __all__ = [
     "PIPELINES",

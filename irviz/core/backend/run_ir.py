@@ -12,8 +12,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .build import RunResult, _kernel_times, _run_hint, _tb, tvm_error_message, tvm_threads
-from .errors import RunError
+from irviz.core.backend.build import RunResult, _kernel_times, _run_hint, _tb, tvm_error_message, tvm_threads
+from irviz.core.errors import RunError
 
 
 def random_inputs(mod, seed: int = 0) -> list[np.ndarray]:

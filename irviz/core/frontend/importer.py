@@ -7,7 +7,7 @@ Two importers:
   ``captured.exported`` is already ``run_decompositions()``-ed, and the importer *class* does not
   decompose again (only the public ``from_exported_program`` function does), so the FX nodes the
   user sees are exactly the nodes the importer converted.
-* ``"course"``: the course's teaching importer (``irviz.core.course_importer``): a BlockBuilder walk
+* ``"course"``: the course's teaching importer (``irviz.core.frontend.course_importer``): a BlockBuilder walk
   with ``bb.emit_te`` + TOPI.
 
 Provenance: ``fx node name -> [relax binding var names in "main"]``.  The importer emits helper
@@ -27,8 +27,8 @@ import numpy  # noqa: F401  (type of Imported.params values)
 import tvm
 from tvm import relax
 
-from .errors import IRImportError
-from .tvm_compat import GenericConst, var_name
+from irviz.core.errors import IRImportError
+from irviz.core.tvm_compat import GenericConst, var_name
 
 IMPORTERS = ("exported_program", "course")
 
@@ -54,9 +54,9 @@ class Imported:
 
 
 def import_model(captured, importer: str = "exported_program", custom_convert_map=None) -> Imported:
-    """captured: irviz.core.capture.Captured (uses .exported and .graph)."""
+    """captured: irviz.core.frontend.capture.Captured (uses .exported and .graph)."""
     if importer == "course":
-        from .course_importer import import_course
+        from irviz.core.frontend.course_importer import import_course
 
         if custom_convert_map:
             raise IRImportError(
@@ -77,7 +77,7 @@ def import_model(captured, importer: str = "exported_program", custom_convert_ma
 
 def normalize_convert_map(custom_convert_map) -> dict[str, Callable]:
     """Keys as the importer looks them up: ``node.target.__name__`` ("erfinv.default")."""
-    from .converters import normalize_key
+    from irviz.core.frontend.converters import normalize_key
 
     out = {}
     for key, fn in (custom_convert_map or {}).items():
@@ -143,7 +143,7 @@ def _wrap(fn, imp):
 def _import_exported_program(captured, custom_convert_map) -> Imported:
     ep = captured.exported
     t0 = time.perf_counter()
-    from .converters import builtin_converters, converter_error_location
+    from irviz.core.frontend.converters import builtin_converters, converter_error_location
 
     user = normalize_convert_map(custom_convert_map)
     custom = {**builtin_converters(), **user}  # irviz's own converters, the user's on top

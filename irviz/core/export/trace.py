@@ -28,7 +28,7 @@ import re
 import time
 from pathlib import Path
 
-from irviz.core import diff as diff_mod
+from irviz.core.views import diff as diff_mod
 from irviz.core.errors import ExportError
 
 __all__ = ["export_trace", "load_exported", "html_report", "module_script",
@@ -210,7 +210,7 @@ def _header_lines(session, step, stem: str, loadable: bool, note: str, text: str
             "# Load it (the .params file must stay next to this file):",
             f"#     python {stem}.py                       # parses it and prints a summary",
             f'#     mod = runpy.run_path("{stem}.py")["load"]()',
-            f'#     mod = irviz.core.export.load_exported("{stem}.py")',
+            f'#     mod = irviz.core.export.trace.load_exported("{stem}.py")',
             "# Do not call mod.script(show_meta=True) or tvm.ir.save_json(mod): TVM 0.27 segfaults.",
         ]
     else:
@@ -245,7 +245,7 @@ def _pass_roundtrip_flag(name: str) -> bool:
     if name == "import":
         return True
     try:
-        from irviz.core import passes
+        from irviz.core.passes import registry as passes
 
         return bool(getattr(passes.get_pass(name), "roundtrip_ok", True))
     except Exception:  # noqa: BLE001 - unknown (e.g. unregistered user) pass: verify decides
@@ -257,7 +257,7 @@ def _trusted(name: str) -> bool:
     if name == "import":
         return True
     try:
-        from irviz.core import passes
+        from irviz.core.passes import registry as passes
 
         spec = passes.get_pass(name)
     except Exception:  # noqa: BLE001
@@ -292,7 +292,7 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     round-tripping pass applied to a module that round-trips is trusted, as measured on ResNet-18
     for zero and default_build (shared NOTES.md).  False trusts PassSpec.roundtrip_ok alone.  A step whose pass has
     roundtrip_ok=False is never written as .py.
-    latency: a trace from ``irviz.core.latency.latency_trace`` (one entry per step): report.html
+    latency: a trace from ``irviz.core.backend.latency.latency_trace`` (one entry per step): report.html
     shows it as a chart and a table, steps.json keeps it under "latency".
     """
     out = Path(out_dir)
@@ -620,7 +620,7 @@ def _render_run(idx: int, rr) -> str:
 
 def _render_latency(session, trace) -> str:
     """The latency chart (inline SVG) and a table of its numbers."""
-    from irviz.core.latency import fmt_ms, latency_svg, torch_ms_of
+    from irviz.core.backend.latency import fmt_ms, latency_svg, torch_ms_of
 
     out = ["<h2>Latency per step</h2>", '<div class="chart">',
            latency_svg(trace, width=960, height=400), "</div>"]
@@ -654,7 +654,7 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
     run_results: a RunResult (for the cursor step) or {step index: RunResult}.  files: per-step
     export records (from export_trace) for links to the step files.  Diffs only, collapsed to
     hunks; the full text of each step is in the exported files.  latency: a latency trace
-    (``irviz.core.latency.latency_trace``), shown as an SVG chart and a table."""
+    (``irviz.core.backend.latency.latency_trace``), shown as an SVG chart and a table."""
     results = _normalize_results(session, run_results)
     files = files or {}
     n = len(session.steps)

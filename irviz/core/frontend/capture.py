@@ -16,7 +16,7 @@ import networkx as nx
 import torch
 
 from irviz.core.errors import CaptureError
-from irviz.core.model_file import LoadedModel
+from irviz.core.frontend.model_file import LoadedModel
 
 ARG_REPR_MAX = 240
 

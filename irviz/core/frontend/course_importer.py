@@ -18,8 +18,8 @@ import time
 import numpy as np
 from tvm import relax, te, topi
 
-from .errors import IRImportError
-from .importer import Imported, _node_message, _op_name, compute_provenance, exception_text
+from irviz.core.errors import IRImportError
+from irviz.core.frontend.importer import Imported, _node_message, _op_name, compute_provenance, exception_text
 
 _HINT = (
     'the course importer covers only the ops of the course samples; use importer="exported_program" '

@@ -2,7 +2,7 @@
 
 Built-in converters (``BUILTIN_CONVERTERS``) are handed to TVM's ``ExportedProgramImporter`` as a
 ``custom_convert_map`` (TVM's hook: ``fn(node: torch.fx.Node, importer) -> relax.Var``) by
-``irviz.core.importer.import_model``; a user's converters go on top of them (same key: the user's
+``irviz.core.frontend.importer.import_model``; a user's converters go on top of them (same key: the user's
 wins).  TVM's installed files are never patched.
 
 * ``cat.default``: ``torch.cat`` skips 1-D tensors with zero elements (legacy behaviour that the

@@ -67,7 +67,7 @@ def load_model(spec: str) -> LoadedModel:
         raise LoadError("No model given.", hint=_usage_hint())
     kind, target, factory = parse_spec(spec)
     if kind == "sample":
-        from irviz.core.samples import sample_path
+        from irviz.core.frontend.samples import sample_path
 
         if not target:
             raise LoadError("sample: needs a name.", hint=_known_samples_hint())
@@ -472,7 +472,7 @@ class _forget_new_local_modules:
 def _missing_hint(path: Path) -> str:
     if not path.suffix and len(path.parts) == 1:
         try:
-            from irviz.core.samples import list_samples
+            from irviz.core.frontend.samples import list_samples
 
             if str(path) in {n for n, _ in list_samples()}:
                 return f"Did you mean sample:{path}?"
@@ -487,7 +487,7 @@ def _missing_hint(path: Path) -> str:
 
 def _known_samples_hint() -> str:
     try:
-        from irviz.core.samples import list_samples
+        from irviz.core.frontend.samples import list_samples
 
         return "Known samples: " + ", ".join(n for n, _ in list_samples()) + "."
     except Exception:  # noqa: BLE001

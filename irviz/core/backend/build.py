@@ -9,8 +9,8 @@ behind (see :func:`default_build_progress`); only the remaining passes run, then
 once more (most of its passes are idempotent), and the first error is reported.
 
 ``R.ewise_fma`` (the course's op, no legalization in TVM 0.27) is lowered with
-``irviz.core.course_passes.CUSTOM_LEGALIZE_MAP`` by the LegalizeOps step of the build.
-``irviz.torch.*`` library functions (``irviz.core.dispatch``) are registered before building.
+``irviz.core.passes.course.CUSTOM_LEGALIZE_MAP`` by the LegalizeOps step of the build.
+``irviz.torch.*`` library functions (``irviz.core.passes.library_dispatch``) are registered before building.
 
 ``run_and_compare(build_result, loaded)`` runs ``main`` in a ``relax.VirtualMachine`` on the CPU
 with the model's example inputs and compares every output with PyTorch eager:
@@ -53,11 +53,11 @@ import tvm_ffi
 from tvm import relax
 
 from irviz.core.errors import BuildError, RunError
-from irviz.core.passes import DEFAULT_BUILD_STEPS
+from irviz.core.passes.registry import DEFAULT_BUILD_STEPS
 from irviz.core.tvm_compat import host_target, var_name
 
 try:  # the course's ewise_fma legalization lives with the course passes
-    from irviz.core.course_passes import CUSTOM_LEGALIZE_MAP, legalize_ewise_fma  # noqa: F401
+    from irviz.core.passes.course import CUSTOM_LEGALIZE_MAP, legalize_ewise_fma  # noqa: F401
 except ImportError:  # pragma: no cover - course_passes is part of the package
     from tvm import te
 
@@ -268,7 +268,7 @@ def _target_obj(target):
 
 def _register_library_functions(mod) -> None:
     try:
-        from irviz.core import dispatch
+        from irviz.core.passes import library_dispatch as dispatch
     except ImportError:  # pragma: no cover
         return
     try:
@@ -564,12 +564,12 @@ def alt_inputs(loaded) -> tuple | None:
     import sys
     from pathlib import Path
 
-    from irviz.core import model_file
+    from irviz.core.frontend import model_file
 
     kind, target, factory = model_file.parse_spec(getattr(loaded, "spec", "") or "")
     try:
         if kind == "sample":
-            from irviz.core.samples import sample_path
+            from irviz.core.frontend.samples import sample_path
 
             path = sample_path(target)
         else:

@@ -1,0 +1,1 @@
+"""A session on disk: step scripts that load back, diffs, steps.json and the HTML report."""

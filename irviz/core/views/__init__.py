@@ -1,0 +1,3 @@
+"""What the panes show, computed from IR: graphs and their layout, diffs, provenance.
+
+Kept free of torch at import time: the GUI process imports the plain-Python helpers here."""

@@ -1,0 +1,270 @@
+"""Provenance through passes: which Relax bindings of "main" each FX node became, carried from
+step to step by Var identity, and which global function each binding calls."""
+from __future__ import annotations
+
+from collections import deque
+
+from irviz.core.views import diff as diff_mod
+from irviz.core.tvm_compat import relax, var_name
+
+__all__ = ["carry_provenance", "clear_caches", "relax_to_callee"]
+
+def _func(mod, name="main"):
+    for gv, f in mod.functions.items():
+        if gv.name_hint == name:
+            return f if isinstance(f, relax.Function) else None
+    return None
+
+
+def clear_caches() -> None:
+    _BINDINGS.clear()
+    diff_mod.clear_caches()
+
+
+def _relax_funcs(mod) -> dict:
+    return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, relax.Function)}
+
+
+_BINDINGS: dict[int, tuple[object, list]] = {}  # function handle -> (function, bindings)
+
+
+def _bindings(func) -> list:
+    """Bindings of a Relax function's body, cached (reading TVM arrays item by item is slow)."""
+    key = func.__chandle__()
+    hit = _BINDINGS.get(key)
+    if hit is not None:
+        return hit[1]
+    body = getattr(func, "body", None)
+    out = [] if not isinstance(body, relax.SeqExpr) else [
+        b for blk in list(body.blocks) for b in list(blk.bindings)]
+    if len(_BINDINGS) > 512:
+        _BINDINGS.clear()
+    _BINDINGS[key] = (func, out)  # keeps func alive so the handle is not reused
+    return out
+
+
+def _h(obj) -> int:
+    return obj.__chandle__()
+
+
+def _used_vars(expr) -> list:
+    out = []
+
+    def visit(e):
+        if isinstance(e, relax.Var):
+            out.append(e)
+
+    relax.analysis.post_order_visit(expr, visit)
+    return out
+
+
+def _signature(value):
+    """(op name, callee name) of a binding value, to match a binding with its fused copy."""
+    if isinstance(value, relax.Call):
+        op = value.op
+        opname = op.name_hint if isinstance(op, relax.GlobalVar) else getattr(op, "name", type(op).__name__)
+        callee = None
+        if value.args and isinstance(value.args[0], relax.GlobalVar):
+            callee = value.args[0].name_hint
+        return (str(opname), callee)
+    return (type(value).__name__, None)
+
+
+def carry_provenance(old_mod, new_mod, provenance: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Map provenance (fx node -> binding var names of old "main") onto new "main".
+
+    Works on Var *identity*, not names (FuseOps re-uses names such as ``lv1`` for new vars):
+
+    1. A binding var (or parameter) of old main that is still the same object in new main keeps
+       its name there.
+    2. Fusion: for a new binding that calls a Relax function of the new module (FuseOps,
+       MatmulAddFuse, ...), the fused function's body still holds the *original* binding vars
+       (same objects) of the group it replaced; they map to that new call binding.  The group's
+       output binding becomes a fresh var inside the fused function; it is found as the old var
+       that is not matched yet and consumes a member of the group (or, for a one-op group,
+       consumes one of the call's inputs and has the same op as the fused body).
+    3. Anything else that disappeared (folded by FoldConstant, aliases removed by FuseTIR, ...)
+       maps to the nearest surviving binding downstream of it in the old graph (the binding that
+       now contains its computation), else the nearest one upstream, else nothing.
+
+    Keys are kept (a node whose bindings are all gone maps to []).
+    """
+    old_main, new_main = _func(old_mod), _func(new_mod)
+    if new_main is None:
+        return {k: [] for k in provenance}
+    new_b = _bindings(new_main)
+    new_names = {_h(b.var): var_name(b.var) for b in new_b}
+    for p in new_main.params:
+        new_names[_h(p)] = var_name(p)
+    if old_main is None:
+        present = set(new_names.values())
+        return {k: [n for n in v if n in present] for k, v in provenance.items()}
+    if old_main.same_as(new_main):
+        return {k: list(v) for k, v in provenance.items()}
+
+    old_b = _bindings(old_main)
+    old_vars = [b.var for b in old_b]
+    old_by_name: dict[str, object] = {}
+    for v in list(old_main.params) + old_vars:
+        old_by_name.setdefault(var_name(v), v)
+    old_index = {_h(v): i for i, v in enumerate(old_vars)}
+    deps: dict[int, list[int]] = {}
+    users: dict[int, list[int]] = {}
+    for b in old_b:
+        hv = _h(b.var)
+        ds = [_h(u) for u in _used_vars(b.value)]
+        deps[hv] = ds
+        for d in ds:
+            users.setdefault(d, []).append(hv)
+
+    mapping: dict[int, list[str]] = {}
+    # 1. identity
+    for v in list(old_main.params) + old_vars:
+        hv = _h(v)
+        if hv in new_names:
+            mapping[hv] = [new_names[hv]]
+
+    # 2. fusion groups
+    groups = []  # (call var name, member handles, output signature, input old-handles)
+    new_funcs = _relax_funcs(new_mod)
+    for b in new_b:
+        value = b.value
+        if not (isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar)):
+            continue
+        callee = new_funcs.get(value.op.name_hint)
+        if callee is None:
+            continue
+        inner = _bindings(callee)
+        name = var_name(b.var)
+        members = set()
+        for ib in inner:
+            hv = _h(ib.var)
+            if hv in old_index and hv not in mapping:
+                mapping[hv] = [name]
+                members.add(hv)
+        out_sig = _signature(inner[-1].value) if inner else None
+        inputs = {_h(u) for u in _used_vars(value)}
+        groups.append([name, members, out_sig, inputs, False])
+    if groups:
+        new_to_old: dict[str, set[int]] = {}
+        for hv, names in mapping.items():
+            for n in names:
+                new_to_old.setdefault(n, set()).add(hv)
+        old_value = {_h(b.var): b.value for b in old_b}
+        progress = True
+        while progress:
+            progress = False
+            for v in old_vars:
+                hv = _h(v)
+                if hv in mapping:
+                    continue
+                ds = set(deps.get(hv, ()))
+                pick = None
+                for g in groups:
+                    if ds & g[1]:
+                        pick = g
+                        break
+                if pick is None:
+                    for g in groups:
+                        if g[4] or g[1]:
+                            continue
+                        ins = set()
+                        for hin in g[3]:
+                            ins |= new_to_old.get(new_names.get(hin, ""), set())
+                        if ds & ins and _signature(old_value[hv]) == g[2]:
+                            pick = g
+                            break
+                if pick is not None:
+                    mapping[hv] = [pick[0]]
+                    pick[1].add(hv)
+                    pick[4] = True
+                    new_to_old.setdefault(pick[0], set()).add(hv)
+                    progress = True
+
+    # 3. nearest surviving binding downstream, else upstream
+    def nearest(start: int, edges: dict) -> list[str] | None:
+        seen, queue = {start}, deque(edges.get(start, ()))
+        while queue:
+            x = queue.popleft()
+            if x in seen:
+                continue
+            seen.add(x)
+            if x in mapping:
+                return mapping[x]
+            queue.extend(edges.get(x, ()))
+        return None
+
+    fallback: dict[int, list[str]] = {}
+    for v in old_vars:
+        hv = _h(v)
+        if hv not in mapping:
+            found = nearest(hv, users)
+            if found is None:
+                found = nearest(hv, deps)
+            fallback[hv] = found or []
+    mapping.update(fallback)
+
+    out: dict[str, list[str]] = {}
+    for fx_name, names in provenance.items():
+        result: list[str] = []
+        for n in names:
+            v = old_by_name.get(n)
+            for m in (mapping.get(_h(v), []) if v is not None else []):
+                if m not in result:
+                    result.append(m)
+        out[fx_name] = result
+    return out
+
+
+def relax_to_callee(step_or_mod, func: str = "main") -> dict[str, str]:
+    """Binding var name -> global function it calls, for the bindings of ``func``:
+    ``R.call_tir(f, ...)`` / ``call_tir_inplace`` -> f, ``R.call_dps_packed("ext", ...)`` -> "ext",
+    a direct call of a module function (a fused Relax function, or a PrimFunc after
+    CallTIRRewrite) -> its name, ``R.call_packed("ext", ...)`` -> "ext".
+
+    After CallTIRRewrite the kernels are called destination-passing style (``add_one(x, alloc)``,
+    result unused): a freshly allocated tensor maps to the first call that receives it (the kernel
+    that writes it), and a plain alias of a mapped var (``a = alloc``) maps like it.  Bindings that
+    call nothing global are left out."""
+    mod = getattr(step_or_mod, "mod", step_or_mod)
+    f = _func(mod, func)
+    out: dict[str, str] = {}
+    if f is None:
+        return out
+    by_handle: dict[int, str] = {}
+    fresh: set[int] = set()  # vars bound by alloc_tensor, not yet passed to a call
+    for b in _bindings(f):
+        value = b.value
+        name = var_name(b.var)
+        if isinstance(value, relax.Var):
+            callee = by_handle.get(_h(value))
+            if callee is not None:
+                out[name] = callee
+                by_handle[_h(b.var)] = callee
+            continue
+        if not isinstance(value, relax.Call):
+            continue
+        op = value.op
+        opname = getattr(op, "name", "") if not isinstance(op, (relax.GlobalVar, relax.ExternFunc)) else ""
+        if isinstance(opname, str) and opname.endswith("alloc_tensor"):
+            fresh.add(_h(b.var))
+            continue
+        callee = None
+        if isinstance(op, relax.GlobalVar):
+            callee = op.name_hint
+        elif isinstance(op, relax.ExternFunc):
+            callee = str(op.global_symbol)
+        elif value.args and isinstance(value.args[0], relax.GlobalVar):
+            callee = value.args[0].name_hint
+        elif value.args and isinstance(value.args[0], relax.ExternFunc):
+            callee = str(value.args[0].global_symbol)
+        if callee is None:
+            continue
+        out[name] = callee
+        by_handle[_h(b.var)] = callee
+        for arg in value.args:
+            if isinstance(arg, relax.Var) and _h(arg) in fresh:
+                fresh.discard(_h(arg))
+                out[var_name(arg)] = callee
+                by_handle[_h(arg)] = callee
+    return out
