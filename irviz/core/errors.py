@@ -50,3 +50,30 @@ class RunError(IrvizError):
 
 class ExportError(IrvizError):
     stage = "export"
+
+
+_BACKTRACE_NOISE = ("TVM_BACKTRACE", "Traceback (most recent call last)")
+
+
+def tvm_error_text(exc: BaseException, *, head: int = 30, tail: int = 10,
+                   with_type: bool = False) -> str:
+    """The message of an exception, TVM's included, without backtrace noise.
+
+    TVM's ``sys.excepthook`` may print only "note: run with TVM_BACKTRACE=1" while ``str(exc)`` holds
+    the real text; its C++ errors can also carry whole printed functions. Keeps the first ``head``
+    and the last ``tail`` lines (the cause is usually at one end); the full text belongs in
+    ``IrvizError.detail``.
+    """
+    text = str(exc).strip()
+    if not text and exc.args:
+        text = " ".join(str(a) for a in exc.args).strip()
+    lines = [ln.rstrip() for ln in text.splitlines()
+             if ln.strip() and not any(n in ln for n in _BACKTRACE_NOISE)
+             and not ln.lstrip().startswith('File "')]
+    if len(lines) > head + tail:
+        lines = lines[:head] + [f"  ... ({len(lines) - head - tail} more lines)"] + (lines[-tail:] if tail else [])
+    name = type(exc).__name__
+    msg = "\n".join(lines)
+    if not msg:
+        return name
+    return f"{name}: {msg}" if with_type and not msg.startswith(name) else msg
