@@ -292,7 +292,7 @@ class Engine:
         a, b = fraction_span
         f = lambda x: a + (b - a) * x  # noqa: E731
         self.progress(f"Loading {spec}", f(0.0))
-        from irviz.core.export.trace import trace as export_mod
+        from irviz.core.export import trace as export_mod
 
         if export_mod.is_exported_step(spec):
             return self._open_step_file(spec, f)
@@ -346,7 +346,7 @@ class Engine:
         """An exported TVMScript step: a session on that IRModule, with no FX graph or torch model."""
         import time
 
-        from irviz.core.export.trace import trace as export_mod
+        from irviz.core.export import trace as export_mod
         from irviz.core.frontend.importer import Imported
         from irviz.core.session import Session
 
