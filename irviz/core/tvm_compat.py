@@ -26,16 +26,29 @@ def structural_equal(a, b) -> bool:
     return bool(tvm_ffi.structural_equal(a, b))
 
 
-def to_tvm_tensor(array):
-    """numpy array or torch tensor -> tvm.runtime.Tensor (copy)."""
-    if hasattr(array, "detach"):
-        array = array.detach().cpu().contiguous().numpy()
-    return tvm.runtime.tensor(array)
-
-
 def host_target():
     """llvm with the host's CPU features ("llvm -mcpu=native" strings are rejected in 0.27)."""
     return tvm.target.Target.from_device(tvm.cpu())
+
+
+def as_target(target):
+    """None -> the host CPU; a string like "llvm -mcpu=znver3" -> Target; a Target as it is.
+    Raises TVM's own error for a bad string, which callers word for their stage."""
+    if target is None:
+        return host_target()
+    if isinstance(target, tvm.target.Target):
+        return target
+    return tvm.target.Target(target)
+
+
+def callee_name(expr) -> str | None:
+    """The global a call goes to: a GlobalVar's name, an extern symbol, or None for anything else
+    (a Relax op, a closure)."""
+    if isinstance(expr, tvm.ir.GlobalVar):
+        return expr.name_hint
+    if isinstance(expr, relax.ExternFunc):
+        return str(expr.global_symbol)
+    return None
 
 
 def var_name(var) -> str:

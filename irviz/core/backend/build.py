@@ -54,7 +54,7 @@ from tvm import relax
 
 from irviz.core.errors import BuildError, RunError
 from irviz.core.passes.registry import DEFAULT_BUILD_STEPS
-from irviz.core.tvm_compat import host_target, var_name
+from irviz.core.tvm_compat import as_target, callee_name, var_name
 
 try:  # the course's ewise_fma legalization lives with the course passes
     from irviz.core.passes.course import CUSTOM_LEGALIZE_MAP, legalize_ewise_fma  # noqa: F401
@@ -258,14 +258,6 @@ def default_build_progress(mod) -> int:
     return done
 
 
-def _target_obj(target):
-    if target is None:
-        return host_target()
-    if isinstance(target, str):
-        return tvm.target.Target(target)
-    return target
-
-
 def _register_library_functions(mod) -> None:
     try:
         from irviz.core.passes import library_dispatch as dispatch
@@ -316,7 +308,7 @@ def build(mod, target=None) -> BuildResult:
                          "pass the module of a pipeline step (Session.module(i)).")
     if "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
         raise BuildError("the module has no 'main' function", "build a module imported from a model.")
-    tgt = _target_obj(target)
+    tgt = as_target(target)
     _register_library_functions(mod)
     t0 = time.perf_counter()
     start = default_build_progress(mod)
@@ -361,27 +353,19 @@ _CALL_OPS = ("relax.call_tir", "relax.call_dps_packed", "relax.call_tir_inplace"
              "relax.call_tir_with_grad", "relax.call_pure_packed", "relax.call_inplace_packed")
 
 
-def _callee_name(expr) -> str | None:
-    if isinstance(expr, tvm.ir.GlobalVar):
-        return expr.name_hint
-    if isinstance(expr, relax.ExternFunc):
-        return str(expr.global_symbol)
-    return None
-
-
 def _callees(call, mod, seen) -> list[str]:
     """Kernels (PrimFunc names / extern symbols) a call reaches; recurses into relax sub-functions."""
     if not isinstance(call, relax.Call):
         return []
     if isinstance(call.op, tvm.ir.Op):
         if call.op.name in _CALL_OPS and call.args:
-            name = _callee_name(call.args[0])
+            name = callee_name(call.args[0])
             return [name] if name else []
         if call.op.name == "relax.vm.call_tir_dyn" and call.args:
-            name = _callee_name(call.args[0])
+            name = callee_name(call.args[0])
             return [name] if name else []
         return []
-    name = _callee_name(call.op)
+    name = callee_name(call.op)
     if name is None:
         return []
     if isinstance(call.op, tvm.ir.GlobalVar) and call.op in mod.get_global_vars():

@@ -30,7 +30,7 @@ from irviz.core.passes import course as course_passes
 from irviz.core.passes import library_dispatch as dispatch
 from irviz.core.passes import cpu_schedules as schedules
 from irviz.core.errors import PassError
-from irviz.core.tvm_compat import host_target, shallow_copy
+from irviz.core.tvm_compat import as_target, shallow_copy
 from irviz.core.user_code import exec_file
 
 __all__ = [
@@ -546,12 +546,8 @@ def _user_location(exc: BaseException, spec: PassSpec) -> str:
 
 
 def _as_target(target):
-    if target is None:
-        return host_target()
-    if isinstance(target, tvm.target.Target):
-        return target
     try:
-        return tvm.target.Target(target)
+        return as_target(target)
     except Exception as e:  # noqa: BLE001
         raise PassError(f"bad target {target!r}: {_tvm_message(e)}", hint="e.g. 'llvm'") from e
 

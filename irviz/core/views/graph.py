@@ -12,7 +12,7 @@ import networkx as nx
 import tvm
 from tvm import relax, tirx
 
-from irviz.core.tvm_compat import GenericConst, var_name
+from irviz.core.tvm_compat import GenericConst, callee_name, var_name
 
 KINDS = ("param", "const", "op", "call_tir", "call_dps_packed", "call_fused", "tuple", "get_item",
          "output")
@@ -73,13 +73,8 @@ def _short_op(name: str) -> str:
 
 
 def _callee_name(e):
-    if isinstance(e, tvm.ir.GlobalVar):
-        return e.name_hint
-    if isinstance(e, relax.ExternFunc):
-        return str(e.global_symbol)
-    if isinstance(e, relax.Var):
-        return var_name(e)
-    return None
+    # a closure bound to a local var is shown by that var's name
+    return var_name(e) if isinstance(e, relax.Var) else callee_name(e)
 
 
 def _is_primitive(func) -> bool:
