@@ -15,7 +15,6 @@ import argparse
 import json
 import math
 import sys
-import time
 import traceback
 import warnings
 
@@ -114,169 +113,124 @@ def _cmd_pipelines(args) -> int:
     return 0
 
 
-class _Stage:
-    """Runs the load → … → compare chain, remembering where it stopped and why."""
+class _Failure:
+    """Where the load → … → compare chain stopped, and why (None while nothing failed)."""
 
     def __init__(self, verbose: bool):
         self.verbose = verbose
-        self.failed_stage: str | None = None
+        self.stage: str | None = None
         self.error: str | None = None
 
-    def fail(self, stage: str, exc: BaseException) -> None:
+    def record(self, stage: str, exc: BaseException) -> None:
         from irviz.core.errors import IrvizError
 
-        self.failed_stage = getattr(exc, "stage", None) if isinstance(exc, IrvizError) else None
-        self.failed_stage = self.failed_stage or stage
+        # an IrvizError knows its stage; anything else failed in the stage that was running
+        self.stage = (exc.stage if isinstance(exc, IrvizError) else None) or stage
         self.error = exc.user_message() if isinstance(exc, IrvizError) else f"{type(exc).__name__}: {exc}"
-        print(f"irviz: {self.failed_stage} failed: {self.error}", file=sys.stderr)
-        detail = getattr(exc, "detail", None) or "".join(traceback.format_exception(exc))
+        print(f"irviz: {self.stage} failed: {self.error}", file=sys.stderr)
         if self.verbose:
-            print(detail, file=sys.stderr)
+            print(getattr(exc, "detail", None) or "".join(traceback.format_exception(exc)),
+                  file=sys.stderr)
+
+    def mismatch(self, error: str) -> None:
+        self.stage, self.error = "compare", error
+        print(f"irviz: compare failed: {error}", file=sys.stderr)
 
 
-def _open_session(args, stage: _Stage, log):
-    """load → capture → import → Session with the pipeline planned. None when a stage failed."""
-    from irviz.core.frontend import capture as capture_mod
-    from irviz.core.frontend import importer as importer_mod
-    from irviz.core.frontend import model_file
+def _open_workspace(args, failure: _Failure, log):
+    """Pass files → load → capture → import → every pass applied, one step each. The Workspace,
+    or None when a stage failed before there was a session."""
     from irviz.core.passes import registry as passes
-    from irviz.core.session import Session
+    from irviz.core.workspace import Workspace
 
+    ws = Workspace(log=log)
     try:
         for path in args.passes:
             for spec in passes.load_pass_file(path):
                 log(f"loaded pass {spec.name} from {path}")
         pipeline = passes.get_pipeline(args.pipeline)
-    except Exception as exc:  # an unknown pipeline is a usage error, but it stops before load
-        stage.fail("pipeline", exc)
-        return None, None
-    t = time.perf_counter()
+    except Exception as exc:  # an unknown pipeline is a usage error: stop before loading anything
+        failure.record("pipeline", exc)
+        return None
     try:
-        loaded = model_file.load_model(args.model)
-    except Exception as exc:
-        stage.fail("load", exc)
-        return None, None
-    log(f"load     {time.perf_counter() - t:7.2f} s  {loaded.name}")
-    try:
-        captured = capture_mod.capture(loaded)
-    except Exception as exc:
-        stage.fail("capture", exc)
-        return loaded, None
-    log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes")
-    try:
-        convert_map = None
         if args.converters:
-            from irviz.core.frontend.converters import load_converter_file
-
-            convert_map = load_converter_file(args.converters)
-        imported = importer_mod.import_model(captured, importer=args.importer,
-                                             custom_convert_map=convert_map)
+            ws.stage = "import"
+            ws.add_converter_file(args.converters)
+        ws.open(args.model, args.importer, planned=pipeline)
     except Exception as exc:
-        stage.fail("import", exc)
-        return loaded, None
-    log(f"import   {imported.seconds:7.2f} s  ({imported.importer})")
-    session = Session(imported, captured)
-    session.set_pipeline(pipeline)
-    return loaded, session
-
-
-def _run_pipeline(session, stage: _Stage, log) -> bool:
-    while session.pipeline_remaining():
-        step = session.step_forward()
-        if step is None:
-            stage.fail("pipeline", session.error)
-            return False
-        log(f"  {step.index:2d} {step.pass_name:28} {step.seconds:7.3f} s  "
-            f"{'changed' if step.changed else 'no change'}")
-    return True
+        failure.record(ws.stage or "load", exc)
+        return None
+    try:
+        ws.run_to_end()
+    except Exception as exc:
+        failure.record("pipeline", exc)
+    return ws
 
 
 def _finite(x):
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
-def _shapes(tensors) -> list:
-    return [list(t.shape) for t in tensors if hasattr(t, "shape")]
-
-
-def _check_alt_sizes(built, loaded, session, args, stage: _Stage, summary: dict, log) -> None:
-    """A model file with get_alt_inputs(): run the same build on those sizes and compare with torch.
-    Adds summary["alt_sizes"] = [{shapes, max_abs_error, allclose}]; a mismatch fails `compare`."""
+def _check_alt_sizes(ws, args, failure: _Failure, summary: dict, log) -> None:
+    """A model file with get_alt_inputs(): run the same model on those sizes and compare with
+    torch. Adds summary["alt_sizes"] = [{shapes, max_abs_error, allclose}]; a mismatch fails
+    `compare`."""
     from irviz.core.backend import build as build_mod
 
     try:
-        alt = build_mod.alt_inputs(loaded)
+        alt = build_mod.alt_inputs(ws.loaded)
     except Exception as exc:  # noqa: BLE001
-        stage.fail("run", exc)
+        failure.record("run", exc)
         return
     if alt is None:
         return
     summary["alt_sizes"] = []
-    kwargs = {}
-    params = getattr(getattr(session, "imported", None), "params", None)
-    if params:
-        kwargs["params"] = params
     try:
-        res = build_mod.run_and_compare(built, loaded, repeats=max(1, min(args.repeats, 3)),
-                                        inputs=alt, **kwargs)
+        _, res = ws.build_run(repeats=max(1, min(args.repeats, 3)), inputs=alt)
     except Exception as exc:
-        stage.fail("run", exc)
+        failure.record(ws.stage, exc)
         return
-    shapes = _shapes(alt)
+    shapes = [list(t.shape) for t in alt if hasattr(t, "shape")]
     summary["alt_sizes"].append({"shapes": shapes, "max_abs_error": _finite(res.max_abs_error),
                                  "allclose": res.allclose})
     log(f"run      other sizes {shapes}: max abs error {res.max_abs_error:.3g}"
         f"{'' if res.allclose else '  DIFFERS'}")
     if not res.allclose:
-        stage.failed_stage = "compare"
-        stage.error = (f"outputs differ from PyTorch on the other input sizes {shapes}: "
-                       f"max abs error {res.max_abs_error:.3g}")
-        print(f"irviz: compare failed: {stage.error}", file=sys.stderr)
+        failure.mismatch(f"outputs differ from PyTorch on the other input sizes {shapes}: "
+                         f"max abs error {res.max_abs_error:.3g}")
 
 
 def _cmd_check(args) -> int:
     quiet = args.json == "-"
     log = (lambda msg: print(msg, file=sys.stderr)) if quiet else print
-    stage = _Stage(args.verbose)
+    failure = _Failure(args.verbose)
     summary = {"ok": False, "failed_stage": None, "error": None, "model": args.model,
                "pipeline": args.pipeline, "importer": args.importer, "steps": [],
                "max_abs_error": None, "max_rel_error": None, "allclose": None,
                "tvm_ms": None, "torch_ms": None, "threads": None, "build_seconds": None}
-    loaded, session = _open_session(args, stage, log)
-    if session is not None and _run_pipeline(session, stage, log):
-        from irviz.core.backend import build as build_mod
-
+    ws = _open_workspace(args, failure, log)
+    if ws is not None and failure.stage is None:
         try:
-            built = build_mod.build(session.module())
-            summary["build_seconds"] = round(built.seconds, 4)
-            log(f"build    {built.seconds:7.2f} s  ({built.target})")
+            built, res = ws.build_run(repeats=args.repeats)
         except Exception as exc:
-            stage.fail("build", exc)
-            built = None
-        if built is not None:
-            try:
-                res = build_mod.run_and_compare(built, loaded, repeats=args.repeats)
-                summary.update(max_abs_error=_finite(res.max_abs_error),
-                               max_rel_error=_finite(res.max_rel_error), allclose=res.allclose,
-                               tvm_ms=round(res.tvm_ms, 4), torch_ms=round(res.torch_ms, 4),
-                               threads=res.threads)
-                log(f"run      tvm {res.tvm_ms:.3f} ms  torch {res.torch_ms:.3f} ms  "
-                    f"({res.threads} threads)  max abs error {res.max_abs_error:.3g}")
-                if not res.allclose:
-                    stage.failed_stage = "compare"
-                    stage.error = (f"outputs differ from PyTorch: max abs error {res.max_abs_error:.3g}, "
-                                   f"max rel error {res.max_rel_error:.3g}")
-                    print(f"irviz: compare failed: {stage.error}", file=sys.stderr)
-            except Exception as exc:
-                stage.fail("run", exc)
-            if stage.failed_stage is None:
-                _check_alt_sizes(built, loaded, session, args, stage, summary, log)
-    if session is not None:
+            failure.record(ws.stage, exc)
+        else:
+            summary.update(build_seconds=round(built.seconds, 4),
+                           max_abs_error=_finite(res.max_abs_error),
+                           max_rel_error=_finite(res.max_rel_error), allclose=res.allclose,
+                           tvm_ms=round(res.tvm_ms, 4), torch_ms=round(res.torch_ms, 4),
+                           threads=res.threads)
+            log(f"run      tvm {res.tvm_ms:.3f} ms  torch {res.torch_ms:.3f} ms  "
+                f"({res.threads} threads)  max abs error {res.max_abs_error:.3g}")
+            if not res.allclose:
+                failure.mismatch(f"outputs differ from PyTorch: max abs error {res.max_abs_error:.3g}, "
+                                 f"max rel error {res.max_rel_error:.3g}")
+            else:
+                _check_alt_sizes(ws, args, failure, summary, log)
+    if ws is not None:
         summary["steps"] = [{"pass": s.pass_name, "changed": s.changed, "seconds": round(s.seconds, 6)}
-                            for s in session.steps[1:]]
-    summary["failed_stage"] = stage.failed_stage
-    summary["error"] = stage.error
-    summary["ok"] = stage.failed_stage is None
+                            for s in ws.session.steps[1:]]
+    summary.update(failed_stage=failure.stage, error=failure.error, ok=failure.stage is None)
     if args.json:
         text = json.dumps(summary, indent=2)
         if args.json == "-":
@@ -290,40 +244,31 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    stage = _Stage(args.verbose)
-    loaded, session = _open_session(args, stage, print)
-    if session is None:
+    failure = _Failure(args.verbose)
+    ws = _open_workspace(args, failure, print)
+    if ws is None:
         return 1
-    pipeline_ok = _run_pipeline(session, stage, print)
-    run_results = None
-    if pipeline_ok and not args.no_build:
-        from irviz.core.backend import build as build_mod
-
+    if failure.stage is None and not args.no_build:
         try:
-            built = build_mod.build(session.module())
-            run_results = build_mod.run_and_compare(built, loaded)
+            ws.build_run()
         except Exception as exc:  # the trace is still worth exporting; the report says why
-            stage.fail("build", exc)
-    latency = None
+            failure.record("build", exc)
     if args.latency:
-        from irviz.core.backend.latency import latency_trace
-
-        latency = latency_trace(session, loaded, repeats=args.repeats,
-                                progress=lambda text, f: print(text) if f < 1 else None)
-        for e in latency:
+        ws.progress = lambda text, fraction=None, **_: print(text) if fraction < 1 else None
+        trace = ws.latency_trace(repeats=args.repeats)
+        ws.progress = lambda *_, **__: None
+        for e in trace:
             what = (f"tvm {e['tvm_ms']:.3f} ms  torch {e['torch_ms']:.3f} ms"
                     if e["ok"] and e.get("torch_ms") is not None else
                     f"tvm {e['tvm_ms']:.3f} ms" if e["ok"] else f"not built: {e['error']}")
             print(f"  {e['step']:2d} {e['pass']:28} {what}")
-    from irviz.core.export.trace import export_trace
-
     try:
-        out = export_trace(session, args.out, run_result=run_results, latency=latency)
+        out = ws.export(args.out)
     except Exception as exc:
-        stage.fail("export", exc)
+        failure.record("export", exc)
         return 1
     print(f"wrote {out}")
-    return 0 if stage.failed_stage is None else 1
+    return 0 if failure.stage is None else 1
 
 
 if __name__ == "__main__":

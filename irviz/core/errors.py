@@ -52,6 +52,12 @@ class ExportError(IrvizError):
     stage = "export"
 
 
+class RequestError(IrvizError):
+    """What was asked cannot be done as asked: no model open, no such step, a bad argument."""
+
+    stage = "request"
+
+
 _BACKTRACE_NOISE = ("TVM_BACKTRACE", "Traceback (most recent call last)")
 
 

@@ -24,6 +24,7 @@ yet).  So the whole pipeline is ``[s.pass_name for s in steps[1:]] + pipeline``.
   with their input, so this costs little; modules are never copied (copy/deepcopy segfault).
 
 Listeners: ``subscribe(callback)``; ``callback(event, payload)`` with events
+"applying" {"pass", "index"} before a pass runs (progress reports hang on it),
 "stepped" {"cursor", "step", "applied": bool}, "error" {"error", "pass", "cursor"},
 "pipeline_changed" {"planned", "dropped", "kept"}.  A listener that raises is logged and ignored.
 
@@ -184,6 +185,7 @@ class Session:
 
         inv = self.pipeline[0]
         prev = self.steps[-1]
+        self._emit("applying", {"pass": inv.name, "index": len(self.steps)})
         t0 = time.perf_counter()
         try:
             new_mod = passes.apply_pass(inv, prev.mod, self.target)

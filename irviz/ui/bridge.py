@@ -25,11 +25,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
-# Commands whose successful result is a `state` dict.
-STATE_CMDS = frozenset({"open", "state", "set_pipeline", "step", "back", "run_to_end", "jump", "replay",
-                        "reimport"})
-# By default a newer request of one of these commands supersedes (drops) the older ones.
-DEFAULT_SUPERSEDE = frozenset({"relax_graph", "diff"})
+from irviz.protocol import DEFAULT_SUPERSEDE, STATE_CMDS, empty_state
 # Give up replaying after this many engines in a row died while replaying.
 MAX_REPLAY_FAILURES = 2
 # Stop restarting when the engine dies this many times in a row before saying "ready".
@@ -68,6 +64,7 @@ class _Request:
     stale: bool = False         # superseded: its reply is dropped
     sent_at: float = 0.0
     progress_text: str = ""
+    progress_pass: str = ""     # the pass the engine said it is applying
 
     def line(self) -> bytes:
         msg = {"id": self.id, "cmd": self.cmd, "args": self.args}
@@ -433,6 +430,8 @@ class EngineBridge(QObject):
             if req is None or req.stale:
                 return
             req.progress_text = str(msg["progress"])
+            if msg.get("pass"):
+                req.progress_pass = str(msg["pass"])
             frac = msg.get("fraction")
             self.progress.emit(rid, req.progress_text, float(frac) if frac is not None else -1.0)
             return
@@ -522,7 +521,7 @@ class EngineBridge(QObject):
             self.stateChanged.emit(state)
         elif self._recipe is None:
             self._state = None
-            self.stateChanged.emit(_EMPTY_STATE.copy())
+            self.stateChanged.emit(empty_state())
         self.engineRestarted.emit(text)
 
     def _take_state(self, state: dict) -> None:
@@ -653,9 +652,8 @@ class EngineBridge(QObject):
                 detail = steps[cursor + 1].get("pass", "")
             elif planned:
                 detail = planned[0].get("name", "")
-        text = req.progress_text
-        if not detail and text:
-            detail = text[len("Applying "):].split(" (")[0] if text.startswith("Applying ") else text
+        if not detail:
+            detail = req.progress_pass or req.progress_text
         if not detail:
             for key in ("spec", "step", "name", "index"):
                 if key in req.args:
@@ -677,6 +675,3 @@ class EngineBridge(QObject):
         if not busy:
             self._schedule_spare()
 
-
-_EMPTY_STATE = {"model": None, "spec": None, "importer": None, "cursor": 0, "error": None, "steps": [],
-                "planned": [], "relax_functions": [], "tir_functions": []}

@@ -82,12 +82,13 @@ def test_listeners(session):
     s.set_pipeline(["LegalizeOps"])
     s.step_forward()
     s.step_back()
-    assert [e for e, _ in events] == ["pipeline_changed", "stepped", "stepped"]
-    assert events[1][1]["applied"] is True and events[1][1]["step"].index == 1
-    assert events[2][1]["applied"] is False and events[2][1]["cursor"] == 0
+    assert [e for e, _ in events] == ["pipeline_changed", "applying", "stepped", "stepped"]
+    assert events[1][1] == {"pass": "LegalizeOps", "index": 1}
+    assert events[2][1]["applied"] is True and events[2][1]["step"].index == 1
+    assert events[3][1]["applied"] is False and events[3][1]["cursor"] == 0
     unsub()
     s.step_forward()
-    assert len(events) == 3
+    assert len(events) == 4
 
 
 @pytest.fixture

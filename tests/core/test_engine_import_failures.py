@@ -1,4 +1,4 @@
-"""Issue 4 in the engine: a failed import keeps the capture (FX graph with the failing node marked),
+"""The engine after a failed import: it keeps the capture (FX graph with the failing node marked),
 converter files (load_converters) and reimport without re-capturing; big FX graphs fold."""
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_failed_import_reply_names_node_and_op_and_keeps_the_capture(failed):
     assert st["import_error"]["model"] == "unsupported_op"
     assert "erfinv" in st["import_error"]["message"] and st["import_error"]["hint"]
     assert [p["name"] for p in st["planned"]][:2] == ["LegalizeOps", "AnnotateTIROpPattern"]
-    assert e.captured is not None and e.session is None
+    assert e.ws.captured is not None and e.ws.session is None
     # state keeps saying so
     assert _call(e, "state")["result"]["import_error"]["node"] == "erfinv"
 
@@ -77,13 +77,13 @@ def test_fx_graph_is_viewable_with_the_failing_node_marked(failed):
 
 def test_load_converters_then_reimport_without_recapture(failed):
     e, _ = failed
-    captured = e.captured
+    captured = e.ws.captured
     res = _call(e, "load_converters", path=EXAMPLE)["result"]
     assert res["ops"] == ["erfinv.default"] and res["files"] == [res["path"]]
     reply = _call(e, "reimport")
     assert reply["ok"], reply.get("error")
     st = reply["result"]
-    assert e.captured is captured                     # no re-capture
+    assert e.ws.captured is captured                     # no re-capture
     assert st["model"] == "unsupported_op" and st["import_error"] is None
     assert st["cursor"] == 0 and [s["pass"] for s in st["steps"]] == ["import"]
     assert [p["name"] for p in st["planned"]][:2] == ["LegalizeOps", "AnnotateTIROpPattern"]
@@ -99,7 +99,7 @@ def test_load_converters_then_reimport_without_recapture(failed):
     assert _call(e, "step")["ok"]
     st = _call(e, "reimport")["result"]
     assert st["cursor"] == 0 and st["planned"][0]["name"] == "LegalizeOps"
-    assert e.captured is captured
+    assert e.ws.captured is captured
 
 
 def test_converter_file_is_executed_afresh(tmp_path):
@@ -125,7 +125,7 @@ def test_converter_file_is_executed_afresh(tmp_path):
     broken.write_text("CONVERTERS = {'aten.erfinv.default': 1}\n")
     r = _call(e, "load_converters", path=str(broken))
     assert r["ok"] is False and r["error"]["stage"] == "load" and "broken.py" in r["error"]["message"]
-    assert e.converter_files == [str(conv)]        # a broken file is not kept
+    assert e.ws.converter_files == [str(conv)]        # a broken file is not kept
 
 
 def test_open_and_replay_use_the_stored_converters():
