@@ -13,6 +13,9 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal  # noqa: E402
 
+from irviz.protocol import (COMMANDS, STATE_CMDS, STATE_KEYS, invocation, make_state,  # noqa: E402
+                            step_entry)
+
 
 # --------------------------------------------------------------------------------------------------
 # canned engine
@@ -101,6 +104,7 @@ class FakeBridge(QObject):
         self.fail_next: dict | None = None
 
     def request(self, cmd, supersede=None, **args):
+        assert cmd in COMMANDS, f"the panes sent {cmd!r}, which is not a protocol command"
         self._id += 1
         rid = self._id
         self.sent.append((cmd, args))
@@ -117,18 +121,18 @@ class FakeBridge(QObject):
         pass
 
     def state(self):
-        steps = [{"index": 0, "pass": "import", "params": {}, "seconds": 0.1, "changed": True,
-                  "added": [], "removed": [], "changed_funcs": []}]
+        # built with the engine's own schema: a change to protocol.py breaks these tests too
+        steps = [step_entry(0, "import", {}, 0.1, True)]
         for i, inv in enumerate(self.applied):
             changed = inv["name"] == "LegalizeOps"
-            steps.append({"index": i + 1, "pass": inv["name"], "params": inv.get("params", {}),
-                          "seconds": 0.01, "changed": changed,
-                          "added": ["add", "matmul", "relu"] if changed else [], "removed": [],
-                          "changed_funcs": ["main"] if changed else []})
-        return {"model": self.model, "spec": f"sample:{self.model}" if self.model else None,
-                "importer": "exported_program", "cursor": self.cursor, "error": None, "steps": steps,
-                "planned": list(self.planned), "relax_functions": ["main"],
-                "tir_functions": [t["name"] for t in TIR] if self.cursor > 0 else []}
+            steps.append(step_entry(i + 1, inv["name"], inv.get("params", {}), 0.01, changed,
+                                    added=["add", "matmul", "relu"] if changed else [],
+                                    changed_funcs=["main"] if changed else []))
+        return make_state(model=self.model, spec=f"sample:{self.model}" if self.model else None,
+                          importer="exported_program", cursor=self.cursor, steps=steps,
+                          planned=[invocation(p["name"], p.get("params")) for p in self.planned],
+                          relax_functions=["main"],
+                          tir_functions=[t["name"] for t in TIR] if self.cursor > 0 else [])
 
     def _answer(self, rid, cmd, args):
         if self.fail_next is not None and cmd == self.fail_next.get("cmd"):
@@ -141,7 +145,8 @@ class FakeBridge(QObject):
             self.failed.emit(rid, cmd, {"stage": "request", "message": str(result), "hint": None})
             return
         self.replied.emit(rid, cmd, result)
-        if cmd in ("open", "step", "back", "run_to_end", "jump", "set_pipeline", "state", "replay"):
+        if cmd in STATE_CMDS:
+            assert set(result) == STATE_KEYS
             self.stateChanged.emit(result)
 
     def _compute(self, cmd, a):
@@ -218,7 +223,7 @@ class FakeBridge(QObject):
         if cmd == "list_pipelines":
             return [{"name": "zero", "description": "TVM zero pipeline",
                      "passes": [{"name": n, "params": {}} for n in self.PASSES]}]
-        return Exception(f"unknown {cmd}")
+        return Exception(f"the fake engine does not answer {cmd}")
 
 
 # --------------------------------------------------------------------------------------------------
