@@ -10,7 +10,6 @@ events on stdout; logs on stderr.
   (a segfault in TVM still kills it: the GUI's bridge restarts the engine and replays).
 - A reader thread queues incoming lines, so a request that carries a `group` is answered with a
   `superseded` error, without running, when a newer request of the same group is already waiting.
-- Per-step view results (graphs, texts, function lists) are cached: steps are immutable snapshots.
 """
 from __future__ import annotations
 
@@ -22,10 +21,8 @@ import time
 from collections import deque
 
 from irviz import protocol
-from irviz.core.errors import RequestError
+from irviz.core.views.step_views import import_error_fields
 from irviz.protocol import BadRequest, clean, error_dict
-
-FX_FOLD_THRESHOLD = 400
 
 
 class Channel:
@@ -46,21 +43,21 @@ class Engine:
     """Answers one request at a time: the command table maps each protocol command to a method."""
 
     def __init__(self, channel: Channel):
+        from irviz.core.views.step_views import StepViews
         from irviz.core.workspace import Workspace
 
         self.channel = channel
         self.ws = Workspace(progress=self.progress)
         self._req_id = None
-        self._views: dict[int, tuple[object, dict]] = {}   # step index -> (Step, {key: result})
-        self._fx_graph = None                              # (key, result)
+        self.views = StepViews(self.ws, self.progress)
         self.commands = {
             "open": self.open, "state": self.state, "set_pipeline": self.set_pipeline,
             "step": self.step, "back": self.back, "jump": self.jump, "run_to_end": self.run_to_end,
             "replay": self.replay, "reimport": self.reimport, "load_converters": self.load_converters,
-            "load_pass_file": self.load_pass_file, "fx_graph": self.fx_graph,
-            "relax_graph": self.relax_graph, "tir_functions": self.tir_functions,
-            "function_text": self.function_text, "module_text": self.module_text, "diff": self.diff,
-            "provenance": self.provenance, "build_run": self.build_run,
+            "load_pass_file": self.load_pass_file, "fx_graph": self.views.fx_graph,
+            "relax_graph": self.views.relax_graph, "tir_functions": self.views.tir_functions,
+            "function_text": self.views.function_text, "module_text": self.views.module_text, "diff": self.views.diff,
+            "provenance": self.views.provenance, "build_run": self.build_run,
             "latency_trace": self.latency_trace, "export": self.export,
             "list_samples": self.list_samples, "list_passes": self.list_passes,
             "list_pipelines": self.list_pipelines, "warm": self.warm, "ping": self.ping,
@@ -115,25 +112,18 @@ class Engine:
             err = error_dict(ws.import_error)
             return protocol.make_state(
                 spec=ws.spec, importer=ws.importer, error=err, planned=planned,
-                import_error=self._import_error(), converter_files=ws.converter_files)
-        self._prune_views()
+                import_error=import_error_fields(ws.import_error, ws.loaded), converter_files=ws.converter_files)
+        self.views.prune()
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
                                      st.changes.added, st.changes.removed, st.changes.changed)
                  for st in s.steps]
-        relax_names, tir_names = self._func_names(s.steps[s.cursor])
+        relax_names, tir_names = self.views.func_names(s.steps[s.cursor])
         return protocol.make_state(
             model=ws.model_name, spec=ws.spec, importer=ws.importer, cursor=s.cursor,
             error=error_dict(s.error) if s.error is not None else None, steps=steps,
             planned=planned, relax_functions=relax_names, tir_functions=tir_names,
             converter_files=ws.converter_files)
 
-    def _import_error(self) -> dict | None:
-        exc = self.ws.import_error
-        if exc is None:
-            return None
-        err = error_dict(exc)
-        return {"node": err.get("node"), "op": err.get("op"), "message": err["message"],
-                "hint": err.get("hint"), "model": getattr(self.ws.loaded, "name", None)}
 
     # -- session commands -----------------------------------------------------------------------
 
@@ -201,171 +191,10 @@ class Engine:
 
     # -- views ---------------------------------------------------------------------------------
 
-    def _step(self, index):
-        return self.ws.step_at(index)
-
-    def _cached(self, step, key, compute):
-        """Per-step cache, checked against the step object (a re-applied pass is a new step)."""
-        entry = self._views.get(step.index)
-        if entry is None or entry[0] is not step:
-            entry = (step, {})
-            self._views[step.index] = entry
-        if key not in entry[1]:
-            entry[1][key] = compute()
-        return entry[1][key]
-
-    def _prune_views(self) -> None:
-        steps = self.ws.session.steps
-        for i in list(self._views):
-            if i >= len(steps) or self._views[i][0] is not steps[i]:
-                del self._views[i]
-
-    def _func_names(self, step):
-        def compute():
-            from irviz.core.tvm_compat import PrimFunc, relax
-
-            relax_names, tir_names = [], []
-            for gv, func in step.mod.functions.items():
-                if isinstance(func, PrimFunc):
-                    tir_names.append(gv.name_hint)
-                elif isinstance(func, relax.Function):
-                    relax_names.append(gv.name_hint)
-            relax_names.sort(key=lambda n: (n != "main", n))
-            return relax_names, sorted(tir_names)
-
-        return self._cached(step, "func_names", compute)
-
-    def fx_graph(self, fold_depth="auto", folded=()):
-        """FX graph grouped by module path; folded to <= 400 nodes by default (fold_depth="auto")."""
-        captured = self.ws.captured
-        if captured is None:
-            self.ws.need_session()
-            raise RequestError("This session has no FX graph")
-        # the failed node is marked in the layout: a new import attempt lays it out again
-        key = (captured, self.ws.import_error, str(fold_depth), tuple(sorted(folded or ())))
-        if self._fx_graph is None or any(a is not b for a, b in zip(self._fx_graph[0][:2], key[:2])) \
-                or self._fx_graph[0][2:] != key[2:]:
-            from irviz.core.views import graph as graph_mod
-            from irviz.core.views import layout
-
-            g = graph_mod.fx_digraph(captured.graph)
-            depth = fold_depth
-            if depth == "auto":
-                depth = layout.choose_fold_depth(g, "module_path", FX_FOLD_THRESHOLD) if not folded else None
-            self.progress(f"Laying out {g.number_of_nodes()} FX nodes", 0.1)
-            result = layout.layout_graph(g, group_attr="module_path", fold_depth=depth,
-                                         folded=tuple(folded or ()))
-            result["fold_depth"] = depth
-            result["total_nodes"] = g.number_of_nodes()
-            result["dim_names"] = self._dim_names()
-            self._mark_failed(result)
-            self._fx_graph = (key, result)
-        return self._fx_graph[1]
-
-    def _dim_names(self) -> dict:
-        try:
-            from irviz.core.frontend.importer import dim_names
-
-            return dict(dim_names(self.ws.captured))
-        except Exception:  # noqa: BLE001 - labels are a nicety
-            return {}
-
-    def _mark_failed(self, result: dict) -> None:
-        """The node the import failed at: `failed: true`, kind "failed" (its folded box too)."""
-        exc = self.ws.import_error
-        node = getattr(exc, "node", None) if exc is not None else None
-        result["failed_node"] = None
-        result["import_error"] = None
-        if exc is None:
-            return
-        err = self._import_error()
-        result["import_error"] = err
-        if node is None:
-            return
-        node = str(node)
-        for n in result.get("nodes", ()):
-            if n.get("id") == node or node in (n.get("members") or ()):
-                n["failed"] = True
-                if n.get("kind") != "group":   # a folded box stays a group: it still unfolds
-                    n["fx_kind"] = n.get("kind")
-                    n["kind"] = "failed"
-                n["error"] = err["message"]
-                result["failed_node"] = n["id"]
-
-    def relax_graph(self, step=None, func="main", expand_fused=True):
-        """Dataflow of one Relax function; fused calls expanded and grouped by fused function."""
-        st = self._step(step)
-
-        def compute():
-            from irviz.core.views import graph as graph_mod
-            from irviz.core.views import layout
-
-            names = self._func_names(st)[0]
-            if func not in names:
-                raise RequestError(f"No Relax function {func!r} at step {st.index} "
-                                   f"(has: {', '.join(names) or 'none'})")
-            g = graph_mod.relax_digraph(st.mod, func, expand_fused=bool(expand_fused))
-            self.progress(f"Laying out {g.number_of_nodes()} Relax nodes", 0.1)
-            return layout.layout_graph(g, group_attr="group")
-
-        return self._cached(st, ("relax_graph", func, bool(expand_fused)), compute)
-
-    def tir_functions(self, step=None):
-        st = self._step(step)
-
-        def compute():
-            from irviz.core.views import graph as graph_mod
-
-            return [dict(d) for d in graph_mod.tir_functions(st.mod)]
-
-        return self._cached(st, "tir_functions", compute)
-
-    def function_text(self, step=None, name="main"):
-        st = self._step(step)
-
-        def compute():
-            from irviz.core.views import diff as diff_mod
-
-            if name not in {gv.name_hint for gv in st.mod.get_global_vars()}:
-                raise RequestError(f"No function {name!r} at step {st.index}")
-            return {"name": name, "text": diff_mod.function_text(st.mod, name)}
-
-        return self._cached(st, ("function_text", name), compute)
-
-    def module_text(self, step=None):
-        st = self._step(step)
-        return self._cached(st, "module_text", lambda: {"text": st.mod.script()})
-
-    def diff(self, a=None, b=None):
-        s = self.ws.need_session()
-        sa = self._step(a if a is not None else max(0, s.cursor - 1))
-        sb = self._step(b if b is not None else s.cursor)
-
-        def compute():
-            from irviz.core.views import diff as diff_mod
-
-            return {"unified": diff_mod.unified_diff(sa.mod, sb.mod),
-                    "functions": [fd.to_dict() for fd in diff_mod.side_by_side(sa.mod, sb.mod)]}
-
-        # kept with the later step: dropping the earlier one always drops the later one too
-        later, other = (sb, sa) if sb.index >= sa.index else (sa, sb)
-        return self._cached(later, ("diff", sa.index, sb.index, other.index), compute)
-
-    def provenance(self, step=None):
-        st = self._step(step)
-
-        def compute():
-            from irviz.core.views.provenance import relax_to_callee
-
-            return {"fx_to_relax": {k: list(v) for k, v in (st.provenance or {}).items()},
-                    "relax_to_callee": relax_to_callee(st)}
-
-        return self._cached(st, "provenance", compute)
-
     # -- building, timing, export ---------------------------------------------------------------
 
     def build_run(self, step=None, repeats=10):
-        built, res = self.ws.build_run(self._step(step).index, repeats=int(repeats))
+        built, res = self.ws.build_run(self.ws.step_at(step).index, repeats=int(repeats))
         return {
             "ok": bool(res.allclose), "max_abs_error": res.max_abs_error,
             "max_rel_error": res.max_rel_error,

@@ -269,9 +269,10 @@ def test_failing_pass_reply_carries_state(engine, tmp_path):
 def test_fx_graph_folds_by_module_when_big(monkeypatch):
     """In-process: with the threshold lowered, fx_graph folds module groups by default."""
     import irviz.engine as engine_mod
+    from irviz.core.views import step_views
 
     sent = []
-    monkeypatch.setattr(engine_mod, "FX_FOLD_THRESHOLD", 6)
+    monkeypatch.setattr(step_views, "FX_FOLD_THRESHOLD", 6)
     e = engine_mod.Engine(type("C", (), {"send": lambda self, m: sent.append(m)})())
     assert e.handle({"id": 1, "cmd": "open", "args": {"spec": "sample:small_cnn"}})["ok"]
     full = e.handle({"id": 2, "cmd": "fx_graph", "args": {"fold_depth": None}})["result"]

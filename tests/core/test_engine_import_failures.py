@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("tvm")
 
 import irviz.engine as engine_mod  # noqa: E402
+from irviz.core.views import step_views  # noqa: E402
 from irviz.core.frontend.samples import sample_path  # noqa: E402
 
 EXAMPLE = str(sample_path("example_converter"))
@@ -176,9 +177,9 @@ def test_big_real_graph_folds_by_module_and_unfolds(tmp_model_file):
     r = _call(e, "open", spec=str(path))
     assert r["ok"], r.get("error")
     g = _call(e, "fx_graph")["result"]
-    assert g["total_nodes"] > engine_mod.FX_FOLD_THRESHOLD
+    assert g["total_nodes"] > step_views.FX_FOLD_THRESHOLD
     assert g["fold_depth"] is not None
-    assert len(g["nodes"]) <= engine_mod.FX_FOLD_THRESHOLD
+    assert len(g["nodes"]) <= step_views.FX_FOLD_THRESHOLD
     groups = [n for n in g["nodes"] if n["kind"] == "group"]
     assert groups and all(n["id"].startswith("group:") and n["members"] for n in groups)
     # unfold one group, as a double-click in the FX pane does
