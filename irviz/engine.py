@@ -21,8 +21,7 @@ import time
 from collections import deque
 
 from irviz import protocol
-from irviz.core.views.step_views import import_error_fields
-from irviz.protocol import BadRequest, clean, error_dict
+from irviz.protocol import BadRequest, clean, error_dict, import_error_fields
 
 
 class Channel:

@@ -130,6 +130,13 @@ def error_dict(exc: BaseException, cmd: str = "") -> dict:
             "hint": None, "detail": tb}
 
 
+def import_error_fields(exc, loaded) -> dict:
+    """What the state and the FX graph say about a failed import."""
+    err = error_dict(exc)
+    return {"node": err.get("node"), "op": err.get("op"), "message": err["message"],
+            "hint": err.get("hint"), "model": getattr(loaded, "name", None)}
+
+
 def json_default(obj):
     # numpy scalars and arrays, tuples of TVM ints, paths: whatever the json module does not know
     if hasattr(obj, "tolist"):

@@ -1,22 +1,14 @@
 """The views the GUI asks for, computed from a Workspace and cached per step.
 
-Steps are immutable snapshots, so a view of a step is computed once; a pass applied again makes a
-new Step object, and its views are computed afresh. Results are protocol dicts (docs/engine_protocol.md).
+Results are protocol dicts (irviz/protocol.py, plain Python like this module). Steps are
+immutable snapshots, so a view of a step is computed once; a pass applied again makes a
+new Step object, and its views are computed afresh.
 """
 from __future__ import annotations
 
 from irviz.core.errors import RequestError
 
 FX_FOLD_THRESHOLD = 400
-
-
-def import_error_fields(exc, loaded) -> dict:
-    """What the state and the FX graph say about a failed import."""
-    from irviz.protocol import error_dict
-
-    err = error_dict(exc)
-    return {"node": err.get("node"), "op": err.get("op"), "message": err["message"],
-            "hint": err.get("hint"), "model": getattr(loaded, "name", None)}
 
 
 class StepViews:
@@ -103,6 +95,8 @@ class StepViews:
         result["import_error"] = None
         if exc is None:
             return
+        from irviz.protocol import import_error_fields
+
         err = import_error_fields(exc, self._ws.loaded)
         result["import_error"] = err
         if node is None:
