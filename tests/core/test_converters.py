@@ -1,4 +1,4 @@
-"""irviz's own converters (empty 1-D cat, bool cumsum) and user converter files (the failing-op path)."""
+"""irviz's own converters (empty 1-D cat, negative indices, bool cumsum) and user converter files (the failing-op path)."""
 from __future__ import annotations
 
 import json
@@ -190,6 +190,21 @@ def test_cumsum_of_bool_builds(monkeypatch):
     imp = import_model(cap)
     r = _zero_build_compare(loaded, imp, cap)
     assert r.allclose and r.max_abs_error == 0.0
+
+
+class NegativeIndex(torch.nn.Module):
+    """Falcon's multi-query split (`qkv[..., [-2], :]`) and a run-time index tensor with negatives."""
+
+    def forward(self, x, i):
+        return x[..., [-2], :] * 2 + x[:, i].sum() + x[..., [-1], :]
+
+
+def test_negative_indices_count_from_the_end():
+    # TVM's converter alone reads before the tensor here (garbage, or a segfault): not run in-process
+    loaded = _loaded(NegativeIndex(), torch.randn(1, 8, 6, 8), torch.tensor([-1, 2, -3]))
+    cap = capture(loaded)
+    r = _zero_build_compare(loaded, import_model(cap), cap)
+    assert r.allclose and r.max_abs_error < 1e-5
 
 
 def test_user_converter_overrides_builtin():

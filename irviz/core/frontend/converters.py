@@ -10,6 +10,10 @@ wins).  TVM's installed files are never patched.
   4-D keys/values onto it).  Relax's ``concat`` requires operands of equal rank and rejects it
   ("Concat expects all input tensors to have same ndim").  irviz's converter drops those empty
   1-D operands, then emits ``R.concat`` as TVM would (or the only operand left, unchanged).
+* ``index.Tensor``: torch counts a negative index from the end of its dimension (Falcon's
+  multi-query attention takes ``qkv[..., [-2], :]``); TVM's ``take`` / ``index_tensor`` read
+  memory before the tensor instead, which gives garbage, not an error.  irviz's converter adds the
+  dimension's size to negative indices, then lets TVM's converter do the indexing.
 * ``cumsum.default`` / ``cumprod.default``: computed in torch's result dtype (bool and int inputs
   promote to int64; transformers builds position ids with ``mask.cumsum(-1)``).  TVM keeps the
   input dtype, and a bool cumsum fails in LLVM codegen ("MatchesCode(kDLFloat)") at build time.
@@ -153,8 +157,57 @@ convert_cumsum = _make_scan("cumsum")
 convert_cumprod = _make_scan("cumprod")
 
 
+def _known_nonnegative(value) -> bool:
+    from irviz.core.tvm_compat import GenericConst  # noqa: PLC0415
+
+    if isinstance(value, GenericConst):
+        try:
+            return bool((value.data.numpy() >= 0).all())
+        except Exception:  # noqa: BLE001 - unknown: normalise to be safe
+            return False
+    return False
+
+
+def convert_index_tensor(node, importer):
+    """aten.index.Tensor with negative indices counted from the end, as torch does."""
+    from tvm import relax  # noqa: PLC0415
+
+    bb = importer.block_builder
+    data = importer.env[node.args[0]]
+    ty = getattr(data, "ty", None) or getattr(data, "struct_info", None)
+    shape = getattr(getattr(ty, "shape", None), "values", None)
+    indices = list(node.args[1])
+    axes_of: dict = {}
+    for axis, idx in enumerate(indices):
+        if idx is not None:
+            axes_of.setdefault(idx, []).append(axis)
+    saved = {}
+    for idx, axes in axes_of.items():
+        value = importer.env[idx]
+        dtype = _relax_dtype(value) or ""
+        if not dtype.startswith("int") or _known_nonnegative(value) or shape is None:
+            continue
+        sizes = {str(shape[a]) for a in axes}
+        if len(sizes) != 1:
+            continue  # one index tensor used for axes of different sizes: no single fix-up
+        try:
+            size = relax.const(int(shape[axes[0]]), dtype)
+        except TypeError:  # a symbolic dimension: read it from the shape at run time
+            dims = bb.emit(relax.op.shape_to_tensor(relax.op.shape_of(data)))
+            size = relax.op.astype(relax.op.take(dims, relax.const(axes[0], "int64"), axis=0), dtype)
+        zero = relax.const(0, dtype)
+        saved[idx] = value
+        importer.env[idx] = bb.emit(relax.op.where(relax.op.less(value, zero),
+                                                   relax.op.add(value, size), value))
+    try:
+        return importer._index_tensor(node)  # noqa: SLF001 - TVM's own converter does the rest
+    finally:
+        importer.env.update(saved)   # other users of the index tensors see it as it was
+
+
 BUILTIN_CONVERTERS: dict[str, Callable] = {
     "cat.default": convert_cat,
+    "index.Tensor": convert_index_tensor,
     "cumsum.default": convert_cumsum,
     "cumprod.default": convert_cumprod,
 }
