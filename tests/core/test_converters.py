@@ -177,14 +177,14 @@ class BoolCumsum(torch.nn.Module):
 
 
 def test_cumsum_of_bool_builds(monkeypatch):
-    from irviz.core.frontend import converters
+    from irviz.core.frontend import builtin_converters
     from irviz.core.errors import BuildError
 
     ids = torch.tensor([[3, 1, 0, 4, 5, 0]])
     loaded = _loaded(BoolCumsum(), ids)
     cap = capture(loaded)
     with monkeypatch.context() as m:  # without irviz's converter: TVM's bool cumsum fails to build
-        m.setattr(converters, "BUILTIN_CONVERTERS", {})
+        m.setattr(builtin_converters, "BUILTIN_CONVERTERS", {})
         with pytest.raises(BuildError):
             build(import_model(cap).mod)
     imp = import_model(cap)
@@ -207,13 +207,87 @@ def test_negative_indices_count_from_the_end():
     assert r.allclose and r.max_abs_error < 1e-5
 
 
+class IntegerLog(torch.nn.Module):
+    """DeBERTa-v2's relative position buckets: log and sqrt of int64 tensors (torch gives float)."""
+
+    def forward(self, pos):
+        return torch.log(pos.abs() + 1) * torch.sqrt(pos.abs()) + torch.exp(-pos.abs())
+
+
+def test_float_functions_of_integer_tensors_are_computed_in_float():
+    loaded = _loaded(IntegerLog(), torch.arange(-8, 8).reshape(4, 4))
+    cap = capture(loaded)
+    r = _zero_build_compare(loaded, import_model(cap), cap)
+    assert r.allclose and r.max_abs_error < 1e-5
+
+
+class IntegerDivisions(torch.nn.Module):
+    """Mixture-of-experts routing divides int64 positions by a Python int (`perm // top_k`)."""
+
+    def forward(self, ids, x):
+        floor = ids // 2
+        trunc = torch.div(ids, 3, rounding_mode="trunc")
+        true = ids / 4                        # torch: float
+        return floor.float() + trunc.float() + true + x / 2
+
+
+def test_divisions_follow_torchs_dtypes_and_rounding():
+    ids = torch.tensor([-7, -4, -1, 0, 3, 5, 8, 9])
+    loaded = _loaded(IntegerDivisions(), ids, torch.randn(8))
+    cap = capture(loaded)
+    r = _zero_build_compare(loaded, import_model(cap), cap)
+    assert r.allclose and r.max_abs_error < 1e-6
+
+
+class ExpertCounts(torch.nn.Module):
+    """What a mixture-of-experts layer does with histc: tokens per expert, then cumulative offsets."""
+
+    def forward(self, ids, x):
+        counts = torch.histc(ids.float(), bins=4, min=0, max=3)
+        wide = torch.histc(x, bins=5, min=-1.0, max=1.0)   # values outside [-1, 1] are not counted
+        return torch.cumsum(counts, 0), wide
+
+
+def test_histc_counts_like_torch():
+    ids = torch.tensor([3, 0, 0, 2, 3, 3, 1, 0])
+    x = torch.tensor([-2.0, -1.0, -0.5, 0.0, 0.3, 0.99, 1.0, 5.0, 0.6])
+    loaded = _loaded(ExpertCounts(), ids, x)
+    cap = capture(loaded)
+    r = _zero_build_compare(loaded, import_model(cap), cap)
+    assert r.allclose and r.max_abs_error == 0.0
+
+
+class GroupedMM(torch.nn.Module):
+    """transformers' grouped_mm_fallback: rows grouped by expert times that expert's weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(3, 4, 5))
+
+    def forward(self, x, offs):
+        return torch.ops.transformers.grouped_mm_fallback(x, self.weight, offs=offs)
+
+
+def test_grouped_mm_fallback_matches_transformers():
+    pytest.importorskip("transformers.integrations.moe")
+    import transformers.integrations.moe  # noqa: F401 - registers torch.ops.transformers.*
+
+    torch.manual_seed(0)
+    # expert 1 gets no rows, and the last row belongs to no expert (it stays zero)
+    offs = torch.tensor([2, 2, 5], dtype=torch.int32)
+    loaded = _loaded(GroupedMM(), torch.randn(6, 4), offs)
+    cap = capture(loaded)
+    r = _zero_build_compare(loaded, import_model(cap), cap)
+    assert r.allclose and r.max_abs_error < 1e-5
+
+
 def test_user_converter_overrides_builtin():
     loaded = _loaded(CacheLikeCat(), torch.randn(1, 2, 3, 4))
     cap = capture(loaded)
     seen = []
 
     def mine(node, imp):
-        from irviz.core.frontend.converters import convert_cat
+        from irviz.core.frontend.builtin_converters import convert_cat
 
         seen.append(node.name)
         return convert_cat(node, imp)

@@ -25,6 +25,8 @@ MODELS = {
     "hf_llama": (1, 16, 256),
     "hf_qwen2": (1, 16, 256),
     "hf_falcon": (1, 16, 32),
+    "hf_mixtral": (1, 16, 256),
+    "hf_deberta_v2": (1, 16, 32),
     "hf_bert": (1, 16, 64),
     "hf_distilbert": (1, 16, 64),
     "hf_t5_encoder": (1, 16, 64),

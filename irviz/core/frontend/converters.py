@@ -1,22 +1,8 @@
-"""irviz's own PyTorch -> Relax converters, and user converter files.
+"""User converter files: a user's PyTorch -> Relax converters for ops TVM cannot import.
 
-Built-in converters (``BUILTIN_CONVERTERS``) are handed to TVM's ``ExportedProgramImporter`` as a
-``custom_convert_map`` (TVM's hook: ``fn(node: torch.fx.Node, importer) -> relax.Var``) by
-``irviz.core.frontend.importer.import_model``; a user's converters go on top of them (same key: the user's
-wins).  TVM's installed files are never patched.
-
-* ``cat.default``: ``torch.cat`` skips 1-D tensors with zero elements (legacy behaviour that the
-  transformers KV cache relies on: ``DynamicCache`` starts from ``torch.tensor([])`` and cats the
-  4-D keys/values onto it).  Relax's ``concat`` requires operands of equal rank and rejects it
-  ("Concat expects all input tensors to have same ndim").  irviz's converter drops those empty
-  1-D operands, then emits ``R.concat`` as TVM would (or the only operand left, unchanged).
-* ``index.Tensor``: torch counts a negative index from the end of its dimension (Falcon's
-  multi-query attention takes ``qkv[..., [-2], :]``); TVM's ``take`` / ``index_tensor`` read
-  memory before the tensor instead, which gives garbage, not an error.  irviz's converter adds the
-  dimension's size to negative indices, then lets TVM's converter do the indexing.
-* ``cumsum.default`` / ``cumprod.default``: computed in torch's result dtype (bool and int inputs
-  promote to int64; transformers builds position ids with ``mask.cumsum(-1)``).  TVM keeps the
-  input dtype, and a bool cumsum fails in LLVM codegen ("MatchesCode(kDLFloat)") at build time.
+irviz's built-in converters (``irviz.core.frontend.builtin_converters``) are handed to TVM's
+``ExportedProgramImporter`` as a ``custom_convert_map`` by ``importer.import_model``; a user's
+converters go on top of them (same key: the user's wins).  TVM's installed files are never patched.
 
 User converter files
 --------------------
@@ -51,7 +37,6 @@ from irviz.core.errors import LoadError
 from irviz.core.user_code import exec_file
 
 __all__ = [
-    "BUILTIN_CONVERTERS",
     "CONVERTERS_NAME",
     "builtin_converters",
     "converter_origin",
@@ -64,157 +49,10 @@ CONVERTERS_NAME = "CONVERTERS"
 _counter = itertools.count()
 
 
-# ---------------------------------------------------------------------------------------------
-# built-in converters
-
-
-def _fx_shape(arg):
-    """Static shape of an fx argument from its fake tensor (None if unknown)."""
-    val = getattr(arg, "meta", {}).get("val") if hasattr(arg, "meta") else None
-    shape = getattr(val, "shape", None)
-    if shape is None:
-        return None
-    try:
-        return tuple(int(d) for d in shape)
-    except (TypeError, ValueError):  # symbolic dims
-        return tuple(shape)
-
-
-def _relax_shape(expr):
-    ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
-    shape = getattr(ty, "shape", None)
-    vals = getattr(shape, "values", None)
-    if vals is None:
-        return None
-    out = []
-    for v in vals:
-        try:
-            out.append(int(v))
-        except (TypeError, ValueError):
-            out.append(str(v))
-    return tuple(out)
-
-
-def _is_empty_1d(fx_arg, relax_value) -> bool:
-    shape = _fx_shape(fx_arg)
-    if shape is None:
-        shape = _relax_shape(relax_value)
-    return shape == (0,)
-
-
-def convert_cat(node, importer):
-    """aten.cat that skips empty 1-D operands like torch does (see the module docstring)."""
-    from tvm import relax  # noqa: PLC0415
-
-    fx_tensors = list(node.args[0])
-    values = importer.retrieve_args(node)[0]
-    axis = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    keep = [v for a, v in zip(fx_tensors, values) if not _is_empty_1d(a, v)]
-    if not keep:  # all empty: nothing to skip in favour of; let Relax decide
-        keep = list(values)
-    if len(keep) == 1:
-        return keep[0]
-    return importer.block_builder.emit(relax.op.concat(keep, axis=axis))
-
-
-def _relax_dtype(expr) -> str | None:
-    ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
-    dt = getattr(ty, "dtype", None)
-    return str(dt) if dt is not None else None
-
-
-def _fx_dtype(node) -> str | None:
-    val = node.meta.get("val") if hasattr(node, "meta") else None
-    dt = getattr(val, "dtype", None)
-    return str(dt).replace("torch.", "") if dt is not None else None
-
-
-def _make_scan(op_name: str):
-    def convert_scan(node, importer):
-        """aten.cumsum/cumprod computed in torch's result dtype.
-
-        torch promotes bool and small integer inputs to int64 (``mask.cumsum(-1)``, used by
-        transformers to build position ids); TVM's converter keeps the input dtype, so a bool
-        cumsum reaches LLVM as a bool addition and the build fails.  Cast the input first.
-        """
-        from tvm import relax  # noqa: PLC0415
-
-        x = importer.env[node.args[0]]
-        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", None)
-        if node.kwargs.get("dtype") is not None:
-            dtype = str(node.kwargs["dtype"]).replace("torch.", "")
-        else:
-            dtype = _fx_dtype(node)
-        if dtype and dtype != _relax_dtype(x):
-            x = importer.block_builder.emit(relax.op.astype(x, dtype))
-        return importer.block_builder.emit(getattr(relax.op, op_name)(x, dim, dtype or None))
-
-    convert_scan.__name__ = f"convert_{op_name}"
-    return convert_scan
-
-
-convert_cumsum = _make_scan("cumsum")
-convert_cumprod = _make_scan("cumprod")
-
-
-def _known_nonnegative(value) -> bool:
-    from irviz.core.tvm_compat import GenericConst  # noqa: PLC0415
-
-    if isinstance(value, GenericConst):
-        try:
-            return bool((value.data.numpy() >= 0).all())
-        except Exception:  # noqa: BLE001 - unknown: normalise to be safe
-            return False
-    return False
-
-
-def convert_index_tensor(node, importer):
-    """aten.index.Tensor with negative indices counted from the end, as torch does."""
-    from tvm import relax  # noqa: PLC0415
-
-    bb = importer.block_builder
-    data = importer.env[node.args[0]]
-    ty = getattr(data, "ty", None) or getattr(data, "struct_info", None)
-    shape = getattr(getattr(ty, "shape", None), "values", None)
-    indices = list(node.args[1])
-    axes_of: dict = {}
-    for axis, idx in enumerate(indices):
-        if idx is not None:
-            axes_of.setdefault(idx, []).append(axis)
-    saved = {}
-    for idx, axes in axes_of.items():
-        value = importer.env[idx]
-        dtype = _relax_dtype(value) or ""
-        if not dtype.startswith("int") or _known_nonnegative(value) or shape is None:
-            continue
-        sizes = {str(shape[a]) for a in axes}
-        if len(sizes) != 1:
-            continue  # one index tensor used for axes of different sizes: no single fix-up
-        try:
-            size = relax.const(int(shape[axes[0]]), dtype)
-        except TypeError:  # a symbolic dimension: read it from the shape at run time
-            dims = bb.emit(relax.op.shape_to_tensor(relax.op.shape_of(data)))
-            size = relax.op.astype(relax.op.take(dims, relax.const(axes[0], "int64"), axis=0), dtype)
-        zero = relax.const(0, dtype)
-        saved[idx] = value
-        importer.env[idx] = bb.emit(relax.op.where(relax.op.less(value, zero),
-                                                   relax.op.add(value, size), value))
-    try:
-        return importer._index_tensor(node)  # noqa: SLF001 - TVM's own converter does the rest
-    finally:
-        importer.env.update(saved)   # other users of the index tensors see it as it was
-
-
-BUILTIN_CONVERTERS: dict[str, Callable] = {
-    "cat.default": convert_cat,
-    "index.Tensor": convert_index_tensor,
-    "cumsum.default": convert_cumsum,
-    "cumprod.default": convert_cumprod,
-}
-
-
 def builtin_converters() -> dict[str, Callable]:
-    return dict(BUILTIN_CONVERTERS)
+    from irviz.core.frontend import builtin_converters as builtin  # noqa: PLC0415
+
+    return dict(builtin.BUILTIN_CONVERTERS)
 
 
 def merged_convert_map(user_map: dict | None) -> dict[str, Callable]:

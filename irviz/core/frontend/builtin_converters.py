@@ -1,0 +1,292 @@
+"""irviz's own PyTorch -> Relax converters: ops TVM 0.27 cannot import, or imports wrongly.
+
+They go to TVM's ``ExportedProgramImporter`` as a ``custom_convert_map`` (TVM's hook:
+``fn(node: torch.fx.Node, importer) -> relax.Var``); where only the inputs need fixing, the fixed
+inputs go to TVM's own converter. TVM's installed files are never patched.
+
+* ``cat.default``: ``torch.cat`` skips 1-D tensors with zero elements (legacy behaviour that the
+  transformers KV cache relies on: ``DynamicCache`` starts from ``torch.tensor([])`` and cats the
+  4-D keys/values onto it).  Relax's ``concat`` requires operands of equal rank and rejects it
+  ("Concat expects all input tensors to have same ndim").  The converter drops those empty 1-D
+  operands, then emits ``R.concat`` as TVM would (or the only operand left, unchanged).
+* ``index.Tensor``: torch counts a negative index from the end of its dimension (Falcon's
+  multi-query attention takes ``qkv[..., [-2], :]``); TVM's ``take`` / ``index_tensor`` read memory
+  before the tensor instead, which gives garbage, not an error.  The converter adds the
+  dimension's size to negative indices.
+* ``cumsum.default`` / ``cumprod.default``: computed in torch's result dtype (bool and int inputs
+  promote to int64; transformers builds position ids with ``mask.cumsum(-1)``).  TVM keeps the
+  input dtype, and a bool cumsum fails in LLVM codegen ("MatchesCode(kDLFloat)") at build time.
+* ``log``, ``exp``, ``sqrt`` and the other floating-point functions on an integer tensor: torch
+  computes them in float (DeBERTa-v2 takes the log of int64 relative positions); TVM's converters
+  reject integer input.  The converter casts the input to the result's dtype first.
+* ``div`` (all overloads): torch's type promotion.  ``int_tensor // 2`` is an int64 floor
+  division (TVM makes the 2 an int32 constant and the import fails: "Binary operators must have
+  the same datatype"); ``int / int`` is a float division (TVM divides integers).  The converter
+  brings both operands to the result's dtype first; an integer ``trunc`` division goes through
+  float64, exact below 2**53.
+* ``histc.default`` (no TVM converter): equal-width bins between ``min`` and ``max``; values
+  outside are not counted, ``max`` itself falls in the last bin.  Mixture-of-experts layers count
+  tokens per expert with it.
+* ``grouped_mm_fallback.default`` (transformers' own op for mixture-of-experts, no TVM converter):
+  rows ``offs[i-1]:offs[i]`` of the input times ``weight[i]``; rows past ``offs[-1]`` are zero.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+
+def _tvm_converter(importer, key: str):
+    """TVM's own converter for `key` (the custom map replaced it in importer.convert_map)."""
+    cache = importer.__dict__.setdefault("_irviz_tvm_converters", {})
+    if not cache:
+        cache.update(importer.create_convert_map())
+    return cache[key]
+
+
+def _fx_shape(arg):
+    """Static shape of an fx argument from its fake tensor (None if unknown)."""
+    val = getattr(arg, "meta", {}).get("val") if hasattr(arg, "meta") else None
+    shape = getattr(val, "shape", None)
+    if shape is None:
+        return None
+    try:
+        return tuple(int(d) for d in shape)
+    except (TypeError, ValueError):  # symbolic dims
+        return tuple(shape)
+
+
+def _relax_shape(expr):
+    ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
+    shape = getattr(ty, "shape", None)
+    vals = getattr(shape, "values", None)
+    if vals is None:
+        return None
+    out = []
+    for v in vals:
+        try:
+            out.append(int(v))
+        except (TypeError, ValueError):
+            out.append(str(v))
+    return tuple(out)
+
+
+def _is_empty_1d(fx_arg, relax_value) -> bool:
+    shape = _fx_shape(fx_arg)
+    if shape is None:
+        shape = _relax_shape(relax_value)
+    return shape == (0,)
+
+
+def convert_cat(node, importer):
+    """aten.cat that skips empty 1-D operands like torch does (see the module docstring)."""
+    from tvm import relax  # noqa: PLC0415
+
+    fx_tensors = list(node.args[0])
+    values = importer.retrieve_args(node)[0]
+    axis = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    keep = [v for a, v in zip(fx_tensors, values) if not _is_empty_1d(a, v)]
+    if not keep:  # all empty: nothing to skip in favour of; let Relax decide
+        keep = list(values)
+    if len(keep) == 1:
+        return keep[0]
+    return importer.block_builder.emit(relax.op.concat(keep, axis=axis))
+
+
+def _relax_dtype(expr) -> str | None:
+    ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
+    dt = getattr(ty, "dtype", None)
+    return str(dt) if dt is not None else None
+
+
+def _fx_dtype(node) -> str | None:
+    val = node.meta.get("val") if hasattr(node, "meta") else None
+    dt = getattr(val, "dtype", None)
+    return str(dt).replace("torch.", "") if dt is not None else None
+
+
+def _make_scan(op_name: str):
+    def convert_scan(node, importer):
+        """aten.cumsum/cumprod computed in torch's result dtype.
+
+        torch promotes bool and small integer inputs to int64 (``mask.cumsum(-1)``, used by
+        transformers to build position ids); TVM's converter keeps the input dtype, so a bool
+        cumsum reaches LLVM as a bool addition and the build fails.  Cast the input first.
+        """
+        from tvm import relax  # noqa: PLC0415
+
+        x = importer.env[node.args[0]]
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", None)
+        if node.kwargs.get("dtype") is not None:
+            dtype = str(node.kwargs["dtype"]).replace("torch.", "")
+        else:
+            dtype = _fx_dtype(node)
+        if dtype and dtype != _relax_dtype(x):
+            x = importer.block_builder.emit(relax.op.astype(x, dtype))
+        return importer.block_builder.emit(getattr(relax.op, op_name)(x, dim, dtype or None))
+
+    convert_scan.__name__ = f"convert_{op_name}"
+    return convert_scan
+
+
+convert_cumsum = _make_scan("cumsum")
+convert_cumprod = _make_scan("cumprod")
+
+
+def _known_nonnegative(value) -> bool:
+    from irviz.core.tvm_compat import GenericConst  # noqa: PLC0415
+
+    if isinstance(value, GenericConst):
+        try:
+            return bool((value.data.numpy() >= 0).all())
+        except Exception:  # noqa: BLE001 - unknown: fix it up to be safe
+            return False
+    return False
+
+
+def convert_index_tensor(node, importer):
+    """aten.index.Tensor with negative indices counted from the end, as torch does."""
+    from tvm import relax  # noqa: PLC0415
+
+    bb = importer.block_builder
+    data = importer.env[node.args[0]]
+    ty = getattr(data, "ty", None) or getattr(data, "struct_info", None)
+    shape = getattr(getattr(ty, "shape", None), "values", None)
+    axes_of: dict = {}
+    for axis, idx in enumerate(node.args[1]):
+        if idx is not None:
+            axes_of.setdefault(idx, []).append(axis)
+    saved = {}
+    for idx, axes in axes_of.items():
+        value = importer.env[idx]
+        dtype = _relax_dtype(value) or ""
+        if not dtype.startswith("int") or _known_nonnegative(value) or shape is None:
+            continue
+        if len({str(shape[a]) for a in axes}) != 1:
+            continue  # one index tensor used for axes of different sizes: no single fix-up
+        try:
+            size = relax.const(int(shape[axes[0]]), dtype)
+        except TypeError:  # a symbolic dimension: read it from the shape at run time
+            dims = bb.emit(relax.op.shape_to_tensor(relax.op.shape_of(data)))
+            size = relax.op.astype(relax.op.take(dims, relax.const(axes[0], "int64"), axis=0), dtype)
+        saved[idx] = value
+        importer.env[idx] = bb.emit(relax.op.where(relax.op.less(value, relax.const(0, dtype)),
+                                                   relax.op.add(value, size), value))
+    try:
+        return _tvm_converter(importer, "index.Tensor")(node)
+    finally:
+        importer.env.update(saved)   # other users of the index tensors see them as they were
+
+
+# torch computes these in floating point whatever the input's dtype
+FLOAT_FUNCTIONS = ("log", "log2", "log10", "log1p", "exp", "expm1", "sqrt", "rsqrt",
+                   "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+                   "asinh", "acosh", "atanh", "sigmoid", "erf")
+
+
+def _make_float_function(key: str):
+    def convert_float_function(node, importer):
+        """A floating-point function of an integer tensor: cast to torch's result dtype first."""
+        from tvm import relax  # noqa: PLC0415
+
+        x_node = node.args[0]
+        x = importer.env[x_node]
+        dtype = _fx_dtype(node)
+        if not dtype or not dtype.startswith(("float", "bfloat")) or _relax_dtype(x) == dtype:
+            return _tvm_converter(importer, key)(node)
+        importer.env[x_node] = importer.block_builder.emit(relax.op.astype(x, dtype))
+        try:
+            return _tvm_converter(importer, key)(node)
+        finally:
+            importer.env[x_node] = x
+
+    convert_float_function.__name__ = f"convert_{key.split('.')[0]}"
+    return convert_float_function
+
+
+def convert_div(node, importer):
+    """aten.div with torch's result dtype and rounding modes (see the module docstring)."""
+    from tvm import relax  # noqa: PLC0415
+
+    bb = importer.block_builder
+    args = importer.retrieve_args(node)
+    mode = node.kwargs.get("rounding_mode", node.args[2] if len(node.args) > 2 else None)
+    out = _fx_dtype(node)
+    if not out:
+        return _tvm_converter(importer, node.target.__name__)(node)
+
+    def as_dtype(v, dtype):
+        if not isinstance(v, relax.Expr):
+            return relax.const(v, dtype)
+        return v if _relax_dtype(v) == dtype else relax.op.astype(v, dtype)
+
+    if mode == "trunc" and not out.startswith(("float", "bfloat")):
+        a, b = (as_dtype(v, "float64") for v in args[:2])
+        return bb.emit(relax.op.astype(relax.op.trunc(relax.op.divide(a, b)), out))
+    a, b = (as_dtype(v, out) for v in args[:2])
+    if mode is None:
+        return bb.emit(relax.op.divide(a, b))
+    if mode == "floor":
+        return bb.emit(relax.op.floor_divide(a, b))
+    if mode == "trunc":
+        return bb.emit(relax.op.trunc(relax.op.divide(a, b)))
+    raise ValueError(f"unknown rounding_mode {mode!r}")
+
+
+def convert_histc(node, importer):
+    """aten.histc: counts per equal-width bin over [min, max] (see the module docstring)."""
+    from tvm import relax  # noqa: PLC0415
+
+    bb = importer.block_builder
+    x = importer.env[node.args[0]]
+    args = list(node.args[1:]) + [None] * 3
+    bins = int(node.kwargs.get("bins", args[0] if args[0] is not None else 100))
+    lo = float(node.kwargs.get("min", args[1] if args[1] is not None else 0))
+    hi = float(node.kwargs.get("max", args[2] if args[2] is not None else 0))
+    if not lo < hi:
+        raise NotImplementedError(f"histc with min={lo} >= max={hi} (bins from the data's range) "
+                                  "has no converter; pass min < max")
+    dtype = _relax_dtype(x) or "float32"
+    flat = bb.emit(relax.op.reshape(x, (-1,)))
+    c = lambda v: relax.const(v, dtype)  # noqa: E731
+    scaled = relax.op.floor(relax.op.multiply(relax.op.subtract(flat, c(lo)), c(bins / (hi - lo))))
+    index = relax.op.astype(scaled, "int64")
+    index = relax.op.where(relax.op.equal(flat, c(hi)), relax.const(bins - 1, "int64"), index)
+    inside = relax.op.logical_and(relax.op.greater_equal(flat, c(lo)), relax.op.less_equal(flat, c(hi)))
+    index = bb.emit(relax.op.where(inside, index, relax.const(-1, "int64")))
+    one_hot = relax.op.equal(relax.op.expand_dims(index, 1),
+                             relax.op.arange(0, bins, 1, "int64"))
+    return bb.emit(relax.op.sum(relax.op.astype(one_hot, dtype), axis=[0]))
+
+
+def convert_grouped_mm_fallback(node, importer):
+    """transformers::grouped_mm_fallback(input (S, K), weight (E, K, N), offs (E,)) -> (S, N)."""
+    from tvm import relax  # noqa: PLC0415
+
+    bb = importer.block_builder
+    names = ("input", "weight", "offs")
+    fx_args = list(node.args) + [node.kwargs[n] for n in names[len(node.args):] if n in node.kwargs]
+    x, weight, offs = (importer.env[a] for a in fx_args[:3])
+    rows = _fx_shape(fx_args[0])[0]
+    experts = _fx_shape(fx_args[1])[0]
+    offs = relax.op.astype(offs, "int64")
+    row = relax.op.expand_dims(relax.op.arange(0, rows, 1, "int64"), 1)
+    # a row's expert is the number of groups that end at or before it
+    expert = bb.emit(relax.op.sum(relax.op.astype(relax.op.greater_equal(row, relax.op.expand_dims(offs, 0)),
+                                                  "int64"), axis=[1]))
+    picked = relax.op.take(weight, relax.op.minimum(expert, relax.const(experts - 1, "int64")), axis=0)
+    out = relax.op.squeeze(relax.op.matmul(relax.op.expand_dims(x, 1), picked), axis=[1])
+    in_a_group = relax.op.expand_dims(relax.op.less(expert, relax.const(experts, "int64")), 1)
+    dtype = _relax_dtype(x) or "float32"
+    return bb.emit(relax.op.where(in_a_group, out, relax.const(0, dtype)))
+
+
+BUILTIN_CONVERTERS: dict[str, Callable] = {
+    "cat.default": convert_cat,
+    "index.Tensor": convert_index_tensor,
+    "cumsum.default": convert_cumsum,
+    "cumprod.default": convert_cumprod,
+    "histc.default": convert_histc,
+    **{key: convert_div for key in ("div.Tensor", "div.Tensor_mode", "div.Scalar", "div.Scalar_mode")},
+    "grouped_mm_fallback.default": convert_grouped_mm_fallback,
+    **{f"{name}.default": _make_float_function(f"{name}.default") for name in FLOAT_FUNCTIONS},
+}
