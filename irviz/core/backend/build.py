@@ -52,7 +52,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from irviz.core.errors import BuildError, RunError
+from irviz.core.errors import BuildError, RunError, tvm_error_text
 from irviz.core.passes.registry import DEFAULT_BUILD_STEPS
 from irviz.core.tvm_compat import as_target, callee_name, var_name
 
@@ -81,7 +81,6 @@ __all__ = [
     "default_build_progress",
     "kernel_bindings",
     "run_and_compare",
-    "tvm_error_message",
 ]
 
 # tvm/relax/pipeline.py default_build_pipeline(), in order: the registry's list, one source of truth
@@ -141,27 +140,7 @@ class RunResult:
 
 
 # ---------------------------------------------------------------------------------------------
-# error text
-
-
-_NOISE = re.compile(r"^\s*(note: run with `?TVM_BACKTRACE|Traceback \(most recent call last\)|File \")")
-
-
-def tvm_error_message(exc: BaseException) -> str:
-    """The useful part of a TVM error: its message without backtrace noise.
-
-    TVM's ``sys.excepthook`` may print only "note: run with TVM_BACKTRACE=1"; ``str(exc)`` still
-    holds the real text ("Check failed: ...", "CodeGenVM cannot emit ...").
-    """
-    text = str(exc).strip()
-    if not text:
-        text = type(exc).__name__
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip() and not _NOISE.match(ln)]
-    text = "\n".join(lines) if lines else text
-    # very long messages (whole functions printed) -> keep the head and the tail
-    if len(text) > 2000:
-        text = text[:1200] + "\n  ...\n" + text[-600:]
-    return text
+# hints
 
 
 def _build_hint(msg: str) -> str:
@@ -319,10 +298,10 @@ def build(mod, target=None) -> BuildResult:
             lowered, names, before_rewrite = _lower(mod, tgt, attempt)
             ex = tvm.compile(lowered, target=tgt, relax_pipeline=None)
         except _PassFailed as pf:
-            err = (f"default_build pass {pf.name} failed: {tvm_error_message(pf.exc)}",
+            err = (f"default_build pass {pf.name} failed: {tvm_error_text(pf.exc)}",
                    _tb(pf.exc))
         except Exception as exc:  # noqa: BLE001
-            err = (f"TVM could not compile the module: {tvm_error_message(exc)}", _tb(exc))
+            err = (f"TVM could not compile the module: {tvm_error_text(exc)}", _tb(exc))
         else:
             seconds = time.perf_counter() - t0
             # names the user sees in `mod` first; kernels created by the build's LegalizeOps get
@@ -623,7 +602,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     try:
         tvm_inputs = [_to_tvm(x, dev) for x in inputs]
     except Exception as exc:  # noqa: BLE001
-        raise RunError(f"could not convert the example inputs to TVM tensors: {tvm_error_message(exc)}",
+        raise RunError(f"could not convert the example inputs to TVM tensors: {tvm_error_text(exc)}",
                        "inputs must be torch tensors with a dtype numpy knows.", detail=_tb(exc)) from exc
 
     # --- torch reference
@@ -640,13 +619,13 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
         vm = relax.VirtualMachine(build_result.executable, dev)
         main = vm["main"]
     except Exception as exc:  # noqa: BLE001
-        msg = tvm_error_message(exc)
+        msg = tvm_error_text(exc)
         raise RunError(f"could not load the compiled module: {msg}", _run_hint(msg),
                        detail=_tb(exc)) from exc
     try:
         tvm_out = main(*tvm_inputs)
     except Exception as exc:  # noqa: BLE001
-        msg = tvm_error_message(exc)
+        msg = tvm_error_text(exc)
         raise RunError(f"running main failed: {msg}", _run_hint(msg), detail=_tb(exc)) from exc
 
     refs = [_to_numpy(x) for x in _flatten(ref_out) if x is not None]
@@ -685,7 +664,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
                 tvm_times.append(t1 - t0)
                 torch_times.append(t2 - t1)
     except Exception as exc:  # noqa: BLE001
-        msg = tvm_error_message(exc)
+        msg = tvm_error_text(exc)
         raise RunError(f"a timed run failed: {msg}", _run_hint(msg), detail=_tb(exc)) from exc
     finally:
         torch.set_num_threads(saved_threads)
@@ -744,7 +723,7 @@ def _kernel_times(build_result: BuildResult, dev, tvm_inputs, runs: int) -> list
         for _ in range(runs):
             vm["main"](*tvm_inputs)
     except Exception as exc:  # noqa: BLE001
-        msg = tvm_error_message(exc)
+        msg = tvm_error_text(exc)
         raise RunError(f"an instrumented run failed: {msg}", _run_hint(msg), detail=_tb(exc)) from exc
     known = _kernel_names(build_result)
     out = [

@@ -43,7 +43,7 @@ def _finite(x):
 def _measure(mod, loaded, repeats: int, params) -> dict:
     """Build + run one module; never raises (the error goes into the entry)."""
     from irviz.core.backend import build as build_mod
-    from irviz.core.errors import IrvizError
+    from irviz.core.errors import IrvizError, tvm_error_text
 
     out = {"ok": False, "tvm_ms": None, "torch_ms": None, "max_abs_error": None, "allclose": None,
            "build_seconds": None, "threads": None, "error": None}
@@ -58,10 +58,7 @@ def _measure(mod, loaded, repeats: int, params) -> dict:
             kwargs = {"params": params} if params else {}
             res = build_mod.run_and_compare(built, loaded, repeats=repeats, **kwargs)
     except Exception as exc:  # noqa: BLE001 - an unbuildable step is a result, not a failure
-        if isinstance(exc, IrvizError):
-            msg = exc.message
-        else:
-            msg = f"{type(exc).__name__}: {exc}"
+        msg = exc.message if isinstance(exc, IrvizError) else tvm_error_text(exc, with_type=True)
         out["error"] = msg.strip().splitlines()[0][:300] if msg.strip() else type(exc).__name__
         out["error_detail"] = msg[:4000]
         return out

@@ -12,8 +12,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from irviz.core.backend.build import RunResult, _kernel_times, _run_hint, _tb, tvm_error_message, tvm_threads
-from irviz.core.errors import RunError
+from irviz.core.backend.build import RunResult, _kernel_times, _run_hint, _tb, tvm_threads
+from irviz.core.errors import RunError, tvm_error_text
 
 
 def random_inputs(mod, seed: int = 0) -> list[np.ndarray]:
@@ -54,7 +54,7 @@ def run_without_reference(build_result, repeats: int = 10) -> RunResult:
             main(*inputs)
             times.append(time.perf_counter() - t0)
     except Exception as exc:  # noqa: BLE001
-        msg = tvm_error_message(exc)
+        msg = tvm_error_text(exc)
         raise RunError(f"running main failed: {msg}", _run_hint(msg), detail=_tb(exc)) from exc
     return RunResult(
         max_abs_error=float("nan"), max_rel_error=float("nan"), allclose=None, outputs=0,

@@ -27,7 +27,7 @@ import numpy  # noqa: F401  (type of Imported.params values)
 import tvm
 from tvm import relax
 
-from irviz.core.errors import IRImportError
+from irviz.core.errors import IRImportError, tvm_error_text
 from irviz.core.tvm_compat import GenericConst, var_name
 
 IMPORTERS = ("exported_program", "course")
@@ -171,7 +171,8 @@ def _import_exported_program(captured, custom_convert_map) -> Imported:
     try:
         mod = imp.from_exported_program(ep, False, True, False, wrapped_custom or None)
     except Exception as exc:  # noqa: BLE001  TVM raises many types (TVMError, AssertionError, ...)
-        reason = exception_text(exc)
+        # a failing converter's cause is at the end of TVM's text, after what it was converting
+        reason = tvm_error_text(exc, head=0, tail=6, with_type=True)
         node = imp.current_node
         detail = traceback.format_exc()
         if node is not None and node not in imp.env:
@@ -301,21 +302,6 @@ def rename_symbolic_dims(mod, names: dict[str, str]):
         return out
     except Exception:  # noqa: BLE001
         return mod
-
-
-def exception_text(exc: BaseException) -> str:
-    """The real message of a (TVM) exception, without TVM's backtrace note."""
-    text = str(exc).strip()
-    lines = [
-        ln
-        for ln in text.splitlines()
-        if ln.strip() and "TVM_BACKTRACE" not in ln and not ln.startswith("Traceback")
-    ]
-    msg = "\n".join(lines[-6:]) if lines else ""
-    name = type(exc).__name__
-    if not msg:
-        return name
-    return f"{name}: {msg}" if name not in msg else msg
 
 
 def _node_message(captured, node, reason: str) -> str:

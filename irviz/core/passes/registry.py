@@ -29,7 +29,7 @@ from tvm import relax
 from irviz.core.passes import course as course_passes
 from irviz.core.passes import library_dispatch as dispatch
 from irviz.core.passes import cpu_schedules as schedules
-from irviz.core.errors import PassError
+from irviz.core.errors import PassError, tvm_error_text
 from irviz.core.tvm_compat import as_target, shallow_copy
 from irviz.core.user_code import exec_file
 
@@ -521,18 +521,6 @@ def get_pipeline(name: str) -> list[PassInvocation]:
 # applying a pass
 
 
-def _tvm_message(exc: BaseException, max_lines: int = 40) -> str:
-    """The real text of a TVM error (its sys.excepthook may print only the TVM_BACKTRACE note)."""
-    text = str(exc).strip()
-    if not text and exc.args:
-        text = " ".join(str(a) for a in exc.args).strip()
-    lines = [ln for ln in text.splitlines() if "TVM_BACKTRACE" not in ln]
-    if len(lines) > max_lines:  # the full text stays in PassError.detail
-        lines = lines[:max_lines] + [f"... ({len(lines) - max_lines} more lines in Details)"]
-    text = "\n".join(lines).strip()
-    return text or type(exc).__name__
-
-
 def _user_location(exc: BaseException, spec: PassSpec) -> str:
     """file:line of the deepest frame inside the user's pass file, if any."""
     if not spec.source:
@@ -549,7 +537,7 @@ def _as_target(target):
     try:
         return as_target(target)
     except Exception as e:  # noqa: BLE001
-        raise PassError(f"bad target {target!r}: {_tvm_message(e)}", hint="e.g. 'llvm'") from e
+        raise PassError(f"bad target {target!r}: {tvm_error_text(e)}", hint="e.g. 'llvm'") from e
 
 
 def apply_pass(inv: PassInvocation | str, mod: tvm.IRModule, target=None) -> tvm.IRModule:
@@ -572,7 +560,7 @@ def apply_pass(inv: PassInvocation | str, mod: tvm.IRModule, target=None) -> tvm
     except Exception as e:  # noqa: BLE001
         where = _user_location(e, spec)
         raise PassError(
-            f"{spec.name}: cannot create the pass" + (f" at {where}" if where else "") + f": {_tvm_message(e)}",
+            f"{spec.name}: cannot create the pass" + (f" at {where}" if where else "") + f": {tvm_error_text(e)}",
             hint=f"parameters were {params}" if params else None,
             detail=traceback.format_exc(),
         ) from e
@@ -586,7 +574,7 @@ def apply_pass(inv: PassInvocation | str, mod: tvm.IRModule, target=None) -> tvm
         raise
     except Exception as e:  # noqa: BLE001
         where = _user_location(e, spec)
-        msg = f"{spec.name} failed" + (f" at {where}" if where else "") + f": {_tvm_message(e)}"
+        msg = f"{spec.name} failed" + (f" at {where}" if where else "") + f": {tvm_error_text(e)}"
         raise PassError(
             msg,
             hint=_hint_for(spec, e),
