@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from irviz.core.passes import registry as passes
-from irviz.core.backend.build import alt_inputs, build, run_and_compare
+from irviz.core.backend.build import build
+from irviz.core.backend.run import alt_inputs, run_and_compare
 from irviz.core.frontend.capture import capture
 from irviz.core.frontend.importer import dim_names, import_model
 from irviz.core.frontend.model_file import load_model

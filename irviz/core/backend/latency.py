@@ -3,9 +3,9 @@
     trace = latency_trace(session, loaded)          # one dict per step
     svg = latency_svg(trace)                        # a self-contained SVG line chart
 
-``latency_trace`` builds every recorded step of the session (``build.build``: whatever is left of
-``default_build``, then ``tvm.compile``) and runs it against PyTorch (``build.run_and_compare``:
-torch eager and TVM interleaved, median of ``repeats`` each).  A step that cannot be built or run
+``latency_trace`` builds every recorded step of the session and runs it against PyTorch
+(``run.build_and_run``: whatever is left of ``default_build``, ``tvm.compile``, then torch eager and
+TVM interleaved, median of ``repeats`` each).  A step that cannot be built or run
 gets ``ok: False`` and the error message; the trace goes on with the next step.
 
 Steps whose module did not change are not built again: results are keyed by a structural hash of
@@ -40,23 +40,19 @@ def _finite(x):
     return x if math.isfinite(x) else None
 
 
-def _measure(mod, loaded, repeats: int, params) -> dict:
+def _measure(mod, loaded, repeats: int) -> dict:
     """Build + run one module; never raises (the error goes into the entry)."""
-    from irviz.core.backend import build as build_mod
+    from irviz.core.backend.run import build_and_run
     from irviz.core.errors import IrvizError, tvm_error_text
 
     out = {"ok": False, "tvm_ms": None, "torch_ms": None, "max_abs_error": None, "allclose": None,
            "build_seconds": None, "threads": None, "error": None}
-    try:
-        built = build_mod.build(mod)
-        out["build_seconds"] = _finite(built.seconds)
-        if loaded is None:
-            from irviz.core.backend.run_ir import run_without_reference
 
-            res = run_without_reference(built, repeats=repeats)
-        else:
-            kwargs = {"params": params} if params else {}
-            res = build_mod.run_and_compare(built, loaded, repeats=repeats, **kwargs)
+    def built(br):
+        out["build_seconds"] = _finite(br.seconds)
+
+    try:
+        _, res = build_and_run(mod, loaded, repeats=repeats, on_built=built)
     except Exception as exc:  # noqa: BLE001 - an unbuildable step is a result, not a failure
         msg = exc.message if isinstance(exc, IrvizError) else tvm_error_text(exc, with_type=True)
         out["error"] = msg.strip().splitlines()[0][:300] if msg.strip() else type(exc).__name__
@@ -102,7 +98,7 @@ def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None,
             key = None
         hit = cache.get(key) if key is not None else None
         if hit is None:
-            hit = _measure(st.mod, loaded, repeats, params)
+            hit = _measure(st.mod, loaded, repeats)
             if key is not None:
                 cache[key] = hit
             cached = False
