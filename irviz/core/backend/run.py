@@ -52,7 +52,6 @@ from irviz.core.tvm_compat import var_name
 __all__ = [
     "KernelTime",
     "RunResult",
-    "alt_inputs",
     "build_and_run",
     "random_inputs",
     "run_and_compare",
@@ -190,53 +189,12 @@ def tvm_threads() -> int:
         return 0
 
 
-def alt_inputs(loaded) -> tuple | None:
-    """The model file's second input set (``get_alt_inputs()``), or None.
-
-    Uses ``loaded.alt_inputs`` when the loader stored it; otherwise calls ``get_alt_inputs()``
-    of the model file's latest load (a model with dynamic shapes gives other sizes there, so one
-    build can be checked on two sizes: ``run_and_compare(br, loaded, inputs=alt_inputs(loaded))``).
-    """
-    got = getattr(loaded, "alt_inputs", None)
-    if got is not None:
-        return tuple(got)
-    import sys
-    from pathlib import Path
-
-    from irviz.core.frontend import model_file
-
-    kind, target, factory = model_file.parse_spec(getattr(loaded, "spec", "") or "")
-    try:
-        if kind == "sample":
-            from irviz.core.frontend.samples import sample_path
-
-            path = sample_path(target)
-        else:
-            path = Path(target).expanduser().resolve()
-    except Exception:  # noqa: BLE001
-        return None
-    modname = model_file._loaded_names.get(str(path))  # noqa: SLF001
-    module = sys.modules.get(modname) if modname else None
-    fn = getattr(module, "get_alt_inputs", None)
-    if not callable(fn):
-        return None
-    try:
-        got = fn()
-    except Exception as exc:  # noqa: BLE001
-        raise RunError(f"get_alt_inputs() in {path.name} raised {type(exc).__name__}: {exc}",
-                       "get_alt_inputs() must return a tuple of tensors, like get_model()'s inputs.",
-                       detail=traceback_text(exc)) from exc
-    if hasattr(got, "shape"):
-        got = (got,)
-    return tuple(got)
-
-
 def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
                     params: dict | None = None, match_threads: bool = True,
                     inputs=None) -> RunResult:
     """Run main on the CPU VM with `loaded.example_inputs`; compare with torch; time both.
 
-    `inputs`: run on these tensors instead of the example inputs (e.g. ``alt_inputs(loaded)``:
+    `inputs`: run on these tensors instead of the example inputs (e.g. ``loaded.alt_inputs``:
     other sizes for a module built with symbolic dims); torch runs on the same tensors.
 
     `params` (name -> array, e.g. ``Imported.params``) supplies extra main parameters when the

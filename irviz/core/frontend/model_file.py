@@ -2,7 +2,9 @@
 
 Model-file contract: the file defines `get_model()` returning `(module, example_inputs)`, a
 torch.nn.Module and a tuple of tensors.  `FILE.py:NAME` calls `NAME()` instead (same contract).
-An optional `get_dynamic_shapes()` returns what torch.export's `dynamic_shapes=` expects.
+An optional `get_dynamic_shapes()` returns what torch.export's `dynamic_shapes=` expects, and an
+optional `get_alt_inputs()` a second tuple of inputs with other sizes for the dynamic dims, so one
+build can be checked on two sizes.
 
 Every failure is a LoadError with a specific message and hint; the traceback text goes into
 `.detail` only.  Each load executes the file afresh under a unique module name, so editing the
@@ -24,6 +26,7 @@ from irviz.core.errors import LoadError
 
 DEFAULT_FACTORY = "get_model"
 DYNAMIC_SHAPES_FUNC = "get_dynamic_shapes"
+ALT_INPUTS_FUNC = "get_alt_inputs"
 CONTRACT = "get_model() must return (module, example_inputs): a torch.nn.Module and a tuple of tensors"
 
 _counter = itertools.count()
@@ -38,6 +41,7 @@ class LoadedModel:
     name: str  # short display name ("mlp", "my_model")
     exported: "torch.export.ExportedProgram | None" = None  # set when loaded from .pt2
     dynamic_shapes: object = None  # from a model file's get_dynamic_shapes()
+    alt_inputs: tuple | None = None  # from a model file's get_alt_inputs(): other sizes, same structure
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,11 +177,24 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
                 detail=traceback.format_exc(),
             ) from None
 
+    alt_inputs = None
+    alt_fn = getattr(module, ALT_INPUTS_FUNC, None)
+    if callable(alt_fn):
+        try:
+            alt_inputs = alt_fn()
+        except Exception as e:  # noqa: BLE001
+            raise LoadError(
+                f"{ALT_INPUTS_FUNC}() in {shown} raised {_exc_line(e)}{_user_frame(e, path)}",
+                hint="get_alt_inputs() must return a tuple of tensors, like get_model()'s inputs.",
+                detail=traceback.format_exc(),
+            ) from None
+        alt_inputs = (alt_inputs,) if isinstance(alt_inputs, torch.Tensor) else tuple(alt_inputs)
+
     module_obj.eval()
     _check_forward(module_obj, inputs, shown, path)
     name = path.stem if factory == DEFAULT_FACTORY else f"{path.stem}:{factory}"
     return LoadedModel(module=module_obj, example_inputs=inputs, spec=spec, name=name,
-                       dynamic_shapes=dynamic_shapes)
+                       dynamic_shapes=dynamic_shapes, alt_inputs=alt_inputs)
 
 
 def _exec_file(path: Path, shown: str):
