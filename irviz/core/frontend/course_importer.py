@@ -19,7 +19,7 @@ import numpy as np
 from tvm import relax, te, topi
 
 from irviz.core.errors import IRImportError, tvm_error_text
-from irviz.core.frontend.importer import Imported, _node_message, _op_name, compute_provenance
+from irviz.core.frontend.imported import Imported, compute_provenance, node_message, op_name
 
 _HINT = (
     'the course importer covers only the ops of the course samples; use importer="exported_program" '
@@ -287,8 +287,8 @@ class _CourseImporter:
         return bb.get(), nodes
 
     def _error(self, captured, node, reason):
-        return IRImportError(_node_message(captured, node, reason), hint=_HINT, node=node.name,
-                             op=_op_name(node))
+        return IRImportError(node_message(captured, node, reason), hint=_HINT, node=node.name,
+                             op=op_name(node))
 
 
 class _NoConverter(Exception):
