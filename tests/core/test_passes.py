@@ -74,7 +74,7 @@ def test_registry_has_required_passes_with_metadata():
     for n in REQUIRED:
         spec = P.get_pass(n)
         assert spec.description and "\n" not in spec.description
-        assert spec.category in P.CATEGORIES
+        assert spec.category in {"tvm", "course", "cpu", "build"}
     assert {P.get_pass(n).category for n in ("EwiseFMA", "MatmulAddFuse", "LowerToTensorIR")} == {"course"}
     assert P.get_pass("CallTIRRewrite").category == "build"
     assert P.get_pass("FuseOps").params[0].name == "fuse_opt_level"

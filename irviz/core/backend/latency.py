@@ -66,13 +66,13 @@ def _measure(mod, loaded, repeats: int) -> dict:
 
 
 def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None, *,
-                  cache: dict | None = None, params: dict | None = None) -> list[dict]:
+                  cache: dict | None = None, params=None) -> list[dict]:
     """Build and time every step of ``session`` (or the indices in ``steps``).
 
     loaded: the LoadedModel (PyTorch reference; None = run without a reference, no torch line).
     progress(text, fraction): called before each step and once at the end.
     cache: {module hash: measurement} kept by the caller across calls (a new dict when None).
-    params: extra main parameters (``Imported.params``) for modules imported with weights as inputs.
+    params: ignored; accepted only until the engine stops passing it.
     """
     n = len(session.steps)
     if steps is None or steps == "all":
@@ -82,8 +82,6 @@ def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None,
         bad = [i for i in indices if not 0 <= i < n]
         if bad:
             raise IndexError(f"no step {bad[0]}: the session has steps 0..{n - 1}")
-    if params is None:
-        params = getattr(getattr(session, "imported", None), "params", None) or None
     cache = {} if cache is None else cache
     repeats = max(1, int(repeats))
     out: list[dict] = []

@@ -197,8 +197,8 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     `inputs`: run on these tensors instead of the example inputs (e.g. ``loaded.alt_inputs``:
     other sizes for a module built with symbolic dims); torch runs on the same tensors.
 
-    `params` (name -> array, e.g. ``Imported.params``) supplies extra main parameters when the
-    module was imported with parameters as inputs; they are appended in main's parameter order.
+    `params` (name -> array) supplies extra main parameters when the module keeps the weights as
+    inputs (``keep_params_as_input=True``); they are appended in main's parameter order.
     `match_threads`: run torch with as many threads as TVM's runtime uses while timing (restored
     afterwards), so the two figures compare like with like; on a loaded 2-core machine torch's
     default 2-thread pool can cost ~20 ms even for a tiny MLP.  False: torch keeps its own setting.
@@ -220,15 +220,15 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
                 raise RunError(
                     f"main takes {len(param_names)} parameters but the model has {len(inputs)} "
                     f"example inputs; no value for {', '.join(missing[:5])}",
-                    "pass the imported params (Imported.params) for the weights main takes as inputs.")
+                    "pass params= with a value for each weight main takes as an input.")
             inputs = inputs + [params[n] for n in extra]
         elif len(param_names) > len(inputs):
             shown = ", ".join(extra[:5]) + (", ..." if len(extra) > 5 else "")
             raise RunError(
                 f"main takes {len(param_names)} parameters but the model has only {len(inputs)} "
                 f"example inputs (the extra ones look like weights: {shown})",
-                "the module keeps parameters as inputs (keep_params_as_input=True): pass params= "
-                "(Imported.params), or bind them (BindParams) / import without keep_params_as_input.")
+                "the module keeps parameters as inputs (keep_params_as_input=True): pass params=, "
+                "or bind them (BindParams) / import without keep_params_as_input.")
         else:
             raise RunError(
                 f"main takes {len(param_names)} parameters but the model has {len(inputs)} example inputs",

@@ -323,4 +323,4 @@ def import_course(captured) -> Imported:
         if isinstance(v, tuple) and isinstance(v[0], relax.Var):
             env[n] = v[0]
     prov = compute_provenance(mod, env, nodes, imp.const_names)
-    return Imported(mod=mod, provenance=prov, importer="course", seconds=time.perf_counter() - t0, params={})
+    return Imported(mod=mod, provenance=prov, importer="course", seconds=time.perf_counter() - t0)

@@ -8,7 +8,7 @@ The ``output`` node maps to the bindings left after the last anchored one (``gv 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import tvm
 from tvm import relax
@@ -22,7 +22,6 @@ class Imported:
     provenance: dict[str, list[str]]  # fx node name -> relax binding var names in "main" (in order)
     importer: str  # "exported_program" | "course"
     seconds: float
-    params: dict = field(default_factory=dict)  # name -> numpy array, only if kept as params (empty)
 
 
 # --------------------------------------------------------------------------------------------

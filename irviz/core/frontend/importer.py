@@ -187,7 +187,6 @@ def _import_exported_program(captured, custom_convert_map) -> Imported:
         provenance=provenance,
         importer="exported_program",
         seconds=time.perf_counter() - t0,
-        params={},
     )
 
 

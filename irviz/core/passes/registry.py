@@ -52,7 +52,6 @@ __all__ = [
 ]
 
 PARAM_KINDS = ("bool", "int", "str", "choice", "json")
-CATEGORIES = ("tvm", "course", "cpu", "build", "user")
 
 
 @dataclass
