@@ -12,7 +12,6 @@ file and loading it again picks up the edits.
 """
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import re
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 import torch
 
 from irviz.core.errors import LoadError
+from irviz.core.user_code import exec_file, importable_folder
 
 DEFAULT_FACTORY = "get_model"
 DYNAMIC_SHAPES_FUNC = "get_dynamic_shapes"
@@ -151,7 +151,7 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
         )
 
     dirpath = str(path.parent)
-    with _sys_path(dirpath), _forget_new_local_modules(dirpath):
+    with importable_folder(dirpath), _forget_new_local_modules(dirpath):
         try:
             result = fn()
         except LoadError:
@@ -204,18 +204,10 @@ def _exec_file(path: Path, shown: str):
     if old:
         sys.modules.pop(old, None)
     modname = f"_irviz_model_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(modname, path)
-    if spec is None or spec.loader is None:
-        raise LoadError(f"Cannot import {shown}.", hint="Give a .py model file.")
-    module = importlib.util.module_from_spec(spec)
-    # registered while it runs (dataclasses, pickling and torch look classes up by module name)
-    sys.modules[modname] = module
-    dirpath = str(path.parent)
     try:
-        with _sys_path(dirpath), _forget_new_local_modules(dirpath):
-            spec.loader.exec_module(module)
+        with _forget_new_local_modules(str(path.parent)):
+            module = exec_file(path, modname)
     except BaseException as e:  # noqa: BLE001 - includes SystemExit from a script-style file
-        sys.modules.pop(modname, None)
         if isinstance(e, KeyboardInterrupt):
             raise
         if isinstance(e, SystemExit):
@@ -443,26 +435,6 @@ class _quiet_logger:
         handlers, self.logger.propagate = self.saved
         for h in handlers:
             self.logger.addHandler(h)
-        return False
-
-
-class _sys_path:
-    """Put the model file's directory first on sys.path while it runs (sibling imports work)."""
-
-    def __init__(self, d: str):
-        self.d = d
-
-    def __enter__(self):
-        self.added = self.d not in sys.path
-        if self.added:
-            sys.path.insert(0, self.d)
-
-    def __exit__(self, *exc):
-        if self.added:
-            try:
-                sys.path.remove(self.d)
-            except ValueError:
-                pass
         return False
 
 
