@@ -21,7 +21,7 @@ from irviz.core.backend.build import (
 from irviz.core.backend.run import build_and_run, run_and_compare
 from irviz.core.errors import BuildError, RunError
 from irviz.core.frontend.model_file import LoadedModel
-from irviz.core.passes.registry import PassInvocation, apply_pass, get_pipeline
+from irviz.core.passes import PassInvocation, apply_pass, get_pipeline
 from irviz.core.tvm_compat import host_target, var_name
 
 

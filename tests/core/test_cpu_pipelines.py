@@ -15,7 +15,7 @@ from irviz.core.backend import build as build_mod
 from irviz.core.backend import run as run_mod
 from irviz.core.passes import library_dispatch as dispatch
 from irviz.core.frontend import hf
-from irviz.core.passes import registry as passes
+from irviz.core import passes
 from irviz.core.frontend.capture import capture
 from irviz.core.frontend.converters import load_converter_file
 from irviz.core.frontend.importer import import_model

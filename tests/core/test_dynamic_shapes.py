@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from irviz.core.passes import registry as passes
+from irviz.core import passes
 from irviz.core.backend.build import build
 from irviz.core.backend.run import run_and_compare
 from irviz.core.frontend.capture import capture

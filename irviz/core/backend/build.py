@@ -30,7 +30,7 @@ from tvm import relax
 from irviz.core.errors import BuildError, traceback_text, tvm_error_text
 from irviz.core.passes import library_dispatch
 from irviz.core.passes.course import CUSTOM_LEGALIZE_MAP
-from irviz.core.passes.registry import DEFAULT_BUILD_STEPS
+from irviz.core.passes.pipelines import DEFAULT_BUILD_STEPS
 from irviz.core.tvm_compat import as_target, callee_name, var_name
 
 __all__ = [
