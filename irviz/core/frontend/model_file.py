@@ -164,30 +164,14 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
             ) from None
     module_obj, inputs = _check_result(result, f"{factory}()", shown)
 
-    dynamic_shapes = None
-    dyn_fn = getattr(module, DYNAMIC_SHAPES_FUNC, None)
-    if callable(dyn_fn):
-        try:
-            dynamic_shapes = dyn_fn()
-        except Exception as e:  # noqa: BLE001
-            raise LoadError(
-                f"{DYNAMIC_SHAPES_FUNC}() in {shown} raised {_exc_line(e)}{_user_frame(e, path)}",
-                hint="get_dynamic_shapes() must return what torch.export's dynamic_shapes= accepts "
-                "(e.g. {'x': {0: torch.export.Dim('batch')}}).",
-                detail=traceback.format_exc(),
-            ) from None
-
-    alt_inputs = None
-    alt_fn = getattr(module, ALT_INPUTS_FUNC, None)
-    if callable(alt_fn):
-        try:
-            alt_inputs = alt_fn()
-        except Exception as e:  # noqa: BLE001
-            raise LoadError(
-                f"{ALT_INPUTS_FUNC}() in {shown} raised {_exc_line(e)}{_user_frame(e, path)}",
-                hint="get_alt_inputs() must return a tuple of tensors, like get_model()'s inputs.",
-                detail=traceback.format_exc(),
-            ) from None
+    dynamic_shapes = _call_optional(
+        module, DYNAMIC_SHAPES_FUNC, shown, path,
+        "get_dynamic_shapes() must return what torch.export's dynamic_shapes= accepts "
+        "(e.g. {'x': {0: torch.export.Dim('batch')}}).")
+    alt_inputs = _call_optional(
+        module, ALT_INPUTS_FUNC, shown, path,
+        "get_alt_inputs() must return a tuple of tensors, like get_model()'s inputs.")
+    if alt_inputs is not None:
         alt_inputs = (alt_inputs,) if isinstance(alt_inputs, torch.Tensor) else tuple(alt_inputs)
 
     module_obj.eval()
@@ -195,6 +179,22 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
     name = path.stem if factory == DEFAULT_FACTORY else f"{path.stem}:{factory}"
     return LoadedModel(module=module_obj, example_inputs=inputs, spec=spec, name=name,
                        dynamic_shapes=dynamic_shapes, alt_inputs=alt_inputs)
+
+
+def _call_optional(module, fname: str, shown: str, path: Path, hint: str):
+    """What the model file's optional function `fname` returns (None when it has none);
+    LoadError naming the file and line when it raises."""
+    fn = getattr(module, fname, None)
+    if not callable(fn):
+        return None
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - the user's code can raise anything
+        raise LoadError(
+            f"{fname}() in {shown} raised {_exc_line(e)}{_user_frame(e, path)}",
+            hint=hint,
+            detail=traceback.format_exc(),
+        ) from None
 
 
 def _exec_file(path: Path, shown: str):
