@@ -1,6 +1,8 @@
 """Errors a user sees. Each names the stage it failed in and says what to do next."""
 from __future__ import annotations
 
+import traceback
+
 STAGES = ("load", "capture", "import", "pipeline", "build", "run", "compare")
 
 
@@ -83,3 +85,8 @@ def tvm_error_text(exc: BaseException, *, head: int = 30, tail: int = 10,
     if not msg:
         return name
     return f"{name}: {msg}" if with_type and not msg.startswith(name) else msg
+
+
+def traceback_text(exc: BaseException) -> str:
+    """The whole traceback of `exc`, as ``IrvizError.detail`` keeps it."""
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

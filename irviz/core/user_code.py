@@ -1,32 +1,43 @@
-"""Running a user's Python file (pass files, converter files) as a fresh module."""
+"""Running a user's Python file (model files, pass files, converter files) as a fresh module."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 from pathlib import Path
 
 
-def exec_file(path: Path, modname: str):
-    """Execute `path` as module `modname` and return it; its folder is importable while it runs.
-
-    A failure removes the half-made module and re-raises the user's exception unchanged, so each
-    caller words the error for its own kind of file."""
-    spec = importlib.util.spec_from_file_location(modname, str(path))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[modname] = module
-    folder = str(Path(path).parent)
+@contextlib.contextmanager
+def importable_folder(folder: str | Path):
+    """Put `folder` first on sys.path for the block, so a user's file can import its neighbours."""
+    folder = str(folder)
     added = folder not in sys.path
     if added:
         sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(modname, None)
-        raise
+        yield
     finally:
         if added:
             try:
                 sys.path.remove(folder)
             except ValueError:
                 pass
+
+
+def exec_file(path: Path, modname: str):
+    """Execute `path` as module `modname` and return it; its folder is importable while it runs.
+
+    The module is in sys.modules while it runs, because dataclasses, pickling and torch look
+    classes up by module name. A failure removes the half-made module and re-raises the user's
+    exception unchanged (SystemExit and KeyboardInterrupt too), so each caller words the error
+    for its own kind of file."""
+    spec = importlib.util.spec_from_file_location(modname, str(path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = module
+    try:
+        with importable_folder(Path(path).parent):
+            spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(modname, None)
+        raise
     return module

@@ -1,4 +1,5 @@
 """Sample model files shipped with irviz (each defines get_model() -> (module, example_inputs)).
 
-Listed by irviz.core.frontend.samples.list_samples(); load one with load_model("sample:NAME").
+The core finds them as package data and runs each as a model file (irviz.core.frontend.samples);
+nothing imports them as modules. Load one with load_model("sample:NAME").
 """

@@ -23,13 +23,12 @@ def test_check_dynamic_mlp_reports_alt_sizes(tmp_path):
     # other sizes than the example input (batch/seq are dynamic)
     import torch  # noqa: F401
 
-    from irviz.core.backend.build import alt_inputs
     from irviz.core.frontend.model_file import load_model
 
     loaded = load_model("sample:dynamic_mlp")
     example = [list(t.shape) for t in loaded.example_inputs]
     assert alt[0]["shapes"] != example
-    assert alt[0]["shapes"] == [list(t.shape) for t in alt_inputs(loaded)]
+    assert alt[0]["shapes"] == [list(t.shape) for t in loaded.alt_inputs]
 
 
 def test_check_without_alt_inputs_has_no_alt_sizes(tmp_path):

@@ -1,4 +1,4 @@
-"""irviz.core.backend.build: build any pipeline step, run it on the VM, compare with PyTorch."""
+"""irviz.core.backend.build and .run: build any pipeline step, run it on the VM, compare with PyTorch."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,11 +17,11 @@ from irviz.core.backend.build import (
     build,
     default_build_progress,
     kernel_bindings,
-    run_and_compare,
 )
+from irviz.core.backend.run import build_and_run, run_and_compare
 from irviz.core.errors import BuildError, RunError
 from irviz.core.frontend.model_file import LoadedModel
-from irviz.core.passes.registry import PassInvocation, apply_pass, get_pipeline
+from irviz.core.passes import PassInvocation, apply_pass, get_pipeline
 from irviz.core.tvm_compat import host_target, var_name
 
 
@@ -159,6 +159,27 @@ def test_mlp_fresh_import_builds_and_matches(mlp):
     _check_kernels(res, br)
     # bindings point at the high-level op's var of the input module (LegalizeOps keeps names)
     assert any(k.binding for k in res.kernels)
+
+
+def test_build_and_run_with_and_without_a_reference(mlp):
+    lm, mod = mlp
+    seen = []
+    br, res = build_and_run(mod, lm, repeats=1, on_built=seen.append)
+    assert seen == [br] and br.mod is mod
+    assert res.allclose and res.max_abs_error < 1e-4 and res.torch_ms > 0
+    # no model: random inputs of main's types, timed, nothing to compare with
+    br, res = build_and_run(mod, repeats=1)
+    assert res.allclose is None and res.tvm_ms > 0
+    assert np.isnan(res.max_abs_error) and np.isnan(res.torch_ms)
+    _check_kernels(res, br)
+
+
+def test_build_and_run_raises_the_failing_half(mlp):
+    lm, _ = mlp
+    with pytest.raises(BuildError):
+        build_and_run(_no_lowering_module(), lm, repeats=1)
+    with pytest.raises(RunError, match="main takes 5 parameters"):
+        build_and_run(_import(lm, keep_params_as_input=True), lm, repeats=1)
 
 
 def test_convbn_after_zero_pipeline(convbn):

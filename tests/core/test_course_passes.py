@@ -10,7 +10,7 @@ from tvm.script import relax as R
 from tvm.script import tirx as T
 
 from irviz.core.passes import course as cp
-from irviz.core.passes.registry import PassInvocation, apply_pass, get_pipeline
+from irviz.core.passes import PassInvocation, apply_pass, get_pipeline
 from irviz.core.tvm_compat import host_target
 
 
@@ -441,7 +441,7 @@ def test_course_steps_output_reparses(target):
     """roundtrip_ok=True for the course passes: TVM's printed script parses back equal."""
     from tvm.script import from_source
 
-    from irviz.core.passes.registry import get_pass
+    from irviz.core.passes import get_pass
 
     @I.ir_module
     class Before:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from irviz.core.passes import registry as passes
-from irviz.core.backend.build import alt_inputs, build, run_and_compare
+from irviz.core import passes
+from irviz.core.backend.build import build
+from irviz.core.backend.run import run_and_compare
 from irviz.core.frontend.capture import capture
 from irviz.core.frontend.importer import dim_names, import_model
 from irviz.core.frontend.model_file import load_model
@@ -59,7 +60,7 @@ def test_one_build_runs_on_two_sizes(dyn):
     br = build(s.current.mod)
     first = run_and_compare(br, loaded, repeats=1)
     assert first.allclose, first.max_abs_error
-    alt = alt_inputs(loaded)
+    alt = loaded.alt_inputs
     assert alt is not None and alt[0].shape[:2] != loaded.example_inputs[0].shape[:2]
     second = run_and_compare(br, loaded, repeats=1, inputs=alt)
     assert second.allclose, second.max_abs_error
@@ -68,4 +69,4 @@ def test_one_build_runs_on_two_sizes(dyn):
 
 
 def test_no_alt_inputs():
-    assert alt_inputs(load_model("sample:mlp")) is None
+    assert load_model("sample:mlp").alt_inputs is None

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from irviz.core.frontend import hf
-from irviz.core.passes import registry as passes
-from irviz.core.backend.build import build, run_and_compare
+from irviz.core import passes
+from irviz.core.backend.build import build
+from irviz.core.backend.run import run_and_compare
 from irviz.core.frontend.capture import capture
 from irviz.core.errors import LoadError
 from irviz.core.frontend.importer import import_model

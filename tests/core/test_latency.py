@@ -7,7 +7,7 @@ from irviz.core.backend import build as build_mod
 from irviz.core.frontend import capture
 from irviz.core.frontend import importer
 from irviz.core.frontend import model_file
-from irviz.core.passes import registry as passes
+from irviz.core import passes
 from irviz.core.errors import BuildError
 from irviz.core.backend.latency import latency_svg, latency_trace, log_ticks, torch_ms_of
 from irviz.core.session import Session

@@ -224,6 +224,18 @@ def test_get_dynamic_shapes_raises(tmp_model_file):
     assert "get_dynamic_shapes()" in e.message and "KeyError" in e.message
 
 
+def test_get_alt_inputs_is_kept_on_the_loaded_model(tmp_model_file):
+    m = load_model(str(tmp_model_file(GOOD + "\ndef get_alt_inputs():\n    return torch.randn(6, 3)\n")))
+    assert len(m.alt_inputs) == 1 and m.alt_inputs[0].shape == (6, 3)  # a lone tensor becomes a tuple
+    assert load_model(str(tmp_model_file(GOOD))).alt_inputs is None
+
+
+def test_get_alt_inputs_raises(tmp_model_file):
+    e = load_err(tmp_model_file(GOOD + "\ndef get_alt_inputs():\n    raise ValueError('sizes')\n", "alt.py"))
+    assert "get_alt_inputs() in" in e.message and "ValueError: sizes" in e.message
+    assert "alt.py:" in e.message
+
+
 def test_pt2_round_trip(tmp_path, tmp_model_file):
     m = load_model(str(tmp_model_file(GOOD)))
     ep = torch.export.export(m.module, m.example_inputs)

@@ -36,6 +36,20 @@ def test_sample_path_uses_installed_package():
         assert p.parent == pkg_dir and p.is_file() and p.name == f"{name}.py"
 
 
+def test_samples_are_found_as_files_not_imported():
+    """The core reads the samples folder as package data; importing irviz.samples would run the
+    package above the core."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from irviz.core.frontend.samples import list_samples, sample_path; "
+            "from irviz.core.frontend.model_file import load_model; "
+            "assert list_samples() and sample_path('mlp').is_file(); load_model('sample:mul_add'); "
+            "print(sorted(m for m in sys.modules if m.startswith('irviz.samples')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_unknown_sample():
     with pytest.raises(LoadError) as info:
         sample_path("alexnet")

@@ -1,4 +1,4 @@
-"""Build any step of a pipeline with TVM and run it against PyTorch.
+"""Build any step of a pipeline with TVM.
 
 ``build(mod)`` finishes whatever is left of TVM's ``default_build`` pipeline and compiles the
 module for the host CPU.  The module may be at any point: a fresh import (high-level ops), after
@@ -12,76 +12,33 @@ once more (most of its passes are idempotent), and the first error is reported.
 ``irviz.core.passes.course.CUSTOM_LEGALIZE_MAP`` by the LegalizeOps step of the build.
 ``irviz.torch.*`` library functions (``irviz.core.passes.library_dispatch``) are registered before building.
 
-``run_and_compare(build_result, loaded)`` runs ``main`` in a ``relax.VirtualMachine`` on the CPU
-with the model's example inputs and compares every output with PyTorch eager:
-
-* outputs are flattened on both sides (tuples/lists/dicts; TVM arrays/tuples) and matched in order;
-  a count or shape mismatch is a RunError.
-* ``max_abs_error`` = max |tvm - torch| over all outputs.
-* ``max_rel_error`` = max |tvm - torch| / |torch| over elements with |torch| > atol (near-zero
-  reference values say nothing about relative error; the absolute error covers them).
-* ``allclose``: float32/float64 outputs use rtol=1e-4 and atol=1e-4 * max(1, max|torch output|)
-  (the absolute tolerance follows the output's scale, so deep models whose logits are in the tens
-  do not fail on float32 rounding that accumulated over many layers); float16 uses 1e-2;
-  integer and bool outputs must be equal.
-* timing: ``repeats`` runs, torch eager and ``vm["main"]`` interleaved in the same loop (so machine
-  load hits both equally), median of each; one warm-up run of each first.
-* kernels: per-kernel time from ``vm.set_instrument`` over ``min(repeats, 3)`` extra runs (kept
-  apart from the timed runs, since the instrument adds overhead per call).  ``KernelTime.ms`` is
-  the mean total time per run of that kernel, ``calls`` the calls per run.  Only PrimFuncs of the
-  built module and ``call_dps_packed`` externs are listed (not ``vm.builtin.*``).
-  ``binding`` is the Relax var in ``main`` whose ``call_tir`` / ``call_dps_packed`` (or, after
-  CallTIRRewrite, direct call; or call of a fused sub-function that calls it) calls that kernel;
-  when several bindings call the same kernel they are joined with ", " in program order.
-* threads: ``RunResult.threads`` is TVM's runtime thread count (``TVM_NUM_THREADS`` or TVM's
-  default, 1 here; read from ``runtime.NumThreads``); ``torch_threads`` is the torch thread count
-  used for the timed runs: by default torch is set to TVM's count while timing (``match_threads``).
+``BuildResult.bindings`` maps each kernel to the Relax var(s) in ``main`` whose ``call_tir`` /
+``call_dps_packed`` (or, after CallTIRRewrite, direct call; or call of a fused sub-function that
+calls it) calls that kernel; several bindings are joined with ", " in program order.
+Running a build and comparing it with PyTorch is ``irviz.core.backend.run``.
 """
 from __future__ import annotations
 
-import os
 import re
-import statistics
 import time
-import traceback
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import numpy as np
 import tvm
-import tvm_ffi
 from tvm import relax
 
-from irviz.core.errors import BuildError, RunError
-from irviz.core.passes.registry import DEFAULT_BUILD_STEPS
+from irviz.core.errors import BuildError, traceback_text, tvm_error_text
+from irviz.core.passes import library_dispatch
+from irviz.core.passes.course import CUSTOM_LEGALIZE_MAP
+from irviz.core.passes.pipelines import DEFAULT_BUILD_STEPS
 from irviz.core.tvm_compat import as_target, callee_name, var_name
-
-try:  # the course's ewise_fma legalization lives with the course passes
-    from irviz.core.passes.course import CUSTOM_LEGALIZE_MAP, legalize_ewise_fma  # noqa: F401
-except ImportError:  # pragma: no cover - course_passes is part of the package
-    from tvm import te
-
-    def legalize_ewise_fma(bb, call):
-        """FLegalize for relax.ewise_fma: a * b + c as one TE compute."""
-        return bb.call_te(
-            lambda a, b, c: te.compute(a.shape, lambda *i: a(*i) * b(*i) + c(*i), name="ewise_fma"),
-            *call.args,
-            primfunc_name_hint="ewise_fma",
-        )
-
-    CUSTOM_LEGALIZE_MAP = {"relax.ewise_fma": legalize_ewise_fma}
 
 __all__ = [
     "BuildResult",
-    "KernelTime",
-    "RunResult",
     "DEFAULT_BUILD_PASSES",
-    "alt_inputs",
     "build",
     "default_build_progress",
     "kernel_bindings",
-    "run_and_compare",
-    "tvm_error_message",
 ]
 
 # tvm/relax/pipeline.py default_build_pipeline(), in order: the registry's list, one source of truth
@@ -106,7 +63,6 @@ class BuildResult:
     executable: object  # tvm.relax.Executable
     seconds: float
     target: str
-    # beyond contracts.md:
     mod: object = None  # the IRModule given to build() (kernel -> binding names come from it)
     lowered: object = None  # the module after the relax passes build() ran (before VM codegen)
     passes_run: list[str] = field(default_factory=list)  # default_build passes build() applied
@@ -114,54 +70,9 @@ class BuildResult:
     bindings: dict[str, str] = field(default_factory=dict)  # kernel name -> binding(s) in main
 
 
-@dataclass
-class KernelTime:
-    name: str
-    calls: int  # calls per run of main
-    ms: float  # total ms per run of main (mean over the instrumented runs)
-    binding: str | None  # var in main calling it; several joined by ", "
-
-
-@dataclass
-class RunResult:
-    max_abs_error: float
-    max_rel_error: float
-    allclose: bool
-    outputs: int
-    tvm_ms: float  # median over `repeats`
-    torch_ms: float  # median over `repeats`, interleaved with the TVM runs
-    kernels: list[KernelTime]  # slowest first
-    threads: int  # TVM runtime threads
-    # beyond contracts.md:
-    torch_threads: int = 0
-    repeats: int = 0
-    rtol: float = 1e-4
-    atol: float = 1e-4  # the largest atol used (it scales with each output's magnitude)
-    per_output: list[dict] = field(default_factory=list)  # shape, dtype, max_abs, max_rel, allclose
-
 
 # ---------------------------------------------------------------------------------------------
-# error text
-
-
-_NOISE = re.compile(r"^\s*(note: run with `?TVM_BACKTRACE|Traceback \(most recent call last\)|File \")")
-
-
-def tvm_error_message(exc: BaseException) -> str:
-    """The useful part of a TVM error: its message without backtrace noise.
-
-    TVM's ``sys.excepthook`` may print only "note: run with TVM_BACKTRACE=1"; ``str(exc)`` still
-    holds the real text ("Check failed: ...", "CodeGenVM cannot emit ...").
-    """
-    text = str(exc).strip()
-    if not text:
-        text = type(exc).__name__
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip() and not _NOISE.match(ln)]
-    text = "\n".join(lines) if lines else text
-    # very long messages (whole functions printed) -> keep the head and the tail
-    if len(text) > 2000:
-        text = text[:1200] + "\n  ...\n" + text[-600:]
-    return text
+# hints
 
 
 def _build_hint(msg: str) -> str:
@@ -178,17 +89,6 @@ def _build_hint(msg: str) -> str:
                 "finish it; build the step before the last pass you applied.")
     return ("TVM could not finish default_build for this step. Try building an earlier step to "
             "find the pass that produced an unbuildable module.")
-
-
-def _run_hint(msg: str) -> str:
-    if "Cannot find" in msg:
-        m = re.search(r"Cannot find (?:ffi::Function|PackedFunc|function) ([\w.]+)", msg)
-        name = m.group(1) if m else "a function"
-        return (f"{name} is called through call_dps_packed/call_packed but is not registered in "
-                "this process: register it with tvm.register_global_func before running.")
-    if "Check failed" in msg and ("shape" in msg.lower() or "ndim" in msg or "dtype" in msg):
-        return "the inputs do not match main's parameter types (shape/dtype)."
-    return "the compiled module failed at run time; try an earlier step to find the pass that broke it."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,11 +160,7 @@ def default_build_progress(mod) -> int:
 
 def _register_library_functions(mod) -> None:
     try:
-        from irviz.core.passes import library_dispatch as dispatch
-    except ImportError:  # pragma: no cover
-        return
-    try:
-        dispatch.register_library_functions(mod)
+        library_dispatch.register_library_functions(mod)
     except Exception:  # unknown irviz.torch.* name: let the build/run report it
         pass
 
@@ -319,10 +215,10 @@ def build(mod, target=None) -> BuildResult:
             lowered, names, before_rewrite = _lower(mod, tgt, attempt)
             ex = tvm.compile(lowered, target=tgt, relax_pipeline=None)
         except _PassFailed as pf:
-            err = (f"default_build pass {pf.name} failed: {tvm_error_message(pf.exc)}",
-                   _tb(pf.exc))
+            err = (f"default_build pass {pf.name} failed: {tvm_error_text(pf.exc)}",
+                   traceback_text(pf.exc))
         except Exception as exc:  # noqa: BLE001
-            err = (f"TVM could not compile the module: {tvm_error_message(exc)}", _tb(exc))
+            err = (f"TVM could not compile the module: {tvm_error_text(exc)}", traceback_text(exc))
         else:
             seconds = time.perf_counter() - t0
             # names the user sees in `mod` first; kernels created by the build's LegalizeOps get
@@ -339,10 +235,6 @@ def build(mod, target=None) -> BuildResult:
             first_error = err
     message, detail = first_error
     raise BuildError(message, _build_hint(message), detail=detail)
-
-
-def _tb(exc) -> str:
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,319 +331,13 @@ def kernel_bindings(mod, func: str = "main") -> dict[str, str]:
     return {k: ", ".join(v) for k, v in out.items()}
 
 
-# ---------------------------------------------------------------------------------------------
-# run and compare
+def __getattr__(name):
+    # Running lives in backend.run; the engine and the CLI still reach it through this module
+    # until they call run.build_and_run.
+    if name in ("run_and_compare", "RunResult", "KernelTime"):
+        from irviz.core.backend import run
 
-
-def _flatten(obj) -> list:
-    if isinstance(obj, dict):
-        return [x for v in obj.values() for x in _flatten(v)]
-    if isinstance(obj, (list, tuple)):
-        return [x for v in obj for x in _flatten(v)]
-    if hasattr(obj, "numpy") or obj is None or isinstance(obj, (int, float, bool, np.ndarray)):
-        return [obj]
-    # tvm_ffi Array / other sequences of tensors
-    try:
-        items = list(obj)
-    except TypeError:
-        return [obj]
-    return [x for v in items for x in _flatten(v)]
-
-
-def _to_numpy(x) -> np.ndarray:
-    if hasattr(x, "detach"):  # torch
-        import torch
-
-        x = x.detach().cpu()
-        if x.dtype == torch.bfloat16:
-            x = x.float()
-        return x.numpy()
-    if hasattr(x, "numpy"):
-        return np.asarray(x.numpy())
-    return np.asarray(x)
-
-
-def _to_tvm(t, dev):
-    import torch
-
-    if isinstance(t, torch.Tensor):
-        t = t.detach().cpu().contiguous()
-        if t.dtype == torch.bfloat16:  # numpy has no bfloat16: go through DLPack
-            return tvm.runtime.from_dlpack(t)
-        return tvm.runtime.tensor(t.numpy(), dev)
-    if isinstance(t, np.ndarray):
-        return tvm.runtime.tensor(t, dev)
-    return t  # python scalars: passed as-is (R.Prim / R.Shape params)
-
-
-def _tolerances(ref: np.ndarray) -> tuple[float, float]:
-    if ref.dtype in (np.float16,):
-        return 1e-2, 1e-2
-    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-    if not np.isfinite(scale):
-        scale = 1.0
-    return 1e-4, 1e-4 * max(1.0, scale)
-
-
-def _compare(got: np.ndarray, ref: np.ndarray) -> dict:
-    rec = {"shape": tuple(ref.shape), "dtype": str(ref.dtype)}
-    if not np.issubdtype(ref.dtype, np.floating):
-        eq = bool(np.array_equal(got, ref))
-        diff = np.abs(got.astype(np.float64) - ref.astype(np.float64)) if ref.size else np.zeros(0)
-        rec.update(max_abs=float(diff.max()) if diff.size else 0.0, max_rel=0.0 if eq else float("inf"),
-                   allclose=eq, rtol=0.0, atol=0.0)
-        return rec
-    rtol, atol = _tolerances(ref)
-    g = got.astype(np.float64)
-    r = ref.astype(np.float64)
-    diff = np.abs(g - r)
-    # nan in both places counts as equal (np.allclose equal_nan); elsewhere nan -> inf error
-    both_nan = np.isnan(g) & np.isnan(r)
-    diff = np.where(both_nan, 0.0, np.where(np.isnan(diff), np.inf, diff))
-    max_abs = float(diff.max()) if diff.size else 0.0
-    mask = np.abs(r) > atol
-    max_rel = float((diff[mask] / np.abs(r[mask])).max()) if mask.any() else 0.0
-    ok = bool(np.allclose(g, r, rtol=rtol, atol=atol, equal_nan=True))
-    rec.update(max_abs=max_abs, max_rel=max_rel, allclose=ok, rtol=rtol, atol=atol)
-    return rec
-
-
-def _main_params(mod) -> list[str] | None:
-    if mod is None or "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
-        return None
-    fn = mod["main"]
-    return [var_name(p) for p in fn.params] if isinstance(fn, relax.Function) else None
-
-
-# TVM's runtime starts one worker per core only when told to (it used 1 here); torch uses every core.
-# The pool reads this when it starts, i.e. at the first run after this module is imported.
-os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))
-
-
-def tvm_threads() -> int:
-    try:
-        return int(tvm.get_global_func("runtime.NumThreads")())
-    except Exception:  # pragma: no cover
-        return 0
-
-
-def alt_inputs(loaded) -> tuple | None:
-    """The model file's second input set (``get_alt_inputs()``), or None.
-
-    Uses ``loaded.alt_inputs`` when the loader stored it; otherwise calls ``get_alt_inputs()``
-    of the model file's latest load (a model with dynamic shapes gives other sizes there, so one
-    build can be checked on two sizes: ``run_and_compare(br, loaded, inputs=alt_inputs(loaded))``).
-    """
-    got = getattr(loaded, "alt_inputs", None)
-    if got is not None:
-        return tuple(got)
-    import sys
-    from pathlib import Path
-
-    from irviz.core.frontend import model_file
-
-    kind, target, factory = model_file.parse_spec(getattr(loaded, "spec", "") or "")
-    try:
-        if kind == "sample":
-            from irviz.core.frontend.samples import sample_path
-
-            path = sample_path(target)
-        else:
-            path = Path(target).expanduser().resolve()
-    except Exception:  # noqa: BLE001
-        return None
-    modname = model_file._loaded_names.get(str(path))  # noqa: SLF001
-    module = sys.modules.get(modname) if modname else None
-    fn = getattr(module, "get_alt_inputs", None)
-    if not callable(fn):
-        return None
-    try:
-        got = fn()
-    except Exception as exc:  # noqa: BLE001
-        raise RunError(f"get_alt_inputs() in {path.name} raised {type(exc).__name__}: {exc}",
-                       "get_alt_inputs() must return a tuple of tensors, like get_model()'s inputs.",
-                       detail=_tb(exc)) from exc
-    if hasattr(got, "shape"):
-        got = (got,)
-    return tuple(got)
-
-
-def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
-                    params: dict | None = None, match_threads: bool = True,
-                    inputs=None) -> RunResult:
-    """Run main on the CPU VM with `loaded.example_inputs`; compare with torch; time both.
-
-    `inputs`: run on these tensors instead of the example inputs (e.g. ``alt_inputs(loaded)``:
-    other sizes for a module built with symbolic dims); torch runs on the same tensors.
-
-    `params` (name -> array, e.g. ``Imported.params``) supplies extra main parameters when the
-    module was imported with parameters as inputs; they are appended in main's parameter order.
-    `match_threads`: run torch with as many threads as TVM's runtime uses while timing (restored
-    afterwards), so the two figures compare like with like; on a loaded 2-core machine torch's
-    default 2-thread pool can cost ~20 ms even for a tiny MLP.  False: torch keeps its own setting.
-    Raises RunError (VM creation, the call itself, output count/shape mismatch, bad inputs).
-    """
-    import torch
-
-    repeats = max(1, int(repeats))
-    dev = tvm.cpu()
-    example = tuple(inputs) if inputs is not None else tuple(loaded.example_inputs)
-    # python scalars in example_inputs were specialised into the graph by torch.export
-    inputs = [x for x in example if not isinstance(x, (int, float, bool, str))]
-    param_names = _main_params(build_result.mod)
-    if param_names is not None and len(param_names) != len(inputs):
-        extra = param_names[len(inputs):]
-        if len(param_names) > len(inputs) and params:
-            missing = [n for n in extra if n not in params]
-            if missing:
-                raise RunError(
-                    f"main takes {len(param_names)} parameters but the model has {len(inputs)} "
-                    f"example inputs; no value for {', '.join(missing[:5])}",
-                    "pass the imported params (Imported.params) for the weights main takes as inputs.")
-            inputs = inputs + [params[n] for n in extra]
-        elif len(param_names) > len(inputs):
-            shown = ", ".join(extra[:5]) + (", ..." if len(extra) > 5 else "")
-            raise RunError(
-                f"main takes {len(param_names)} parameters but the model has only {len(inputs)} "
-                f"example inputs (the extra ones look like weights: {shown})",
-                "the module keeps parameters as inputs (keep_params_as_input=True): pass params= "
-                "(Imported.params), or bind them (BindParams) / import without keep_params_as_input.")
-        else:
-            raise RunError(
-                f"main takes {len(param_names)} parameters but the model has {len(inputs)} example inputs",
-                "the module does not match this model: build a step from the same session.")
-    try:
-        tvm_inputs = [_to_tvm(x, dev) for x in inputs]
-    except Exception as exc:  # noqa: BLE001
-        raise RunError(f"could not convert the example inputs to TVM tensors: {tvm_error_message(exc)}",
-                       "inputs must be torch tensors with a dtype numpy knows.", detail=_tb(exc)) from exc
-
-    # --- torch reference
-    try:
-        with torch.no_grad():
-            ref_out = loaded.module(*example)
-    except Exception as exc:  # noqa: BLE001
-        raise RunError(f"PyTorch failed on the example inputs: {exc}",
-                       "the model itself does not run with its example inputs.",
-                       detail=_tb(exc)) from exc
-
-    # --- TVM
-    try:
-        vm = relax.VirtualMachine(build_result.executable, dev)
-        main = vm["main"]
-    except Exception as exc:  # noqa: BLE001
-        msg = tvm_error_message(exc)
-        raise RunError(f"could not load the compiled module: {msg}", _run_hint(msg),
-                       detail=_tb(exc)) from exc
-    try:
-        tvm_out = main(*tvm_inputs)
-    except Exception as exc:  # noqa: BLE001
-        msg = tvm_error_message(exc)
-        raise RunError(f"running main failed: {msg}", _run_hint(msg), detail=_tb(exc)) from exc
-
-    refs = [_to_numpy(x) for x in _flatten(ref_out) if x is not None]
-    gots = [_to_numpy(x) for x in _flatten(tvm_out) if x is not None]
-    if len(refs) != len(gots):
-        raise RunError(
-            f"TVM returned {len(gots)} outputs, PyTorch {len(refs)}",
-            "the step changed what main returns; outputs are compared in order after flattening "
-            "tuples on both sides.")
-    per_output = []
-    for i, (g, r) in enumerate(zip(gots, refs)):
-        if g.shape != r.shape:
-            if g.size == r.size and g.size == 1:
-                g = g.reshape(r.shape)
-            else:
-                raise RunError(f"output {i}: TVM shape {g.shape}, PyTorch shape {r.shape}",
-                               "the step changed an output's shape.")
-        per_output.append(_compare(g, r))
-
-    # --- timing: interleaved, median of each
-    tvm_times, torch_times = [], []
-    saved_threads = torch.get_num_threads()
-    n_tvm = tvm_threads()
-    if match_threads and n_tvm > 0:
-        torch.set_num_threads(n_tvm)
-    used_torch_threads = torch.get_num_threads()
-    try:
-        with torch.no_grad():
-            loaded.module(*example)  # warm-up (TVM already ran once above)
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                main(*tvm_inputs)
-                t1 = time.perf_counter()
-                loaded.module(*example)
-                t2 = time.perf_counter()
-                tvm_times.append(t1 - t0)
-                torch_times.append(t2 - t1)
-    except Exception as exc:  # noqa: BLE001
-        msg = tvm_error_message(exc)
-        raise RunError(f"a timed run failed: {msg}", _run_hint(msg), detail=_tb(exc)) from exc
-    finally:
-        torch.set_num_threads(saved_threads)
-
-    kernels = _kernel_times(build_result, dev, tvm_inputs, runs=min(repeats, 3))
-
-    rtol = max((o.get("rtol", 0.0) for o in per_output), default=1e-4)
-    atol = max((o.get("atol", 0.0) for o in per_output), default=1e-4)
-    return RunResult(
-        max_abs_error=max((o["max_abs"] for o in per_output), default=0.0),
-        max_rel_error=max((o["max_rel"] for o in per_output), default=0.0),
-        allclose=all(o["allclose"] for o in per_output),
-        outputs=len(per_output),
-        tvm_ms=statistics.median(tvm_times) * 1e3,
-        torch_ms=statistics.median(torch_times) * 1e3,
-        kernels=kernels,
-        threads=n_tvm,
-        torch_threads=used_torch_threads,
-        repeats=repeats,
-        rtol=rtol,
-        atol=atol,
-        per_output=per_output,
-    )
-
-
-def _kernel_names(build_result: BuildResult) -> set[str]:
-    names: set[str] = set()
-    for m in (build_result.lowered, build_result.mod):
-        if m is None:
-            continue
-        for gv, f in m.functions.items():
-            if isinstance(f, tvm.tirx.PrimFunc):
-                names.add(gv.name_hint)
-    names.update(build_result.bindings)  # call_dps_packed externs
-    return names
-
-
-def _kernel_times(build_result: BuildResult, dev, tvm_inputs, runs: int) -> list[KernelTime]:
-    """Per-kernel times from a second VM with an instrument (the timed VM stays uninstrumented)."""
-    total: dict[str, float] = defaultdict(float)
-    calls: dict[str, int] = defaultdict(int)
-    stack: list[float] = []
-
-    def instrument(func, func_symbol, before_run, ret_value, *args):
-        if before_run:
-            stack.append(time.perf_counter())
-        else:
-            dt = time.perf_counter() - stack.pop()
-            total[str(func_symbol)] += dt
-            calls[str(func_symbol)] += 1
-        return relax.VMInstrumentReturnKind.NO_OP
-
-    try:
-        vm = relax.VirtualMachine(build_result.executable, dev)
-        vm.set_instrument(tvm_ffi.convert(instrument))
-        for _ in range(runs):
-            vm["main"](*tvm_inputs)
-    except Exception as exc:  # noqa: BLE001
-        msg = tvm_error_message(exc)
-        raise RunError(f"an instrumented run failed: {msg}", _run_hint(msg), detail=_tb(exc)) from exc
-    known = _kernel_names(build_result)
-    out = [
-        KernelTime(name=k, calls=calls[k] // runs, ms=total[k] * 1e3 / runs,
-                   binding=build_result.bindings.get(k))
-        for k in total
-        if k in known and not k.startswith("vm.builtin.")
-    ]
-    out.sort(key=lambda kt: kt.ms, reverse=True)
-    return out
+        return getattr(run, name)
+    if name == "alt_inputs":
+        return lambda loaded: getattr(loaded, "alt_inputs", None)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

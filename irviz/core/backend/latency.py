@@ -3,9 +3,9 @@
     trace = latency_trace(session, loaded)          # one dict per step
     svg = latency_svg(trace)                        # a self-contained SVG line chart
 
-``latency_trace`` builds every recorded step of the session (``build.build``: whatever is left of
-``default_build``, then ``tvm.compile``) and runs it against PyTorch (``build.run_and_compare``:
-torch eager and TVM interleaved, median of ``repeats`` each).  A step that cannot be built or run
+``latency_trace`` builds every recorded step of the session and runs it against PyTorch
+(``run.build_and_run``: whatever is left of ``default_build``, ``tvm.compile``, then torch eager and
+TVM interleaved, median of ``repeats`` each).  A step that cannot be built or run
 gets ``ok: False`` and the error message; the trace goes on with the next step.
 
 Steps whose module did not change are not built again: results are keyed by a structural hash of
@@ -40,28 +40,21 @@ def _finite(x):
     return x if math.isfinite(x) else None
 
 
-def _measure(mod, loaded, repeats: int, params) -> dict:
+def _measure(mod, loaded, repeats: int) -> dict:
     """Build + run one module; never raises (the error goes into the entry)."""
-    from irviz.core.backend import build as build_mod
-    from irviz.core.errors import IrvizError
+    from irviz.core.backend.run import build_and_run
+    from irviz.core.errors import IrvizError, tvm_error_text
 
     out = {"ok": False, "tvm_ms": None, "torch_ms": None, "max_abs_error": None, "allclose": None,
            "build_seconds": None, "threads": None, "error": None}
-    try:
-        built = build_mod.build(mod)
-        out["build_seconds"] = _finite(built.seconds)
-        if loaded is None:
-            from irviz.core.backend.run_ir import run_without_reference
 
-            res = run_without_reference(built, repeats=repeats)
-        else:
-            kwargs = {"params": params} if params else {}
-            res = build_mod.run_and_compare(built, loaded, repeats=repeats, **kwargs)
+    def built(br):
+        out["build_seconds"] = _finite(br.seconds)
+
+    try:
+        _, res = build_and_run(mod, loaded, repeats=repeats, on_built=built)
     except Exception as exc:  # noqa: BLE001 - an unbuildable step is a result, not a failure
-        if isinstance(exc, IrvizError):
-            msg = exc.message
-        else:
-            msg = f"{type(exc).__name__}: {exc}"
+        msg = exc.message if isinstance(exc, IrvizError) else tvm_error_text(exc, with_type=True)
         out["error"] = msg.strip().splitlines()[0][:300] if msg.strip() else type(exc).__name__
         out["error_detail"] = msg[:4000]
         return out
@@ -73,13 +66,13 @@ def _measure(mod, loaded, repeats: int, params) -> dict:
 
 
 def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None, *,
-                  cache: dict | None = None, params: dict | None = None) -> list[dict]:
+                  cache: dict | None = None, params=None) -> list[dict]:
     """Build and time every step of ``session`` (or the indices in ``steps``).
 
     loaded: the LoadedModel (PyTorch reference; None = run without a reference, no torch line).
     progress(text, fraction): called before each step and once at the end.
     cache: {module hash: measurement} kept by the caller across calls (a new dict when None).
-    params: extra main parameters (``Imported.params``) for modules imported with weights as inputs.
+    params: ignored; accepted only until the engine stops passing it.
     """
     n = len(session.steps)
     if steps is None or steps == "all":
@@ -89,8 +82,6 @@ def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None,
         bad = [i for i in indices if not 0 <= i < n]
         if bad:
             raise IndexError(f"no step {bad[0]}: the session has steps 0..{n - 1}")
-    if params is None:
-        params = getattr(getattr(session, "imported", None), "params", None) or None
     cache = {} if cache is None else cache
     repeats = max(1, int(repeats))
     out: list[dict] = []
@@ -105,7 +96,7 @@ def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None,
             key = None
         hit = cache.get(key) if key is not None else None
         if hit is None:
-            hit = _measure(st.mod, loaded, repeats, params)
+            hit = _measure(st.mod, loaded, repeats)
             if key is not None:
                 cache[key] = hit
             cached = False

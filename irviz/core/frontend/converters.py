@@ -41,7 +41,6 @@ __all__ = [
     "builtin_converters",
     "converter_origin",
     "load_converter_file",
-    "merged_convert_map",
     "normalize_key",
 ]
 
@@ -53,13 +52,6 @@ def builtin_converters() -> dict[str, Callable]:
     from irviz.core.frontend import builtin_converters as builtin  # noqa: PLC0415
 
     return dict(builtin.BUILTIN_CONVERTERS)
-
-
-def merged_convert_map(user_map: dict | None) -> dict[str, Callable]:
-    """irviz's converters with the user's (normalised keys) on top."""
-    out = builtin_converters()
-    out.update(user_map or {})
-    return out
 
 
 def converter_origin(fn) -> str:

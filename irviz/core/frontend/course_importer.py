@@ -18,8 +18,8 @@ import time
 import numpy as np
 from tvm import relax, te, topi
 
-from irviz.core.errors import IRImportError
-from irviz.core.frontend.importer import Imported, _node_message, _op_name, compute_provenance, exception_text
+from irviz.core.errors import IRImportError, tvm_error_text
+from irviz.core.frontend.imported import Imported, compute_provenance, node_message, op_name
 
 _HINT = (
     'the course importer covers only the ops of the course samples; use importer="exported_program" '
@@ -275,7 +275,8 @@ class _CourseImporter:
                         except _Unsupported as exc:
                             raise self._error(captured, node, f"not supported by the course importer: {exc}") from exc
                         except Exception as exc:  # noqa: BLE001
-                            raise self._error(captured, node, exception_text(exc)) from exc
+                            reason = tvm_error_text(exc, head=0, tail=6, with_type=True)
+                            raise self._error(captured, node, reason) from exc
                     elif node.op == "output":
                         results = [self.env[r] for r in _flatten(node.args[0])]
                         ret = results[0] if len(results) == 1 else relax.Tuple(results)
@@ -286,8 +287,8 @@ class _CourseImporter:
         return bb.get(), nodes
 
     def _error(self, captured, node, reason):
-        return IRImportError(_node_message(captured, node, reason), hint=_HINT, node=node.name,
-                             op=_op_name(node))
+        return IRImportError(node_message(captured, node, reason), hint=_HINT, node=node.name,
+                             op=op_name(node))
 
 
 class _NoConverter(Exception):
@@ -315,10 +316,11 @@ def import_course(captured) -> Imported:
     except IRImportError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise IRImportError(f"the course importer failed: {exception_text(exc)}", hint=_HINT) from exc
+        reason = tvm_error_text(exc, head=0, tail=6, with_type=True)
+        raise IRImportError(f"the course importer failed: {reason}", hint=_HINT) from exc
     env = {n: v for n, v in imp.env.items() if not isinstance(v, tuple)}
     for n, v in imp.env.items():  # batch norm tuple: the node is its first element's binding
         if isinstance(v, tuple) and isinstance(v[0], relax.Var):
             env[n] = v[0]
     prov = compute_provenance(mod, env, nodes, imp.const_names)
-    return Imported(mod=mod, provenance=prov, importer="course", seconds=time.perf_counter() - t0, params={})
+    return Imported(mod=mod, provenance=prov, importer="course", seconds=time.perf_counter() - t0)

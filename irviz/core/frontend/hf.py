@@ -124,13 +124,3 @@ def token_ids(vocab_size: int, batch: int = 1, seq: int = 16, seed: int = 0) -> 
 def pixels(batch: int = 1, channels: int = 3, size: int = 32, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(batch, channels, size, size, generator=g)
-
-
-def quiet_config_warnings():
-    """Silence transformers' config warnings about special token ids outside a tiny vocabulary."""
-    try:
-        from transformers.utils import logging as hf_logging  # noqa: PLC0415
-
-        hf_logging.set_verbosity_error()
-    except Exception:  # noqa: BLE001
-        pass

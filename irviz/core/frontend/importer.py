@@ -10,25 +10,19 @@ Two importers:
 * ``"course"``: the course's teaching importer (``irviz.core.frontend.course_importer``): a BlockBuilder walk
   with ``bb.emit_te`` + TOPI.
 
-Provenance: ``fx node name -> [relax binding var names in "main"]``.  The importer emits helper
-bindings just before the binding it stores in ``env``; those helpers are grouped with the node.
-User inputs map to the Relax parameter of the same name.  Parameters/buffers are bound as constants
-(``keep_params_as_input=False``), so a parameter node maps to the bindings that use its constant.
-The ``output`` node maps to the bindings left after the last anchored one (``gv = ...``), if any.
+Both return an ``Imported`` (``irviz.core.frontend.imported``, which also computes provenance:
+fx node name -> the Relax bindings it became).
 """
 from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy  # noqa: F401  (type of Imported.params values)
 import tvm
-from tvm import relax
 
-from irviz.core.errors import IRImportError
-from irviz.core.tvm_compat import GenericConst, var_name
+from irviz.core.errors import IRImportError, tvm_error_text
+from irviz.core.frontend.imported import Imported, compute_provenance, node_message, op_name
 
 IMPORTERS = ("exported_program", "course")
 
@@ -42,15 +36,6 @@ CUSTOM_CONVERT_MAP_HINT = (
     "and pass --converters FILE (example: irviz/samples/example_converter.py); or change the model "
     "to avoid this op"
 )
-
-
-@dataclass
-class Imported:
-    mod: tvm.IRModule
-    provenance: dict[str, list[str]]  # fx node name -> relax binding var names in "main" (in order)
-    importer: str  # "exported_program" | "course"
-    seconds: float
-    params: dict = field(default_factory=dict)  # name -> numpy array, only if kept as params (empty)
 
 
 def import_model(captured, importer: str = "exported_program", custom_convert_map=None) -> Imported:
@@ -103,15 +88,6 @@ def _target_key(node) -> str:
     return t if isinstance(t, str) else getattr(t, "__name__", str(t))
 
 
-def _op_name(node) -> str:
-    """'aten.conv2d.default' style name for messages (FxNode.target convention)."""
-    t = node.target
-    if isinstance(t, str):
-        return t
-    s = str(t)
-    return s if not s.startswith("<") else getattr(t, "__name__", s)
-
-
 def _make_importer_class():
     from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
 
@@ -155,14 +131,14 @@ def _import_exported_program(captured, custom_convert_map) -> Imported:
     missing = [n for n in nodes if n.op == "call_function" and _target_key(n) not in known]
     if missing:
         first = missing[0]
-        others = sorted({_op_name(n) for n in missing} - {_op_name(first)})
+        others = sorted({op_name(n) for n in missing} - {op_name(first)})
         also = f"; also unsupported: {', '.join(others)}" if others else ""
         raise IRImportError(
-            _node_message(captured, first, f"TVM {tvm.__version__} has no converter for this op")
+            node_message(captured, first, f"TVM {tvm.__version__} has no converter for this op")
             + also,
             hint=CUSTOM_CONVERT_MAP_HINT.format(key=_target_key(first)),
             node=first.name,
-            op=_op_name(first),
+            op=op_name(first),
         )
 
     # 2. track which node each converter call is for
@@ -171,7 +147,8 @@ def _import_exported_program(captured, custom_convert_map) -> Imported:
     try:
         mod = imp.from_exported_program(ep, False, True, False, wrapped_custom or None)
     except Exception as exc:  # noqa: BLE001  TVM raises many types (TVMError, AssertionError, ...)
-        reason = exception_text(exc)
+        # a failing converter's cause is at the end of TVM's text, after what it was converting
+        reason = tvm_error_text(exc, head=0, tail=6, with_type=True)
         node = imp.current_node
         detail = traceback.format_exc()
         if node is not None and node not in imp.env:
@@ -189,11 +166,11 @@ def _import_exported_program(captured, custom_convert_map) -> Imported:
                 hint = (CUSTOM_CONVERT_MAP_HINT.format(key=key)
                         + " (a custom converter with the same key replaces TVM's)")
             raise IRImportError(
-                _node_message(captured, node, f"{what}: {reason}"),
+                node_message(captured, node, f"{what}: {reason}"),
                 hint=hint,
                 detail=detail,
                 node=node.name,
-                op=_op_name(node),
+                op=op_name(node),
             ) from exc
         raise IRImportError(
             f"TVM's exported-program importer failed: {reason}",
@@ -210,7 +187,6 @@ def _import_exported_program(captured, custom_convert_map) -> Imported:
         provenance=provenance,
         importer="exported_program",
         seconds=time.perf_counter() - t0,
-        params={},
     )
 
 
@@ -303,64 +279,6 @@ def rename_symbolic_dims(mod, names: dict[str, str]):
         return mod
 
 
-def exception_text(exc: BaseException) -> str:
-    """The real message of a (TVM) exception, without TVM's backtrace note."""
-    text = str(exc).strip()
-    lines = [
-        ln
-        for ln in text.splitlines()
-        if ln.strip() and "TVM_BACKTRACE" not in ln and not ln.startswith("Traceback")
-    ]
-    msg = "\n".join(lines[-6:]) if lines else ""
-    name = type(exc).__name__
-    if not msg:
-        return name
-    return f"{name}: {msg}" if name not in msg else msg
-
-
-def _node_message(captured, node, reason: str) -> str:
-    """'FX node "erfinv" (aten.erfinv.default) in module "block.act" (Erf), inputs [(2, 5)]: ...'"""
-    module_path, module_type, shapes, source = "", "", None, ""
-    fxnode = None
-    graph = getattr(captured, "graph", None)
-    if graph is not None:
-        try:
-            fxnode = graph.node(node.name)
-        except Exception:  # noqa: BLE001
-            fxnode = None
-    if fxnode is not None:
-        module_path, module_type = fxnode.module_path, fxnode.module_type
-        source = getattr(fxnode, "source", "") or ""
-        shapes = []
-        for a in fxnode.args:
-            try:
-                s = graph.node(a).shapes
-                shapes.append(s[0] if len(s) == 1 else s)
-            except Exception:  # noqa: BLE001
-                shapes.append("?")
-    else:
-        stack = list(node.meta.get("nn_module_stack", {}).values())
-        if stack:
-            module_path = stack[-1][0]
-            module_type = str(stack[-1][1]).rsplit(".", 1)[-1]
-        shapes = [_meta_shape(a) for a in node.all_input_nodes]
-    where = f'module "{module_path}"' if module_path else "the top-level module"
-    if module_type:
-        where += f" ({module_type})"
-    msg = f'cannot import FX node "{node.name}" ({_op_name(node)}) in {where}, input shapes {shapes}'
-    if source:
-        msg += f", at {source}"
-    return f"{msg}: {reason}"
-
-
-def _meta_shape(n):
-    val = n.meta.get("val", n.meta.get("tensor_meta"))
-    shape = getattr(val, "shape", None)
-    if shape is None:
-        return "?"
-    return tuple(int(d) if str(d).lstrip("-").isdigit() else str(d) for d in shape)
-
-
 def _bound_constant_names(ep, bound_tensors) -> list[tuple[str, object]]:
     """[(placeholder name, tvm.runtime.Tensor)] for the tensors bound as constants."""
     from torch.export.graph_signature import InputKind
@@ -389,108 +307,3 @@ def _bound_constant_names(ep, bound_tensors) -> list[tuple[str, object]]:
                 out.append((name, tvm_tensor))
                 break
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# provenance (shared with the course importer)
-
-
-def main_bindings(mod, func: str = "main") -> list:
-    f = mod[func]
-    body = f.body
-    if not isinstance(body, relax.SeqExpr):
-        return []
-    return [b for blk in body.blocks for b in blk.bindings]
-
-
-def constants_in(expr) -> list:
-    """GenericConst objects referenced by a binding value (call args, tuple fields, ...)."""
-    found = []
-
-    def visit(e):
-        if isinstance(e, GenericConst):
-            found.append(e)
-
-    try:
-        relax.analysis.post_order_visit(expr, visit)
-    except Exception:  # noqa: BLE001
-        pass
-    return found
-
-
-def compute_provenance(mod, env: dict, nodes: list, const_names: list[tuple[str, object]]):
-    """fx node name -> [binding var names of "main"], see the module docstring.
-
-    env: fx.Node -> relax.Expr (or python value); const_names: [(fx placeholder name, value)] where
-    value is the runtime tensor (or GenericConst) bound for that placeholder.
-    """
-    main = mod["main"]
-    bindings = main_bindings(mod)
-    bound_vars = {b.var for b in bindings}
-    param_names = {var_name(p) for p in main.params}
-
-    var2nodes: dict = {}
-    for n, v in env.items():
-        if isinstance(v, relax.Var) and v in bound_vars:
-            var2nodes.setdefault(v, []).append(n.name)
-
-    prov: dict[str, list[str]] = {}
-    pending = []
-    for b in bindings:
-        pending.append(var_name(b.var))
-        if b.var in var2nodes:
-            for name in var2nodes[b.var]:
-                prov.setdefault(name, []).extend(pending)
-            pending = []
-
-    # constants -> consumer bindings
-    consumers: dict[str, list[str]] = {}
-    if const_names:
-        for b in bindings:
-            for c in constants_in(b.value):
-                for name, value in const_names:
-                    if c.same_as(value) or c.value.same_as(value):
-                        lst = consumers.setdefault(name, [])
-                        vn = var_name(b.var)
-                        if vn not in lst:
-                            lst.append(vn)
-
-    placeholder_of_var = {v: n.name for n, v in env.items()
-                          if n.op == "placeholder" and isinstance(v, relax.Var)}
-    output_names = []
-    for n in nodes:
-        if n.op == "output":
-            output_names.append(n.name)
-            continue
-        if n.name in prov:
-            continue
-        v = env.get(n)
-        if n.op == "placeholder":
-            if n.name in param_names:
-                prov[n.name] = [n.name]
-            else:
-                prov[n.name] = consumers.get(n.name, [])
-            continue
-        if isinstance(v, relax.Var):
-            vn = var_name(v)
-            if vn in param_names:
-                prov[n.name] = [vn]
-            else:  # e.g. alias/detach of a parameter bound as a constant: its consumers
-                src = placeholder_of_var.get(v)
-                prov[n.name] = list(consumers.get(src, [])) if src else []
-        elif isinstance(v, relax.Expr):
-            # e.g. an unbound Tuple / TupleGetItem: the bindings it refers to
-            names = []
-            try:
-                for fv in relax.analysis.free_vars(v):
-                    if fv in bound_vars or var_name(fv) in param_names:
-                        names.append(var_name(fv))
-            except Exception:  # noqa: BLE001
-                pass
-            prov[n.name] = names
-        else:
-            prov[n.name] = []
-    for name in output_names:
-        prov[name] = pending
-    order = {n.name: i for i, n in enumerate(nodes)}
-    return dict(sorted(prov.items(), key=lambda kv: order.get(kv[0], len(order))))

@@ -2,7 +2,9 @@
 
 Model-file contract: the file defines `get_model()` returning `(module, example_inputs)`, a
 torch.nn.Module and a tuple of tensors.  `FILE.py:NAME` calls `NAME()` instead (same contract).
-An optional `get_dynamic_shapes()` returns what torch.export's `dynamic_shapes=` expects.
+An optional `get_dynamic_shapes()` returns what torch.export's `dynamic_shapes=` expects, and an
+optional `get_alt_inputs()` a second tuple of inputs with other sizes for the dynamic dims, so one
+build can be checked on two sizes.
 
 Every failure is a LoadError with a specific message and hint; the traceback text goes into
 `.detail` only.  Each load executes the file afresh under a unique module name, so editing the
@@ -10,7 +12,6 @@ file and loading it again picks up the edits.
 """
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import re
 import sys
@@ -21,9 +22,11 @@ from pathlib import Path
 import torch
 
 from irviz.core.errors import LoadError
+from irviz.core.user_code import exec_file, importable_folder
 
 DEFAULT_FACTORY = "get_model"
 DYNAMIC_SHAPES_FUNC = "get_dynamic_shapes"
+ALT_INPUTS_FUNC = "get_alt_inputs"
 CONTRACT = "get_model() must return (module, example_inputs): a torch.nn.Module and a tuple of tensors"
 
 _counter = itertools.count()
@@ -38,6 +41,7 @@ class LoadedModel:
     name: str  # short display name ("mlp", "my_model")
     exported: "torch.export.ExportedProgram | None" = None  # set when loaded from .pt2
     dynamic_shapes: object = None  # from a model file's get_dynamic_shapes()
+    alt_inputs: tuple | None = None  # from a model file's get_alt_inputs(): other sizes, same structure
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,7 +151,7 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
         )
 
     dirpath = str(path.parent)
-    with _sys_path(dirpath), _forget_new_local_modules(dirpath):
+    with importable_folder(dirpath), _forget_new_local_modules(dirpath):
         try:
             result = fn()
         except LoadError:
@@ -160,24 +164,37 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
             ) from None
     module_obj, inputs = _check_result(result, f"{factory}()", shown)
 
-    dynamic_shapes = None
-    dyn_fn = getattr(module, DYNAMIC_SHAPES_FUNC, None)
-    if callable(dyn_fn):
-        try:
-            dynamic_shapes = dyn_fn()
-        except Exception as e:  # noqa: BLE001
-            raise LoadError(
-                f"{DYNAMIC_SHAPES_FUNC}() in {shown} raised {_exc_line(e)}{_user_frame(e, path)}",
-                hint="get_dynamic_shapes() must return what torch.export's dynamic_shapes= accepts "
-                "(e.g. {'x': {0: torch.export.Dim('batch')}}).",
-                detail=traceback.format_exc(),
-            ) from None
+    dynamic_shapes = _call_optional(
+        module, DYNAMIC_SHAPES_FUNC, shown, path,
+        "get_dynamic_shapes() must return what torch.export's dynamic_shapes= accepts "
+        "(e.g. {'x': {0: torch.export.Dim('batch')}}).")
+    alt_inputs = _call_optional(
+        module, ALT_INPUTS_FUNC, shown, path,
+        "get_alt_inputs() must return a tuple of tensors, like get_model()'s inputs.")
+    if alt_inputs is not None:
+        alt_inputs = (alt_inputs,) if isinstance(alt_inputs, torch.Tensor) else tuple(alt_inputs)
 
     module_obj.eval()
     _check_forward(module_obj, inputs, shown, path)
     name = path.stem if factory == DEFAULT_FACTORY else f"{path.stem}:{factory}"
     return LoadedModel(module=module_obj, example_inputs=inputs, spec=spec, name=name,
-                       dynamic_shapes=dynamic_shapes)
+                       dynamic_shapes=dynamic_shapes, alt_inputs=alt_inputs)
+
+
+def _call_optional(module, fname: str, shown: str, path: Path, hint: str):
+    """What the model file's optional function `fname` returns (None when it has none);
+    LoadError naming the file and line when it raises."""
+    fn = getattr(module, fname, None)
+    if not callable(fn):
+        return None
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - the user's code can raise anything
+        raise LoadError(
+            f"{fname}() in {shown} raised {_exc_line(e)}{_user_frame(e, path)}",
+            hint=hint,
+            detail=traceback.format_exc(),
+        ) from None
 
 
 def _exec_file(path: Path, shown: str):
@@ -187,18 +204,10 @@ def _exec_file(path: Path, shown: str):
     if old:
         sys.modules.pop(old, None)
     modname = f"_irviz_model_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(modname, path)
-    if spec is None or spec.loader is None:
-        raise LoadError(f"Cannot import {shown}.", hint="Give a .py model file.")
-    module = importlib.util.module_from_spec(spec)
-    # registered while it runs (dataclasses, pickling and torch look classes up by module name)
-    sys.modules[modname] = module
-    dirpath = str(path.parent)
     try:
-        with _sys_path(dirpath), _forget_new_local_modules(dirpath):
-            spec.loader.exec_module(module)
+        with _forget_new_local_modules(str(path.parent)):
+            module = exec_file(path, modname)
     except BaseException as e:  # noqa: BLE001 - includes SystemExit from a script-style file
-        sys.modules.pop(modname, None)
         if isinstance(e, KeyboardInterrupt):
             raise
         if isinstance(e, SystemExit):
@@ -426,26 +435,6 @@ class _quiet_logger:
         handlers, self.logger.propagate = self.saved
         for h in handlers:
             self.logger.addHandler(h)
-        return False
-
-
-class _sys_path:
-    """Put the model file's directory first on sys.path while it runs (sibling imports work)."""
-
-    def __init__(self, d: str):
-        self.d = d
-
-    def __enter__(self):
-        self.added = self.d not in sys.path
-        if self.added:
-            sys.path.insert(0, self.d)
-
-    def __exit__(self, *exc):
-        if self.added:
-            try:
-                sys.path.remove(self.d)
-            except ValueError:
-                pass
         return False
 
 

@@ -1,7 +1,11 @@
-"""Sample model files shipped in the irviz.samples package (work after a plain `pip install .`)."""
+"""Sample model files shipped as package data in irviz/samples (work after a plain `pip install .`).
+
+They are read and run as files, never imported as modules: the core sits below them.
+"""
 from __future__ import annotations
 
 import ast
+from importlib.resources import files
 from pathlib import Path
 
 from irviz.core.errors import LoadError
@@ -11,9 +15,7 @@ _ORDER = ("mlp", "matmul_relu", "mul_add", "small_cnn", "resnet18", "gpt")
 
 
 def samples_dir() -> Path:
-    import irviz.samples
-
-    return Path(irviz.samples.__file__).resolve().parent
+    return Path(str(files("irviz") / "samples")).resolve()
 
 
 def _defines_get_model(path: Path) -> bool:

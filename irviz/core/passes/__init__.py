@@ -1,24 +1,52 @@
-"""Passes: the registry and catalogue, named pipelines, the course's passes, CPU schedules, library
-dispatch, and users' pass files.
+"""Passes: the registry, the built-in catalogue, named pipelines, the course's passes, CPU
+schedules, library dispatch, and users' pass files.
 
 User pass files import their decorator and types from here (`examples/my_passes.py`):
 
     from irviz.core.passes import PassParam, PassSpec, irviz_pass
 """
-from irviz.core.passes.registry import (  # noqa: F401
-    PIPELINES,
+from irviz.core.passes.registry import (
     PassInvocation,
     PassParam,
     PassSpec,
     apply_pass,
+    find_pass,
     get_pass,
-    get_pipeline,
-    irviz_pass,
     list_passes,
-    list_pipelines,
-    load_params_file,
-    load_pass_file,
     register_pass,
     resolve_params,
     unregister_pass,
 )
+from irviz.core.passes.user_files import irviz_pass, load_params_file, load_pass_file
+from irviz.core.passes.pipelines import (
+    CPU_SCHEDULE_STEPS,
+    DEFAULT_BUILD_STEPS,
+    PIPELINES,
+    ZERO_STEPS,
+    get_pipeline,
+    list_pipelines,
+)
+from irviz.core.passes import catalogue  # registers the built-in passes
+
+__all__ = [
+    "CPU_SCHEDULE_STEPS",
+    "DEFAULT_BUILD_STEPS",
+    "PIPELINES",
+    "ZERO_STEPS",
+    "PassInvocation",
+    "PassParam",
+    "PassSpec",
+    "apply_pass",
+    "catalogue",
+    "find_pass",
+    "get_pass",
+    "get_pipeline",
+    "irviz_pass",
+    "list_passes",
+    "list_pipelines",
+    "load_params_file",
+    "load_pass_file",
+    "register_pass",
+    "resolve_params",
+    "unregister_pass",
+]

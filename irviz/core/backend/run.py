@@ -1,0 +1,440 @@
+"""Run a built module on the CPU VM: against PyTorch, or on random inputs when there is no model.
+
+``run_and_compare(build_result, loaded)`` runs ``main`` in a ``relax.VirtualMachine`` on the CPU
+with the model's example inputs and compares every output with PyTorch eager:
+
+* outputs are flattened on both sides (tuples/lists/dicts; TVM arrays/tuples) and matched in order;
+  a count or shape mismatch is a RunError.
+* ``max_abs_error`` = max |tvm - torch| over all outputs.
+* ``max_rel_error`` = max |tvm - torch| / |torch| over elements with |torch| > atol (near-zero
+  reference values say nothing about relative error; the absolute error covers them).
+* ``allclose``: float32/float64 outputs use rtol=1e-4 and atol=1e-4 * max(1, max|torch output|)
+  (the absolute tolerance follows the output's scale, so deep models whose logits are in the tens
+  do not fail on float32 rounding that accumulated over many layers); float16 uses 1e-2;
+  integer and bool outputs must be equal.
+* timing: ``repeats`` runs, torch eager and ``vm["main"]`` interleaved in the same loop (so machine
+  load hits both equally), median of each; one warm-up run of each first.
+* kernels: per-kernel time from ``vm.set_instrument`` over ``min(repeats, 3)`` extra runs (kept
+  apart from the timed runs, since the instrument adds overhead per call).  ``KernelTime.ms`` is
+  the mean total time per run of that kernel, ``calls`` the calls per run.  Only PrimFuncs of the
+  built module and ``call_dps_packed`` externs are listed (not ``vm.builtin.*``); ``binding`` comes
+  from ``BuildResult.bindings``.
+* threads: ``RunResult.threads`` is TVM's runtime thread count (``TVM_NUM_THREADS`` or TVM's
+  default, 1 here; read from ``runtime.NumThreads``); ``torch_threads`` is the torch thread count
+  used for the timed runs: by default torch is set to TVM's count while timing (``match_threads``).
+
+``run_without_reference(build_result)`` is for a module with no PyTorch model behind it (an opened
+TVMScript step file): it only times ``main`` on random inputs of the parameter types and reports
+per-kernel times; the result says plainly that no reference was available (allclose None).
+
+``build_and_run(mod, loaded)`` is the whole chain, build then one of the two runs.
+"""
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import relax
+
+from irviz.core.backend import build as build_mod
+from irviz.core.backend.build import BuildResult
+from irviz.core.errors import RunError, traceback_text, tvm_error_text
+from irviz.core.tvm_compat import var_name
+
+__all__ = [
+    "KernelTime",
+    "RunResult",
+    "build_and_run",
+    "random_inputs",
+    "run_and_compare",
+    "run_without_reference",
+    "tvm_threads",
+]
+
+
+@dataclass
+class KernelTime:
+    name: str
+    calls: int  # calls per run of main
+    ms: float  # total ms per run of main (mean over the instrumented runs)
+    binding: str | None  # var in main calling it; several joined by ", "
+
+
+@dataclass
+class RunResult:
+    max_abs_error: float
+    max_rel_error: float
+    allclose: bool
+    outputs: int
+    tvm_ms: float  # median over `repeats`
+    torch_ms: float  # median over `repeats`, interleaved with the TVM runs
+    kernels: list[KernelTime]  # slowest first
+    threads: int  # TVM runtime threads
+    torch_threads: int = 0
+    repeats: int = 0
+    rtol: float = 1e-4
+    atol: float = 1e-4  # the largest atol used (it scales with each output's magnitude)
+    per_output: list[dict] = field(default_factory=list)  # shape, dtype, max_abs, max_rel, allclose
+
+
+def _run_hint(msg: str) -> str:
+    if "Cannot find" in msg:
+        m = re.search(r"Cannot find (?:ffi::Function|PackedFunc|function) ([\w.]+)", msg)
+        name = m.group(1) if m else "a function"
+        return (f"{name} is called through call_dps_packed/call_packed but is not registered in "
+                "this process: register it with tvm.register_global_func before running.")
+    if "Check failed" in msg and ("shape" in msg.lower() or "ndim" in msg or "dtype" in msg):
+        return "the inputs do not match main's parameter types (shape/dtype)."
+    return "the compiled module failed at run time; try an earlier step to find the pass that broke it."
+
+
+
+def _flatten(obj) -> list:
+    if isinstance(obj, dict):
+        return [x for v in obj.values() for x in _flatten(v)]
+    if isinstance(obj, (list, tuple)):
+        return [x for v in obj for x in _flatten(v)]
+    if hasattr(obj, "numpy") or obj is None or isinstance(obj, (int, float, bool, np.ndarray)):
+        return [obj]
+    # tvm_ffi Array / other sequences of tensors
+    try:
+        items = list(obj)
+    except TypeError:
+        return [obj]
+    return [x for v in items for x in _flatten(v)]
+
+
+def _to_numpy(x) -> np.ndarray:
+    if hasattr(x, "detach"):  # torch
+        import torch
+
+        x = x.detach().cpu()
+        if x.dtype == torch.bfloat16:
+            x = x.float()
+        return x.numpy()
+    if hasattr(x, "numpy"):
+        return np.asarray(x.numpy())
+    return np.asarray(x)
+
+
+def _to_tvm(t, dev):
+    import torch
+
+    if isinstance(t, torch.Tensor):
+        t = t.detach().cpu().contiguous()
+        if t.dtype == torch.bfloat16:  # numpy has no bfloat16: go through DLPack
+            return tvm.runtime.from_dlpack(t)
+        return tvm.runtime.tensor(t.numpy(), dev)
+    if isinstance(t, np.ndarray):
+        return tvm.runtime.tensor(t, dev)
+    return t  # python scalars: passed as-is (R.Prim / R.Shape params)
+
+
+def _tolerances(ref: np.ndarray) -> tuple[float, float]:
+    if ref.dtype in (np.float16,):
+        return 1e-2, 1e-2
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    if not np.isfinite(scale):
+        scale = 1.0
+    return 1e-4, 1e-4 * max(1.0, scale)
+
+
+def _compare(got: np.ndarray, ref: np.ndarray) -> dict:
+    rec = {"shape": tuple(ref.shape), "dtype": str(ref.dtype)}
+    if not np.issubdtype(ref.dtype, np.floating):
+        eq = bool(np.array_equal(got, ref))
+        diff = np.abs(got.astype(np.float64) - ref.astype(np.float64)) if ref.size else np.zeros(0)
+        rec.update(max_abs=float(diff.max()) if diff.size else 0.0, max_rel=0.0 if eq else float("inf"),
+                   allclose=eq, rtol=0.0, atol=0.0)
+        return rec
+    rtol, atol = _tolerances(ref)
+    g = got.astype(np.float64)
+    r = ref.astype(np.float64)
+    diff = np.abs(g - r)
+    # nan in both places counts as equal (np.allclose equal_nan); elsewhere nan -> inf error
+    both_nan = np.isnan(g) & np.isnan(r)
+    diff = np.where(both_nan, 0.0, np.where(np.isnan(diff), np.inf, diff))
+    max_abs = float(diff.max()) if diff.size else 0.0
+    mask = np.abs(r) > atol
+    max_rel = float((diff[mask] / np.abs(r[mask])).max()) if mask.any() else 0.0
+    ok = bool(np.allclose(g, r, rtol=rtol, atol=atol, equal_nan=True))
+    rec.update(max_abs=max_abs, max_rel=max_rel, allclose=ok, rtol=rtol, atol=atol)
+    return rec
+
+
+def _main_params(mod) -> list[str] | None:
+    if mod is None or "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
+        return None
+    fn = mod["main"]
+    return [var_name(p) for p in fn.params] if isinstance(fn, relax.Function) else None
+
+
+# TVM's runtime starts one worker per core only when told to (it used 1 here); torch uses every core.
+# The pool reads this when it starts, i.e. at the first run after this module is imported.
+os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))
+
+
+def tvm_threads() -> int:
+    try:
+        return int(tvm.get_global_func("runtime.NumThreads")())
+    except Exception:  # pragma: no cover
+        return 0
+
+
+def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
+                    params: dict | None = None, match_threads: bool = True,
+                    inputs=None) -> RunResult:
+    """Run main on the CPU VM with `loaded.example_inputs`; compare with torch; time both.
+
+    `inputs`: run on these tensors instead of the example inputs (e.g. ``loaded.alt_inputs``:
+    other sizes for a module built with symbolic dims); torch runs on the same tensors.
+
+    `params` (name -> array) supplies extra main parameters when the module keeps the weights as
+    inputs (``keep_params_as_input=True``); they are appended in main's parameter order.
+    `match_threads`: run torch with as many threads as TVM's runtime uses while timing (restored
+    afterwards), so the two figures compare like with like; on a loaded 2-core machine torch's
+    default 2-thread pool can cost ~20 ms even for a tiny MLP.  False: torch keeps its own setting.
+    Raises RunError (VM creation, the call itself, output count/shape mismatch, bad inputs).
+    """
+    import torch
+
+    repeats = max(1, int(repeats))
+    dev = tvm.cpu()
+    example = tuple(inputs) if inputs is not None else tuple(loaded.example_inputs)
+    # python scalars in example_inputs were specialised into the graph by torch.export
+    inputs = [x for x in example if not isinstance(x, (int, float, bool, str))]
+    param_names = _main_params(build_result.mod)
+    if param_names is not None and len(param_names) != len(inputs):
+        extra = param_names[len(inputs):]
+        if len(param_names) > len(inputs) and params:
+            missing = [n for n in extra if n not in params]
+            if missing:
+                raise RunError(
+                    f"main takes {len(param_names)} parameters but the model has {len(inputs)} "
+                    f"example inputs; no value for {', '.join(missing[:5])}",
+                    "pass params= with a value for each weight main takes as an input.")
+            inputs = inputs + [params[n] for n in extra]
+        elif len(param_names) > len(inputs):
+            shown = ", ".join(extra[:5]) + (", ..." if len(extra) > 5 else "")
+            raise RunError(
+                f"main takes {len(param_names)} parameters but the model has only {len(inputs)} "
+                f"example inputs (the extra ones look like weights: {shown})",
+                "the module keeps parameters as inputs (keep_params_as_input=True): pass params=, "
+                "or bind them (BindParams) / import without keep_params_as_input.")
+        else:
+            raise RunError(
+                f"main takes {len(param_names)} parameters but the model has {len(inputs)} example inputs",
+                "the module does not match this model: build a step from the same session.")
+    try:
+        tvm_inputs = [_to_tvm(x, dev) for x in inputs]
+    except Exception as exc:  # noqa: BLE001
+        raise RunError(f"could not convert the example inputs to TVM tensors: {tvm_error_text(exc)}",
+                       "inputs must be torch tensors with a dtype numpy knows.", detail=traceback_text(exc)) from exc
+
+    # --- torch reference
+    try:
+        with torch.no_grad():
+            ref_out = loaded.module(*example)
+    except Exception as exc:  # noqa: BLE001
+        raise RunError(f"PyTorch failed on the example inputs: {exc}",
+                       "the model itself does not run with its example inputs.",
+                       detail=traceback_text(exc)) from exc
+
+    # --- TVM
+    try:
+        vm = relax.VirtualMachine(build_result.executable, dev)
+        main = vm["main"]
+    except Exception as exc:  # noqa: BLE001
+        msg = tvm_error_text(exc)
+        raise RunError(f"could not load the compiled module: {msg}", _run_hint(msg),
+                       detail=traceback_text(exc)) from exc
+    try:
+        tvm_out = main(*tvm_inputs)
+    except Exception as exc:  # noqa: BLE001
+        msg = tvm_error_text(exc)
+        raise RunError(f"running main failed: {msg}", _run_hint(msg),
+                       detail=traceback_text(exc)) from exc
+
+    refs = [_to_numpy(x) for x in _flatten(ref_out) if x is not None]
+    gots = [_to_numpy(x) for x in _flatten(tvm_out) if x is not None]
+    if len(refs) != len(gots):
+        raise RunError(
+            f"TVM returned {len(gots)} outputs, PyTorch {len(refs)}",
+            "the step changed what main returns; outputs are compared in order after flattening "
+            "tuples on both sides.")
+    per_output = []
+    for i, (g, r) in enumerate(zip(gots, refs)):
+        if g.shape != r.shape:
+            if g.size == r.size and g.size == 1:
+                g = g.reshape(r.shape)
+            else:
+                raise RunError(f"output {i}: TVM shape {g.shape}, PyTorch shape {r.shape}",
+                               "the step changed an output's shape.")
+        per_output.append(_compare(g, r))
+
+    # --- timing: interleaved, median of each
+    tvm_times, torch_times = [], []
+    saved_threads = torch.get_num_threads()
+    n_tvm = tvm_threads()
+    if match_threads and n_tvm > 0:
+        torch.set_num_threads(n_tvm)
+    used_torch_threads = torch.get_num_threads()
+    try:
+        with torch.no_grad():
+            loaded.module(*example)  # warm-up (TVM already ran once above)
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                main(*tvm_inputs)
+                t1 = time.perf_counter()
+                loaded.module(*example)
+                t2 = time.perf_counter()
+                tvm_times.append(t1 - t0)
+                torch_times.append(t2 - t1)
+    except Exception as exc:  # noqa: BLE001
+        msg = tvm_error_text(exc)
+        raise RunError(f"a timed run failed: {msg}", _run_hint(msg),
+                       detail=traceback_text(exc)) from exc
+    finally:
+        torch.set_num_threads(saved_threads)
+
+    kernels = _kernel_times(build_result, dev, tvm_inputs, runs=min(repeats, 3))
+
+    rtol = max((o.get("rtol", 0.0) for o in per_output), default=1e-4)
+    atol = max((o.get("atol", 0.0) for o in per_output), default=1e-4)
+    return RunResult(
+        max_abs_error=max((o["max_abs"] for o in per_output), default=0.0),
+        max_rel_error=max((o["max_rel"] for o in per_output), default=0.0),
+        allclose=all(o["allclose"] for o in per_output),
+        outputs=len(per_output),
+        tvm_ms=statistics.median(tvm_times) * 1e3,
+        torch_ms=statistics.median(torch_times) * 1e3,
+        kernels=kernels,
+        threads=n_tvm,
+        torch_threads=used_torch_threads,
+        repeats=repeats,
+        rtol=rtol,
+        atol=atol,
+        per_output=per_output,
+    )
+
+
+def _kernel_names(build_result: BuildResult) -> set[str]:
+    names: set[str] = set()
+    for m in (build_result.lowered, build_result.mod):
+        if m is None:
+            continue
+        for gv, f in m.functions.items():
+            if isinstance(f, tvm.tirx.PrimFunc):
+                names.add(gv.name_hint)
+    names.update(build_result.bindings)  # call_dps_packed externs
+    return names
+
+
+def _kernel_times(build_result: BuildResult, dev, tvm_inputs, runs: int) -> list[KernelTime]:
+    """Per-kernel times from a second VM with an instrument (the timed VM stays uninstrumented)."""
+    total: dict[str, float] = defaultdict(float)
+    calls: dict[str, int] = defaultdict(int)
+    stack: list[float] = []
+
+    def instrument(func, func_symbol, before_run, ret_value, *args):
+        if before_run:
+            stack.append(time.perf_counter())
+        else:
+            dt = time.perf_counter() - stack.pop()
+            total[str(func_symbol)] += dt
+            calls[str(func_symbol)] += 1
+        return relax.VMInstrumentReturnKind.NO_OP
+
+    try:
+        vm = relax.VirtualMachine(build_result.executable, dev)
+        vm.set_instrument(tvm_ffi.convert(instrument))
+        for _ in range(runs):
+            vm["main"](*tvm_inputs)
+    except Exception as exc:  # noqa: BLE001
+        msg = tvm_error_text(exc)
+        raise RunError(f"an instrumented run failed: {msg}", _run_hint(msg),
+                       detail=traceback_text(exc)) from exc
+    known = _kernel_names(build_result)
+    out = [
+        KernelTime(name=k, calls=calls[k] // runs, ms=total[k] * 1e3 / runs,
+                   binding=build_result.bindings.get(k))
+        for k in total
+        if k in known and not k.startswith("vm.builtin.")
+    ]
+    out.sort(key=lambda kt: kt.ms, reverse=True)
+    return out
+
+
+def random_inputs(mod, seed: int = 0) -> list[np.ndarray]:
+    """One random array per parameter of main; RunError when a shape is symbolic."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for p in mod["main"].params:
+        ty = p.ty
+        if not isinstance(ty, relax.TensorType) or ty.shape is None:
+            raise RunError(f"parameter {p.name} of main is not a tensor with a known shape ({ty})",
+                           "only modules whose main takes tensors of static shape run without a model")
+        dims = []
+        for d in ty.shape.values:
+            if not isinstance(d, tvm.tirx.IntImm):
+                raise RunError(f"parameter {p.name} has a symbolic dimension {d}",
+                               "open the model file instead: its example inputs fix the sizes")
+            dims.append(int(d))
+        dtype = str(ty.dtype)
+        if dtype.startswith("float"):
+            arrays.append(rng.standard_normal(dims).astype(dtype))
+        elif dtype == "bool":
+            arrays.append(rng.integers(0, 2, dims).astype(bool))
+        else:
+            arrays.append(rng.integers(0, 8, dims).astype(dtype))
+    return arrays
+
+
+def run_without_reference(build_result, repeats: int = 10) -> RunResult:
+    """Time main on random inputs; errors are NaN and allclose is None (no reference)."""
+    dev = tvm.cpu()
+    inputs = [tvm.runtime.tensor(a) for a in random_inputs(build_result.mod)]
+    try:
+        main = relax.VirtualMachine(build_result.executable, dev)["main"]
+        main(*inputs)
+        times = []
+        for _ in range(max(1, int(repeats))):
+            t0 = time.perf_counter()
+            main(*inputs)
+            times.append(time.perf_counter() - t0)
+    except Exception as exc:  # noqa: BLE001
+        msg = tvm_error_text(exc)
+        raise RunError(f"running main failed: {msg}", _run_hint(msg),
+                       detail=traceback_text(exc)) from exc
+    return RunResult(
+        max_abs_error=float("nan"), max_rel_error=float("nan"), allclose=None, outputs=0,
+        tvm_ms=statistics.median(times) * 1e3, torch_ms=float("nan"),
+        kernels=_kernel_times(build_result, dev, inputs, runs=min(repeats, 3)),
+        threads=tvm_threads(), repeats=repeats,
+    )
+
+
+def build_and_run(mod, loaded=None, *, repeats: int = 10, inputs=None, target=None,
+                  on_built: Callable[[BuildResult], None] | None = None,
+                  ) -> tuple[BuildResult, RunResult]:
+    """Build `mod`, then run it: against PyTorch when `loaded` (a LoadedModel) is given, else on
+    random inputs without a reference.
+
+    `inputs` replaces the example inputs (only with `loaded`); `on_built(build_result)` is called
+    between the two, e.g. to report progress.  Raises BuildError or RunError, whose ``stage`` says
+    which half failed.
+    """
+    built = build_mod.build(mod, target)
+    if on_built is not None:
+        on_built(built)
+    if loaded is None:
+        return built, run_without_reference(built, repeats=repeats)
+    return built, run_and_compare(built, loaded, repeats=repeats, inputs=inputs)

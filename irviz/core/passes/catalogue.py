@@ -1,0 +1,235 @@
+"""The built-in passes irviz can step: TVM's, the build steps, the course's, CPU schedules and
+library dispatch. Importing this module registers them (``irviz.core.passes`` does)."""
+from __future__ import annotations
+
+from tvm import relax
+
+from irviz.core.errors import PassError
+from irviz.core.passes import course as course_passes
+from irviz.core.passes import cpu_schedules as schedules
+from irviz.core.passes import library_dispatch as dispatch
+from irviz.core.passes.registry import PassParam, PassSpec, register_pass
+from irviz.core.passes.user_files import load_params_file
+
+def _split_names(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [s.strip() for s in str(value).split(",") if s.strip()]
+
+
+
+RT = relax.transform
+
+
+def _legalize(enable_warning=False, skip_ops=""):
+    return RT.LegalizeOps(
+        customize_legalize_map=dict(course_passes.CUSTOM_LEGALIZE_MAP),
+        skip_ops=_split_names(skip_ops) or None,
+        enable_warning=bool(enable_warning),
+    )
+
+
+def _dce(entry_functions=""):
+    return RT.DeadCodeElimination(_split_names(entry_functions) or None)
+
+
+def _bind_params(func_name="main", params_file=""):
+    if not params_file:
+        raise PassError(
+            "BindParams needs a parameter file",
+            hint="set params_file to a .npz (numpy.savez) or .params (tvm.runtime.save_param_dict)",
+        )
+    params = load_params_file(params_file)
+    if not params:
+        raise PassError(f"parameter file {params_file} holds no arrays")
+    return RT.BindParams(func_name or "main", params)
+
+
+def _dlight_cpu():
+    from tvm.s_tir import dlight as dl
+
+    return dl.ApplyDefaultSchedule(dl.cpu.GEMV(), dl.cpu.Reduction())
+
+
+def _spec(name, description, make, category="tvm", params=(), roundtrip_ok=True, mutates_input=False):
+    return PassSpec(
+        name=name,
+        description=description,
+        params=list(params),
+        make=make,
+        category=category,
+        roundtrip_ok=roundtrip_ok,
+        mutates_input=mutates_input,
+    )
+
+
+def _builtin_specs() -> list[PassSpec]:
+    B = relax.backend
+    return [
+        # ---- general TVM passes ---------------------------------------------------------------
+        _spec(
+            "LegalizeOps",
+            "Lower high-level Relax ops to call_tir of TOPI PrimFuncs (knows R.ewise_fma too)",
+            _legalize,
+            params=[
+                PassParam("enable_warning", "bool", False, "warn about ops without a legalization"),
+                PassParam("skip_ops", "str", "", "comma-separated op names to leave alone, e.g. relax.nn.conv2d"),
+            ],
+        ),
+        _spec("AnnotateTIROpPattern", "Tag each PrimFunc with its op pattern kind for FuseOps", RT.AnnotateTIROpPattern),
+        _spec("FoldConstant", "Evaluate calls whose inputs are all constants at compile time", RT.FoldConstant),
+        _spec(
+            "FuseOps",
+            "Group bindings into Primitive sub-functions by op pattern (needs AnnotateTIROpPattern)",
+            lambda fuse_opt_level=-1: RT.FuseOps(int(fuse_opt_level)),
+            params=[
+                PassParam("fuse_opt_level", "int", -1, "fusion level; -1 = the PassContext opt_level, 0 = no fusion"),
+            ],
+        ),
+        _spec("FuseTIR", "Merge each Primitive Relax function of call_tir's into one PrimFunc", RT.FuseTIR),
+        _spec(
+            "DeadCodeElimination",
+            "Remove unused bindings, and functions unreachable from public/entry functions",
+            _dce,
+            params=[
+                PassParam("entry_functions", "str", "", "comma-separated extra roots, e.g. a private function to keep (public functions always are)"),
+            ],
+        ),
+        _spec(
+            "BindParams",
+            "Bind a function's parameters to constants from a .npz / .params file",
+            _bind_params,
+            params=[
+                PassParam("func_name", "str", "main", "function whose parameters are bound"),
+                PassParam("params_file", "str", "", "path to a .npz (numpy.savez) or .params (tvm save_param_dict) file; keys = parameter names"),
+            ],
+        ),
+        _spec("CanonicalizeBindings", "Remove trivial rebindings (y = x) and simplify match_casts", RT.CanonicalizeBindings),
+        _spec(
+            "EliminateCommonSubexpr",
+            "Reuse the first of several identical computations",
+            lambda call_only=False: RT.EliminateCommonSubexpr(bool(call_only)),
+            params=[PassParam("call_only", "bool", False, "only eliminate calls")],
+        ),
+        _spec(
+            "ConvertToDataflow",
+            "Wrap runs of pure bindings into dataflow blocks",
+            lambda min_size=2: RT.ConvertToDataflow(int(min_size)),
+            params=[PassParam("min_size", "int", 2, "smallest run of bindings turned into a block")],
+        ),
+        _spec("ToNonDataflow", "Turn dataflow blocks into ordinary binding blocks", RT.ToNonDataflow),
+        _spec("DecomposeOpsForInference", "Split composite ops (batch_norm, layer_norm...) into simple ones", lambda: RT.DecomposeOpsForInference()),
+        _spec("LambdaLift", "Lift local functions to module-level functions", RT.LambdaLift),
+        _spec(
+            "DlightCPUSchedule",
+            "dlight default schedules for CPU (GEMV, Reduction) on matching PrimFuncs",
+            _dlight_cpu,
+            mutates_input=True,
+        ),
+        # ---- default_build steps (tvm/relax/pipeline.py: default_build_pipeline) -------------
+        _spec("DispatchSampling", "Lower R.multinomial_from_uniform to TIR sampling kernels", B.DispatchSampling, "build"),
+        _spec("DispatchSortScan", "Lower sort/argsort/topk/cumsum to target kernels", B.DispatchSortScan, "build"),
+        _spec("RewriteDataflowReshape", "Turn reshape-like call_tir into zero-copy R.reshape", RT.RewriteDataflowReshape, "build"),
+        _spec("RemovePurityChecking", "Mark pure functions force_pure and unwrap pure-override ops", RT.RemovePurityChecking, "build"),
+        _spec(
+            "CallTIRRewrite",
+            "Make call_tir explicit: allocate outputs, then call the PrimFunc in DPS style",
+            RT.CallTIRRewrite,
+            "build",
+            roundtrip_ok=False,
+        ),
+        _spec(
+            "StaticPlanBlockMemory",
+            "Plan static storage and reuse it between tensors",
+            RT.StaticPlanBlockMemory,
+            "build",
+            roundtrip_ok=False,
+        ),
+        _spec(
+            "RewriteCUDAGraph",
+            "Lift CUDA-graph capturable regions (no-op on CPU)",
+            RT.RewriteCUDAGraph,
+            "build",
+            roundtrip_ok=False,
+        ),
+        _spec("LowerAllocTensor", "Lower remaining alloc_tensor to alloc_storage + alloc_tensor", RT.LowerAllocTensor, "build"),
+        _spec("KillAfterLastUse", "Free tensors and storage right after their last use", RT.KillAfterLastUse, "build"),
+        _spec("LowerRuntimeBuiltin", "Lower generic builtins to VM builtins", RT.LowerRuntimeBuiltin, "build"),
+        _spec("ComputePrimValue", "Compute R.prim_value expressions with generated PrimFuncs", RT.ComputePrimValue, "build"),
+        _spec("VMShapeLower", "Lower shape computations and checks to VM shape-heap code", RT.VMShapeLower, "build"),
+        _spec("AttachGlobalSymbol", "Attach global_symbol to functions for codegen", RT.AttachGlobalSymbol, "build"),
+        # ---- course passes -------------------------------------------------------------------
+        _spec(
+            "EwiseFMA",
+            "Course: rewrite multiply+add into R.ewise_fma (same-shape operands)",
+            course_passes.EwiseFMA,
+            "course",
+        ),
+        _spec(
+            "MatmulAddFuse",
+            "Course: fuse matmul+add into Primitive functions fused_matmul_add0, 1, ...",
+            course_passes.MatmulAddFuse,
+            "course",
+        ),
+        _spec(
+            "LowerToTensorIR",
+            "Course: lower matmul/add/relu/permute_dims/... to call_tir of TOPI kernels via call_te",
+            course_passes.LowerToTensorIR,
+            "course",
+        ),
+        # ---- making it fast on the CPU: library calls and TensorIR schedules ---------------------
+        _spec(
+            "LibraryDispatch",
+            "Send conv2d/matmul to torch with R.call_dps_packed (DLPack, zero copy) where it pays; the rest "
+            "stays for TensorIR",
+            lambda ops="conv2d,matmul", min_macs=dispatch.DEFAULT_MIN_MACS, keep_tileable_conv=False:
+                dispatch.library_dispatch(tuple(_split_names(ops)), int(min_macs), bool(keep_tileable_conv)),
+            "cpu",
+            params=[PassParam("ops", "str", "conv2d,matmul", "comma-separated ops to dispatch: conv2d, matmul"),
+                    PassParam("min_macs", "int", dispatch.DEFAULT_MIN_MACS,
+                              "only calls with at least this many multiply-adds go to torch (0: all); "
+                              "smaller ones are faster as TensorIR than a library call"),
+                    PassParam("keep_tileable_conv", "bool", False,
+                              "leave conv2d that CPUTileConv2d blocks (groups 1, channels a multiple of 4) "
+                              "to TensorIR, where they run faster than torch's conv")],
+        ),
+        _spec(
+            "CPUInlineElementwise",
+            "Inline chains of elementwise blocks into one loop nest (keeps padding before reductions)",
+            schedules.inline_elementwise,
+            "cpu",
+        ),
+        _spec(
+            "CPUTileConv2d",
+            "Blocked conv2d: output channels in vector-wide blocks over a re-laid-out weight, a register "
+            "tile of output columns, kernel window unrolled, epilogue fused into the write-back",
+            schedules.tile_conv2d,
+            "cpu",
+        ),
+        _spec(
+            "CPUTileReductions",
+            "Tile matmul/conv reductions: vector-wide inner loop, small register tile, parallel outer loops",
+            schedules.tile_reductions,
+            "cpu",
+        ),
+        _spec(
+            "CPUParallelVectorize",
+            "Parallelize and vectorize the remaining elementwise loop nests",
+            schedules.parallel_vectorize,
+            "cpu",
+        ),
+        _spec(
+            "CPUPrepackWeights",
+            "Move weight re-layouts (CPUTileConv2d) out of the kernels and fold them on the constant "
+            "weights at compile time (SplitLayoutRewritePreproc + FoldConstant + DCE)",
+            schedules.prepack_weights,
+            "cpu",
+        ),
+    ]
+
+
+for _s in _builtin_specs():
+    register_pass(_s)
+del _s

@@ -1,0 +1,71 @@
+"""Named pipelines, as plain data: ``name -> (description, [PassInvocation, ...])``.
+
+``zero`` and ``default_build`` mirror ``tvm/relax/pipeline.py`` of TVM 0.27 step by step
+(stepping them equals ``relax.get_pipeline(name)``; see tests/core/test_passes.py).
+"""
+from __future__ import annotations
+
+from irviz.core.errors import PassError
+from irviz.core.passes.registry import PassInvocation
+
+def _inv(*names) -> list[PassInvocation]:
+    return [PassInvocation(n) for n in names]
+
+
+ZERO_STEPS = ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR")
+DEFAULT_BUILD_STEPS = (
+    "DispatchSampling",
+    "DispatchSortScan",
+    "LegalizeOps",
+    "RewriteDataflowReshape",
+    "ToNonDataflow",
+    "RemovePurityChecking",
+    "CallTIRRewrite",
+    "StaticPlanBlockMemory",
+    "RewriteCUDAGraph",
+    "LowerAllocTensor",
+    "KillAfterLastUse",
+    "LowerRuntimeBuiltin",
+    "ComputePrimValue",
+    "VMShapeLower",
+    "AttachGlobalSymbol",
+)
+
+CPU_SCHEDULE_STEPS = ("CPUTileConv2d", "CPUInlineElementwise", "CPUTileReductions", "CPUParallelVectorize",
+                      "CPUPrepackWeights")
+
+PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {
+    "zero": (
+        "TVM's zero pipeline: legalize to TensorIR, then fuse operators (relax.get_pipeline('zero'))",
+        _inv(*ZERO_STEPS),
+    ),
+    "course": (
+        "The course: EwiseFMA, MatmulAddFuse, LowerToTensorIR (TOPI), FuseTIR, LegalizeOps for the rest",
+        _inv("EwiseFMA", "MatmulAddFuse", "LowerToTensorIR", "FuseTIR", "LegalizeOps"),
+    ),
+    "default_build": (
+        "What tvm.compile runs on CPU, step by step (relax.get_pipeline('default_build')); no fusion",
+        _inv(*DEFAULT_BUILD_STEPS),
+    ),
+    "fast-cpu": (
+        "Library calls where they pay: large matmuls and the conv2d TensorIR does not block go to torch "
+        "through call_dps_packed; the rest fused and scheduled TensorIR",
+        [PassInvocation("LibraryDispatch", {"keep_tileable_conv": True}), *_inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS)],
+    ),
+    "tir-cpu": (
+        "All TensorIR, no library: the zero pipeline, then CPU schedule rules (blocked conv2d with "
+        "prepacked weights, tiled reductions, parallel + vectorized loops)",
+        _inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS),
+    ),
+}
+
+
+def list_pipelines() -> list[tuple[str, str]]:
+    return [(name, desc) for name, (desc, _) in PIPELINES.items()]
+
+
+def get_pipeline(name: str) -> list[PassInvocation]:
+    """A fresh copy of a named pipeline's invocations."""
+    if name not in PIPELINES:
+        raise PassError(f"unknown pipeline {name!r}", hint="known pipelines: " + ", ".join(PIPELINES))
+    return [PassInvocation(i.name, dict(i.params)) for i in PIPELINES[name][1]]
