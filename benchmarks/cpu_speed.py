@@ -45,10 +45,11 @@ def main() -> int:
     import torch
 
     from irviz.core.backend import build as build_mod
+    from irviz.core.backend.run import run_and_compare
     from irviz.core.frontend.capture import capture
     from irviz.core.frontend.importer import import_model
     from irviz.core.frontend.model_file import load_model
-    from irviz.core.passes.registry import get_pipeline
+    from irviz.core.passes import get_pipeline
     from irviz.core.session import Session
 
     torch.set_num_threads(args.threads)
@@ -78,7 +79,7 @@ def main() -> int:
                 t = time.perf_counter()
                 built = build_mod.build(session.module())
                 build_s = time.perf_counter() - t
-                res = build_mod.run_and_compare(built, loaded, repeats=args.repeats, match_threads=True)
+                res = run_and_compare(built, loaded, repeats=args.repeats, match_threads=True)
             except Exception as exc:
                 print(f"{name:10} {pipeline:10} failed: {getattr(exc, 'message', exc)}"[:200])
                 continue

@@ -50,8 +50,9 @@ def get_model():
 
 
 def irviz_times(model, inputs, run: bool) -> dict:
-    from irviz.core.passes import registry as passes
-    from irviz.core.backend.build import build, run_and_compare
+    from irviz.core import passes
+    from irviz.core.backend.build import build
+    from irviz.core.backend.run import run_and_compare
     from irviz.core.frontend.capture import capture
     from irviz.core.frontend.importer import import_model
     from irviz.core.frontend.model_file import LoadedModel

@@ -135,7 +135,7 @@ def _model_graphs(spec: str):
     from irviz.core.frontend.capture import capture
     from irviz.core.frontend.importer import import_model
     from irviz.core.frontend.model_file import load_model
-    from irviz.core.passes.registry import get_pipeline
+    from irviz.core.passes import get_pipeline
     from irviz.core.session import Session
 
     captured = capture(load_model(spec))

@@ -33,7 +33,7 @@ import tvm  # noqa: E402
 from tvm import relax  # noqa: E402
 from tvm.relax.frontend.torch import from_exported_program  # noqa: E402
 
-from irviz.core.passes import registry as passes  # noqa: E402
+from irviz.core import passes  # noqa: E402
 from irviz.core.views import diff as diff_mod  # noqa: E402
 from irviz.core.frontend.capture import build_fx_graph, capture  # noqa: E402
 from irviz.core.frontend.importer import import_model  # noqa: E402

@@ -97,7 +97,7 @@ def _cmd_samples(args) -> int:
 
 
 def _cmd_passes(args) -> int:
-    from irviz.core.passes.registry import list_passes
+    from irviz.core.passes import list_passes
 
     for spec in list_passes():
         params = ", ".join(f"{p.name}={p.default!r}" for p in spec.params)
@@ -106,7 +106,7 @@ def _cmd_passes(args) -> int:
 
 
 def _cmd_pipelines(args) -> int:
-    from irviz.core.passes.registry import PIPELINES
+    from irviz.core.passes import PIPELINES
 
     for name, (description, invocations) in PIPELINES.items():
         print(f"{name}\t{description}: {' → '.join(i.name for i in invocations)}")
@@ -140,7 +140,7 @@ class _Failure:
 def _open_workspace(args, failure: _Failure, log):
     """Pass files → load → capture → import → every pass applied, one step each. The Workspace,
     or None when a stage failed before there was a session."""
-    from irviz.core.passes import registry as passes
+    from irviz.core import passes
     from irviz.core.workspace import Workspace
 
     ws = Workspace(log=log)
@@ -175,13 +175,7 @@ def _check_alt_sizes(ws, args, failure: _Failure, summary: dict, log) -> None:
     """A model file with get_alt_inputs(): run the same model on those sizes and compare with
     torch. Adds summary["alt_sizes"] = [{shapes, max_abs_error, allclose}]; a mismatch fails
     `compare`."""
-    from irviz.core.backend import build as build_mod
-
-    try:
-        alt = build_mod.alt_inputs(ws.loaded)
-    except Exception as exc:  # noqa: BLE001
-        failure.record("run", exc)
-        return
+    alt = ws.loaded.alt_inputs
     if alt is None:
         return
     summary["alt_sizes"] = []

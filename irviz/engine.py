@@ -127,14 +127,14 @@ class Engine:
     # -- session commands -----------------------------------------------------------------------
 
     def open(self, spec, importer="exported_program", pipeline="zero"):
-        from irviz.core.passes.registry import get_pipeline
+        from irviz.core.passes import get_pipeline
 
         self.ws.open(spec, importer, planned=get_pipeline(pipeline) if pipeline else [])
         self.progress("Ready", 1.0)
         return self.state()
 
     def set_pipeline(self, pipeline=None, passes=None):
-        from irviz.core.passes.registry import get_pass, get_pipeline
+        from irviz.core.passes import get_pass, get_pipeline
 
         self.ws.need_session()
         if passes is not None:
@@ -183,7 +183,7 @@ class Engine:
         return {"path": files[-1], "ops": sorted(table), "files": list(files)}
 
     def load_pass_file(self, path):
-        from irviz.core.passes.registry import load_pass_file
+        from irviz.core.passes import load_pass_file
 
         load_pass_file(path)
         return self.list_passes()
@@ -233,12 +233,12 @@ class Engine:
         return [{"name": n, "description": d} for n, d in list_samples()]
 
     def list_passes(self):
-        from irviz.core.passes.registry import list_passes
+        from irviz.core.passes import list_passes
 
         return [_pass_dict(p) for p in list_passes()]
 
     def list_pipelines(self):
-        from irviz.core.passes.registry import PIPELINES
+        from irviz.core.passes import PIPELINES
 
         return [{"name": name, "description": desc,
                  "passes": [protocol.invocation(i.name, i.params) for i in invs]}
@@ -268,7 +268,7 @@ class Engine:
 
 
 def _invocations(items) -> list:
-    from irviz.core.passes.registry import PassInvocation
+    from irviz.core.passes import PassInvocation
 
     out = []
     for it in items or []:

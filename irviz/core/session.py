@@ -65,7 +65,7 @@ class Step:
 
 
 def _as_invocation(item):
-    from irviz.core.passes import registry as passes
+    from irviz.core import passes
 
     if isinstance(item, passes.PassInvocation):
         return passes.PassInvocation(item.name, dict(item.params or {}))
@@ -125,7 +125,7 @@ class Session:
 
     def full_pipeline(self) -> list:
         """Applied passes (steps[1:]) followed by the planned ones, as PassInvocations."""
-        from irviz.core.passes import registry as passes
+        from irviz.core import passes
 
         return [passes.PassInvocation(s.pass_name, dict(s.params)) for s in self.steps[1:]] + list(self.pipeline)
 
@@ -181,7 +181,7 @@ class Session:
         return st
 
     def _apply_next(self) -> Step | None:
-        from irviz.core.passes import registry as passes
+        from irviz.core import passes
 
         inv = self.pipeline[0]
         prev = self.steps[-1]

@@ -82,7 +82,7 @@ class Workspace:
 
     def applied(self) -> list:
         """The passes recorded after the import, as PassInvocations."""
-        from irviz.core.passes.registry import PassInvocation
+        from irviz.core.passes import PassInvocation
 
         if self.session is None:
             return []
@@ -149,7 +149,7 @@ class Workspace:
     def _open_step_file(self, spec, planned, at):
         """An exported TVMScript step: a session on its IRModule, with no FX graph or torch model."""
         from irviz.core.export import trace as export_mod
-        from irviz.core.frontend.importer import Imported
+        from irviz.core.frontend.imported import Imported
         from irviz.core.session import Session
 
         self.progress("Parsing the TVMScript step", at(0.3))
@@ -272,7 +272,7 @@ class Workspace:
                pass_files=(), converter_files=()) -> None:
         """Rebuild a session from its recipe: load the pass and converter files, open, apply
         `applied`, plan `planned`, go to `cursor`. How the GUI recovers from a crashed engine."""
-        from irviz.core.passes.registry import load_pass_file
+        from irviz.core.passes import load_pass_file
 
         for path in pass_files or ():
             self.progress(f"Loading passes from {path}", 0.0)
@@ -299,6 +299,7 @@ class Workspace:
         """Build a step, run it and compare it with PyTorch (with no PyTorch model, run it on random
         inputs). Returns (BuildResult, RunResult); the result is kept for the exported report."""
         from irviz.core.backend import build as build_mod
+        from irviz.core.backend import run as run_mod
 
         st = self.step_at(step)
         self.stage = "build"
@@ -311,13 +312,10 @@ class Workspace:
             self._last_build = (st, built)
         self.stage = "run"
         if self.loaded is None:
-            from irviz.core.backend.run_ir import run_without_reference
-
             self.progress("Running (no PyTorch model to compare with)", 0.6)
-            result = run_without_reference(built, repeats=int(repeats))
         else:
             self.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
-            result = build_mod.run_and_compare(built, self.loaded, repeats=int(repeats), inputs=inputs)
+        result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs)
         if inputs is None:
             self.runs[st.index] = (st, result)
         return built, result

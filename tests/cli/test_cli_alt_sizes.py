@@ -65,9 +65,9 @@ def test_alt_sizes_that_differ_fail_compare(tmp_path, monkeypatch):
     """When the run on the other sizes does not match torch, check fails at `compare`."""
     import dataclasses
 
-    from irviz.core.backend import build as build_mod
+    from irviz.core.backend import run as run_mod
 
-    real = build_mod.run_and_compare
+    real = run_mod.run_and_compare
 
     def fake(br, loaded, *a, inputs=None, **kw):
         res = real(br, loaded, *a, inputs=inputs, **kw)
@@ -75,7 +75,7 @@ def test_alt_sizes_that_differ_fail_compare(tmp_path, monkeypatch):
             res = dataclasses.replace(res, allclose=False, max_abs_error=0.5)
         return res
 
-    monkeypatch.setattr(build_mod, "run_and_compare", fake)
+    monkeypatch.setattr(run_mod, "run_and_compare", fake)
     out = tmp_path / "bad.json"
     assert main(["check", "sample:dynamic_mlp", "--json", str(out), "--repeats", "1"]) == 1
     bad = json.loads(out.read_text())

@@ -247,7 +247,7 @@ def test_newer_request_of_a_group_supersedes_a_waiting_one(engine):
 def test_failing_pass_reply_carries_state(engine, tmp_path):
     f = tmp_path / "boom_pass.py"
     # stray output, from Python and straight to fd 1 as C code would: must not reach the protocol
-    f.write_text("import os\nfrom irviz.core.passes.registry import irviz_pass\n\n"
+    f.write_text("import os\nfrom irviz.core.passes import irviz_pass\n\n"
                  "print('stray print from a pass file')\nos.write(1, b'stray fd 1 write\\n')\n\n\n"
                  "@irviz_pass(name='Boom')\ndef boom(mod):\n    print('boom prints')\n"
                  "    raise ValueError('kaboom')\n")
@@ -318,7 +318,7 @@ def test_engine_opens_an_exported_step_and_runs_it_without_a_reference(tmp_path)
     from irviz.core.export.trace import export_trace, is_exported_step
     from irviz.core.frontend.importer import import_model
     from irviz.core.frontend.model_file import load_model
-    from irviz.core.passes.registry import get_pipeline
+    from irviz.core.passes import get_pipeline
     from irviz.core.session import Session
     from irviz.engine import Engine
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from irviz.core.passes import registry as passes
+from irviz.core import passes
 from irviz.core.errors import ExportError
 from irviz.core.export.trace import export_trace, html_report, load_exported
 from irviz.core.session import Session

@@ -3,7 +3,7 @@ import pytest
 import torch
 import tvm
 
-from irviz.core.passes import registry as passes
+from irviz.core import passes
 from irviz.core.errors import PassError
 from irviz.core.frontend.importer import Imported
 from irviz.core.session import Session

@@ -138,7 +138,7 @@ SEGV_PASS = """
 import os
 import signal
 
-from irviz.core.passes.registry import irviz_pass
+from irviz.core.passes import irviz_pass
 
 
 @irviz_pass(name="Segfault", description="kills the process, as a TVM bug does")

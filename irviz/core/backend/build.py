@@ -329,15 +329,3 @@ def kernel_bindings(mod, func: str = "main") -> dict[str, str]:
 
     walk(fn.body)
     return {k: ", ".join(v) for k, v in out.items()}
-
-
-def __getattr__(name):
-    # Running lives in backend.run; the engine and the CLI still reach it through this module
-    # until they call run.build_and_run.
-    if name in ("run_and_compare", "RunResult", "KernelTime"):
-        from irviz.core.backend import run
-
-        return getattr(run, name)
-    if name == "alt_inputs":
-        return lambda loaded: getattr(loaded, "alt_inputs", None)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -66,13 +66,12 @@ def _measure(mod, loaded, repeats: int) -> dict:
 
 
 def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None, *,
-                  cache: dict | None = None, params=None) -> list[dict]:
+                  cache: dict | None = None) -> list[dict]:
     """Build and time every step of ``session`` (or the indices in ``steps``).
 
     loaded: the LoadedModel (PyTorch reference; None = run without a reference, no torch line).
     progress(text, fraction): called before each step and once at the end.
     cache: {module hash: measurement} kept by the caller across calls (a new dict when None).
-    params: ignored; accepted only until the engine stops passing it.
     """
     n = len(session.steps)
     if steps is None or steps == "all":

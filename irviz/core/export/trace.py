@@ -245,7 +245,7 @@ def _pass_roundtrip_flag(name: str) -> bool:
     if name == "import":
         return True
     try:
-        from irviz.core.passes import registry as passes
+        from irviz.core import passes
 
         return bool(getattr(passes.get_pass(name), "roundtrip_ok", True))
     except Exception:  # noqa: BLE001 - unknown (e.g. unregistered user) pass: verify decides
@@ -257,7 +257,7 @@ def _trusted(name: str) -> bool:
     if name == "import":
         return True
     try:
-        from irviz.core.passes import registry as passes
+        from irviz.core import passes
 
         spec = passes.get_pass(name)
     except Exception:  # noqa: BLE001

@@ -279,19 +279,3 @@ def _hint_for(spec: PassSpec, exc: BaseException) -> str:
     if spec.name == "FuseOps":
         return "FuseOps needs AnnotateTIROpPattern after LegalizeOps"
     return "step back, or try the passes before it in another order (see Details for TVM's trace)"
-
-
-# Names that live in the modules built on this one, for callers that still import them from here.
-_MOVED = {
-    "PIPELINES": "pipelines", "ZERO_STEPS": "pipelines", "DEFAULT_BUILD_STEPS": "pipelines",
-    "CPU_SCHEDULE_STEPS": "pipelines", "get_pipeline": "pipelines", "list_pipelines": "pipelines",
-    "irviz_pass": "user_files", "load_pass_file": "user_files", "load_params_file": "user_files",
-}
-
-
-def __getattr__(name):
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(f"irviz.core.passes.{_MOVED[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
