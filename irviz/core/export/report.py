@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import json
-import re
 
 from irviz.core.export.step_files import jsonable
 from irviz.core.views import diff as diff_mod
+from irviz.core.views.highlight import highlighted_html, html_style_defs
 
 __all__ = ["html_report", "results_by_step", "run_dict"]
 
@@ -46,8 +46,6 @@ details.step>summary{font-weight:600;font-size:15px;padding:4px 0}
 .diff .add{background:#dafbe1} .diff .del{background:#ffebe9} .diff .hunk{background:#ddf4ff;color:#59636e}
 .diff .add mark{background:#aceebb} .diff .del mark{background:#ffcecb}
 .diff mark{color:inherit;border-radius:2px}
-.diff .k{color:#cf222e} .diff .s{color:#0a3069} .diff .m{color:#0550ae} .diff .c{color:#6e7781}
-.diff .d{color:#8250df} .diff .b{color:#8250df} .diff .f{color:#6639ba;font-weight:600}
 .tag{font-size:12px;padding:0 5px;border-radius:8px;margin-left:4px}
 .t-added{background:#dafbe1} .t-removed{background:#ffebe9} .t-changed{background:#fff8c5}
 .note{color:#9a6700} .err{color:#cf222e;white-space:pre-wrap}
@@ -64,69 +62,6 @@ def _e(s) -> str:
     return html.escape(str(s), quote=True)
 
 
-_HL_RE = re.compile(r"""
-    (?P<c>\#.*$)
-  | (?P<s>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
-  | (?P<d>@[\w.]+)
-  | (?P<kdef>\bdef\b)(?P<ws>\s+)(?P<f>\w+)
-  | (?P<k>\b(?:with|for|in|return|if|elif|else|while|class|lambda|and|or|not|is|as|pass|
-               True|False|None)\b)
-  | (?P<m>\b\d+(?:\.\d+)?(?:[eE][-+]?\d+)?\b)
-""", re.X)
-
-
-def _tokens(text: str) -> list[tuple[str, str]]:
-    """(css class, text) pieces of one line of TVMScript: comments, strings, decorators, keywords,
-    function names, numbers.  A regex, not pygments: ~20x faster on ResNet-18's diffs."""
-    out: list[tuple[str, str]] = []
-    pos = 0
-    for m in _HL_RE.finditer(text):
-        if m.start() > pos:
-            out.append(("", text[pos:m.start()]))
-        if m.group("kdef") is not None:
-            out += [("k", m.group("kdef")), ("", m.group("ws")), ("f", m.group("f"))]
-        else:
-            kind = m.lastgroup
-            out.append((kind, m.group(kind)))
-        pos = m.end()
-    if pos < len(text):
-        out.append(("", text[pos:]))
-    return out
-
-
-def _marked(text: str, ranges) -> str:
-    """One code line as HTML: syntax colours, and <mark> around the changed character ranges."""
-    marks = [(max(0, s), min(e, len(text))) for s, e in (ranges or []) if e > s]
-    segs: list[list] = []  # [marked, css class, text], neighbours merged
-    pos = 0
-    for cls, piece in _tokens(text):
-        start, end = pos, pos + len(piece)
-        pos = end
-        cuts = {start, end}
-        for s, e in marks:
-            if start < s < end:
-                cuts.add(s)
-            if start < e < end:
-                cuts.add(e)
-        bounds = sorted(cuts)
-        for a, b in zip(bounds, bounds[1:]):
-            marked = any(s <= a and b <= e for s, e in marks)
-            if segs and segs[-1][0] == marked and segs[-1][1] == cls:
-                segs[-1][2] += text[a:b]
-            else:
-                segs.append([marked, cls, text[a:b]])
-    out = []
-    open_mark = False
-    for marked, cls, frag in segs:
-        if marked != open_mark:
-            out.append("<mark>" if marked else "</mark>")
-            open_mark = marked
-        out.append(f'<span class="{cls}">{_e(frag)}</span>' if cls else _e(frag))
-    if open_mark:
-        out.append("</mark>")
-    return "".join(out)
-
-
 def _ln(n) -> str:
     return f'<span class="ln">{n if n is not None else ""}</span>'
 
@@ -139,14 +74,14 @@ def _render_rows(fd) -> tuple[str, int]:
         if k in starts:
             parts.append(f'<div class="hunk">@@ -{lno or 0} +{rno or 0} @@</div>')
         if tag == "equal":
-            parts.append(f"<div>{_ln(rno)}  {_marked(rtext, [])}</div>")
+            parts.append(f"<div>{_ln(rno)}  {highlighted_html(rtext, [])}</div>")
         else:
             if lno is not None:
                 mark = lr if tag == "replace" else []
-                parts.append(f'<div class="del">{_ln(lno)}- {_marked(ltext, mark)}</div>')
+                parts.append(f'<div class="del">{_ln(lno)}- {highlighted_html(ltext, mark)}</div>')
             if rno is not None:
                 mark = rr if tag == "replace" else []
-                parts.append(f'<div class="add">{_ln(rno)}+ {_marked(rtext, mark)}</div>')
+                parts.append(f'<div class="add">{_ln(rno)}+ {highlighted_html(rtext, mark)}</div>')
     return "".join(parts), len(fd.rows)
 
 
@@ -247,7 +182,8 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
     total = sum(float(s.seconds) for s in session.steps[1:])
     head = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
-        f"<title>{_e(title)}</title><style>{_CSS}</style><script>{_JS}</script></head><body>",
+        f"<title>{_e(title)}</title><style>{_CSS}{html_style_defs('.diff')}</style>"
+        f"<script>{_JS}</script></head><body>",
         f"<h1>{_e(title)}</h1>",
         f'<div class="meta">importer {_e(getattr(session.imported, "importer", "?"))} · '
         f"{n - 1} passes · {total:.3f} s in passes · written "
