@@ -139,7 +139,7 @@ def _render_run(idx: int, rr) -> str:
 
 def _render_latency(session, trace) -> str:
     """The latency chart (inline SVG) and a table of its numbers."""
-    from irviz.core.backend.latency import fmt_ms, latency_svg, torch_ms_of
+    from irviz.core.views.latency_chart import fmt_ms, latency_svg, torch_ms_of
 
     out = ["<h2>Latency per step</h2>", '<div class="chart">',
            latency_svg(trace, width=960, height=400), "</div>"]

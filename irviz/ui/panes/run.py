@@ -11,9 +11,10 @@ from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QHeaderView, QLabel, QPushButton,
                                QSizePolicy, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
+from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
-from irviz.ui.widgets.latency_chart import LatencyChart, fmt_ms
+from irviz.ui.widgets.latency_chart import LatencyChart
 
 
 class _Num(QTableWidgetItem):
