@@ -391,9 +391,8 @@ class MainWindow(QMainWindow):
         self.diff.view.restyle()
         for g in (self.fx.graph, self.relax.graph):
             g.set_dark(name == "dark")
-        if self.pipeline.state:  # colours baked into table items
-            self.pipeline._fill_steps(self.pipeline.state)
-        self.tir._paint_linked()
+        self.pipeline.restyle()
+        self.tir.restyle()
         if save:
             self.settings.setValue("theme", name)
 

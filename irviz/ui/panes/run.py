@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor
+
 from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QHeaderView, QLabel, QPushButton,
                                QSizePolicy, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
@@ -307,9 +307,3 @@ class RunPane(Pane):
         names = bindings_of({"binding": binding.text()}) if binding is not None else []
         if names:
             self.hub.select_relax(names[0])
-
-    def heat_rows(self) -> int:
-        return self.kernels.rowCount()
-
-    def row_brush(self, ok: bool) -> QBrush:
-        return QBrush(QColor(themes.colors().ok if ok else themes.colors().bad))
