@@ -15,6 +15,9 @@ import networkx as nx
 
 from irviz.core.views.layout import layout_graph
 
+sys.path.insert(0, str(Path(__file__).parent))
+from test_layout import called_twice_graph  # noqa: E402
+
 EXPECTED = Path(__file__).parent / "data" / "layout_pinned.json"
 
 
@@ -44,16 +47,6 @@ def pinned_graph(cycle: bool = True) -> nx.DiGraph:
                           ("x", "layer.1.bn")])
     for i in range(3):
         G.add_node(f"unused{i}", kind="buffer", label=f"num_batches_tracked_{i}")
-    return G
-
-
-def called_twice_graph() -> nx.DiGraph:
-    G = nx.DiGraph()
-    chain = [("a", None), ("f1", "f"), ("f2", "f"), ("b", None), ("c", None), ("f3", "f"),
-             ("f4", "f"), ("d", None)]
-    for name, grp in chain:
-        G.add_node(name, kind="call_tir", group=grp)
-    G.add_edges_from(zip([c[0] for c in chain], [c[0] for c in chain[1:]]))
     return G
 
 
