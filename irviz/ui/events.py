@@ -12,7 +12,6 @@ Signals (all payloads are plain Python):
 - ``relaxBindingSelected(str)``   a Relax binding var name (a node id of the Relax graph)
 - ``tirFunctionSelected(str)``    a prim_func global name
 - ``stepSelected(int)``           a step index (the diff pane shows it vs the previous step)
-- ``diffRequested(int, int)``     show the diff between two step indices
 - ``linked(object)``              a :class:`Selection` with every linked id
 - ``heatChanged(dict)``           binding var -> milliseconds, from the run pane
 - ``cleared()``                   selection cleared
@@ -78,7 +77,6 @@ class EventHub(QObject):
     relaxBindingSelected = Signal(str)
     tirFunctionSelected = Signal(str)
     stepSelected = Signal(int)
-    diffRequested = Signal(int, int)
     linked = Signal(object)
     heatChanged = Signal(dict)
     cleared = Signal()
@@ -108,9 +106,6 @@ class EventHub(QObject):
 
     def select_step(self, index: int) -> None:
         self.stepSelected.emit(index)
-
-    def request_diff(self, a: int, b: int) -> None:
-        self.diffRequested.emit(a, b)
 
     def set_heat(self, heat: dict) -> None:
         self.heatChanged.emit(dict(heat))

@@ -1,29 +1,26 @@
 """The main window: docks for the six panes, menus, toolbar, shortcuts, status bar with progress
 and Cancel, notifications, drag and drop, settings (geometry, dock layout, recent files, theme).
 
+Actions, menus, toolbar and status bar are in :mod:`irviz.ui.window_chrome`.
 It owns the bridge and the event hub and hands both to every pane; the panes never talk to each
 other. The window itself only routes: open/step commands out, state/provenance/errors in."""
 from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QFrame, QHBoxLayout, QLabel,
-                               QMainWindow, QProgressBar, QPushButton, QToolButton, QVBoxLayout,
-                               QWidget)
+from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow
 
 from irviz.ui import themes
 from irviz.ui.events import EventHub
-from irviz.ui.help import HelpDialog
 from irviz.ui.panes.diff import DiffPane
 from irviz.ui.panes.fx import FxPane
 from irviz.ui.panes.pipeline import PipelinePane
 from irviz.ui.panes.relax import RelaxPane
 from irviz.ui.panes.run import RunPane
 from irviz.ui.panes.tir import TirPane
+from irviz.ui.window_chrome import Toast, WindowChrome
 
-MAX_RECENT = 10
 LAYOUT_VERSION = 1
 # Failures of these commands are worth a notification; others (view requests) go to the status bar.
 LOUD_CMDS = {"open", "step", "back", "run_to_end", "jump", "set_pipeline", "replay", "build_run",
@@ -36,57 +33,7 @@ OPEN_FILTER = ("Models and steps (*.py *.pt2);;Python model file or exported TVM
                "Exported program (*.pt2);;All files (*)")
 
 
-class Toast(QFrame):
-    """A non-modal notification in the bottom-right corner; hides itself after a while."""
-
-    def __init__(self, parent: QWidget):
-        super().__init__(parent)
-        self.setObjectName("Toast")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.title = QLabel()
-        f = self.title.font()
-        f.setBold(True)
-        self.title.setFont(f)
-        self.body = QLabel()
-        self.body.setWordWrap(True)
-        self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        close = QToolButton(text="✕")
-        close.setAutoRaise(True)
-        close.clicked.connect(self.hide)
-        head = QHBoxLayout()
-        head.addWidget(self.title, 1)
-        head.addWidget(close)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(10, 6, 6, 8)
-        lay.addLayout(head)
-        lay.addWidget(self.body)
-        self.setFixedWidth(420)
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.timeout.connect(self.hide)
-        self.hide()
-
-    def show_message(self, title: str, body: str, kind: str = "error", ms: int = 10000) -> None:
-        self.setProperty("kind", kind)
-        self.style().unpolish(self)
-        self.style().polish(self)
-        self.title.setText(title)
-        self.body.setText(body)
-        self.adjustSize()
-        self.reposition()
-        self.show()
-        self.raise_()
-        self._timer.start(ms)
-
-    def reposition(self) -> None:
-        p = self.parentWidget()
-        if p is None:
-            return
-        bottom = p.height() - (p.statusBar().height() if hasattr(p, "statusBar") else 0)
-        self.move(p.width() - self.width() - 16, bottom - self.height() - 12)
-
-
-class MainWindow(QMainWindow):
+class MainWindow(WindowChrome, QMainWindow):
     allFilled = Signal()  # every pane shows the current step
 
     def __init__(self, bridge=None, settings: QSettings | None = None, parent=None):
@@ -184,139 +131,6 @@ class MainWindow(QMainWindow):
         self.resizeDocks([d["diff"], d["run"]], [int(rest * 0.62), int(rest * 0.38)], Qt.Orientation.Horizontal)
         self.resizeDocks([d["fx"], d["diff"]], [int(h * 0.62), int(h * 0.32)], Qt.Orientation.Vertical)
 
-    def _action(self, text: str, slot, shortcut: str | None = None, tip: str | None = None) -> QAction:
-        act = QAction(text, self)
-        if shortcut:
-            act.setShortcut(QKeySequence(shortcut))
-            act.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-        if tip or shortcut:
-            act.setToolTip(f"{tip or text.replace('&', '').rstrip('…')}" + (f" ({shortcut})" if shortcut else ""))
-        act.triggered.connect(lambda _checked=False: slot())
-        self.addAction(act)
-        return act
-
-    def _build_actions(self) -> None:
-        a = self._action
-        self.act_open = a("&Open…", self.open_dialog, "Ctrl+O", "Open a model file")
-        self.act_export_step = a("Export current &step…", lambda: self.export_dialog(current_only=True), "Ctrl+E")
-        self.act_export_trace = a("Export whole &trace…", lambda: self.export_dialog(current_only=False), "Ctrl+Shift+E")
-        self.act_export_relax_png = a("Relax graph as PNG…", lambda: self.export_graph("relax", "png"))
-        self.act_export_relax_svg = a("Relax graph as SVG…", lambda: self.export_graph("relax", "svg"))
-        self.act_export_fx_png = a("FX graph as PNG…", lambda: self.export_graph("fx", "png"))
-        self.act_export_fx_svg = a("FX graph as SVG…", lambda: self.export_graph("fx", "svg"))
-        self.act_load_converters = a("Load &converters…", self.load_converters_dialog, "Ctrl+Shift+L",
-                                     "Load a Python file with CONVERTERS = {aten op: fn} for ops TVM cannot import")
-        self.act_reimport = a("Re-&import", self.reimport, "Ctrl+Shift+R",
-                              "Import the captured model into Relax again, with the loaded converters")
-        self.act_restart = a("Restart engine", lambda: self.bridge.restart("Restarted the engine on request."))
-        self.act_quit = a("&Quit", self.close, "Ctrl+Q")
-        self.act_find = a("&Find", self.focus_search, "Ctrl+F", "Search in the focused pane")
-        self.act_step = a("&Step", self.step, "F10", "Apply the next pass")
-        self.act_back = a("Step &back", self.back, "Shift+F10", "Undo the last pass")
-        self.act_run_to_end = a("&Run to end", self.run_to_end, "F5", "Apply every planned pass")
-        self.act_first = a("Jump to &import", lambda: self.jump(0), "Ctrl+Home", "Go to step 0")
-        self.act_build_run = a("&Build && Run", self.build_run, "Ctrl+R", "Build the current step and compare with PyTorch")
-        self.act_cancel = a("&Cancel", self.cancel, "Esc", "Stop the engine's current work")
-        self.act_next_hunk = a("Next hunk", self.diff.view.next_hunk, "Alt+Down")
-        self.act_prev_hunk = a("Previous hunk", self.diff.view.prev_hunk, "Alt+Up")
-        self.act_fit = a("&Fit graphs", self.fit_graphs, "Ctrl+0")
-        self.act_reset_layout = a("Reset &layout", self.reset_layout)
-        self.act_toggle_theme = a("Toggle dark theme", self.toggle_theme, "Ctrl+Shift+T")
-        self.act_help = a("&Shortcuts and panes", lambda: HelpDialog(self).show(), "F1")
-        self.act_about = a("&About irviz", lambda: HelpDialog(self, about=True).show())
-        self.theme_group = QActionGroup(self)
-        self.theme_actions = {}
-        for name in themes.THEMES:
-            act = QAction(name.capitalize(), self, checkable=True)
-            act.triggered.connect(lambda _c=False, n=name: self.set_theme(n))
-            self.theme_group.addAction(act)
-            self.theme_actions[name] = act
-
-    def _build_menus(self) -> None:
-        mb = self.menuBar()
-        m = mb.addMenu("&File")
-        m.addAction(self.act_open)
-        self.samples_menu = m.addMenu("Samples")
-        self.samples_menu.addAction("(asking the engine…)").setEnabled(False)
-        self.recent_menu = m.addMenu("Open &Recent")
-        m.addSeparator()
-        m.addAction(self.act_load_converters)
-        m.addAction(self.act_reimport)
-        m.addSeparator()
-        m.addAction(self.act_export_step)
-        m.addAction(self.act_export_trace)
-        g = m.addMenu("Export graph")
-        for act in (self.act_export_relax_png, self.act_export_relax_svg, self.act_export_fx_png,
-                    self.act_export_fx_svg):
-            g.addAction(act)
-        m.addSeparator()
-        m.addAction(self.act_restart)
-        m.addAction(self.act_quit)
-        m = mb.addMenu("&Edit")
-        m.addAction(self.act_find)
-        m = mb.addMenu("&View")
-        for key in ("fx", "relax", "tir", "pipeline", "diff", "run"):
-            m.addAction(self.docks[key].toggleViewAction())
-        m.addSeparator()
-        m.addAction(self.act_fit)
-        t = m.addMenu("Theme")
-        for act in self.theme_actions.values():
-            t.addAction(act)
-        t.addAction(self.act_toggle_theme)
-        m.addAction(self.act_reset_layout)
-        m = mb.addMenu("&Pipeline")
-        for act in (self.act_step, self.act_back, self.act_run_to_end, self.act_first):
-            m.addAction(act)
-        m.addSeparator()
-        m.addAction(self.act_build_run)
-        m.addAction(self.act_cancel)
-        m.addSeparator()
-        m.addAction(self.act_next_hunk)
-        m.addAction(self.act_prev_hunk)
-        m = mb.addMenu("&Help")
-        m.addAction(self.act_help)
-        m.addAction(self.act_about)
-        self._fill_recent()
-
-    def _build_toolbar(self) -> None:
-        tb = self.addToolBar("Main")
-        tb.setObjectName("toolbar_main")
-        tb.setMovable(False)
-        tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        tb.addAction(self.act_open)
-        samples = QToolButton()
-        samples.setText("Samples")
-        samples.setMenu(self.samples_menu)
-        samples.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        tb.addWidget(samples)
-        tb.addSeparator()
-        for act in (self.act_back, self.act_step, self.act_run_to_end):
-            tb.addAction(act)
-        tb.addSeparator()
-        tb.addAction(self.act_build_run)
-        tb.addAction(self.act_cancel)
-        tb.addSeparator()
-        tb.addAction(self.act_fit)
-        self.toolbar = tb
-
-    def _build_status(self) -> None:
-        sb = self.statusBar()
-        self.status_label = QLabel("Open a model: File ▸ Open, a sample, or drop a file here.")
-        self.step_label = QLabel("")
-        self.progress = QProgressBar()
-        self.progress.setFixedWidth(200)
-        self.progress.setTextVisible(False)
-        self.progress.setRange(0, 1000)
-        self.progress.hide()
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop the engine's current work (Esc)")
-        self.cancel_button.clicked.connect(self.cancel)
-        self.cancel_button.hide()
-        sb.addWidget(self.status_label, 1)
-        sb.addPermanentWidget(self.step_label)
-        sb.addPermanentWidget(self.progress)
-        sb.addPermanentWidget(self.cancel_button)
-
     # -- settings ----------------------------------------------------------------------------------
     def _restore_settings(self) -> None:
         s = self.settings
@@ -356,33 +170,6 @@ class MainWindow(QMainWindow):
         self.save_settings()
         super().closeEvent(event)
 
-    def recent_files(self) -> list[str]:
-        v = self.settings.value("recent", [])
-        if isinstance(v, str):
-            v = [v]
-        return [str(x) for x in (v or [])]
-
-    def _add_recent(self, spec: str) -> None:
-        items = [spec] + [x for x in self.recent_files() if x != spec]
-        self.settings.setValue("recent", items[:MAX_RECENT])
-        self._fill_recent()
-
-    def _fill_recent(self) -> None:
-        self.recent_menu.clear()
-        items = self.recent_files()
-        for spec in items:
-            act = self.recent_menu.addAction(spec)
-            act.triggered.connect(lambda _c=False, s=spec: self.open_spec(s))
-        if not items:
-            self.recent_menu.addAction("(none)").setEnabled(False)
-        else:
-            self.recent_menu.addSeparator()
-            self.recent_menu.addAction("Clear", self._clear_recent)
-
-    def _clear_recent(self) -> None:
-        self.settings.setValue("recent", [])
-        self._fill_recent()
-
     def set_theme(self, name: str, save: bool = True) -> None:
         themes.apply_theme(name)
         self.theme_actions.get(name, self.theme_actions["light"]).setChecked(True)
@@ -391,9 +178,8 @@ class MainWindow(QMainWindow):
         self.diff.view.restyle()
         for g in (self.fx.graph, self.relax.graph):
             g.set_dark(name == "dark")
-        if self.pipeline.state:  # colours baked into table items
-            self.pipeline._fill_steps(self.pipeline.state)
-        self.tir._paint_linked()
+        self.pipeline.restyle()
+        self.tir.restyle()
         if save:
             self.settings.setValue("theme", name)
 
@@ -685,33 +471,8 @@ class MainWindow(QMainWindow):
         if self.toast.isVisible():
             self.toast.reposition()
 
-    def _fill_samples(self) -> None:
-        self.samples_menu.clear()
-        for s in self.samples:
-            act = self.samples_menu.addAction(s["name"])
-            act.setToolTip(s.get("description", ""))
-            act.setStatusTip(s.get("description", ""))
-            act.triggered.connect(lambda _c=False, n=s["name"]: self.open_spec(f"sample:{n}"))
-        self.samples_menu.setToolTipsVisible(True)
-
     def _has_model(self) -> bool:
         return bool(self.state.get("model"))
-
-    def _update_actions(self) -> None:
-        has = self._has_model()
-        cursor = int(self.state.get("cursor", 0) or 0)
-        steps = self.state.get("steps") or []
-        more = bool(self.state.get("planned")) or cursor < len(steps) - 1
-        self.act_step.setEnabled(has and more)
-        self.act_run_to_end.setEnabled(has and more)
-        self.act_back.setEnabled(has and cursor > 0)
-        self.act_first.setEnabled(has and cursor > 0)
-        for act in (self.act_build_run, self.act_export_step, self.act_export_trace,
-                    self.act_export_relax_png, self.act_export_relax_svg, self.act_export_fx_png,
-                    self.act_export_fx_svg):
-            act.setEnabled(has)
-        self.act_cancel.setEnabled(bool(getattr(self.bridge, "busy", False)))
-        self.act_reimport.setEnabled(self._can_reimport())
 
     # -- drag and drop -----------------------------------------------------------------------------
     def dragEnterEvent(self, event) -> None:  # noqa: N802

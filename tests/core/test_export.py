@@ -1,4 +1,4 @@
-"""irviz.core.export.trace: step files round-trip, steps.json, diffs, report.html."""
+"""irviz.core.export: step files round-trip, steps.json, diffs, report.html."""
 import json
 import re
 import runpy
@@ -9,7 +9,9 @@ import torch
 
 from irviz.core import passes
 from irviz.core.errors import ExportError
-from irviz.core.export.trace import export_trace, html_report, load_exported
+from irviz.core.export.report import html_report
+from irviz.core.export.step_files import load_exported
+from irviz.core.export.trace import export_trace
 from irviz.core.session import Session
 from irviz.core.tvm_compat import structural_equal
 

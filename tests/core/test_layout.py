@@ -220,15 +220,19 @@ def test_isolated_nodes_go_below_the_graph():
     assert len(rows) >= 3       # wrapped into rows, not one very wide row
 
 
-def test_group_called_at_two_places_gets_two_frames():
-    # one fused function (group "f") called twice, with other ops in between
+def called_twice_graph() -> nx.DiGraph:
+    """One fused function (group "f") called twice, with other ops in between."""
     G = nx.DiGraph()
     chain = [("a", None), ("f1", "f"), ("f2", "f"), ("b", None), ("c", None), ("f3", "f"),
              ("f4", "f"), ("d", None)]
     for name, grp in chain:
         G.add_node(name, kind="call_tir", group=grp)
     G.add_edges_from(zip([c[0] for c in chain], [c[0] for c in chain[1:]]))
-    g = layout_graph(G, group_attr="group")
+    return G
+
+
+def test_group_called_at_two_places_gets_two_frames():
+    g = layout_graph(called_twice_graph(), group_attr="group")
     frames = {grp["id"]: grp for grp in g["groups"]}
     assert set(frames) == {"f", "f#2"}
     assert frames["f"]["members"] == ["f1", "f2"] and frames["f#2"]["members"] == ["f3", "f4"]

@@ -16,7 +16,8 @@ from PySide6.QtGui import QPainterPath  # noqa: E402
 from PySide6.QtWidgets import QGraphicsRectItem  # noqa: E402
 
 from irviz.ui.widgets import palette  # noqa: E402
-from irviz.ui.widgets.graph_view import GraphView, GroupItem, NodeItem  # noqa: E402
+from irviz.ui.widgets.graph_items import GroupItem, NodeItem  # noqa: E402
+from irviz.ui.widgets.graph_view import GraphView  # noqa: E402
 
 
 def dag50() -> nx.DiGraph:

@@ -3,11 +3,23 @@ step to step by Var identity, and which global function each binding calls."""
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
+from irviz.core.tvm_compat import callee_name, relax, var_name
 from irviz.core.views import diff as diff_mod
-from irviz.core.tvm_compat import relax, var_name
 
 __all__ = ["carry_provenance", "clear_caches", "relax_to_callee"]
+
+
+@dataclass
+class _FusionGroup:
+    """A new binding that calls a fused function, and the old bindings found inside it."""
+    call: str                        # var name of the new call binding
+    members: set[int]                # handles of the old binding vars it replaced
+    output_signature: tuple | None   # (op, callee) of the fused body's last binding
+    inputs: set[int]                 # handles of the vars the new call uses
+    output_found: bool = False       # the old binding that became its result is matched
+
 
 def _func(mod, name="main"):
     for gv, f in mod.functions.items():
@@ -125,7 +137,7 @@ def carry_provenance(old_mod, new_mod, provenance: dict[str, list[str]]) -> dict
             mapping[hv] = [new_names[hv]]
 
     # 2. fusion groups
-    groups = []  # (call var name, member handles, output signature, input old-handles)
+    groups: list[_FusionGroup] = []
     new_funcs = _relax_funcs(new_mod)
     for b in new_b:
         value = b.value
@@ -144,7 +156,7 @@ def carry_provenance(old_mod, new_mod, provenance: dict[str, list[str]]) -> dict
                 members.add(hv)
         out_sig = _signature(inner[-1].value) if inner else None
         inputs = {_h(u) for u in _used_vars(value)}
-        groups.append([name, members, out_sig, inputs, False])
+        groups.append(_FusionGroup(name, members, out_sig, inputs))
     if groups:
         new_to_old: dict[str, set[int]] = {}
         for hv, names in mapping.items():
@@ -161,24 +173,24 @@ def carry_provenance(old_mod, new_mod, provenance: dict[str, list[str]]) -> dict
                 ds = set(deps.get(hv, ()))
                 pick = None
                 for g in groups:
-                    if ds & g[1]:
+                    if ds & g.members:
                         pick = g
                         break
                 if pick is None:
                     for g in groups:
-                        if g[4] or g[1]:
+                        if g.output_found or g.members:
                             continue
                         ins = set()
-                        for hin in g[3]:
+                        for hin in g.inputs:
                             ins |= new_to_old.get(new_names.get(hin, ""), set())
-                        if ds & ins and _signature(old_value[hv]) == g[2]:
+                        if ds & ins and _signature(old_value[hv]) == g.output_signature:
                             pick = g
                             break
                 if pick is not None:
-                    mapping[hv] = [pick[0]]
-                    pick[1].add(hv)
-                    pick[4] = True
-                    new_to_old.setdefault(pick[0], set()).add(hv)
+                    mapping[hv] = [pick.call]
+                    pick.members.add(hv)
+                    pick.output_found = True
+                    new_to_old.setdefault(pick.call, set()).add(hv)
                     progress = True
 
     # 3. nearest surviving binding downstream, else upstream
@@ -249,15 +261,9 @@ def relax_to_callee(step_or_mod, func: str = "main") -> dict[str, str]:
         if isinstance(opname, str) and opname.endswith("alloc_tensor"):
             fresh.add(_h(b.var))
             continue
-        callee = None
-        if isinstance(op, relax.GlobalVar):
-            callee = op.name_hint
-        elif isinstance(op, relax.ExternFunc):
-            callee = str(op.global_symbol)
-        elif value.args and isinstance(value.args[0], relax.GlobalVar):
-            callee = value.args[0].name_hint
-        elif value.args and isinstance(value.args[0], relax.ExternFunc):
-            callee = str(value.args[0].global_symbol)
+        callee = callee_name(op)
+        if callee is None and value.args:
+            callee = callee_name(value.args[0])
         if callee is None:
             continue
         out[name] = callee

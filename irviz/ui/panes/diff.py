@@ -44,7 +44,6 @@ class DiffPane(Pane):
         lay.addWidget(self.view, 1)
 
         hub.stepSelected.connect(self.show_step)
-        hub.diffRequested.connect(self.show_pair)
 
     def on_state(self, state: dict, prev: dict) -> None:
         cursor = self.cursor_of(state)
@@ -84,6 +83,7 @@ class DiffPane(Pane):
         self._request(max(0, index - 1), index)
 
     def show_pair(self, a: int, b: int) -> None:
+        """The diff between steps a and b; the pane stops following the cursor."""
         self.follow.blockSignals(True)
         self.follow.setChecked(False)
         self.follow.blockSignals(False)
@@ -92,10 +92,7 @@ class DiffPane(Pane):
     def _boxes_changed(self, _v) -> None:
         a, b = self.a_box.value(), self.b_box.value()
         if (a, b) != self.pair:
-            self.follow.blockSignals(True)
-            self.follow.setChecked(False)
-            self.follow.blockSignals(False)
-            self._request(a, b)
+            self.show_pair(a, b)
 
     def _request(self, a: int, b: int) -> None:
         key = (a, b, self.model_key(self.state))

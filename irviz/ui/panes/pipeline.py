@@ -201,6 +201,11 @@ class PipelinePane(Pane):
     def is_filled(self) -> bool:
         return bool(self.steps)
 
+    def restyle(self) -> None:
+        """Repaint after a theme change: the step rows carry colours of the old theme."""
+        if self.state:
+            self._fill_steps(self.state)
+
     def _fill_steps(self, state: dict) -> None:
         c = themes.colors()
         cursor = self.cursor_of(state)

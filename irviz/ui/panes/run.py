@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor
+
 from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QHeaderView, QLabel, QPushButton,
                                QSizePolicy, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
+from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
-from irviz.ui.widgets.latency_chart import LatencyChart, fmt_ms
+from irviz.ui.widgets.latency_chart import LatencyChart
 
 
 class _Num(QTableWidgetItem):
@@ -306,9 +307,3 @@ class RunPane(Pane):
         names = bindings_of({"binding": binding.text()}) if binding is not None else []
         if names:
             self.hub.select_relax(names[0])
-
-    def heat_rows(self) -> int:
-        return self.kernels.rowCount()
-
-    def row_brush(self, ok: bool) -> QBrush:
-        return QBrush(QColor(themes.colors().ok if ok else themes.colors().bad))

@@ -196,6 +196,10 @@ class TirPane(Pane):
             for col in range(3):
                 item.setBackground(col, QBrush(QColor(c.highlight_line)) if on else QBrush())
 
+    def restyle(self) -> None:
+        """Repaint after a theme change: the linked rows carry the old theme's highlight."""
+        self._paint_linked()
+
     def linked_ids(self) -> list[str]:
         return list(self._linked)
 

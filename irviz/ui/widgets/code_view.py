@@ -12,6 +12,7 @@ from PySide6.QtGui import (QColor, QFont, QFontDatabase, QPainter, QSyntaxHighli
                            QTextCharFormat, QTextCursor, QTextFormat, QTextDocument)
 from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QWidget
 
+from irviz.core.views.highlight import code_lexer
 from irviz.ui import themes
 
 
@@ -20,21 +21,6 @@ def mono_font(size: int = 10) -> QFont:
     f.setPointSize(size)
     f.setStyleHint(QFont.StyleHint.Monospace)
     return f
-
-
-_LEXER = None
-_LEXER_LOCK = threading.Lock()
-
-
-def _lexer():
-    """One lexer for every view (building one compiles its regexes: ~0.5 s, so only when needed)."""
-    global _LEXER
-    with _LEXER_LOCK:
-        if _LEXER is None:
-            from pygments.lexers.python import PythonLexer
-
-            _LEXER = PythonLexer()
-    return _LEXER
 
 
 @functools.lru_cache(maxsize=4)
@@ -62,7 +48,7 @@ class _LexState:
     """Where an incremental lex of one text stands: the token stream and the lines so far."""
 
     def __init__(self, text: str, styled: frozenset):
-        self.tokens = iter(_lexer().get_tokens(text))
+        self.tokens = iter(code_lexer().get_tokens(text))
         self.styled = styled
         self.effective: dict = {}
         self.lines: list[list] = [[]]
@@ -98,7 +84,7 @@ class _LexState:
 
 def warm_up_lexer() -> None:
     """Build the shared lexer off the GUI thread (compiling its regexes takes ~0.3-0.5 s)."""
-    threading.Thread(target=_lexer, name="irviz-lexer-warmup", daemon=True).start()
+    threading.Thread(target=code_lexer, name="irviz-lexer-warmup", daemon=True).start()
 
 
 class _Highlighter(QSyntaxHighlighter):

@@ -14,15 +14,13 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, QPen
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-# irviz.core.backend.latency's chart helpers are plain Python (it imports TVM only inside its functions;
-# tests/core/test_layering.py checks the GUI process never loads it)
-from irviz.core.backend.latency import fmt_ms, log_ticks, tick_label  # noqa: F401
+from irviz.core.views.latency_chart import fmt_ms, log_ticks, tick_label, torch_ms_of
 from irviz.ui import themes
 
-__all__ = ["LatencyChart", "log_ticks", "fmt_ms", "tick_label"]
+__all__ = ["LatencyChart"]
 
 
 def _num(x):
@@ -48,8 +46,7 @@ class LatencyChart(QWidget):
     def set_trace(self, trace: list[dict] | None, torch_ms: float | None = None) -> None:
         self.trace = [dict(e) for e in (trace or [])]
         if torch_ms is None:
-            # the smallest per-step median, as irviz.core.backend.latency.torch_ms_of (noise only adds time)
-            torch_ms = min([e["torch_ms"] for e in self.trace if _num(e.get("torch_ms"))], default=None)
+            torch_ms = torch_ms_of(self.trace)
         self.torch_ms = torch_ms if _num(torch_ms) else None
         self._hover = None
         self.update()

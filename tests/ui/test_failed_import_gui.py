@@ -1,6 +1,7 @@
-"""Issue 4 in the app (offscreen, real engine): a model whose import fails shows its FX graph with
-the failing node red and the error above it; Load converters + Re-import fill the Relax pane; the
-bridge re-sends converter files when it replays after a crash; FX shapes use the Dim names."""
+"""A failed import in the app (offscreen, real engine): a model whose import fails shows its FX
+graph with the failing node red and the error above it; Load converters + Re-import fill the
+Relax pane; the bridge re-sends converter files when it replays after a crash; FX shapes use
+the Dim names."""
 from __future__ import annotations
 
 import importlib.util
