@@ -209,7 +209,7 @@ class Engine:
 
     def latency_trace(self, steps="all", repeats=10):
         """Build and time every recorded step (or `steps`); one progress message per step."""
-        from irviz.core.backend.latency import torch_ms_of
+        from irviz.core.views.latency_chart import torch_ms_of
 
         sel = None if steps in (None, "all") else [int(i) for i in steps]
         trace = self.ws.latency_trace(sel, repeats=int(repeats))

@@ -92,7 +92,7 @@ class Workspace:
 
     def open(self, spec: str, importer: str = DEFAULT_IMPORTER, planned=(), fraction_span=(0.0, 1.0)):
         """Load, capture and import `spec`; a new Session with `planned` as its pipeline."""
-        from irviz.core.export import trace as export_mod
+        from irviz.core.export import step_files
         from irviz.core.frontend import capture as capture_mod
         from irviz.core.frontend import model_file
 
@@ -100,7 +100,7 @@ class Workspace:
         at = lambda x: a + (b - a) * x  # noqa: E731
         self.stage = "load"
         self.progress(f"Loading {spec}", at(0.0))
-        if export_mod.is_exported_step(spec):
+        if step_files.is_exported_step(spec):
             return self._open_step_file(spec, planned, at)
         t = time.perf_counter()
         loaded = model_file.load_model(spec)
@@ -148,13 +148,13 @@ class Workspace:
 
     def _open_step_file(self, spec, planned, at):
         """An exported TVMScript step: a session on its IRModule, with no FX graph or torch model."""
-        from irviz.core.export import trace as export_mod
+        from irviz.core.export import step_files
         from irviz.core.frontend.imported import Imported
         from irviz.core.session import Session
 
         self.progress("Parsing the TVMScript step", at(0.3))
         t = time.perf_counter()
-        mod = export_mod.load_exported(spec)
+        mod = step_files.load_exported(spec)
         imported = Imported(mod=mod, provenance={}, importer="tvmscript", seconds=time.perf_counter() - t)
         session = Session(imported, None)
         session.set_pipeline(list(planned or ()))

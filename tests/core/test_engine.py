@@ -315,7 +315,8 @@ def test_crash_command_kills_the_engine(tmp_path):
 def test_engine_opens_an_exported_step_and_runs_it_without_a_reference(tmp_path):
     """An exported TVMScript step opens like a model: Relax/TIR views, stepping, build and run."""
     from irviz.core.frontend.capture import capture
-    from irviz.core.export.trace import export_trace, is_exported_step
+    from irviz.core.export.step_files import is_exported_step
+    from irviz.core.export.trace import export_trace
     from irviz.core.frontend.importer import import_model
     from irviz.core.frontend.model_file import load_model
     from irviz.core.passes import get_pipeline

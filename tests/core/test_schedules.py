@@ -127,7 +127,7 @@ def test_conv2d_rule_blocks_channels_and_prepacks_the_weight(out_channels):
 
 def test_scheduled_functions_round_trip_through_the_printer():
     # irviz export writes each step as TVMScript: notes must survive print -> parse (ASCII only)
-    from irviz.core.export.trace import parse_script
+    from irviz.core.export.step_files import parse_script
 
     mod = _conv_module(32, np.ones((32, 8, 3, 3), "float32"))
     for make in (S.tile_conv2d, S.inline_elementwise, S.tile_reductions, S.parallel_vectorize):

@@ -26,14 +26,11 @@ from pathlib import Path
 from irviz.core.errors import ExportError
 from irviz.core.export.report import html_report, results_by_step, run_dict
 from irviz.core.export.step_files import (
-    is_exported_step, jsonable, load_exported, metadata_count, module_script, parse_script,
-    roundtrip_check, step_stem, write_step_file,
+    jsonable, metadata_count, module_script, roundtrip_check, step_stem, write_step_file,
 )
 from irviz.core.views import diff as diff_mod
 
-# load_exported, is_exported_step, parse_script and html_report are re-exported: callers that
-# open or write a whole trace import them from here
-__all__ = ["export_trace", "load_exported", "is_exported_step", "parse_script", "html_report"]
+__all__ = ["export_trace"]
 
 _STEP_FILE_RE = re.compile(r"^step_\d{2,}_.*\.(py|params|txt)$")
 _DIFF_FILE_RE = re.compile(r"^step_\d{2,}\.diff$")
