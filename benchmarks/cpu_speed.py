@@ -5,7 +5,7 @@
 
 For every model × pipeline: step the pipeline through an irviz Session, build, then time vm["main"]
 and torch eager alternately (median of --repeats runs each, same thread count for both) and print
-the ratio TVM/torch. Targets (issue 5): fast-cpu ≤ 1.0× everywhere, tir-cpu ≤ 3× on ResNet-18.
+the ratio TVM/torch. Targets: fast-cpu ≤ 1.0× everywhere, tir-cpu ≤ 3× on ResNet-18.
 `zero` (unscheduled TensorIR) can be added to --pipelines; ResNet-18 then takes ~1.5 s per run.
 
 The machine is shared: the load average is printed before and after, and a ratio only means something
