@@ -41,3 +41,12 @@ def exec_file(path: Path, modname: str):
         sys.modules.pop(modname, None)
         raise
     return module
+
+
+def exception_line(e: BaseException) -> str:
+    """"Type: first line" of an exception raised by a user's code, for a one-line message."""
+    lines = str(e).strip().splitlines()
+    first = lines[0] if lines else ""
+    if len(first) > 300:
+        first = first[:300] + "..."
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__

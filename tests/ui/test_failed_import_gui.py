@@ -15,7 +15,6 @@ pytest.importorskip("pytestqt")
 if importlib.util.find_spec("tvm") is None:
     pytest.skip("needs TVM in the engine", allow_module_level=True)
 
-from PySide6.QtCore import QSettings  # noqa: E402
 
 from irviz.core.frontend.samples import sample_path  # noqa: E402
 
@@ -24,18 +23,8 @@ EXAMPLE = str(sample_path("example_converter"))
 
 
 @pytest.fixture(scope="module")
-def win(tmp_path_factory):
-    from irviz.ui.app import make_app
-    from irviz.ui.main_window import MainWindow
-
-    make_app()
-    settings = QSettings(str(tmp_path_factory.mktemp("settings") / "irviz.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings=settings)
-    w.resize(1600, 1000)
-    w.show()
-    yield w
-    w.bridge.shutdown()
-    w.close()
+def win(real_window):
+    return real_window
 
 
 def test_failed_import_then_converters_then_reimport(qtbot, win):

@@ -15,29 +15,13 @@ pytest.importorskip("pytestqt")
 if importlib.util.find_spec("irviz.core.session") is None:  # engine not there yet
     pytest.skip("irviz.core.session is not available", allow_module_level=True)
 
-from PySide6.QtCore import QSettings  # noqa: E402
 
 T = 180_000  # ms; the first open imports torch and TVM in the engine
 
 
-@pytest.fixture(scope="module")
-def qapp_window(tmp_path_factory):
-    from irviz.ui.app import make_app
-    from irviz.ui.main_window import MainWindow
-
-    make_app()
-    settings = QSettings(str(tmp_path_factory.mktemp("settings") / "irviz.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings=settings)
-    w.resize(1600, 1000)
-    w.show()
-    yield w
-    w.bridge.shutdown()
-    w.close()
-
-
 @pytest.fixture
-def win(qtbot, qapp_window):
-    return qapp_window
+def win(qtbot, real_window):
+    return real_window
 
 
 def _filled(qtbot, w):

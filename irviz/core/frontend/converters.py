@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from irviz.core.errors import LoadError
-from irviz.core.user_code import exec_file
+from irviz.core.user_code import exception_line, exec_file
 
 __all__ = [
     "CONVERTERS_NAME",
@@ -161,7 +161,7 @@ def load_converter_file(path) -> dict[str, Callable]:
             raise
         line = _file_line(e, p)
         where = f"{shown}:{line}" if line else shown
-        what = f"called sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"raised {_exc_line(e)}"
+        what = f"called sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"raised {exception_line(e)}"
         raise LoadError(f"Converter file {where} {what} while being loaded",
                         hint="The file is executed when loaded; check its imports and top-level code.",
                         detail=traceback.format_exc()) from None
@@ -236,14 +236,6 @@ def _same_file(a, b) -> bool:
         return str(a) == str(b) or Path(a).resolve() == Path(b).resolve()
     except OSError:
         return False
-
-
-def _exc_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    first = lines[0] if lines else ""
-    if len(first) > 300:
-        first = first[:300] + "..."
-    return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
 def _shown(path: Path) -> str:

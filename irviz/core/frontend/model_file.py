@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from irviz.core.errors import LoadError
-from irviz.core.user_code import exec_file, importable_folder
+from irviz.core.user_code import exception_line, exec_file, importable_folder
 
 DEFAULT_FACTORY = "get_model"
 DYNAMIC_SHAPES_FUNC = "get_dynamic_shapes"
@@ -158,7 +158,7 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
             raise  # already says what is wrong (e.g. hf samples: pip install 'irviz[hf]')
         except Exception as e:  # noqa: BLE001 - the user's code can raise anything
             raise LoadError(
-                f"{factory}() in {shown} raised {_exc_line(e)}{_user_frame(e, path)}",
+                f"{factory}() in {shown} raised {exception_line(e)}{_user_frame(e, path)}",
                 hint=f"Fix {factory}() so it returns (module, example_inputs); run the file with python to debug.",
                 detail=traceback.format_exc(),
             ) from None
@@ -191,7 +191,7 @@ def _call_optional(module, fname: str, shown: str, path: Path, hint: str):
         return fn()
     except Exception as e:  # noqa: BLE001 - the user's code can raise anything
         raise LoadError(
-            f"{fname}() in {shown} raised {_exc_line(e)}{_user_frame(e, path)}",
+            f"{fname}() in {shown} raised {exception_line(e)}{_user_frame(e, path)}",
             hint=hint,
             detail=traceback.format_exc(),
         ) from None
@@ -213,7 +213,7 @@ def _exec_file(path: Path, shown: str):
         if isinstance(e, SystemExit):
             msg = f"{shown} called sys.exit({e.code!r}) while being imported"
         else:
-            msg = f"Error while importing {shown}: {_exc_line(e)}{_user_frame(e, path)}"
+            msg = f"Error while importing {shown}: {exception_line(e)}{_user_frame(e, path)}"
         raise LoadError(
             msg,
             hint="The file is executed when loaded; guard script code with `if __name__ == \"__main__\":` "
@@ -276,7 +276,7 @@ def _check_forward(module, inputs, shown: str, path: Path | None) -> None:
     except Exception as e:  # noqa: BLE001
         shapes = ", ".join(f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}" for t in inputs)
         raise LoadError(
-            f"The model's forward raised {_exc_line(e)} on the example inputs ({shapes})"
+            f"The model's forward raised {exception_line(e)} on the example inputs ({shapes})"
             f"{_user_frame(e, path) if path else ''}",
             hint="The example inputs must run through forward() in plain PyTorch; check their shapes and dtypes.",
             detail=traceback.format_exc(),
@@ -295,7 +295,7 @@ def _load_pt2(path: Path, spec: str) -> LoadedModel:
             ep = torch.export.load(str(path))
     except Exception as e:  # noqa: BLE001
         logged = "\n".join(quiet.messages)
-        cause = _exc_line(e)
+        cause = exception_line(e)
         if "check the warnings above" in cause and logged:  # the real error was only logged
             cause = logged.strip().splitlines()[-1].strip().split(". This is an internal")[0]
             if len(cause) > 300:
@@ -321,7 +321,7 @@ def _load_pt2(path: Path, spec: str) -> LoadedModel:
     try:
         module = ep.module()
     except Exception as e:  # noqa: BLE001
-        raise LoadError(f"Cannot rebuild a module from {shown}: {_exc_line(e)}",
+        raise LoadError(f"Cannot rebuild a module from {shown}: {exception_line(e)}",
                         hint="Re-export the model with this torch version.", detail=traceback.format_exc()) from None
     _pt2_eval(module)
     inputs = tuple(args)
@@ -364,14 +364,6 @@ def _describe(x) -> str:
         return "None"
     name = type(x).__name__ if type(x).__module__ == "builtins" else f"{type(x).__module__}.{type(x).__qualname__}"
     return ("an " if name[0] in "aeiouAEIOU" else "a ") + name
-
-
-def _exc_line(e: BaseException) -> str:
-    msg = str(e).strip().splitlines()
-    first = msg[0] if msg else ""
-    if len(first) > 300:
-        first = first[:300] + "..."
-    return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
 def _user_frame(e: BaseException, path: Path | None) -> str:

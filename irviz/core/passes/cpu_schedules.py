@@ -387,8 +387,11 @@ tile_conv2d = lambda: _per_function("CPUTileConv2d", _tile_conv2d)  # noqa: E731
 
 def _has_preproc(func) -> bool:
     sch = s_tir.Schedule(func)
-    return any(PREPROC_ATTR in sch.get(b).annotations
-               for b in sch.get_child_blocks(sch.get_sblock("root")))
+    try:
+        root = sch.get_sblock("root")
+    except Exception:  # noqa: BLE001 - no root block (an extern kernel such as sort): nothing to move
+        return False
+    return any(PREPROC_ATTR in sch.get(b).annotations for b in sch.get_child_blocks(root))
 
 
 def prepack_weights():
