@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("model", nargs="?")
 
     def model_args(sp):
-        sp.add_argument("model", help="FILE.py, FILE.py:FACTORY, FILE.pt2 or sample:NAME")
+        sp.add_argument("model", help="FILE.py (a model or an IRModule), FILE.py:NAME, FILE.pt2 or sample:NAME")
         sp.add_argument("--pipeline", default="zero", help="named pipeline (see `irviz pipelines`)")
         sp.add_argument("--importer", default="exported_program",
                         choices=["exported_program", "course"])
@@ -37,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="Python file with extra passes (IRVIZ_PASSES or @irviz_pass)")
         sp.add_argument("--converters", metavar="FILE",
                         help="Python file with CONVERTERS = {aten op: converter} for ops TVM cannot import")
+        sp.add_argument("--dim", metavar="NAME=INT,...", default="",
+                        help="values for symbolic sizes when an IR file's inputs are made up (m=1,n=128)")
         sp.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
 
     c = sub.add_parser("check", help="load, import, run a pipeline pass by pass, build, run, compare")
@@ -145,6 +147,9 @@ def _open_workspace(args, failure: _Failure, log):
 
     ws = Workspace(log=log)
     try:
+        from irviz.core.frontend.ir_file import parse_dims
+
+        ws.dims = parse_dims(args.dim)
         for path in args.passes:
             for spec in passes.load_pass_file(path):
                 log(f"loaded pass {spec.name} from {path}")
@@ -175,7 +180,7 @@ def _check_alt_sizes(ws, args, failure: _Failure, summary: dict, log) -> None:
     """A model file with get_alt_inputs(): run the same model on those sizes and compare with
     torch. Adds summary["alt_sizes"] = [{shapes, max_abs_error, allclose}]; a mismatch fails
     `compare`."""
-    alt = ws.loaded.alt_inputs
+    alt = ws.loaded.alt_inputs if ws.loaded is not None else None
     if alt is None:
         return
     summary["alt_sizes"] = []
@@ -201,7 +206,8 @@ def _cmd_check(args) -> int:
     summary = {"ok": False, "failed_stage": None, "error": None, "model": args.model,
                "pipeline": args.pipeline, "importer": args.importer, "steps": [],
                "max_abs_error": None, "max_rel_error": None, "allclose": None,
-               "tvm_ms": None, "torch_ms": None, "threads": None, "build_seconds": None}
+               "tvm_ms": None, "torch_ms": None, "threads": None, "build_seconds": None,
+               "reference": None}
     ws = _open_workspace(args, failure, log)
     if ws is not None and failure.stage is None:
         try:
@@ -212,12 +218,19 @@ def _cmd_check(args) -> int:
             summary.update(build_seconds=round(built.seconds, 4),
                            max_abs_error=_finite(res.max_abs_error),
                            max_rel_error=_finite(res.max_rel_error), allclose=res.allclose,
-                           tvm_ms=round(res.tvm_ms, 4), torch_ms=round(res.torch_ms, 4),
+                           tvm_ms=round(res.tvm_ms, 4), torch_ms=_finite(round(res.torch_ms, 4)),
                            threads=res.threads)
-            log(f"run      tvm {res.tvm_ms:.3f} ms  torch {res.torch_ms:.3f} ms  "
-                f"({res.threads} threads)  max abs error {res.max_abs_error:.3g}")
-            if not res.allclose:
-                failure.mismatch(f"outputs differ from PyTorch: max abs error {res.max_abs_error:.3g}, "
+            summary["reference"] = ("torch" if ws.loaded is not None else
+                                    "reference()" if ws.has_reference else "none")
+            if res.allclose is None:
+                log(f"run      tvm {res.tvm_ms:.3f} ms  ({res.threads} threads)  "
+                    "no reference to compare with")
+            else:
+                log(f"run      tvm {res.tvm_ms:.3f} ms  torch {res.torch_ms:.3f} ms  "
+                    f"({res.threads} threads)  max abs error {res.max_abs_error:.3g}")
+            if res.allclose is False:
+                against = "PyTorch" if ws.loaded is not None else "reference()"
+                failure.mismatch(f"outputs differ from {against}: max abs error {res.max_abs_error:.3g}, "
                                  f"max rel error {res.max_rel_error:.3g}")
             else:
                 _check_alt_sizes(ws, args, failure, summary, log)

@@ -35,6 +35,8 @@ class Workspace:
         self.spec: str | None = None
         self.importer: str | None = None
         self.loaded = None
+        self.ir_file = None               # an IR file's IRFile (get_inputs, reference), when one is open
+        self.dims: dict[str, int] = {}    # values for symbolic sizes when inputs are made up
         self.captured = None
         self.imported = None
         self.session = None
@@ -53,6 +55,8 @@ class Workspace:
     def model_name(self) -> str | None:
         if self.loaded is not None:
             return self.loaded.name
+        if self.ir_file is not None:
+            return self.ir_file.name
         if self.spec:
             from pathlib import Path
 
@@ -94,6 +98,7 @@ class Workspace:
         """Load, capture and import `spec`; a new Session with `planned` as its pipeline."""
         from irviz.core.export import step_files
         from irviz.core.frontend import capture as capture_mod
+        from irviz.core.frontend import ir_file
         from irviz.core.frontend import model_file
 
         a, b = fraction_span
@@ -102,6 +107,9 @@ class Workspace:
         self.progress(f"Loading {spec}", at(0.0))
         if step_files.is_exported_step(spec):
             return self._open_step_file(spec, planned, at)
+        ir = ir_file.ir_file_spec(spec)
+        if ir is not None:
+            return self._open_ir_file(spec, *ir, planned=planned, at=at)
         t = time.perf_counter()
         loaded = model_file.load_model(spec)
         self.log(f"load     {time.perf_counter() - t:7.2f} s  {loaded.name}")
@@ -160,8 +168,25 @@ class Workspace:
         session.set_pipeline(list(planned or ()))
         self._replace(spec, "tvmscript", None, None, imported, session)
 
-    def _replace(self, spec, importer, loaded, captured, imported, session) -> None:
+    def _open_ir_file(self, spec, path, name, planned, at):
+        """A Python file defining an IRModule: a session on it, run on get_inputs() (or made-up
+        inputs) and compared with its reference(), if it has one."""
+        from irviz.core.frontend.imported import Imported
+        from irviz.core.frontend.ir_file import load_ir_file
+        from irviz.core.session import Session
+
+        self.progress("Running the IR file", at(0.3))
+        t = time.perf_counter()
+        ir = load_ir_file(path, name, spec)
+        imported = Imported(mod=ir.mod, provenance={}, importer="tvmscript", seconds=time.perf_counter() - t)
+        self.log(f"load     {imported.seconds:7.2f} s  {ir.name} (an IRModule)")
+        session = Session(imported, None)
+        session.set_pipeline(list(planned or ()))
+        self._replace(spec, "tvmscript", None, None, imported, session, ir)
+
+    def _replace(self, spec, importer, loaded, captured, imported, session, ir=None) -> None:
         # only called once a stage worked: a failed open leaves the previous model usable
+        self.ir_file = ir
         self.spec, self.importer = spec, importer
         self.loaded, self.captured, self.imported, self.session = loaded, captured, imported, session
         self.import_error = None
@@ -312,13 +337,41 @@ class Workspace:
             self._last_build = (st, built)
         self.stage = "run"
         if self.loaded is None:
-            self.progress("Running (no PyTorch model to compare with)", 0.6)
+            result = self._run_ir(built, st.mod, int(repeats))
         else:
             self.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
-        result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs)
+            result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs)
         if inputs is None:
             self.runs[st.index] = (st, result)
         return built, result
+
+    def _run_ir(self, built, mod, repeats: int):
+        """An IR file or step file: its get_inputs() or made-up inputs; its reference(), if any."""
+        from irviz.core.backend import run as run_mod
+        from irviz.core.errors import RunError
+        from irviz.core.frontend.ir_file import inputs_for
+
+        inputs = inputs_for(self.ir_file, mod, dims=self.dims)
+        reference = None
+        if self.ir_file is not None and self.ir_file.reference is not None:
+            self.progress("Running reference()", 0.5)
+            try:
+                reference = self.ir_file.reference(*inputs)
+            except Exception as exc:  # noqa: BLE001
+                from irviz.core.errors import traceback_text
+                from irviz.core.user_code import exception_line
+
+                raise RunError(f"reference() raised {exception_line(exc)}",
+                               "run the file in plain Python to see the full error",
+                               detail=traceback_text(exc)) from exc
+        what = "and comparing with reference()" if reference is not None else "(nothing to compare with)"
+        self.progress(f"Running {what}", 0.6)
+        return run_mod.run_module(built, inputs, reference=reference, repeats=repeats)
+
+    @property
+    def has_reference(self) -> bool:
+        """A PyTorch model or an IR file's reference() to compare a run with."""
+        return self.loaded is not None or (self.ir_file is not None and self.ir_file.reference is not None)
 
     def latency_trace(self, steps=None, repeats: int = 10) -> list[dict]:
         """Build and time every recorded step (or `steps`). A module measured before (same

@@ -373,52 +373,87 @@ def _kernel_times(build_result: BuildResult, dev, tvm_inputs, runs: int) -> list
     return out
 
 
-def random_inputs(mod, seed: int = 0) -> list[np.ndarray]:
-    """One random array per parameter of main; RunError when a shape is symbolic."""
+def random_inputs(mod, seed: int = 0, *, func: str = "main", dims: dict | None = None) -> list[np.ndarray]:
+    """One random array per parameter of `func`; symbolic sizes take their values from `dims`
+    (RunError listing the sizes that have none)."""
     rng = np.random.default_rng(seed)
+    dims = dims or {}
+    params = mod[func].params
+    missing = sorted({str(d) for p in params if isinstance(p.ty, relax.TensorType) and p.ty.shape is not None
+                      for d in p.ty.shape.values
+                      if not isinstance(d, tvm.tirx.IntImm) and str(d) not in dims})
+    if missing:
+        example = ",".join(f"{m}=1" for m in missing)
+        raise RunError(f"{func} has symbolic sizes with no value: {', '.join(missing)}",
+                       f"give them values (irviz check FILE --dim {example}), or define get_inputs() "
+                       "in the file; a model file's example inputs fix them too")
     arrays = []
-    for p in mod["main"].params:
+    for p in params:
         ty = p.ty
         if not isinstance(ty, relax.TensorType) or ty.shape is None:
-            raise RunError(f"parameter {p.name} of main is not a tensor with a known shape ({ty})",
-                           "only modules whose main takes tensors of static shape run without a model")
-        dims = []
-        for d in ty.shape.values:
-            if not isinstance(d, tvm.tirx.IntImm):
-                raise RunError(f"parameter {p.name} has a symbolic dimension {d}",
-                               "open the model file instead: its example inputs fix the sizes")
-            dims.append(int(d))
+            raise RunError(f"parameter {var_name(p)} of {func} is not a tensor with a known shape ({ty})",
+                           "define get_inputs() in the file to give its value")
+        shape = [int(d) if isinstance(d, tvm.tirx.IntImm) else int(dims[str(d)]) for d in ty.shape.values]
         dtype = str(ty.dtype)
         if dtype.startswith("float"):
-            arrays.append(rng.standard_normal(dims).astype(dtype))
+            arrays.append(rng.standard_normal(shape).astype(dtype))
         elif dtype == "bool":
-            arrays.append(rng.integers(0, 2, dims).astype(bool))
+            arrays.append(rng.integers(0, 2, shape).astype(bool))
         else:
-            arrays.append(rng.integers(0, 8, dims).astype(dtype))
+            arrays.append(rng.integers(0, 8, shape).astype(dtype))
     return arrays
 
 
 def run_without_reference(build_result, repeats: int = 10) -> RunResult:
     """Time main on random inputs; errors are NaN and allclose is None (no reference)."""
+    return run_module(build_result, random_inputs(build_result.mod), repeats=repeats)
+
+
+def run_module(build_result, inputs, *, reference=None, func: str = "main",
+               repeats: int = 10) -> RunResult:
+    """Run `func` of a build on `inputs` (arrays, torch or TVM tensors) and time it. `reference`:
+    the expected output(s), compared as for a torch model; without it the errors are NaN and
+    allclose is None (nothing to compare with, never a pass)."""
     dev = tvm.cpu()
-    inputs = [tvm.runtime.tensor(a) for a in random_inputs(build_result.mod)]
+    repeats = max(1, int(repeats))
     try:
-        main = relax.VirtualMachine(build_result.executable, dev)["main"]
-        main(*inputs)
+        tvm_inputs = [_to_tvm(x, dev) if not isinstance(x, tvm.runtime.Tensor) else x for x in inputs]
+    except Exception as exc:  # noqa: BLE001
+        raise RunError(f"could not convert the inputs to TVM tensors: {tvm_error_text(exc)}",
+                       "inputs must be numpy arrays, torch tensors or TVM tensors",
+                       detail=traceback_text(exc)) from exc
+    try:
+        fn = relax.VirtualMachine(build_result.executable, dev)[func]
+        out = fn(*tvm_inputs)
         times = []
-        for _ in range(max(1, int(repeats))):
+        for _ in range(repeats):
             t0 = time.perf_counter()
-            main(*inputs)
+            fn(*tvm_inputs)
             times.append(time.perf_counter() - t0)
     except Exception as exc:  # noqa: BLE001
         msg = tvm_error_text(exc)
-        raise RunError(f"running main failed: {msg}", _run_hint(msg),
+        raise RunError(f"running {func} failed: {msg}", _run_hint(msg),
                        detail=traceback_text(exc)) from exc
+    per_output = []
+    if reference is not None:
+        refs = [_to_numpy(x) for x in _flatten(reference) if x is not None]
+        gots = [_to_numpy(x) for x in _flatten(out) if x is not None]
+        if len(refs) != len(gots):
+            raise RunError(f"TVM returned {len(gots)} outputs, reference() {len(refs)}",
+                           "outputs are compared in order after flattening tuples on both sides")
+        for i, (g, r) in enumerate(zip(gots, refs)):
+            if g.shape != r.shape:
+                raise RunError(f"output {i}: TVM shape {g.shape}, reference() shape {r.shape}",
+                               "reference() must return what the function returns")
+            per_output.append(_compare(g, r))
+    nan = float("nan")
     return RunResult(
-        max_abs_error=float("nan"), max_rel_error=float("nan"), allclose=None, outputs=0,
-        tvm_ms=statistics.median(times) * 1e3, torch_ms=float("nan"),
-        kernels=_kernel_times(build_result, dev, inputs, runs=min(repeats, 3)),
-        threads=tvm_threads(), repeats=repeats,
+        max_abs_error=max((o["max_abs"] for o in per_output), default=nan),
+        max_rel_error=max((o["max_rel"] for o in per_output), default=nan),
+        allclose=all(o["allclose"] for o in per_output) if per_output else None,
+        outputs=len(per_output), tvm_ms=statistics.median(times) * 1e3, torch_ms=nan,
+        kernels=_kernel_times(build_result, dev, tvm_inputs, runs=min(repeats, 3)) if func == "main" else [],
+        threads=tvm_threads(), repeats=repeats, per_output=per_output,
     )
 
 

@@ -110,7 +110,7 @@ def load_model(spec: str) -> LoadedModel:
 
 
 def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
-    shown = _shown(path)
+    shown = shown_path(path)
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -127,7 +127,7 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
             detail=traceback.format_exc(),
         ) from None
 
-    module = _exec_file(path, shown)
+    module = exec_model_file(path, shown)
 
     fn = getattr(module, factory, None)
     if fn is None:
@@ -137,7 +137,8 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
             raise LoadError(
                 f"{shown} does not define get_model(). Callables it defines: {listing}.",
                 hint="Add get_model() returning (module, example_inputs), or pick another factory with "
-                f"{shown}:NAME.",
+                f"{shown}:NAME; for an IR file, define a module-level @I.ir_module class or "
+                "get_irmodule().",
             )
         raise LoadError(
             f"{shown} has no factory {factory!r}. Callables it defines: {listing}.",
@@ -197,7 +198,7 @@ def _call_optional(module, fname: str, shown: str, path: Path, hint: str):
         ) from None
 
 
-def _exec_file(path: Path, shown: str):
+def exec_model_file(path: Path, shown: str):
     """Execute the file as a fresh module with a unique name (older loads of it are dropped)."""
     key = str(path)
     old = _loaded_names.pop(key, None)
@@ -288,7 +289,7 @@ def _check_forward(module, inputs, shown: str, path: Path | None) -> None:
 
 
 def _load_pt2(path: Path, spec: str) -> LoadedModel:
-    shown = _shown(path)
+    shown = shown_path(path)
     quiet = _quiet_logger("torch.export")
     try:
         with quiet:
@@ -346,7 +347,7 @@ def _pt2_eval(module) -> None:
 # helpers
 
 
-def _shown(path: Path) -> str:
+def shown_path(path: Path) -> str:
     """Path as short as possible for messages (relative to cwd when inside it)."""
     try:
         return str(path.relative_to(Path.cwd()))

@@ -259,10 +259,11 @@ class RunPane(Pane):
         for k, v in values.items():
             self.fields[k].setText(v)
         self.fields["target"].setToolTip(str(r.get("target") or ""))
+        against = r.get("reference_name") or "PyTorch"
         self.status.setText(
-            f"Step {self.built_step}: ran on random inputs; a TVMScript step has no PyTorch model to compare with."
+            f"Step {self.built_step}: ran; there is nothing to compare with (no PyTorch model, no reference())."
             if no_reference else f"Step {self.built_step}: outputs "
-            + ("match PyTorch." if ok else "differ from PyTorch."))
+            + (f"match {against}." if ok else f"differ from {against}."))
         kernels = list(r.get("kernels") or [])
         total = sum(float(k.get("ms") or 0) for k in kernels) or 1.0
         self.kernels.setSortingEnabled(False)
