@@ -6,7 +6,7 @@ import pytest
 
 from irviz.cli import main
 
-SAMPLES = ["mlp", "matmul_relu", "mul_add", "small_cnn", "gpt",
+SAMPLES = ["mlp", "matmul_relu", "mul_add", "small_cnn", "gpt", "dynamic_mlp",
            pytest.param("resnet18", marks=pytest.mark.slow)]
 
 

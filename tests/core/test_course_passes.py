@@ -437,6 +437,29 @@ def test_course_pipeline_on_pytorch_mlp(target):
     np.testing.assert_allclose(_run(cur, target, x.numpy()), ref, rtol=1e-4, atol=1e-5)
 
 
+def test_course_pipeline_leaves_batched_matmul_add_alone(target):
+    """Attention with an additive mask: a 3-D matmul + add is not the course's dense pattern, so
+    MatmulAddFuse leaves it (fusing it gave a sub-function LowerToTensorIR cannot lower)."""
+    torch = pytest.importorskip("torch")
+    from tvm.relax.frontend.torch import from_exported_program
+
+    class Attention(torch.nn.Module):
+        def forward(self, q, k, mask):
+            return torch.softmax(q @ k.transpose(-2, -1) + mask, dim=-1)
+
+    torch.manual_seed(0)
+    args = (torch.randn(2, 4, 8), torch.randn(2, 4, 8), torch.randn(2, 4, 4))
+    ep = torch.export.export(Attention(), args).run_decompositions()
+    cur = from_exported_program(ep, unwrap_unit_return_tuple=True)
+    fused = apply_pass(PassInvocation("MatmulAddFuse", {}), cur, target)
+    assert not any(gv.name_hint.startswith("fused_matmul_add") for gv in fused.get_global_vars())
+    for inv in get_pipeline("course"):
+        cur = apply_pass(inv, cur, target)
+    with torch.no_grad():
+        ref = Attention()(*args).numpy()
+    np.testing.assert_allclose(_run(cur, target, *(a.numpy() for a in args)), ref, rtol=1e-5, atol=1e-6)
+
+
 def test_course_steps_output_reparses(target):
     """roundtrip_ok=True for the course passes: TVM's printed script parses back equal."""
     from tvm.script import from_source

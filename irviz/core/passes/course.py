@@ -126,6 +126,14 @@ class EwiseFMA:
 # MatmulAddFuse
 
 
+def _static_2d_or_bias(expr) -> bool:
+    """A tensor of rank 1 or 2 whose every size is known."""
+    ty = _tensor_ty(expr)
+    if ty is None or ty.shape is None or ty.ndim not in (1, 2):
+        return False
+    return all(isinstance(d, tvm.tirx.IntImm) for d in ty.shape.values)
+
+
 @relax.expr_functor.mutator
 class MatmulAddFusor(relax.PyExprMutator):
     """The course's fusor: add(matmul(x, w), b) -> fused_matmul_addN(x, w, b), Primitive=1."""
@@ -176,7 +184,10 @@ class MatmulAddFusor(relax.PyExprMutator):
         if value is None:
             return call
         x, w = value.args[0], value.args[1]
-        if any(_tensor_ty(e) is None for e in (x, w, b)):
+        if not all(_static_2d_or_bias(e) for e in (x, w, b)) or _tensor_ty(x).ndim != 2 \
+                or _tensor_ty(w).ndim != 2:
+            # the course's dense pattern only: LowerToTensorIR cannot lower a batched matmul inside
+            # the sub-function, and a symbolic size loses the result's shape (CallTIRRewrite fails)
             return call
         param_x = relax.Var("x", relax.TensorType(x.ty.shape, x.ty.dtype))
         param_w = relax.Var("w", relax.TensorType(w.ty.shape, w.ty.dtype))
