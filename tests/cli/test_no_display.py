@@ -105,3 +105,20 @@ def test_ldd_reports_a_library_that_is_gone(tmp_path):
                     str(tmp_path / "libirvizgone.so.7")], check=True)
     (tmp_path / "libirvizgone.so.7").unlink()
     assert display_check.unresolved_libraries(tmp_path / "libplugin.so") == ["libirvizgone.so.7"]
+
+
+@pytest.mark.skipif(not shutil.which("Xvfb"), reason="needs Xvfb")
+def test_a_running_x_server_is_accepted():
+    # the guard against refusing a desktop that works: a real X server must pass the probe
+    read_fd, write_fd = os.pipe()
+    server = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "640x480x24", "-nolisten", "tcp"],
+                              pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(write_fd)
+    try:
+        with os.fdopen(read_fd) as numbers:
+            display = ":" + numbers.readline().strip()
+        assert display != ":", "Xvfb did not report its display"
+        assert display_check.x_server_error(display) is None
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
