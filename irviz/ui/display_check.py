@@ -166,7 +166,7 @@ def display_problem(env: dict[str, str] | None = None, system: str | None = None
     if system.startswith(("darwin", "win", "cygwin")):
         return None
     platforms = qt_platforms(env)
-    if any(not p.startswith(_DISPLAY_PLATFORMS) for p in platforms):
+    if not platforms or any(not p.startswith(_DISPLAY_PLATFORMS) for p in platforms):
         return None
     reasons: list[str] = []
     missing_libs: dict[str, list[str]] = {}
