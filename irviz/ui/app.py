@@ -20,6 +20,14 @@ def make_app(argv: list[str] | None = None):
 
 
 def run_app(spec: str | None = None) -> int:
+    """The app's exit code; 2, with what to do, when Qt could not open a window here."""
+    from irviz.ui.display_check import display_problem
+
+    # before QApplication: Qt's answer to a missing display or library is abort() and a core dump
+    problem = display_problem()
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     app = make_app()
     from PySide6.QtCore import QSettings
 
