@@ -38,6 +38,12 @@ def wait_until(app, predicate, timeout: float) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from irviz.ui.display_check import display_problem
+
+    problem = display_problem()   # only an explicit platform that needs a display can fail here
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     try:
         w, h = (int(x) for x in args.size.lower().split("x"))
     except ValueError:
