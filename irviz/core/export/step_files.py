@@ -22,7 +22,7 @@ from pathlib import Path
 from irviz.core.errors import ExportError, tvm_error_text
 
 __all__ = ["module_script", "parse_script", "tensor_constants_in_print_order", "metadata_count",
-           "roundtrip_check", "run_step_file", "write_step_file", "discard_step_file", "step_stem", "is_exported_step",
+           "roundtrip_check", "add_header_note", "run_step_file", "write_step_file", "discard_step_file", "step_stem", "is_exported_step",
            "load_exported", "load_params", "jsonable"]
 
 _CLASS_DEF_RE = re.compile(r"^    def ([A-Za-z_]\w*)\(", re.M)
@@ -204,17 +204,38 @@ def _parse_error_note(message: str) -> str:
     return f"TVM's parser rejects the printed script: {first[:200]} {where}".rstrip()
 
 
-def roundtrip_check(path, mod) -> tuple[bool, str]:
+def _first_mismatch(a, b) -> str:
+    try:
+        import tvm_ffi
+
+        pair = tvm_ffi.get_first_structural_mismatch(a, b)
+    except Exception:  # noqa: BLE001 - only a detail for the note
+        return ""
+    return f" (first difference at {pair[0]})" if pair else ""
+
+
+def roundtrip_check(path, mod) -> tuple[bool, bool, str]:
     """Run the step file written at ``path`` as a user would and compare what it loads with
-    ``mod`` -> (loadable, note)."""
+    ``mod`` -> (loads, structurally equal, note).  A file can load a module that differs in
+    what the printer does not show (a TIR region extent's int32 vs int64 after LegalizeOps of
+    a take with int32 indices): it stays loadable and the note says so."""
     from irviz.core.tvm_compat import structural_equal
 
     back, message = run_step_file(path)
     if back is None:
-        return False, _parse_error_note(message)
+        return False, False, _parse_error_note(message)
     if not structural_equal(back, mod):
-        return False, "the printed script parses but is not structurally equal to the module"
-    return True, ""
+        return True, False, ("loads back, but not structurally equal to the exported module"
+                             + _first_mismatch(mod, back))
+    return True, True, ""
+
+
+def add_header_note(path, note: str) -> None:
+    """Put a note into the header of a written step file, after its opening comment block."""
+    p = Path(path)
+    lines = p.read_text(encoding="utf-8").split("\n")
+    at = next((k for k, ln in enumerate(lines) if ln == "#"), 3)
+    p.write_text("\n".join(lines[:at] + [f"# NOTE: {note}"] + lines[at:]), encoding="utf-8")
 
 
 def jsonable(obj):
@@ -272,10 +293,15 @@ if __name__ == "__main__":
         # uncaught, TVM's sys.excepthook would print only its "run with TVM_BACKTRACE=1" note
         message = "\\n".join(ln for ln in str(exc).splitlines()
                             if ln.strip() and "TVM_BACKTRACE" not in ln) or type(exc).__name__
-        if SCRIPT_FIRST_LINE:  # the parser counts lines of SCRIPT: point into this file instead
+        # the parser counts lines of SCRIPT, whose line 1 is the one that opens it: point into
+        # this file instead
+        with open(__file__, encoding="utf-8") as f:
+            first = next((k for k, ln in enumerate(f, 1) if ln.startswith("SCRIPT = r" + "'" * 3)),
+                         None)
+        if first:
             here = os.path.basename(__file__)
             message = re.sub(r"<str>:(\\d+)",
-                             lambda m: f"{here}:{int(m.group(1)) + SCRIPT_FIRST_LINE - 1}", message)
+                             lambda m: f"{here}:{int(m.group(1)) + first - 1}", message)
         print(f"{__file__}: TVM could not load this step:\\n{message}", file=sys.stderr)
         sys.exit(1)
     print(f"{__file__}: IRModule with {len(mod.functions)} functions: "
@@ -337,11 +363,7 @@ def write_step_file(out: Path, session, step, text: str, consts, loadable: bool,
     if loadable:
         moved = any(_printed_inline(c.value) for c in consts)
         head = _header_lines(session, step, stem, True, note, scalars_moved=moved)
-        literal = _string_literal(text)
-        # the parser's line 1 of SCRIPT is the file's line that opens the raw string literal
-        first = len(head) + 2 if literal.startswith("r'''") else None
-        body = "\n".join(head) + "\n\nSCRIPT = " + literal + "\n"
-        body += f"SCRIPT_FIRST_LINE = {first}\n" + _LOADER
+        body = "\n".join(head) + "\n\nSCRIPT = " + _string_literal(text) + "\n" + _LOADER
         (out / f"{stem}.py").write_text(body, encoding="utf-8")
         write_params(out / f"{stem}.params", consts, written_params)
         return {"file": f"{stem}.py", "params_file": f"{stem}.params"}

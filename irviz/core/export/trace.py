@@ -7,12 +7,15 @@
       step_03_CallTIRRewrite.txt   a step TVM's parser cannot read back: text only, says so
       diffs/step_01.diff       unified diff against the previous step (changed functions only)
       steps.json               model, importer, and per step: pass, params, seconds, changed,
-                               added/removed/changed functions, files, loadable
+                               added/removed/changed functions, files, loadable, verified (its
+                               file was run back), equal (what it loaded was structurally equal;
+                               null when not run)
       report.html              one self-contained page: the trace, diffs, build/run results
 
 A step is written as ``.py`` only when it is known to load: its file was run as
-``python step_NN.py`` runs it and loaded a module structurally equal to the step's, or it follows
-such a step through built-in passes known to keep that (see ``export_trace(verify=...)``).
+``python step_NN.py`` runs it and loaded a module (structurally equal to the step's, or else with
+a NOTE in its header saying where they differ), or it follows a step that loaded back equal
+through built-in passes known to keep that (see ``export_trace(verify=...)``).
 Otherwise it is written as ``.txt`` with a NOT LOADABLE header, ``"loadable": false`` and the
 parser's complaint as its note.
 """
@@ -27,7 +30,7 @@ from pathlib import Path
 from irviz.core.errors import ExportError
 from irviz.core.export.report import html_report, results_by_step, run_dict
 from irviz.core.export.step_files import (
-    discard_step_file, jsonable, metadata_count, module_script, roundtrip_check, step_stem,
+    add_header_note, discard_step_file, jsonable, metadata_count, module_script, roundtrip_check, step_stem,
     write_step_file,
 )
 from irviz.core.views import diff as diff_mod
@@ -116,7 +119,7 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
         text, consts = module_script(step.mod)
         count_ok = metadata_count(text) == len(consts)
         check = verify is True or (verify == "auto" and not inherited)
-        verified = False
+        verified, equal = False, None
         if not flag_ok:
             loadable, note = False, (f"{step.pass_name} is marked as not round-tripping "
                                      "(PassSpec.roundtrip_ok=False).")
@@ -128,12 +131,15 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
             rec_files = write_step_file(out, session, step, text, consts, loadable, note,
                                         written_params)
             if loadable and check:
-                loadable, note = roundtrip_check(out / rec_files["file"], step.mod)
-                verified = known_good = loadable
+                loadable, equal, note = roundtrip_check(out / rec_files["file"], step.mod)
+                verified = loadable
+                known_good = loadable and equal
                 if not loadable:
                     discard_step_file(out, rec_files, written_params)
                     rec_files = write_step_file(out, session, step, text, consts, False, note,
                                                 written_params)
+                elif note:
+                    add_header_note(out / rec_files["file"], note)
             if not loadable:
                 known_good = False
             if i > 0:
@@ -149,7 +155,8 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
             "index": i, "pass": step.pass_name, "params": jsonable(step.params),
             "seconds": round(float(step.seconds), 6), "changed": bool(step.changed),
             "added": list(ch.added), "removed": list(ch.removed), "changed_funcs": list(ch.changed),
-            **rec_files, "loadable": bool(loadable), "verified": verified, "constants": len(consts),
+            **rec_files, "loadable": bool(loadable), "verified": verified,
+            "equal": equal if verified else None, "constants": len(consts),
             "note": note or None, "export_seconds": round(time.perf_counter() - t0, 4),
         }
         if i in results:
