@@ -156,7 +156,8 @@ def test_scalar_constants_of_every_printed_form_load_back(tmp_path):
             a = bb.emit(relax.op.add(a, relax.const(float("-inf"), "float32")))  # a second object
             b = bb.emit(relax.op.add(h, relax.const(np.array(np.nan, "float16"), "float16")))
             c = bb.emit(relax.op.add(d, relax.const(np.array(np.inf, "float64"), "float64")))
-            e = bb.emit(relax.op.add(u, relax.const(np.array(3, "uint8"), "uint8")))  # 0-d, printed as metadata
+            # a 0-d uint8 is printed as a metadata entry, not inline
+            e = bb.emit(relax.op.add(u, relax.const(np.array(3, "uint8"), "uint8")))
             f = bb.emit(relax.op.add(x, relax.const(np.arange(4, dtype="float32"))))
             gv = bb.emit_output(relax.Tuple([a, b, c, e, f]))
         bb.emit_func_output(gv)

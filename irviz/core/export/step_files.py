@@ -5,8 +5,8 @@ Round trip: ``mod.script()`` prints tensor constants as ``metadata["ir.GenericCo
 omits them; the parser accepts them back through ``extra_vars`` in the same order (shared
 NOTES.md, examples/16).  Scalar -inf/inf/nan constants are printed inline as
 ``R.const("-inf", "float32")``, which the parser rejects ("value has to be scalar or Tensor"), so
-they travel the same way: appended to the table and referenced as metadata entries.  Never ``tvm.ir.save_json`` / ``script(show_meta=True)`` (both segfault
-in TVM 0.27).
+they travel the same way: appended to the table and referenced as metadata entries.
+Never ``tvm.ir.save_json`` / ``script(show_meta=True)`` (both segfault in TVM 0.27).
 """
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from pathlib import Path
 from irviz.core.errors import ExportError, tvm_error_text
 
 __all__ = ["module_script", "parse_script", "tensor_constants_in_print_order", "metadata_count",
-           "roundtrip_check", "add_header_note", "run_step_file", "write_step_file", "discard_step_file", "step_stem", "is_exported_step",
-           "load_exported", "load_params", "jsonable"]
+           "roundtrip_check", "add_header_note", "run_step_file", "write_step_file",
+           "discard_step_file", "step_stem", "is_exported_step", "load_exported", "load_params",
+           "jsonable"]
 
 _CLASS_DEF_RE = re.compile(r"^    def ([A-Za-z_]\w*)\(", re.M)
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from irviz.core.errors import ExportError
 from irviz.core.export.report import html_report, results_by_step, run_dict
 from irviz.core.export.step_files import (
-    add_header_note, discard_step_file, jsonable, metadata_count, module_script, roundtrip_check, step_stem,
-    write_step_file,
+    add_header_note, discard_step_file, jsonable, metadata_count, module_script, roundtrip_check,
+    step_stem, write_step_file,
 )
 from irviz.core.views import diff as diff_mod
 
