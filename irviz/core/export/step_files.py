@@ -3,22 +3,28 @@ constants (``.params``), or a text-only ``.txt``; and loading such a ``.py`` bac
 
 Round trip: ``mod.script()`` prints tensor constants as ``metadata["ir.GenericConst"][k]`` and
 omits them; the parser accepts them back through ``extra_vars`` in the same order (shared
-NOTES.md, examples/16).  Never ``tvm.ir.save_json`` / ``script(show_meta=True)`` (both segfault
-in TVM 0.27).
+NOTES.md, examples/16).  Scalar -inf/inf/nan constants are printed inline as
+``R.const("-inf", "float32")``, which the parser rejects ("value has to be scalar or Tensor"), so
+they travel the same way: appended to the table and referenced as metadata entries.
+Never ``tvm.ir.save_json`` / ``script(show_meta=True)`` (both segfault in TVM 0.27).
 """
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
 import json
 import os
 import re
+import runpy
 from pathlib import Path
 
-from irviz.core.errors import ExportError
+from irviz.core.errors import ExportError, tvm_error_text
 
 __all__ = ["module_script", "parse_script", "tensor_constants_in_print_order", "metadata_count",
-           "roundtrip_check", "write_step_file", "step_stem", "is_exported_step",
-           "load_exported", "load_params", "jsonable"]
+           "roundtrip_check", "add_header_note", "run_step_file", "write_step_file",
+           "discard_step_file", "step_stem", "is_exported_step", "load_exported", "load_params",
+           "jsonable"]
 
 _CLASS_DEF_RE = re.compile(r"^    def ([A-Za-z_]\w*)\(", re.M)
 
@@ -30,8 +36,18 @@ def _function_print_order(mod, text: str) -> list[str]:
     return order + sorted(n for n in names if n not in seen)
 
 
+# TVM 0.27's printer writes 0-d constants of these dtypes inline as R.const(v, dtype); any other
+# 0-d constant (uint8, bfloat16, int4, ...) becomes a metadata entry like a tensor
+_INLINE_SCALAR_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64",
+                                   "float16", "float32", "float64"})
+
+
+def _printed_inline(value) -> bool:
+    return len(value.shape) == 0 and str(value.dtype) in _INLINE_SCALAR_DTYPES
+
+
 def tensor_constants_in_print_order(mod, text: str | None = None) -> list:
-    """The GenericConsts holding tensors, in the order ``mod.script()`` numbers them."""
+    """The GenericConsts ``mod.script()`` prints as metadata entries, in the order it numbers them."""
     from irviz.core.tvm_compat import GenericConst, RuntimeTensor, relax
 
     if text is None:
@@ -40,9 +56,8 @@ def tensor_constants_in_print_order(mod, text: str | None = None) -> list:
     seen: set[int] = set()
 
     def visit(e):
-        # 0-d tensors print inline as R.const(v, dtype), not as metadata entries
         if (isinstance(e, GenericConst) and isinstance(e.value, RuntimeTensor)
-                and len(e.value.shape) > 0):
+                and not _printed_inline(e.value)):
             h = e.__chandle__()
             if h not in seen:
                 seen.add(h)
@@ -64,10 +79,61 @@ def metadata_count(text: str) -> int:
     return max((int(k) + 1 for k in _META_REF_RE.findall(text)), default=0)
 
 
+_NONFINITE_RE = re.compile(r'R\.const\("(-inf|inf|nan)", "(\w+)"\)')
+
+
+def _nonfinite_scalars(mod) -> dict[tuple[str, str], object]:
+    """(printed value, dtype) -> the first 0-d constant of the module printed that way."""
+    import math
+
+    from irviz.core.tvm_compat import GenericConst, RuntimeTensor, relax
+
+    found: dict[tuple[str, str], object] = {}
+
+    def visit(e):
+        if (isinstance(e, GenericConst) and isinstance(e.value, RuntimeTensor)
+                and _printed_inline(e.value) and str(e.value.dtype).startswith("float")):
+            v = float(e.value.numpy())
+            if not math.isfinite(v):
+                word = "nan" if v != v else ("inf" if v > 0 else "-inf")
+                found.setdefault((word, str(e.value.dtype)), e)
+
+    for f in mod.functions.values():
+        if isinstance(f, relax.Function):
+            relax.analysis.post_order_visit(f, visit)
+    return found
+
+
+def _nonfinite_to_metadata(mod, text: str, consts: list) -> tuple[str, list]:
+    import numpy as np
+
+    from irviz.core.tvm_compat import relax
+
+    scalars = _nonfinite_scalars(mod)
+    table = list(consts)
+    index: dict[tuple[str, str], int] = {}
+
+    def repl(m):
+        key = (m.group(1), m.group(2))
+        if key not in index:
+            c = scalars.get(key)
+            if c is None:  # not reached by the visitor; the value is all the text says anyway
+                c = relax.const(np.array(float(key[0]), dtype=key[1]))
+            index[key] = len(table)
+            table.append(c)
+        return f'metadata["ir.GenericConst"][{index[key]}]'
+
+    return _NONFINITE_RE.sub(repl, text), table
+
+
 def module_script(mod) -> tuple[str, list]:
-    """(``mod.script()``, tensor constants in print order)."""
+    """(``mod.script()``, its metadata constants in print order), with each inline scalar
+    -inf/inf/nan turned into a metadata entry appended after the tensor constants."""
     text = mod.script()
-    return text, tensor_constants_in_print_order(mod, text)
+    consts = tensor_constants_in_print_order(mod, text)
+    if _NONFINITE_RE.search(text):
+        text, consts = _nonfinite_to_metadata(mod, text, consts)
+    return text, consts
 
 
 def parse_script(text: str, consts) -> object:
@@ -112,19 +178,65 @@ def load_params(path) -> list:
     return [relax.const(table[k]) for k in sorted(table)]
 
 
-def roundtrip_check(mod, text, consts) -> tuple[bool, str]:
+def run_step_file(path) -> tuple[object | None, str]:
+    """Run a written step file in this process exactly as ``python step_NN.py`` does (its own
+    ``load()`` and ``__main__`` block) -> (the module it loaded, "") or (None, what it printed
+    on failure).  In-process: a fresh interpreter would spend seconds importing TVM per step."""
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            ns = runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as exc:
+        return None, err.getvalue().strip() or f"{Path(path).name} exited with status {exc.code}"
+    except Exception as exc:  # noqa: BLE001 - e.g. the .params file cannot be read
+        return None, tvm_error_text(exc)
+    mod = ns.get("mod")
+    if mod is None:
+        return None, f"{Path(path).name} ran but left no module in `mod`"
+    return mod, ""
+
+
+def _parse_error_note(message: str) -> str:
+    lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
+    first = next((ln for ln in lines if ln.startswith("error:")), None)
+    if first is None:
+        return " ".join(lines[-3:])[:300] or "the step file failed to load"
+    where = next((ln for ln in lines if ln.startswith("-->")), "")
+    return f"TVM's parser rejects the printed script: {first[:200]} {where}".rstrip()
+
+
+def _first_mismatch(a, b) -> str:
+    try:
+        import tvm_ffi
+
+        pair = tvm_ffi.get_first_structural_mismatch(a, b)
+    except Exception:  # noqa: BLE001 - only a detail for the note
+        return ""
+    return f" (first difference at {pair[0]})" if pair else ""
+
+
+def roundtrip_check(path, mod) -> tuple[bool, bool, str]:
+    """Run the step file written at ``path`` as a user would and compare what it loads with
+    ``mod`` -> (loads, structurally equal, note).  A file can load a module that differs in
+    what the printer does not show (a TIR region extent's int32 vs int64 after LegalizeOps of
+    a take with int32 indices): it stays loadable and the note says so."""
     from irviz.core.tvm_compat import structural_equal
 
-    try:
-        back = parse_script(text, [c.value for c in consts])
-    except Exception as exc:  # noqa: BLE001 - the parser's complaint becomes the note
-        lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-        first = next((ln for ln in lines if ln.startswith("error:")), lines[0] if lines else type(exc).__name__)
-        where = next((ln for ln in lines if ln.startswith("-->")), "")
-        return False, f"TVM's parser rejects the printed script: {first[:200]} {where}".rstrip()
+    back, message = run_step_file(path)
+    if back is None:
+        return False, False, _parse_error_note(message)
     if not structural_equal(back, mod):
-        return False, "the printed script parses but is not structurally equal to the module"
-    return True, ""
+        return True, False, ("loads back, but not structurally equal to the exported module"
+                             + _first_mismatch(mod, back))
+    return True, True, ""
+
+
+def add_header_note(path, note: str) -> None:
+    """Put a note into the header of a written step file, after its opening comment block."""
+    p = Path(path)
+    lines = p.read_text(encoding="utf-8").split("\n")
+    at = next((k for k, ln in enumerate(lines) if ln == "#"), 3)
+    p.write_text("\n".join(lines[:at] + [f"# NOTE: {note}"] + lines[at:]), encoding="utf-8")
 
 
 def jsonable(obj):
@@ -172,13 +284,34 @@ def load(params_path=None):
 
 
 if __name__ == "__main__":
-    mod = load()
+    import os
+    import re
+    import sys
+
+    try:
+        mod = load()
+    except Exception as exc:
+        # uncaught, TVM's sys.excepthook would print only its "run with TVM_BACKTRACE=1" note
+        message = "\\n".join(ln for ln in str(exc).splitlines()
+                            if ln.strip() and "TVM_BACKTRACE" not in ln) or type(exc).__name__
+        # the parser counts lines of SCRIPT, whose line 1 is the one that opens it: point into
+        # this file instead
+        with open(__file__, encoding="utf-8") as f:
+            first = next((k for k, ln in enumerate(f, 1) if ln.startswith("SCRIPT = r" + "'" * 3)),
+                         None)
+        if first:
+            here = os.path.basename(__file__)
+            message = re.sub(r"<str>:(\\d+)",
+                             lambda m: f"{here}:{int(m.group(1)) + first - 1}", message)
+        print(f"{__file__}: TVM could not load this step:\\n{message}", file=sys.stderr)
+        sys.exit(1)
     print(f"{__file__}: IRModule with {len(mod.functions)} functions: "
           + ", ".join(sorted(gv.name_hint for gv in mod.get_global_vars())))
 '''
 
 
-def _header_lines(session, step, stem: str, loadable: bool, note: str, text: str = "") -> list[str]:
+def _header_lines(session, step, stem: str, loadable: bool, note: str, text: str = "",
+                  scalars_moved: bool = False) -> list[str]:
     applied = [s.pass_name for s in session.steps[1:step.index + 1]]
     what = "the imported module" if step.index == 0 else f"the IRModule after pass {step.pass_name}"
     lines = [
@@ -193,6 +326,13 @@ def _header_lines(session, step, stem: str, loadable: bool, note: str, text: str
             "# SCRIPT below is the module's TVMScript (mod.script()).  Its tensor constants, printed as",
             f'# metadata["ir.GenericConst"][k], are in the sibling file {stem}.params',
             "# (tvm.runtime.save_param_dict; keys c0000, c0001, ... in print order).",
+        ]
+        if scalars_moved:
+            lines += [
+                '# Scalar -inf/inf/nan constants, which TVM prints as R.const("-inf", "float32") and its',
+                "# parser rejects, are metadata entries too: after the tensors, in the same file.",
+            ]
+        lines += [
             "#",
             "# Load it (the .params file must stay next to this file):",
             f"#     python {stem}.py                       # parses it and prints a summary",
@@ -222,14 +362,25 @@ def write_step_file(out: Path, session, step, text: str, consts, loadable: bool,
     file names for steps.json.  OSError propagates."""
     stem = step_stem(step.index, step.pass_name)
     if loadable:
-        body = "\n".join(_header_lines(session, step, stem, True, note))
-        body += "\n\nSCRIPT = " + _string_literal(text) + "\n" + _LOADER
+        moved = any(_printed_inline(c.value) for c in consts)
+        head = _header_lines(session, step, stem, True, note, scalars_moved=moved)
+        body = "\n".join(head) + "\n\nSCRIPT = " + _string_literal(text) + "\n" + _LOADER
         (out / f"{stem}.py").write_text(body, encoding="utf-8")
         write_params(out / f"{stem}.params", consts, written_params)
         return {"file": f"{stem}.py", "params_file": f"{stem}.params"}
     body = "\n".join(_header_lines(session, step, stem, False, note, text)) + "\n\n" + text
     (out / f"{stem}.txt").write_text(body, encoding="utf-8")
     return {"file": f"{stem}.txt", "params_file": None}
+
+
+def discard_step_file(out: Path, files: dict, written_params: dict) -> None:
+    """Remove a step's ``.py`` + ``.params`` written by write_step_file (it failed to load back)."""
+    for name in (files.get("file"), files.get("params_file")):
+        if name:
+            (out / name).unlink(missing_ok=True)
+    params = out / files["params_file"] if files.get("params_file") else None
+    for key in [k for k, v in written_params.items() if v == params]:
+        del written_params[key]
 
 
 def is_exported_step(path) -> bool:
@@ -268,4 +419,4 @@ def load_exported(path):
     try:
         return parse_script(script, load_params(params))
     except Exception as exc:  # noqa: BLE001
-        raise ExportError(f"TVM could not parse {p.name}: {exc}") from exc
+        raise ExportError(f"TVM could not parse {p.name}: {tvm_error_text(exc)}") from exc

@@ -7,13 +7,17 @@
       step_03_CallTIRRewrite.txt   a step TVM's parser cannot read back: text only, says so
       diffs/step_01.diff       unified diff against the previous step (changed functions only)
       steps.json               model, importer, and per step: pass, params, seconds, changed,
-                               added/removed/changed functions, files, loadable
+                               added/removed/changed functions, files, loadable, verified (its
+                               file was run back), equal (what it loaded was structurally equal;
+                               null when not run)
       report.html              one self-contained page: the trace, diffs, build/run results
 
-A step is written as ``.py`` only when it is known to load: its pass (and
-every pass before it) is a built-in known to round-trip, or the text was parsed back with the
-constants and found structurally equal to the step's module (see ``export_trace(verify=...)``).
-Otherwise it is written as ``.txt`` with a NOT LOADABLE header and ``"loadable": false``.
+A step is written as ``.py`` only when it is known to load: its file was run as
+``python step_NN.py`` runs it and loaded a module (structurally equal to the step's, or else with
+a NOTE in its header saying where they differ), or it follows a step that loaded back equal
+through built-in passes known to keep that (see ``export_trace(verify=...)``).
+Otherwise it is written as ``.txt`` with a NOT LOADABLE header, ``"loadable": false`` and the
+parser's complaint as its note.
 """
 from __future__ import annotations
 
@@ -26,7 +30,8 @@ from pathlib import Path
 from irviz.core.errors import ExportError
 from irviz.core.export.report import html_report, results_by_step, run_dict
 from irviz.core.export.step_files import (
-    jsonable, metadata_count, module_script, roundtrip_check, step_stem, write_step_file,
+    add_header_note, discard_step_file, jsonable, metadata_count, module_script, roundtrip_check,
+    step_stem, write_step_file,
 )
 from irviz.core.views import diff as diff_mod
 
@@ -49,8 +54,6 @@ def _pass_roundtrip_flag(name: str) -> bool:
 
 def _trusted(name: str) -> bool:
     """Built-in TVM passes that round-trip (measured on ResNet-18 for zero and default_build)."""
-    if name == "import":
-        return True
     try:
         from irviz.core import passes
 
@@ -66,13 +69,15 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
 
     steps: indices to export (default all).  run_result: a build.RunResult for the cursor step, or
     run_results {step index: RunResult}; shown in report.html and steps.json.
-    verify: True parses every step file back and compares it with the step's module (slow: the
-    TVMScript parser takes seconds per step on ResNet-18); "auto" (default) does that only where
-    it is not known: a step after a pass that is not a built-in TVM/build pass known to round-trip
-    (user, course, library, schedule passes), or after a step that did not round-trip.  A built-in
-    round-tripping pass applied to a module that round-trips is trusted, as measured on ResNet-18
-    for zero and default_build (shared NOTES.md).  False trusts PassSpec.roundtrip_ok alone.  A step whose pass has
-    roundtrip_ok=False is never written as .py.
+    verify: True runs every written step file (in this process, as ``python step_NN.py`` would:
+    its ``load()`` and ``__main__`` block) and compares what it loads with the step's module
+    (slow: the TVMScript parser takes seconds per step on ResNet-18); "auto" (default) does that
+    for the first exported step and wherever it is not known: a step after a pass that is not a
+    built-in TVM/build pass known to round-trip (user, course, library, schedule passes), or after
+    a step that was not checked or did not round-trip.  A built-in round-tripping pass applied to
+    a module whose file loaded back is trusted, as measured on ResNet-18 for zero and
+    default_build (shared NOTES.md).  False trusts PassSpec.roundtrip_ok alone.  A step whose
+    pass has roundtrip_ok=False is never written as .py.
     latency: a trace from ``irviz.core.backend.latency.latency_trace`` (one entry per step): report.html
     shows it as a chart and a table, steps.json keeps it under "latency".
     """
@@ -98,37 +103,45 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     records = []
     files: dict[int, dict] = {}
     written_params: dict = {}  # constant handles -> a .params file already holding exactly them
-    # True while the module at this step is known to round-trip: the import, then built-in passes
-    # known to keep that (NOTES.md), or a step that was parsed back and found equal
-    trusted_so_far = True
+    # True while the module at this step is known to round-trip: a step whose file was run and
+    # loaded back equal, then built-in passes known to keep that (NOTES.md).  The import is not
+    # trusted: its printed script depends on the model (an attention mask's -inf, dtypes, ...)
+    known_good = False
     for i in range(n):
         step = session.steps[i]
         flag_ok = _pass_roundtrip_flag(step.pass_name)
-        trusted_so_far = trusted_so_far and _trusted(step.pass_name)
+        inherited = known_good and i > 0 and _trusted(step.pass_name)
+        known_good = inherited
         if i not in indices:
             continue
         stem = step_stem(i, step.pass_name)
         t0 = time.perf_counter()
         text, consts = module_script(step.mod)
         count_ok = metadata_count(text) == len(consts)
-        check = verify is True or (verify == "auto" and not (trusted_so_far and count_ok))
-        verified = False
+        check = verify is True or (verify == "auto" and not inherited)
+        verified, equal = False, None
         if not flag_ok:
             loadable, note = False, (f"{step.pass_name} is marked as not round-tripping "
                                      "(PassSpec.roundtrip_ok=False).")
-        elif check:
-            loadable, note = roundtrip_check(step.mod, text, consts)
-            verified = loadable
-            # a module that round-trips stays so under the built-in passes that keep it so
-            trusted_so_far = loadable
-        elif (trusted_so_far or verify is False) and count_ok:
-            loadable, note = True, ""
+        elif not count_ok:
+            loadable, note = False, "the constants found do not match the script's metadata table"
         else:
-            loadable, note = False, ("not verified" if count_ok else
-                                     "the constants found do not match the script's metadata table")
+            loadable, note = True, ""
         try:
             rec_files = write_step_file(out, session, step, text, consts, loadable, note,
                                         written_params)
+            if loadable and check:
+                loadable, equal, note = roundtrip_check(out / rec_files["file"], step.mod)
+                verified = loadable
+                known_good = loadable and equal
+                if not loadable:
+                    discard_step_file(out, rec_files, written_params)
+                    rec_files = write_step_file(out, session, step, text, consts, False, note,
+                                                written_params)
+                elif note:
+                    add_header_note(out / rec_files["file"], note)
+            if not loadable:
+                known_good = False
             if i > 0:
                 udiff = diff_mod.unified_diff(session.steps[i - 1].mod, step.mod)
                 (out / "diffs" / f"step_{i:02d}.diff").write_text(udiff, encoding="utf-8")
@@ -142,7 +155,8 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
             "index": i, "pass": step.pass_name, "params": jsonable(step.params),
             "seconds": round(float(step.seconds), 6), "changed": bool(step.changed),
             "added": list(ch.added), "removed": list(ch.removed), "changed_funcs": list(ch.changed),
-            **rec_files, "loadable": bool(loadable), "verified": verified, "constants": len(consts),
+            **rec_files, "loadable": bool(loadable), "verified": verified,
+            "equal": equal if verified else None, "constants": len(consts),
             "note": note or None, "export_seconds": round(time.perf_counter() - t0, 4),
         }
         if i in results:
