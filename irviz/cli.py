@@ -220,8 +220,8 @@ def _cmd_check(args) -> int:
                            max_rel_error=_finite(res.max_rel_error), allclose=res.allclose,
                            tvm_ms=round(res.tvm_ms, 4), torch_ms=_finite(round(res.torch_ms, 4)),
                            threads=res.threads)
-            summary["reference"] = ("torch" if ws.loaded is not None else
-                                    "reference()" if ws.has_reference else "none")
+            # "torch" rather than "PyTorch": the JSON's values are short identifiers
+            summary["reference"] = {"PyTorch": "torch", None: "none"}.get(ws.reference_name, ws.reference_name)
             if res.allclose is None:
                 log(f"run      tvm {res.tvm_ms:.3f} ms  ({res.threads} threads)  "
                     "no reference to compare with")
@@ -229,8 +229,7 @@ def _cmd_check(args) -> int:
                 log(f"run      tvm {res.tvm_ms:.3f} ms  torch {res.torch_ms:.3f} ms  "
                     f"({res.threads} threads)  max abs error {res.max_abs_error:.3g}")
             if res.allclose is False:
-                against = "PyTorch" if ws.loaded is not None else "reference()"
-                failure.mismatch(f"outputs differ from {against}: max abs error {res.max_abs_error:.3g}, "
+                failure.mismatch(f"outputs differ from {ws.reference_name}: max abs error {res.max_abs_error:.3g}, "
                                  f"max rel error {res.max_rel_error:.3g}")
             else:
                 _check_alt_sizes(ws, args, failure, summary, log)

@@ -199,8 +199,7 @@ class Engine:
             "max_rel_error": res.max_rel_error,
             "allclose": None if res.allclose is None else bool(res.allclose),
             "reference": self.ws.has_reference,
-            "reference_name": "PyTorch" if self.ws.loaded is not None else
-                              "reference()" if self.ws.has_reference else None,
+            "reference_name": self.ws.reference_name,
             "tvm_ms": res.tvm_ms, "torch_ms": res.torch_ms, "threads": res.threads,
             "torch_threads": res.torch_threads,
             "build_seconds": built.seconds, "target": str(built.target),

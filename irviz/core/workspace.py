@@ -369,9 +369,17 @@ class Workspace:
         return run_mod.run_module(built, inputs, reference=reference, repeats=repeats)
 
     @property
+    def reference_name(self) -> str | None:
+        """What a run is compared with: "PyTorch", an IR file's "reference()", or None."""
+        if self.loaded is not None:
+            return "PyTorch"
+        if self.ir_file is not None and self.ir_file.reference is not None:
+            return "reference()"
+        return None
+
+    @property
     def has_reference(self) -> bool:
-        """A PyTorch model or an IR file's reference() to compare a run with."""
-        return self.loaded is not None or (self.ir_file is not None and self.ir_file.reference is not None)
+        return self.reference_name is not None
 
     def latency_trace(self, steps=None, repeats: int = 10) -> list[dict]:
         """Build and time every recorded step (or `steps`). A module measured before (same

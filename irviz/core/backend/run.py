@@ -170,6 +170,23 @@ def _compare(got: np.ndarray, ref: np.ndarray) -> dict:
     return rec
 
 
+def _compare_outputs(got, ref, against: str, *, count_hint: str, shape_hint: str) -> list[dict]:
+    """Flatten both sides' outputs, check count and shapes, compare each (see _compare)."""
+    refs = [_to_numpy(x) for x in _flatten(ref) if x is not None]
+    gots = [_to_numpy(x) for x in _flatten(got) if x is not None]
+    if len(refs) != len(gots):
+        raise RunError(f"TVM returned {len(gots)} outputs, {against} {len(refs)}", count_hint)
+    per_output = []
+    for i, (g, r) in enumerate(zip(gots, refs)):
+        if g.shape != r.shape:
+            if g.size == r.size == 1:   # a scalar returned as (1,) or ()
+                g = g.reshape(r.shape)
+            else:
+                raise RunError(f"output {i}: TVM shape {g.shape}, {against} shape {r.shape}", shape_hint)
+        per_output.append(_compare(g, r))
+    return per_output
+
+
 def _main_params(mod) -> list[str] | None:
     if mod is None or "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
         return None
@@ -263,22 +280,11 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
         raise RunError(f"running main failed: {msg}", _run_hint(msg),
                        detail=traceback_text(exc)) from exc
 
-    refs = [_to_numpy(x) for x in _flatten(ref_out) if x is not None]
-    gots = [_to_numpy(x) for x in _flatten(tvm_out) if x is not None]
-    if len(refs) != len(gots):
-        raise RunError(
-            f"TVM returned {len(gots)} outputs, PyTorch {len(refs)}",
-            "the step changed what main returns; outputs are compared in order after flattening "
-            "tuples on both sides.")
-    per_output = []
-    for i, (g, r) in enumerate(zip(gots, refs)):
-        if g.shape != r.shape:
-            if g.size == r.size and g.size == 1:
-                g = g.reshape(r.shape)
-            else:
-                raise RunError(f"output {i}: TVM shape {g.shape}, PyTorch shape {r.shape}",
-                               "the step changed an output's shape.")
-        per_output.append(_compare(g, r))
+    per_output = _compare_outputs(
+        tvm_out, ref_out, "PyTorch",
+        count_hint="the step changed what main returns; outputs are compared in order after "
+                   "flattening tuples on both sides.",
+        shape_hint="the step changed an output's shape.")
 
     # --- timing: interleaved, median of each
     tvm_times, torch_times = [], []
@@ -436,16 +442,10 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
                        detail=traceback_text(exc)) from exc
     per_output = []
     if reference is not None:
-        refs = [_to_numpy(x) for x in _flatten(reference) if x is not None]
-        gots = [_to_numpy(x) for x in _flatten(out) if x is not None]
-        if len(refs) != len(gots):
-            raise RunError(f"TVM returned {len(gots)} outputs, reference() {len(refs)}",
-                           "outputs are compared in order after flattening tuples on both sides")
-        for i, (g, r) in enumerate(zip(gots, refs)):
-            if g.shape != r.shape:
-                raise RunError(f"output {i}: TVM shape {g.shape}, reference() shape {r.shape}",
-                               "reference() must return what the function returns")
-            per_output.append(_compare(g, r))
+        per_output = _compare_outputs(
+            out, reference, "reference()",
+            count_hint="outputs are compared in order after flattening tuples on both sides",
+            shape_hint="reference() must return what the function returns")
     nan = float("nan")
     return RunResult(
         max_abs_error=max((o["max_abs"] for o in per_output), default=nan),
