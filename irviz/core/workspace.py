@@ -17,6 +17,7 @@ import os
 import time
 from contextlib import contextmanager
 
+from irviz.core.backend.timing import tune_seconds
 from irviz.core.errors import IrvizError, RequestError
 
 DEFAULT_IMPORTER = "exported_program"
@@ -48,6 +49,8 @@ class Workspace:
         self._latency_cache: dict = {}    # module hash -> measurement
         self._latency_last = None         # ({step index: Step}, trace) of the last latency trace
         self._last_build = None           # (Step, BuildResult): the executable of the last build
+        # seconds per stage of the last open / pipeline / build / run; "tune": measuring on this CPU
+        self.stage_seconds: dict[str, float] = {}
 
     # -- what is open ---------------------------------------------------------------------------
 
@@ -112,12 +115,14 @@ class Workspace:
             return self._open_ir_file(spec, *ir, planned=planned, at=at)
         t = time.perf_counter()
         loaded = model_file.load_model(spec)
-        self.log(f"load     {time.perf_counter() - t:7.2f} s  {loaded.name}")
+        load_seconds = time.perf_counter() - t
+        self.log(f"load     {load_seconds:7.2f} s  {loaded.name}")
         self.stage = "capture"
         self.progress(f"Capturing {loaded.name} with torch.export", at(0.25))
         captured = capture_mod.capture(loaded)
         self.log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes")
         self._import(spec, importer, loaded, captured, planned, at(0.6), at(0.9))
+        self.stage_seconds.update(load=load_seconds, capture=captured.seconds)
 
     def reimport(self):
         """Import the kept capture again with the converter files as they are now: a new session at
@@ -153,6 +158,7 @@ class Workspace:
         session = Session(imported, captured)
         session.set_pipeline(list(planned or ()))
         self._replace(spec, importer, loaded, captured, imported, session)
+        self.stage_seconds["import"] = imported.seconds
 
     def _open_step_file(self, spec, planned, at):
         """An exported TVMScript step: a session on its IRModule, with no FX graph or torch model."""
@@ -183,6 +189,7 @@ class Workspace:
         session = Session(imported, None)
         session.set_pipeline(list(planned or ()))
         self._replace(spec, "tvmscript", None, None, imported, session, ir)
+        self.stage_seconds["load"] = imported.seconds
 
     def _replace(self, spec, importer, loaded, captured, imported, session, ir=None) -> None:
         # only called once a stage worked: a failed open leaves the previous model usable
@@ -198,6 +205,7 @@ class Workspace:
         self._last_build = None
         self._latency_cache = {}
         self._latency_last = None
+        self.stage_seconds = {}
 
     # -- converter files ------------------------------------------------------------------------
 
@@ -288,10 +296,17 @@ class Workspace:
 
         self.stage = "pipeline"
         unsubscribe = self.session.subscribe(on_event)
+        t, tuned = time.perf_counter(), tune_seconds()
         try:
             yield
         finally:
             unsubscribe()
+            self._add_seconds("pipeline", time.perf_counter() - t)
+            self._add_seconds("tune", tune_seconds() - tuned)
+
+    def _add_seconds(self, stage: str, seconds: float) -> None:
+        if seconds > 0 or stage not in self.stage_seconds:
+            self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
 
     def replay(self, spec, importer=DEFAULT_IMPORTER, applied=(), planned=(), cursor=None,
                pass_files=(), converter_files=()) -> None:
@@ -333,14 +348,17 @@ class Workspace:
         else:
             self.progress(f"Building step {st.index} ({st.pass_name})", 0.05)
             built = build_mod.build(st.mod)
+            self.stage_seconds["build"] = built.seconds
             self.log(f"build    {built.seconds:7.2f} s  ({built.target})")
             self._last_build = (st, built)
         self.stage = "run"
+        t = time.perf_counter()
         if self.loaded is None:
             result = self._run_ir(built, st.mod, int(repeats))
         else:
             self.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
             result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs)
+        self.stage_seconds["run"] = time.perf_counter() - t
         if inputs is None:
             self.runs[st.index] = (st, result)
         return built, result

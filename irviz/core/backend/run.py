@@ -12,8 +12,9 @@ with the model's example inputs and compares every output with PyTorch eager:
   (the absolute tolerance follows the output's scale, so deep models whose logits are in the tens
   do not fail on float32 rounding that accumulated over many layers); float16 uses 1e-2;
   integer and bool outputs must be equal.
-* timing: ``repeats`` runs, torch eager and ``vm["main"]`` interleaved in the same loop (so machine
-  load hits both equally), median of each; one warm-up run of each first.
+* timing: ``repeats`` runs of ``vm["main"]``, then ``repeats`` of torch eager, each block after its
+  own warm-up (``timing.time_alone``; interleaving them distorted torch's figure up to 100×); the
+  median is the figure, ``tvm_timing``/``torch_timing`` keep min, quartiles and the load average.
 * kernels: per-kernel time from ``vm.set_instrument`` over ``min(repeats, 3)`` extra runs (kept
   apart from the timed runs, since the instrument adds overhead per call).  ``KernelTime.ms`` is
   the mean total time per run of that kernel, ``calls`` the calls per run.  Only PrimFuncs of the
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import os
 import re
-import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -46,6 +46,7 @@ from tvm import relax
 
 from irviz.core.backend import build as build_mod
 from irviz.core.backend.build import BuildResult
+from irviz.core.backend.timing import time_alone
 from irviz.core.errors import RunError, traceback_text, tvm_error_text
 from irviz.core.tvm_compat import var_name
 
@@ -75,7 +76,7 @@ class RunResult:
     allclose: bool
     outputs: int
     tvm_ms: float  # median over `repeats`
-    torch_ms: float  # median over `repeats`, interleaved with the TVM runs
+    torch_ms: float  # median over `repeats`, timed in a block of its own
     kernels: list[KernelTime]  # slowest first
     threads: int  # TVM runtime threads
     torch_threads: int = 0
@@ -83,6 +84,8 @@ class RunResult:
     rtol: float = 1e-4
     atol: float = 1e-4  # the largest atol used (it scales with each output's magnitude)
     per_output: list[dict] = field(default_factory=list)  # shape, dtype, max_abs, max_rel, allclose
+    tvm_timing: dict | None = None  # timing.Timing.as_dict(): median, min, quartiles, runs, load
+    torch_timing: dict | None = None
 
 
 def _run_hint(msg: str) -> str:
@@ -286,24 +289,16 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
                    "flattening tuples on both sides.",
         shape_hint="the step changed an output's shape.")
 
-    # --- timing: interleaved, median of each
-    tvm_times, torch_times = [], []
+    # --- timing: each runtime in a block of its own (see timing.py for why not interleaved)
     saved_threads = torch.get_num_threads()
     n_tvm = tvm_threads()
     if match_threads and n_tvm > 0:
         torch.set_num_threads(n_tvm)
     used_torch_threads = torch.get_num_threads()
     try:
+        tvm_timing = time_alone(lambda: main(*tvm_inputs), repeats, warmup=1)
         with torch.no_grad():
-            loaded.module(*example)  # warm-up (TVM already ran once above)
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                main(*tvm_inputs)
-                t1 = time.perf_counter()
-                loaded.module(*example)
-                t2 = time.perf_counter()
-                tvm_times.append(t1 - t0)
-                torch_times.append(t2 - t1)
+            torch_timing = time_alone(lambda: loaded.module(*example), repeats)
     except Exception as exc:  # noqa: BLE001
         msg = tvm_error_text(exc)
         raise RunError(f"a timed run failed: {msg}", _run_hint(msg),
@@ -320,8 +315,8 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
         max_rel_error=max((o["max_rel"] for o in per_output), default=0.0),
         allclose=all(o["allclose"] for o in per_output),
         outputs=len(per_output),
-        tvm_ms=statistics.median(tvm_times) * 1e3,
-        torch_ms=statistics.median(torch_times) * 1e3,
+        tvm_ms=tvm_timing.median_ms,
+        torch_ms=torch_timing.median_ms,
         kernels=kernels,
         threads=n_tvm,
         torch_threads=used_torch_threads,
@@ -329,6 +324,8 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
         rtol=rtol,
         atol=atol,
         per_output=per_output,
+        tvm_timing=tvm_timing.as_dict(),
+        torch_timing=torch_timing.as_dict(),
     )
 
 
@@ -431,11 +428,7 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
     try:
         fn = relax.VirtualMachine(build_result.executable, dev)[func]
         out = fn(*tvm_inputs)
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn(*tvm_inputs)
-            times.append(time.perf_counter() - t0)
+        tvm_timing = time_alone(lambda: fn(*tvm_inputs), repeats, warmup=0, settle=0)
     except Exception as exc:  # noqa: BLE001
         msg = tvm_error_text(exc)
         raise RunError(f"running {func} failed: {msg}", _run_hint(msg),
@@ -451,7 +444,7 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
         max_abs_error=max((o["max_abs"] for o in per_output), default=nan),
         max_rel_error=max((o["max_rel"] for o in per_output), default=nan),
         allclose=all(o["allclose"] for o in per_output) if per_output else None,
-        outputs=len(per_output), tvm_ms=statistics.median(times) * 1e3, torch_ms=nan,
+        outputs=len(per_output), tvm_ms=tvm_timing.median_ms, torch_ms=nan, tvm_timing=tvm_timing.as_dict(),
         kernels=_kernel_times(build_result, dev, tvm_inputs, runs=min(repeats, 3)) if func == "main" else [],
         threads=tvm_threads(), repeats=repeats, per_output=per_output,
     )

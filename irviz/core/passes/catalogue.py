@@ -7,6 +7,7 @@ from tvm import relax
 from irviz.core.errors import PassError
 from irviz.core.passes import course as course_passes
 from irviz.core.passes import cpu_schedules as schedules
+from irviz.core.passes import cpu_tuning as tuning
 from irviz.core.passes import library_dispatch as dispatch
 from irviz.core.passes.registry import PassParam, PassSpec, register_pass
 from irviz.core.passes.user_files import load_params_file
@@ -184,8 +185,9 @@ def _builtin_specs() -> list[PassSpec]:
             "LibraryDispatch",
             "Send conv2d/matmul to torch with R.call_dps_packed (DLPack, zero copy) where it pays; the rest "
             "stays for TensorIR",
-            lambda ops="conv2d,matmul", min_macs=dispatch.DEFAULT_MIN_MACS, keep_tileable_conv=False:
-                dispatch.library_dispatch(tuple(_split_names(ops)), int(min_macs), bool(keep_tileable_conv)),
+            lambda ops="conv2d,matmul", min_macs=dispatch.DEFAULT_MIN_MACS, keep_tileable_conv=False, measure=False:
+                dispatch.library_dispatch(tuple(_split_names(ops)), int(min_macs), bool(keep_tileable_conv),
+                                          bool(measure)),
             "cpu",
             params=[PassParam("ops", "str", "conv2d,matmul", "comma-separated ops to dispatch: conv2d, matmul"),
                     PassParam("min_macs", "int", dispatch.DEFAULT_MIN_MACS,
@@ -193,7 +195,10 @@ def _builtin_specs() -> list[PassSpec]:
                               "smaller ones are faster as TensorIR than a library call"),
                     PassParam("keep_tileable_conv", "bool", False,
                               "leave conv2d that CPUTileConv2d blocks (groups 1, channels a multiple of 4) "
-                              "to TensorIR, where they run faster than torch's conv")],
+                              "to TensorIR, where they run faster than torch's conv"),
+                    PassParam("measure", "bool", False,
+                              "decide each call by timing it as a torch call and as TensorIR on this "
+                              "machine (cached per CPU); min_macs and keep_tileable_conv are then unused")],
         ),
         _spec(
             "CPUInlineElementwise",
@@ -202,23 +207,34 @@ def _builtin_specs() -> list[PassSpec]:
             "cpu",
         ),
         _spec(
+            "CPUTuneConv2d",
+            "Measure a few conv2d tiles (vector factor x register tile) on this machine and record the "
+            "fastest on each kernel for CPUTileConv2d (cached per CPU)",
+            tuning.tune_conv2d,
+            "cpu",
+            params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target)")],
+        ),
+        _spec(
             "CPUTileConv2d",
             "Blocked conv2d: output channels in vector-wide blocks over a re-laid-out weight, a register "
             "tile of output columns, kernel window unrolled, epilogue fused into the write-back",
             schedules.tile_conv2d,
             "cpu",
+            params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target: 16 AVX-512, 8 AVX2, 4 NEON)")],
         ),
         _spec(
             "CPUTileReductions",
             "Tile matmul/conv reductions: vector-wide inner loop, small register tile, parallel outer loops",
             schedules.tile_reductions,
             "cpu",
+            params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target: 16 AVX-512, 8 AVX2, 4 NEON)")],
         ),
         _spec(
             "CPUParallelVectorize",
             "Parallelize and vectorize the remaining elementwise loop nests",
             schedules.parallel_vectorize,
             "cpu",
+            params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target: 16 AVX-512, 8 AVX2, 4 NEON)")],
         ),
         _spec(
             "CPUPrepackWeights",

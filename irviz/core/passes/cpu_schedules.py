@@ -7,8 +7,9 @@ silently. Rules work on `tvm.s_tir.Schedule` and dlight's normal form (one loop 
 
 The rules, in the order the `tir-cpu` / `fast-cpu` pipelines run them:
 
-- CPUTileConv2d: conv2d blocks → blocks of 16 (8/4) output channels as one vector over a weight
-  re-laid-out O/16·I·H·W·16 (a `layout_rewrite_preproc` block), a register tile of up to 14
+- CPUTileConv2d: conv2d blocks → blocks of v output channels as one vector (v: the target's float32
+  lanes, 16 with AVX-512, 8 with AVX2, 4 with NEON, or the tile CPUTuneConv2d measured) over a weight
+  re-laid-out O/v·I·H·W·v (a `layout_rewrite_preproc` block), a register tile of up to 14
   output columns accumulated in a local buffer, kernel window unrolled, parallel outer loops,
   elementwise epilogue (bias, relu, ...) fused into the write-back.
 - CPUInlineElementwise: chains of elementwise blocks into one loop nest.
@@ -41,6 +42,23 @@ def _pick_factor(extent: int | None, choices=(16, 8, 4)) -> int | None:
     if extent is None:
         return None
     return next((c for c in choices if extent % c == 0 and extent >= c), None)
+
+
+def vector_choices(lanes: int) -> tuple[int, ...]:
+    """Vector factors to try, widest first: one register of float32, then half, then a quarter."""
+    return tuple(c for c in (lanes, lanes // 2, lanes // 4) if c >= 2) or (1,)
+
+
+def target_lanes(lanes: int = 0) -> int:
+    """`lanes` if given, else the float32 lanes of the current target (the host outside one)."""
+    if lanes:
+        return int(lanes)
+    from irviz.core.backend.cpu_info import vector_lanes
+
+    return vector_lanes(tvm.target.Target.current(allow_none=True))
+
+
+TILE_ATTR = "irviz.conv_tile"  # {"vec": v, "reg": r} chosen by CPUTuneConv2d for CPUTileConv2d
 
 
 # Below this many loop iterations (~1M: tens of µs of work) a kernel runs on one thread: waking the
@@ -92,7 +110,8 @@ def _already(func, rule: str) -> bool:
 
 
 def _per_function(rule: str, apply):
-    """Module pass that runs `apply(sch) -> note|None` on every PrimFunc (on a copy)."""
+    """Module pass that runs `apply(sch) -> note|None` on every PrimFunc (on a copy); `apply` may
+    take the function as a second argument."""
 
     @tvm.ir.transform.module_pass(opt_level=0, name=rule)
     def _pass(mod, ctx):
@@ -105,7 +124,7 @@ def _per_function(rule: str, apply):
                 continue
             sch = s_tir.Schedule(func)
             try:
-                note = apply(sch)
+                note = apply(sch, func)
                 new = sch.mod["main"]
             except Exception as exc:  # a rule that cannot apply leaves the function as it was
                 note, new = f"not applied: {_first_line(exc)}", func
@@ -185,7 +204,14 @@ def _conv_blocks(sch: s_tir.Schedule):
     return out
 
 
-def _tile_conv2d(sch: s_tir.Schedule) -> str | None:
+def conv_tile_of(func) -> dict | None:
+    """The tile CPUTuneConv2d measured best for `func`, if any."""
+    if func is None or func.attrs is None or TILE_ATTR not in func.attrs:
+        return None
+    return {str(k): int(v) for k, v in func.attrs[TILE_ATTR].items()}
+
+
+def _tile_conv2d(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) -> str | None:
     """conv2d (NCHW, OIHW) → output channels in vector-wide blocks (the weight re-laid-out to
     O/v·I·H·W·v by a `layout_rewrite_preproc` block, so one vector load reads v output channels),
     a register tile of output columns accumulated in a local buffer, kernel window unrolled,
@@ -201,9 +227,10 @@ def _tile_conv2d(sch: s_tir.Schedule) -> str | None:
             continue
         n, (f, y, x, rc, ry, rx) = loops[:-6], loops[-6:]
         F, W = _const(sch.get(f).extent), _const(sch.get(x).extent)
-        vec = _pick_factor(F)
+        choices = vector_choices(lanes)
+        vec = tile["vec"] if tile and F is not None and F % tile["vec"] == 0 else _pick_factor(F, choices)
         if vec is None or W is None:
-            why = (f"{F} output channels have no vector factor (16/8/4)" if vec is None
+            why = (f"{F} output channels have no vector factor ({'/'.join(map(str, choices))})" if vec is None
                    else "output width is not a constant")
             done.append(f"{name}: {why}; left to CPUTileReductions")
             continue
@@ -215,7 +242,7 @@ def _tile_conv2d(sch: s_tir.Schedule) -> str | None:
             # the weight is computed inside this kernel: no layout-free parameter to prepack
             done.append(f"{name}: weight is not a parameter of the kernel; left to CPUTileReductions")
             continue
-        reg = _reg_tile(W)
+        reg = tile["reg"] if tile and W % tile["reg"] == 0 else _reg_tile(W)
         # weight: O I H W -> O/v I H W v (a preproc block; CPUPrepackWeights moves it out of the
         # function and folds it on the constant weights at compile time)
         packed = sch.cache_read(conv, 1, "global")
@@ -244,7 +271,8 @@ def _tile_conv2d(sch: s_tir.Schedule) -> str | None:
         sch.vectorize(fi)
         par = _parallel(sch, sch.fuse(*n, fo, y), conv)
         sch.decompose_reduction(conv, rc)
-        done.append(f"{name}: {vec} output channels per vector (weight packed to O/{vec},I,H,W,{vec}), "
+        done.append(f"{name}: {vec} output channels per vector (weight packed to O/{vec},I,H,W,{vec}; "
+                    f"{lanes} float32 lanes{', tile measured' if tile else ''}), "
                     f"{reg} columns in registers, kernel window unrolled, "
                     + ("parallel" if par else "one thread (small)")
                     + (f", {epilogue} epilogue block(s) fused into the write-back" if epilogue else ""))
@@ -252,7 +280,7 @@ def _tile_conv2d(sch: s_tir.Schedule) -> str | None:
 
 
 # ------------------------------------------------------------ rule: tile reductions (matmul/conv)
-def _tile_reductions(sch: s_tir.Schedule) -> str | None:
+def _tile_reductions(sch: s_tir.Schedule, lanes: int) -> str | None:
     """S…S R…R blocks: split the innermost spatial loop by the vector width and a second spatial loop
     by a small register tile, move both inside the reduction loops, vectorize, unroll, parallelize
     the outer spatial loops, then split off the init (vectorize before decompose_reduction)."""
@@ -277,7 +305,7 @@ def _tile_reductions(sch: s_tir.Schedule) -> str | None:
         if len(sch.get(block).reads) == 1 and all(e is not None for e in r_ext) and _prod(r_ext) <= 64:
             done.append(_window_reduction(sch, info.name, block, s_loops, r_loops))
             continue
-        vec = _pick_factor(s_ext[-1])
+        vec = _pick_factor(s_ext[-1], vector_choices(lanes))
         if vec is None:
             outer = sch.fuse(*s_loops) if len(s_loops) > 1 else s_loops[0]
             par = _parallel(sch, outer, block)
@@ -338,8 +366,8 @@ def _window_reduction(sch, name, block, s_loops, r_loops) -> str:
 
 
 # ------------------------------------------------------- rule: parallelize + vectorize spatial blocks
-def _parallel_vectorize(sch: s_tir.Schedule) -> str | None:
-    """Spatial blocks: vectorize the innermost loop by 16/8/4 (kept apart, so the vector reads stay
+def _parallel_vectorize(sch: s_tir.Schedule, lanes: int) -> str | None:
+    """Spatial blocks: vectorize the innermost loop by the vector width or half or a quarter (kept apart, so the vector reads stay
     contiguous: no div/mod gathers from fusing rows of odd width), fuse and parallelize the loops
     outside it — unless the block is too small to be worth waking the thread pool."""
     vectorized = parallel = serial = 0
@@ -352,7 +380,7 @@ def _parallel_vectorize(sch: s_tir.Schedule) -> str | None:
             continue  # already scheduled by another rule
         inner = loops[-1]
         extent = _const(sch.get(inner).extent)
-        vec = _pick_factor(extent)
+        vec = _pick_factor(extent, vector_choices(lanes))
         outer = list(loops[:-1])
         if vec:
             if extent > vec:
@@ -379,10 +407,23 @@ def _parallel_vectorize(sch: s_tir.Schedule) -> str | None:
             f"{serial} on one thread (small)")
 
 
-inline_elementwise = lambda: _per_function("CPUInlineElementwise", _inline)  # noqa: E731
-tile_reductions = lambda: _per_function("CPUTileReductions", _tile_reductions)  # noqa: E731
-parallel_vectorize = lambda: _per_function("CPUParallelVectorize", _parallel_vectorize)  # noqa: E731
-tile_conv2d = lambda: _per_function("CPUTileConv2d", _tile_conv2d)  # noqa: E731
+def inline_elementwise():
+    return _per_function("CPUInlineElementwise", lambda sch, func: _inline(sch))
+
+
+def tile_reductions(lanes: int = 0):
+    n = target_lanes(lanes)
+    return _per_function("CPUTileReductions", lambda sch, func: _tile_reductions(sch, n))
+
+
+def parallel_vectorize(lanes: int = 0):
+    n = target_lanes(lanes)
+    return _per_function("CPUParallelVectorize", lambda sch, func: _parallel_vectorize(sch, n))
+
+
+def tile_conv2d(lanes: int = 0):
+    n = target_lanes(lanes)
+    return _per_function("CPUTileConv2d", lambda sch, func: _tile_conv2d(sch, n, conv_tile_of(func)))
 
 
 def _has_preproc(func) -> bool:

@@ -53,8 +53,10 @@ def conv2d_name(call) -> str:
 
 @relax.expr_functor.mutator
 class _Dispatcher(relax.PyExprMutator):
-    def __init__(self, mod, ops, min_macs=0, keep_tileable_conv=False):
+    def __init__(self, mod, ops, min_macs=0, keep_tileable_conv=False, measure=False):
         super().__init__(mod)
+        self.measure = measure
+        self.decisions: list[dict] = []  # measured choices, kept on the module for the views
         self.mod_ = mod
         self.ops = set(ops)
         self.min_macs = int(min_macs)
@@ -67,17 +69,43 @@ class _Dispatcher(relax.PyExprMutator):
         for gv, func in self.mod_.functions.items():
             if isinstance(func, relax.Function) and not _is_primitive(func):
                 self.builder_.update_func(gv, self.visit_expr(func))
-        return self.builder_.get()
+        out = self.builder_.get()
+        if self.decisions:
+            from irviz.core.passes.cpu_tuning import with_decisions
+
+            out = with_decisions(out, self.decisions)
+        return out
+
+    def _measured_tir(self, call) -> bool:
+        """Measure this call as a torch call and as TensorIR on this machine; True to keep TensorIR."""
+        from irviz.core.passes.cpu_tuning import describe_decision, library_or_tir
+
+        if not self._dispatchable(call):
+            return False
+        rec = library_or_tir(call, lambda m: library_dispatch((call.op.name.split(".")[-1],))(m))
+        self.decisions.append(rec)
+        if rec["choice"] == "tir":
+            self.skipped.append(f"{call.op.name}: measured {describe_decision(rec)}")
+            return True
+        return False
+
+    def _dispatchable(self, call) -> bool:
+        if call.op == self.conv2d:
+            return "conv2d" in self.ops and conv2d_reason(call) is None
+        return "matmul" in self.ops and _matmul_ok(call)
 
     def visit_call_(self, call):
         call = self.visit_expr_post_order(call)
-        if call.op in (self.conv2d, self.matmul) and self.min_macs > 0:
+        if call.op in (self.conv2d, self.matmul) and self.measure:
+            if self._measured_tir(call):
+                return call
+        elif call.op in (self.conv2d, self.matmul) and self.min_macs > 0:
             macs = _macs(call)
             if macs is not None and macs < self.min_macs:
                 self.skipped.append(f"{call.op.name}: {macs} multiply-adds < min_macs {self.min_macs}")
                 return call
         if call.op == self.conv2d and "conv2d" in self.ops:
-            if self.keep_tileable_conv and tileable_conv2d(call):
+            if self.keep_tileable_conv and not self.measure and tileable_conv2d(call):
                 self.skipped.append("conv2d: CPUTileConv2d schedules it faster than the library call")
                 return call
             reason = conv2d_reason(call)
@@ -85,11 +113,15 @@ class _Dispatcher(relax.PyExprMutator):
                 return relax.call_dps_packed(conv2d_name(call), relax.Tuple(list(call.args)), out_ty=call.ty)
             self.skipped.append(f"conv2d: {reason}")
         elif call.op == self.matmul and "matmul" in self.ops:
-            if all(_static_float32(x.ty) for x in (*call.args, call)) and all(
-                    len(x.ty.shape.values) >= 2 for x in call.args):
+            if _matmul_ok(call):
                 return relax.call_dps_packed(PREFIX + "matmul", relax.Tuple(list(call.args)), out_ty=call.ty)
             self.skipped.append("matmul: needs static float32 operands of rank >= 2")
         return call
+
+
+def _matmul_ok(call) -> bool:
+    return all(_static_float32(x.ty) for x in (*call.args, call)) and all(
+        len(x.ty.shape.values) >= 2 for x in call.args)
 
 
 def _shape(ty) -> list[int] | None:
@@ -135,8 +167,12 @@ def _is_primitive(func) -> bool:
 DEFAULT_MIN_MACS = 300_000
 
 
-def library_dispatch(ops=("conv2d", "matmul"), min_macs: int = 0, keep_tileable_conv: bool = False):
+def library_dispatch(ops=("conv2d", "matmul"), min_macs: int = 0, keep_tileable_conv: bool = False,
+                     measure: bool = False):
     """Module pass: send `ops` to torch through call_dps_packed; the rest stays for TensorIR.
+
+    `measure`: decide each call by timing it both ways on this machine (``cpu_tuning``; cached per
+    machine), instead of `min_macs` / `keep_tileable_conv`.
 
     `min_macs` > 0: only calls with at least that many multiply-adds go to torch (smaller ones are
     faster as TensorIR than the library call's own overhead).
@@ -145,7 +181,7 @@ def library_dispatch(ops=("conv2d", "matmul"), min_macs: int = 0, keep_tileable_
 
     @tvm.ir.transform.module_pass(opt_level=0, name="LibraryDispatch")
     def _pass(mod, ctx):
-        return _Dispatcher(mod, ops, min_macs, keep_tileable_conv).transform()
+        return _Dispatcher(mod, ops, min_macs, keep_tileable_conv, measure).transform()
 
     return _pass
 

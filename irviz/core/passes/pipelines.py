@@ -31,7 +31,7 @@ DEFAULT_BUILD_STEPS = (
     "AttachGlobalSymbol",
 )
 
-CPU_SCHEDULE_STEPS = ("CPUTileConv2d", "CPUInlineElementwise", "CPUTileReductions", "CPUParallelVectorize",
+CPU_SCHEDULE_STEPS = ("CPUTuneConv2d", "CPUTileConv2d", "CPUInlineElementwise", "CPUTileReductions", "CPUParallelVectorize",
                       "CPUPrepackWeights")
 
 PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {
@@ -48,13 +48,13 @@ PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {
         _inv(*DEFAULT_BUILD_STEPS),
     ),
     "fast-cpu": (
-        "Library calls where they pay: large matmuls and the conv2d TensorIR does not block go to torch "
-        "through call_dps_packed; the rest fused and scheduled TensorIR",
-        [PassInvocation("LibraryDispatch", {"keep_tileable_conv": True}), *_inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS)],
+        "Each conv2d/matmul timed on this machine as a torch call and as TensorIR; the faster kept "
+        "(torch through call_dps_packed); the rest fused and scheduled TensorIR, conv2d tiles measured",
+        [PassInvocation("LibraryDispatch", {"measure": True}), *_inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS)],
     ),
     "tir-cpu": (
         "All TensorIR, no library: the zero pipeline, then CPU schedule rules (blocked conv2d with "
-        "prepacked weights, tiled reductions, parallel + vectorized loops)",
+        "prepacked weights and tiles measured on this machine, tiled reductions, parallel + vectorized loops)",
         _inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS),
     ),
 }

@@ -1,0 +1,110 @@
+"""Timing one runtime at a time, so a figure says what that runtime takes when it runs alone.
+
+Timing torch eager and the TVM VM alternately in one loop distorted torch's figure by up to 100×
+(Swinv2 small: 311.7 ms in the loop against 6.9 ms alone): each runtime's worker threads are still
+awake from its last call when the other starts, and on a 2-core machine one thread pool waits a
+whole time slice for a descheduled worker. So each runtime runs in a block of its own, after its own
+warm-up and a short pause that lets the other pool's workers go back to sleep.
+
+    t = time_alone(lambda: vm_main(*args), repeats=10)
+    t.median_ms, t.min_ms, t.q1_ms, t.q3_ms, t.runs
+
+The median is the figure shown; min and the quartiles say how far a run strayed. On a busy machine
+the minimum is the closest to the runtime's own speed, so ``busy`` (the load average) travels with
+the figures and the views say when the machine was busy.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+# TVM's pool spins for a while after a parallel launch before its workers sleep, and torch's OpenMP
+# threads do the same (GOMP_SPINCOUNT); 20 ms covers both on the machines measured so far.
+SETTLE_SECONDS = 0.02
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    min_ms: float
+    q1_ms: float
+    q3_ms: float
+    runs: int
+    warmup: int
+    load: float | None  # 1-minute load average when timed (None where the OS has none)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range relative to the median (0.05: the middle half within ±2.5%)."""
+        return (self.q3_ms - self.q1_ms) / self.median_ms if self.median_ms > 0 else 0.0
+
+
+def load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def machine_busy(load: float | None, threads: int) -> bool:
+    """Whether other work competed for the cores: more runnable jobs than the cores left over."""
+    cores = os.cpu_count() or 1
+    return load is not None and load > max(0.5, cores - threads + 0.5)
+
+
+def _quartiles(xs: list[float]) -> tuple[float, float]:
+    if len(xs) < 4:
+        return min(xs), max(xs)
+    q = statistics.quantiles(xs, n=4)
+    return q[0], q[2]
+
+
+def time_alone(fn: Callable[[], object], repeats: int = 10, warmup: int = 2,
+               settle: float = SETTLE_SECONDS) -> Timing:
+    """Call `fn` `warmup` times untimed, then `repeats` times timed, after a pause of `settle`
+    seconds. Exceptions from `fn` propagate."""
+    repeats, warmup = max(1, int(repeats)), max(0, int(warmup))
+    if settle > 0:
+        time.sleep(settle)
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    q1, q3 = _quartiles(times)
+    return Timing(median_ms=statistics.median(times), min_ms=min(times), q1_ms=q1, q3_ms=q3,
+                  runs=repeats, warmup=warmup, load=load_average())
+
+
+def describe(timing: Timing | dict | None, threads: int | None = None) -> str:
+    """One line for the views: how the figure was taken."""
+    if timing is None:
+        return ""
+    t = timing if isinstance(timing, dict) else timing.as_dict()
+    text = (f"median of {t['runs']} runs timed alone after {t['warmup']} warm-up"
+            + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
+            + f"; min {t['min_ms']:.3g} ms, middle half {t['q1_ms']:.3g}–{t['q3_ms']:.3g} ms")
+    if machine_busy(t.get("load"), threads or 1):
+        text += f"; machine busy (load {t['load']:.1f}): trust the min more than the median"
+    return text
+
+
+_tuned = [0.0]
+
+
+def add_tune_seconds(seconds: float) -> None:
+    """Count time spent measuring candidates (library vs TensorIR, tile sizes) on this machine."""
+    _tuned[0] += seconds
+
+
+def tune_seconds() -> float:
+    """Seconds spent measuring in this process so far (callers take differences)."""
+    return _tuned[0]
