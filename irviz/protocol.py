@@ -46,6 +46,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("diff", supersede=True),
     Command("provenance"),
     Command("build_run", stage="build"),
+    Command("run_sizes", stage="run"),
     Command("latency_trace"),
     Command("export", stage="export"),
     Command("list_samples"),
