@@ -58,6 +58,10 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("shutdown"),
 )}
 
+# relax_graph / function_text with this function name: every Relax function of the step at once
+# (irviz.core.views.graph.ALL_FUNCTIONS)
+ALL_FUNCTIONS = "*"
+
 STATE_CMDS = frozenset(c.name for c in COMMANDS.values() if c.returns_state)
 DEFAULT_SUPERSEDE = frozenset(c.name for c in COMMANDS.values() if c.supersede)
 

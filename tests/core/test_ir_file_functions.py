@@ -189,3 +189,133 @@ def test_get_inputs_that_do_not_fit_name_the_parameter_for_any_function(tmp_path
         ws.build_run(repeats=1, func="doubled")
     msg = info.value.user_message()
     assert "w has shape (4, 5)" in msg and "doubled expects (n, m)" in msg and "m = 6 (from x)" in msg
+
+
+# --------------------------------------------------------------------------------------------
+# what the panes get
+
+
+def _engine():
+    from irviz.engine import Engine
+
+    return Engine(type("Chan", (), {"send": lambda self, msg: json.dumps(msg)})())
+
+
+def _ok(eng, cmd, **args):
+    reply = eng.handle({"id": 1, "cmd": cmd, "args": args})
+    json.dumps(reply, allow_nan=False)
+    assert reply["ok"], reply.get("error")
+    return reply["result"]
+
+
+def test_the_all_functions_graph_has_every_function_in_its_own_group(tmp_path):
+    eng = _engine()
+    _ok(eng, "open", spec=str(_write(tmp_path, "two_funcs.py", MODULE + INPUTS)), pipeline="zero")
+    graph = _ok(eng, "relax_graph", step=0, func="*")
+    by_func = {}
+    for n in graph["nodes"]:
+        by_func.setdefault(n["function"], set()).add(n["id"])
+    assert set(by_func) == {"main", "doubled"}
+    # main keeps the ids of its own graph (selection links by them); the other is prefixed
+    main_ids = {n["id"] for n in _ok(eng, "relax_graph", step=0, func="main")["nodes"]}
+    assert by_func["main"] == main_ids
+    assert {"doubled/lv0", "doubled/lv1", "doubled/x"} <= by_func["doubled"]
+    assert {g["label"] for g in graph["groups"]} >= {"main", "doubled"}
+    text = _ok(eng, "function_text", step=0, name="*")["text"]
+    assert "def main(" in text and "def doubled(" in text and "def relu0" not in text
+    # after FuseOps (step 4 of zero), fused groups nest inside their function's group
+    _ok(eng, "run_to_end")
+    graph = _ok(eng, "relax_graph", step=4, func="*")
+    groups = {n["group"] for n in graph["nodes"]}
+    assert any(g.startswith("doubled.fused_") for g in groups), groups
+
+
+def test_a_function_with_several_blocks_has_a_group_per_block():
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    from irviz.core.views.graph import module_relax_digraph
+
+    @I.ir_module
+    class Blocks:
+        @R.function
+        def main(x: R.Tensor((2, 3), "float32")):
+            with R.dataflow():
+                lv0 = R.add(x, x)
+                R.output(lv0)
+            gv = R.multiply(lv0, lv0)    # outside any dataflow block: the blocks stay apart
+            with R.dataflow():
+                lv1 = R.add(gv, x)
+                R.output(lv1)
+            return lv1
+
+    assert len(Blocks["main"].body.blocks) == 3
+    g = module_relax_digraph(Blocks)
+    assert g.nodes["lv0"]["group"] == "main.dataflow 1"
+    assert g.nodes["gv"]["group"] == "main.block 2"
+    assert g.nodes["lv1"]["group"] == "main.dataflow 3"
+    assert g.nodes["x"]["group"] == "main"
+
+
+def test_an_unregistered_extern_is_flagged_before_any_build(tmp_path):
+    eng = _engine()
+    _ok(eng, "open", spec=str(_extern_file(tmp_path, "irviz_unreg", registered=False)), pipeline="zero")
+    nodes = {n["id"]: n for n in _ok(eng, "relax_graph", step=0, func="main")["nodes"]}
+    for nid, name in (("lv0", "irviz_unreg.linear"), ("out", "irviz_unreg.relu")):
+        assert nodes[nid]["extern"] == name and nodes[nid]["registered"] is False
+        assert nodes[nid]["failed"] is True and nodes[nid]["sublabel"] == f"not registered: {name}"
+    # the same module with the functions registered by the file: nothing is flagged
+    eng2 = _engine()
+    _ok(eng2, "open", spec=str(_extern_file(tmp_path, "irviz_reg")), pipeline="zero")
+    nodes = {n["id"]: n for n in _ok(eng2, "relax_graph", step=0, func="main")["nodes"]}
+    assert nodes["lv0"]["registered"] is True and not nodes["lv0"].get("failed")
+    # the course's own prim_funcs called through call_dps_packed count as found
+    eng3 = _engine()
+    _ok(eng3, "open", spec=str(_write(tmp_path, "two_funcs.py", MODULE + INPUTS)), pipeline="zero")
+    nodes = {n["id"]: n for n in _ok(eng3, "relax_graph", step=0, func="main")["nodes"]}
+    assert nodes["out"]["extern"] == "relu0" and nodes["out"]["registered"] is True
+
+
+def test_tir_functions_list_their_symbolic_sizes(tmp_path):
+    eng = _engine()
+    _ok(eng, "open", spec=str(_write(tmp_path, "two_funcs.py", MODULE + INPUTS)), pipeline="zero")
+    funcs = {f["name"]: f for f in _ok(eng, "tir_functions", step=0)}
+    assert funcs["relu0"]["sizes"] == ["n"] and "(1, n)" in funcs["relu0"]["signature"]
+
+
+def test_an_ir_file_has_no_fx_graph_and_says_so(tmp_path):
+    eng = _engine()
+    _ok(eng, "open", spec=str(_write(tmp_path, "two_funcs.py", MODULE + INPUTS)), pipeline="zero")
+    reply = eng.handle({"id": 2, "cmd": "fx_graph", "args": {}})
+    assert not reply["ok"] and "no FX graph for an IR file" in reply["error"]["message"]
+
+
+def test_a_registered_function_that_raises_is_named_and_the_engine_lives_on(tmp_path):
+    """In the engine process, as the app runs it: the error names the extern, then it answers."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    path = _extern_file(tmp_path, "irviz_boom", raises=True)
+    env = dict(os.environ, PYTHONPATH=str(root), IRVIZ_ENGINE_NO_PREWARM="1")
+    requests = [{"id": 1, "cmd": "open", "args": {"spec": str(path), "pipeline": ""}},
+                {"id": 2, "cmd": "build_run", "args": {"repeats": 1}},
+                {"id": 3, "cmd": "build_run", "args": {"repeats": 1}},
+                {"id": 4, "cmd": "ping", "args": {}},
+                {"id": 5, "cmd": "state", "args": {}}]
+    proc = subprocess.run([sys.executable, "-m", "irviz.engine"], cwd=str(root), env=env, text=True,
+                          input="".join(json.dumps(r) + "\n" for r in requests),
+                          capture_output=True, timeout=300)
+    replies = {m["id"]: m for m in map(json.loads, proc.stdout.splitlines())
+               if "id" in m and "progress" not in m}
+    assert replies[1]["ok"], replies[1]
+    for rid in (2, 3):   # the same answer twice: the first failure left nothing broken
+        err = replies[rid]["error"]
+        assert not replies[rid]["ok"] and err["stage"] == "run"
+        assert "irviz_boom.relu" in err["message"] and "ValueError: relu got a bad tensor" in err["message"]
+        assert "register_global_func" in err["hint"]
+    assert replies[4]["ok"] and replies[4]["result"]["pid"] > 0
+    assert replies[5]["result"]["model"] == "irviz_boom:MyModuleWithExternCall"
+    assert proc.returncode == 0
