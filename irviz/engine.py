@@ -122,7 +122,7 @@ class Engine:
             model=ws.model_name, spec=ws.spec, importer=ws.importer, cursor=s.cursor,
             error=error_dict(s.error) if s.error is not None else None, steps=steps,
             planned=planned, relax_functions=relax_names, tir_functions=tir_names,
-            converter_files=ws.converter_files)
+            converter_files=ws.converter_files, run_functions=self.views.run_functions(s.steps[s.cursor]))
 
 
     # -- session commands -----------------------------------------------------------------------

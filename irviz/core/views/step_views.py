@@ -52,6 +52,15 @@ class StepViews:
 
         return self._cached(step, "func_names", compute)
 
+    def run_functions(self, step):
+        """The Relax functions of a step that a build can run (backend.run.entry_functions)."""
+        def compute():
+            from irviz.core.backend.run import entry_functions
+
+            return entry_functions(step.mod)
+
+        return self._cached(step, "run_functions", compute)
+
     def fx_graph(self, fold_depth="auto", folded=()):
         """FX graph grouped by module path; folded to <= 400 nodes by default (fold_depth="auto")."""
         captured = self._ws.captured
