@@ -241,8 +241,10 @@ def _check(args, out) -> int:
                 log(f"run      tvm {res.tvm_ms:.3f} ms  ({res.threads} threads)  "
                     "no reference to compare with")
             else:
-                log(f"run      tvm {res.tvm_ms:.3f} ms  torch {res.torch_ms:.3f} ms  "
-                    f"({res.threads} threads)  max abs error {res.max_abs_error:.3g}")
+                torch_part = f"torch {res.torch_ms:.3f} ms  " if _finite(res.torch_ms) is not None else ""
+                log(f"run      tvm {res.tvm_ms:.3f} ms  {torch_part}"
+                    f"({res.threads} threads)  max abs error {res.max_abs_error:.3g} "
+                    f"against {ws.reference_name}")
             if res.allclose is False:
                 failure.mismatch(f"outputs differ from {ws.reference_name}: max abs error {res.max_abs_error:.3g}, "
                                  f"max rel error {res.max_rel_error:.3g}")

@@ -319,3 +319,12 @@ def test_a_registered_function_that_raises_is_named_and_the_engine_lives_on(tmp_
     assert replies[4]["ok"] and replies[4]["result"]["pid"] > 0
     assert replies[5]["result"]["model"] == "irviz_boom:MyModuleWithExternCall"
     assert proc.returncode == 0
+
+
+def test_kernel_times_of_another_function_name_its_own_bindings(tmp_path):
+    ws = Workspace()
+    ws.open(str(_write(tmp_path, "two_funcs.py", MODULE + INPUTS)))
+    _, res = ws.build_run(repeats=1, func="doubled")
+    by_binding = {k.binding: k.name for k in res.kernels}
+    # the add exists only in doubled, bound to its lv1 (main's bindings would leave it unnamed)
+    assert any("add" in name for b, name in by_binding.items() if b == "lv1"), res.kernels

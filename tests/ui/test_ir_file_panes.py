@@ -132,6 +132,10 @@ def test_run_pane_lists_the_functions_and_runs_the_chosen_one(qtbot, settings):
     # get_inputs() fixes the sizes: no dialog, and the run is of the chosen function
     assert w.run.ask_sizes.asked == [] and _runs(bridge) == [{"step": 0, "func": "main_two_blocks"}]
     assert "(main_two_blocks)" in w.run.status.text() and w.run.verdict.text() == "RAN"
+    # with get_inputs() there is nothing to set: Sizes… says so and runs nothing
+    w.run.sizes_button.click()
+    qtbot.waitUntil(lambda: "needs no sizes" in w.run.status.text(), timeout=5000)
+    assert "get_inputs()" in w.run.status.text() and len(_runs(bridge)) == 1
 
 
 def test_missing_sizes_are_asked_once_and_remembered_per_file(qtbot, settings):
@@ -207,7 +211,8 @@ def test_fx_pane_says_an_ir_file_has_no_fx_graph(qtbot, settings):
     bridge = IRFileBridge()
     w = _window(qtbot, settings, bridge)
     assert "No FX graph" in w.fx.info.text() and "IR file" in w.fx.info.text()
-    assert not any(cmd == "fx_graph" for cmd, _ in bridge.sent)
+    assert w.fx.error_label.isVisible() and "not captured from a PyTorch model" in w.fx.error_label.text()
+    assert not any(cmd == "fx_graph" for cmd, _ in bridge.sent) and w.fx.is_filled()
 
 
 def test_relax_pane_shows_every_function_and_the_unregistered_extern(qtbot, settings):

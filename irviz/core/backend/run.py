@@ -374,9 +374,10 @@ def _kernel_times(build_result: BuildResult, dev, tvm_inputs, runs: int,
         raise RunError(f"an instrumented run failed: {msg}", _run_hint(msg),
                        detail=traceback_text(exc)) from exc
     known = _kernel_names(build_result)
+    bindings = build_result.bindings_of(func) if hasattr(build_result, "bindings_of") else build_result.bindings
     out = [
         KernelTime(name=k, calls=calls[k] // runs, ms=total[k] * 1e3 / runs,
-                   binding=build_result.bindings.get(k))
+                   binding=bindings.get(k))
         for k in total
         if k in known and not k.startswith("vm.builtin.")
     ]

@@ -154,6 +154,14 @@ class FxPane(Pane):
     def _show_no_fx(self, state: dict) -> None:
         """An IR file (or an exported step) was opened as Relax IR: nothing was captured from
         PyTorch, so there is no FX graph to ask the engine for."""
+        c = themes.colors()
+        self.error_label.setText(f"<b>No FX graph</b>: {_esc(state.get('model') or '')} is an IR file, "
+                                 "opened as Relax IR (an IRModule), not captured from a PyTorch model. "
+                                 "Its functions are in the Relax and TensorIR panes.")
+        self.error_label.setToolTip("")
+        self.error_label.setStyleSheet(f"color: {c.dim_text}; border: 1px solid {c.dim_text}; "
+                                       "border-radius: 4px; padding: 4px;")
+        self.error_label.show()
         key = ("ir", self.model_key(state))
         if key == self._loaded_key:
             return
@@ -163,9 +171,7 @@ class FxPane(Pane):
         self.failed_node = None
         self.graph.clear()
         self.table.setRowCount(0)
-        self.info.setText(f"No FX graph: {state.get('model')} is an IR file, opened as Relax IR "
-                          "(an IRModule), not captured from a PyTorch model. Its functions are in "
-                          "the Relax and TensorIR panes.")
+        self.info.setText("No FX graph for an IR file")
 
     def clear(self) -> None:
         self._loaded_key = None

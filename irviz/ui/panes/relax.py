@@ -206,7 +206,9 @@ class RelaxPane(Pane):
         if waiting_prev:
             return
         step = self._step_info(cursor)
-        self.added, self.changed = graph_changes(self.graph_dict, self.prev_graph if cursor > 0 else None, step)
+        # step 0 is what was opened: nothing in it is new or changed (an IR file's step 0 "adds"
+        # every function, which would otherwise mark each call of its prim_funcs)
+        self.added, self.changed = graph_changes(self.graph_dict, self.prev_graph, step) if cursor > 0 else ([], [])
         self.graph.highlight(self.added, "added")
         self.graph.highlight(self.changed, "changed")
         self.graph.highlight(self._linked, "linked")

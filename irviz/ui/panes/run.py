@@ -116,7 +116,7 @@ class RunPane(Pane):
         top.addWidget(self.func_box)
         top.addWidget(self.sizes_button)
         top.addWidget(self.verdict)
-        top.addWidget(self.status, 1)
+        top.addStretch(1)
 
         self.fields = {}
         grid = QGridLayout()
@@ -175,6 +175,7 @@ class RunPane(Pane):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.setSpacing(4)
         lay.addLayout(top)
+        lay.addWidget(self.status)   # a row of its own: run errors and hints are long
         lay.addLayout(grid)
         lay.addWidget(self.tabs, 1)
 
@@ -284,6 +285,11 @@ class RunPane(Pane):
             return
         func = r.get("func") or self.current_func()
         names = list(r.get("sizes") or [])
+        if edit and (r.get("inputs") != "random" or not names):
+            self.status.setText(f"{func} needs no sizes: " + (
+                "the file's get_inputs() gives its inputs." if r.get("inputs") == "get_inputs" else
+                "its inputs have fixed shapes." if not names else "the model's example inputs fix them."))
+            return
         if r.get("inputs") != "random" or not names:
             self._start_run(cursor, func)
             return
