@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="Python file with CONVERTERS = {aten op: converter} for ops TVM cannot import")
         sp.add_argument("--dim", metavar="NAME=INT,...", default="",
                         help="values for symbolic sizes when an IR file's inputs are made up (m=1,n=128)")
+        sp.add_argument("--func", default="main", metavar="NAME",
+                        help="the Relax function to build and run (an IR file's other functions, e.g. "
+                             "main_two_blocks); default main")
         sp.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
 
     c = sub.add_parser("check", help="load, import, run a pipeline pass by pass, build, run, compare")
@@ -200,6 +203,18 @@ def _check_alt_sizes(ws, args, failure: _Failure, summary: dict, log) -> None:
 
 
 def _cmd_check(args) -> int:
+    if args.json == "-":
+        # stdout carries only the JSON: what the opened file prints (an IR file that prints its
+        # module, say) goes to stderr with the log
+        import contextlib
+
+        real_stdout = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            return _check(args, real_stdout)
+    return _check(args, sys.stdout)
+
+
+def _check(args, out) -> int:
     quiet = args.json == "-"
     log = (lambda msg: print(msg, file=sys.stderr)) if quiet else print
     failure = _Failure(args.verbose)
@@ -207,11 +222,11 @@ def _cmd_check(args) -> int:
                "pipeline": args.pipeline, "importer": args.importer, "steps": [],
                "max_abs_error": None, "max_rel_error": None, "allclose": None,
                "tvm_ms": None, "torch_ms": None, "threads": None, "build_seconds": None,
-               "reference": None}
+               "reference": None, "func": args.func}
     ws = _open_workspace(args, failure, log)
     if ws is not None and failure.stage is None:
         try:
-            built, res = ws.build_run(repeats=args.repeats)
+            built, res = ws.build_run(repeats=args.repeats, func=args.func)
         except Exception as exc:
             failure.record(ws.stage, exc)
         else:
@@ -226,8 +241,10 @@ def _cmd_check(args) -> int:
                 log(f"run      tvm {res.tvm_ms:.3f} ms  ({res.threads} threads)  "
                     "no reference to compare with")
             else:
-                log(f"run      tvm {res.tvm_ms:.3f} ms  torch {res.torch_ms:.3f} ms  "
-                    f"({res.threads} threads)  max abs error {res.max_abs_error:.3g}")
+                torch_part = f"torch {res.torch_ms:.3f} ms  " if _finite(res.torch_ms) is not None else ""
+                log(f"run      tvm {res.tvm_ms:.3f} ms  {torch_part}"
+                    f"({res.threads} threads)  max abs error {res.max_abs_error:.3g} "
+                    f"against {ws.reference_name}")
             if res.allclose is False:
                 failure.mismatch(f"outputs differ from {ws.reference_name}: max abs error {res.max_abs_error:.3g}, "
                                  f"max rel error {res.max_rel_error:.3g}")
@@ -240,7 +257,7 @@ def _cmd_check(args) -> int:
     if args.json:
         text = json.dumps(summary, indent=2)
         if args.json == "-":
-            print(text)
+            print(text, file=out)
         else:
             with open(args.json, "w") as f:
                 f.write(text + "\n")
@@ -256,7 +273,7 @@ def _cmd_export(args) -> int:
         return 1
     if failure.stage is None and not args.no_build:
         try:
-            ws.build_run()
+            ws.build_run(func=args.func)
         except Exception as exc:  # the trace is still worth exporting; the report says why
             failure.record("build", exc)
     if args.latency:

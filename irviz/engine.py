@@ -58,6 +58,7 @@ class Engine:
             "function_text": self.views.function_text, "module_text": self.views.module_text, "diff": self.views.diff,
             "provenance": self.views.provenance, "build_run": self.build_run,
             "latency_trace": self.latency_trace, "export": self.export,
+            "run_sizes": self.run_sizes,
             "list_samples": self.list_samples, "list_passes": self.list_passes,
             "list_pipelines": self.list_pipelines, "warm": self.warm, "ping": self.ping,
             "crash": self.crash,
@@ -121,7 +122,7 @@ class Engine:
             model=ws.model_name, spec=ws.spec, importer=ws.importer, cursor=s.cursor,
             error=error_dict(s.error) if s.error is not None else None, steps=steps,
             planned=planned, relax_functions=relax_names, tir_functions=tir_names,
-            converter_files=ws.converter_files)
+            converter_files=ws.converter_files, run_functions=self.views.run_functions(s.steps[s.cursor]))
 
 
     # -- session commands -----------------------------------------------------------------------
@@ -192,9 +193,18 @@ class Engine:
 
     # -- building, timing, export ---------------------------------------------------------------
 
-    def build_run(self, step=None, repeats=10):
-        built, res = self.ws.build_run(self.ws.step_at(step).index, repeats=int(repeats))
+    def build_run(self, step=None, repeats=10, func="main", dims=None):
+        """`func`: the Relax function to run; `dims`: {size: int} for made-up inputs (from the
+        app's sizes dialog), kept for later runs and replays in this engine."""
+        if dims is not None:
+            if not isinstance(dims, dict):
+                raise BadRequest("`dims` must be an object {name: int}")
+            from irviz.core.frontend.ir_file import parse_dims
+
+            self.ws.dims = {**self.ws.dims, **parse_dims(",".join(f"{k}={v}" for k, v in dims.items()))}
+        built, res = self.ws.build_run(self.ws.step_at(step).index, repeats=int(repeats), func=func)
         return {
+            "func": res.func,
             "ok": bool(res.allclose), "max_abs_error": res.max_abs_error,
             "max_rel_error": res.max_rel_error,
             "allclose": None if res.allclose is None else bool(res.allclose),
@@ -207,6 +217,11 @@ class Engine:
             "kernels": [{"name": k.name, "calls": k.calls, "ms": k.ms, "binding": k.binding}
                         for k in res.kernels],
         }
+
+    def run_sizes(self, step=None, func="main"):
+        """What a run of `func` needs before it can start: its symbolic sizes and where its inputs
+        come from (Workspace.run_sizes)."""
+        return self.ws.run_sizes(self.ws.step_at(step).index, func=func)
 
     def latency_trace(self, steps="all", repeats=10):
         """Build and time every recorded step (or `steps`); one progress message per step."""

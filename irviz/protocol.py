@@ -46,6 +46,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("diff", supersede=True),
     Command("provenance"),
     Command("build_run", stage="build"),
+    Command("run_sizes", stage="run"),
     Command("latency_trace"),
     Command("export", stage="export"),
     Command("list_samples"),
@@ -56,6 +57,10 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("crash"),
     Command("shutdown"),
 )}
+
+# relax_graph / function_text with this function name: every Relax function of the step at once
+# (irviz.core.views.graph.ALL_FUNCTIONS)
+ALL_FUNCTIONS = "*"
 
 STATE_CMDS = frozenset(c.name for c in COMMANDS.values() if c.returns_state)
 DEFAULT_SUPERSEDE = frozenset(c.name for c in COMMANDS.values() if c.supersede)
@@ -84,13 +89,16 @@ def invocation(name: str, params: dict | None = None) -> dict:
 
 def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=None, steps=(),
                planned=(), relax_functions=(), tir_functions=(), import_error=None,
-               converter_files=()) -> dict:
+               converter_files=(), run_functions=None) -> dict:
     """The whole session as the GUI sees it. `error`: the error of the last failed pass or import;
     `import_error`: set while a model is captured but its import failed (then `steps` is empty)."""
     return {"model": model, "spec": spec, "importer": importer, "cursor": int(cursor),
             "error": error, "steps": list(steps), "planned": list(planned),
             "relax_functions": list(relax_functions), "tir_functions": list(tir_functions),
-            "import_error": import_error, "converter_files": list(converter_files)}
+            "import_error": import_error, "converter_files": list(converter_files),
+            # the Relax functions a build can run (no fused sub-functions); main first
+            "run_functions": list(run_functions if run_functions is not None else
+                                  [f for f in relax_functions if f == "main"])}
 
 
 def empty_state() -> dict:

@@ -335,13 +335,23 @@ class Workspace:
 
     # -- building and running -------------------------------------------------------------------
 
-    def build_run(self, step=None, repeats: int = 10, inputs=None):
-        """Build a step, run it and compare it with PyTorch (with no PyTorch model, run it on random
-        inputs). Returns (BuildResult, RunResult); the result is kept for the exported report."""
+    def build_run(self, step=None, repeats: int = 10, inputs=None, func: str = "main", dims=None):
+        """Build a step, run its Relax function `func` and compare it with PyTorch (an IR file: with
+        its reference(), if any). `dims` gives symbolic sizes for made-up inputs (default: the
+        workspace's `dims`). Returns (BuildResult, RunResult); the result is kept for the exported
+        report."""
         from irviz.core.backend import build as build_mod
         from irviz.core.backend import run as run_mod
 
         st = self.step_at(step)
+        func = func or "main"
+        self.stage = "run"
+        run_mod.check_func(st.mod, func)
+        if self.loaded is not None and func != "main":
+            raise RequestError(f"a PyTorch model is compared through main; {func} has no PyTorch "
+                               "counterpart to run", "run main, or open the module as an IR file")
+        # inputs first: missing sizes or bad get_inputs() are reported before a build is paid for
+        ir_inputs = self._ir_inputs(st.mod, func, dims) if self.loaded is None else None
         self.stage = "build"
         if self._last_build is not None and self._last_build[0] is st:
             built = self._last_build[1]   # other inputs for the same step: no second build
@@ -354,7 +364,7 @@ class Workspace:
         self.stage = "run"
         t = time.perf_counter()
         if self.loaded is None:
-            result = self._run_ir(built, st.mod, int(repeats))
+            result = self._run_ir(built, ir_inputs, func, int(repeats))
         else:
             self.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
             result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs)
@@ -363,13 +373,31 @@ class Workspace:
             self.runs[st.index] = (st, result)
         return built, result
 
-    def _run_ir(self, built, mod, repeats: int):
+    def _ir_inputs(self, mod, func: str, dims=None) -> list:
+        from irviz.core.frontend.ir_file import inputs_for
+
+        return inputs_for(self.ir_file, mod, func=func, dims=self.dims if dims is None else dims)
+
+    def run_sizes(self, step=None, func: str = "main") -> dict:
+        """What running `func` needs: {"func", "sizes": its symbolic sizes in order of appearance,
+        "inputs": "model" (a PyTorch model's example inputs), "get_inputs" (the IR file's) or
+        "random" (made up: then every size needs a value), "dims": the values the workspace has}."""
+        from irviz.core.backend import run as run_mod
+
+        st = self.step_at(step)
+        func = func or "main"
+        run_mod.check_func(st.mod, func)
+        inputs = ("model" if self.loaded is not None else
+                  "get_inputs" if self.ir_file is not None and self.ir_file.get_inputs is not None else
+                  "random")
+        return {"func": func, "sizes": run_mod.symbolic_sizes(st.mod, func), "inputs": inputs,
+                "dims": dict(self.dims)}
+
+    def _run_ir(self, built, inputs, func: str, repeats: int):
         """An IR file or step file: its get_inputs() or made-up inputs; its reference(), if any."""
         from irviz.core.backend import run as run_mod
         from irviz.core.errors import RunError
-        from irviz.core.frontend.ir_file import inputs_for
 
-        inputs = inputs_for(self.ir_file, mod, dims=self.dims)
         reference = None
         if self.ir_file is not None and self.ir_file.reference is not None:
             self.progress("Running reference()", 0.5)
@@ -383,8 +411,8 @@ class Workspace:
                                "run the file in plain Python to see the full error",
                                detail=traceback_text(exc)) from exc
         what = "and comparing with reference()" if reference is not None else "(nothing to compare with)"
-        self.progress(f"Running {what}", 0.6)
-        return run_mod.run_module(built, inputs, reference=reference, repeats=repeats)
+        self.progress(f"Running {func} {what}", 0.6)
+        return run_mod.run_module(built, inputs, reference=reference, func=func, repeats=repeats)
 
     @property
     def reference_name(self) -> str | None:

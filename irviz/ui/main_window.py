@@ -63,7 +63,7 @@ class MainWindow(WindowChrome, QMainWindow):
         self.tir = TirPane(bridge, self.hub)
         self.pipeline = PipelinePane(bridge, self.hub)
         self.diff = DiffPane(bridge, self.hub)
-        self.run = RunPane(bridge, self.hub)
+        self.run = RunPane(bridge, self.hub, settings=self.settings)
         self.panes = [self.fx, self.relax, self.tir, self.pipeline, self.diff, self.run]
         for p in self.panes:
             p.filledChanged.connect(self._check_filled)

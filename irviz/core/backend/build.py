@@ -68,6 +68,19 @@ class BuildResult:
     passes_run: list[str] = field(default_factory=list)  # default_build passes build() applied
     skipped: int = 0  # how many leading default_build passes were judged already done
     bindings: dict[str, str] = field(default_factory=dict)  # kernel name -> binding(s) in main
+    before_rewrite: object = None  # the module just before CallTIRRewrite (binding names of kernels
+    #                                the build's own LegalizeOps made), for another function's bindings
+
+    def bindings_of(self, func: str = "main") -> dict[str, str]:
+        """kernel name -> binding(s) in Relax function `func`, found as for `bindings`."""
+        if func == "main":
+            return self.bindings
+        out = kernel_bindings(self.mod, func) if self.mod is not None else {}
+        for m in (self.before_rewrite, self.lowered):
+            if m is not None:
+                for k, v in kernel_bindings(m, func).items():
+                    out.setdefault(k, v)
+        return out
 
 
 
@@ -230,7 +243,7 @@ def build(mod, target=None) -> BuildResult:
                         bindings.setdefault(k, v)
             return BuildResult(executable=ex, seconds=seconds, target=str(tgt), mod=mod,
                                lowered=lowered, passes_run=names, skipped=attempt,
-                               bindings=bindings)
+                               bindings=bindings, before_rewrite=before_rewrite)
         if first_error is None:
             first_error = err
     message, detail = first_error

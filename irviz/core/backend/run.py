@@ -54,9 +54,12 @@ __all__ = [
     "KernelTime",
     "RunResult",
     "build_and_run",
+    "check_func",
+    "entry_functions",
     "random_inputs",
     "run_and_compare",
     "run_without_reference",
+    "symbolic_sizes",
     "tvm_threads",
 ]
 
@@ -86,6 +89,7 @@ class RunResult:
     per_output: list[dict] = field(default_factory=list)  # shape, dtype, max_abs, max_rel, allclose
     tvm_timing: dict | None = None  # timing.Timing.as_dict(): median, min, quartiles, runs, load
     torch_timing: dict | None = None
+    func: str = "main"  # the Relax function that ran
 
 
 def _run_hint(msg: str) -> str:
@@ -341,7 +345,8 @@ def _kernel_names(build_result: BuildResult) -> set[str]:
     return names
 
 
-def _kernel_times(build_result: BuildResult, dev, tvm_inputs, runs: int) -> list[KernelTime]:
+def _kernel_times(build_result: BuildResult, dev, tvm_inputs, runs: int,
+                  func: str = "main") -> list[KernelTime]:
     """Per-kernel times from a second VM with an instrument (the timed VM stays uninstrumented)."""
     total: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)
@@ -360,19 +365,96 @@ def _kernel_times(build_result: BuildResult, dev, tvm_inputs, runs: int) -> list
         vm = relax.VirtualMachine(build_result.executable, dev)
         vm.set_instrument(tvm_ffi.convert(instrument))
         for _ in range(runs):
-            vm["main"](*tvm_inputs)
+            vm[func](*tvm_inputs)
     except Exception as exc:  # noqa: BLE001
         msg = tvm_error_text(exc)
         raise RunError(f"an instrumented run failed: {msg}", _run_hint(msg),
                        detail=traceback_text(exc)) from exc
     known = _kernel_names(build_result)
+    bindings = build_result.bindings_of(func) if hasattr(build_result, "bindings_of") else build_result.bindings
     out = [
         KernelTime(name=k, calls=calls[k] // runs, ms=total[k] * 1e3 / runs,
-                   binding=build_result.bindings.get(k))
+                   binding=bindings.get(k))
         for k in total
         if k in known and not k.startswith("vm.builtin.")
     ]
     out.sort(key=lambda kt: kt.ms, reverse=True)
+    return out
+
+
+def failing_call(build_result: BuildResult, dev, func: str, tvm_inputs) -> str | None:
+    """The kernel or extern function a failing run of `func` was inside, found by running it once
+    more with an instrument (the error itself often names neither, e.g. a Python function
+    registered with tvm.register_global_func that raises). None when the run fails outside any
+    call, or does not fail again."""
+    open_calls: list[str] = []
+
+    def instrument(f, func_symbol, before_run, ret_value, *args):
+        if before_run:
+            open_calls.append(str(func_symbol))
+        elif open_calls:
+            open_calls.pop()
+        return relax.VMInstrumentReturnKind.NO_OP
+
+    try:
+        vm = relax.VirtualMachine(build_result.executable, dev)
+        vm.set_instrument(tvm_ffi.convert(instrument))
+        vm[func](*tvm_inputs)
+    except Exception:  # noqa: BLE001 - failing again is what is expected here
+        inner = [c for c in open_calls if not c.startswith("vm.builtin.")]
+        return inner[-1] if inner else None
+    return None
+
+
+def _exception_text(exc) -> str:
+    msg = tvm_error_text(exc)
+    name = type(exc).__name__
+    # TVM's own errors carry their kind in the text already; a Python exception from a registered
+    # function would otherwise lose its type (ValueError, KeyError, ...)
+    return msg if name in ("TVMError", "InternalError") or msg.startswith(name) else f"{name}: {msg}"
+
+
+def _callee_hint(callee: str, msg: str) -> str:
+    # kernels compiled into the module are not global functions; a registered extern is
+    if tvm.get_global_func(callee, allow_missing=True) is not None:
+        return (f"{callee} is a function registered in Python (tvm.register_global_func) and "
+                "called through call_dps_packed: run it on its own with these inputs to see the error")
+    return _run_hint(msg)
+
+
+def entry_functions(mod) -> list[str]:
+    """The Relax functions a build can run: public (a global_symbol) and not fused ("Primitive")
+    sub-functions; "main" first."""
+    names = []
+    for gv, f in mod.functions.items():
+        if not isinstance(f, relax.Function):
+            continue
+        attrs = f.attrs if f.attrs is not None else {}
+        if "Primitive" in attrs and int(attrs["Primitive"]):
+            continue
+        if "global_symbol" in attrs or gv.name_hint == "main":
+            names.append(gv.name_hint)
+    return sorted(names, key=lambda n: (n != "main", n))
+
+
+def check_func(mod, func: str) -> None:
+    """RunError naming the functions there are when `func` is not one of them."""
+    names = entry_functions(mod)
+    if func not in names:
+        raise RunError(f"the module has no Relax function {func!r} to run; it has: "
+                       f"{', '.join(names) or 'none'}",
+                       f"pick one of them (irviz check FILE --func {names[0] if names else 'main'})")
+
+
+def symbolic_sizes(mod, func: str = "main") -> list[str]:
+    """The symbolic sizes in `func`'s parameter shapes, in the order they first appear."""
+    out: list[str] = []
+    for p in mod[func].params:
+        ty = p.ty
+        if isinstance(ty, relax.TensorType) and ty.shape is not None:
+            for d in ty.shape.values:
+                if not isinstance(d, tvm.tirx.IntImm) and str(d) not in out:
+                    out.append(str(d))
     return out
 
 
@@ -431,6 +513,11 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
         tvm_timing = time_alone(lambda: fn(*tvm_inputs), repeats, warmup=0, settle=0)
     except Exception as exc:  # noqa: BLE001
         msg = tvm_error_text(exc)
+        callee = failing_call(build_result, dev, func, tvm_inputs)
+        if callee is not None:
+            raise RunError(f"running {func} failed in {callee}: {_exception_text(exc)}",
+                           _callee_hint(callee, msg),
+                           detail=traceback_text(exc)) from exc
         raise RunError(f"running {func} failed: {msg}", _run_hint(msg),
                        detail=traceback_text(exc)) from exc
     per_output = []
@@ -445,8 +532,8 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
         max_rel_error=max((o["max_rel"] for o in per_output), default=nan),
         allclose=all(o["allclose"] for o in per_output) if per_output else None,
         outputs=len(per_output), tvm_ms=tvm_timing.median_ms, torch_ms=nan, tvm_timing=tvm_timing.as_dict(),
-        kernels=_kernel_times(build_result, dev, tvm_inputs, runs=min(repeats, 3)) if func == "main" else [],
-        threads=tvm_threads(), repeats=repeats, per_output=per_output,
+        kernels=_kernel_times(build_result, dev, tvm_inputs, runs=min(repeats, 3), func=func),
+        threads=tvm_threads(), repeats=repeats, per_output=per_output, func=func,
     )
 
 

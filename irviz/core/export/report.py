@@ -86,7 +86,7 @@ def _render_rows(fd) -> tuple[str, int]:
 
 
 def run_dict(rr) -> dict:
-    keys = ("max_abs_error", "max_rel_error", "allclose", "outputs", "tvm_ms", "torch_ms", "threads")
+    keys = ("max_abs_error", "max_rel_error", "allclose", "outputs", "tvm_ms", "torch_ms", "threads", "func")
     d = {k: jsonable(getattr(rr, k, None)) for k in keys}
     d["kernels"] = [{"name": getattr(k, "name", ""), "calls": getattr(k, "calls", None),
                      "ms": jsonable(getattr(k, "ms", None)), "binding": getattr(k, "binding", None)}
@@ -120,7 +120,9 @@ def _render_run(idx: int, rr) -> str:
         ("threads", _e(_fmt(d.get("threads")))),
         ("outputs", _e(_fmt(d.get("outputs")))),
     ]
-    out = [f"<h3>Build and run of step {idx}</h3><table>"]
+    func = getattr(rr, "func", "main") or "main"
+    of = "" if func == "main" else f" ({_e(func)})"
+    out = [f"<h3>Build and run of step {idx}{of}</h3><table>"]
     out += [f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows]
     out.append("</table>")
     kernels = sorted(d["kernels"], key=lambda k: -(k["ms"] or 0))

@@ -2,7 +2,9 @@
 
 * ``fx_digraph(FxGraph)``: the FX graph (delegates to ``FxGraph.to_networkx``).
 * ``relax_digraph(mod, func)``: one node per binding of a Relax function, plus its parameters,
-  the constants it uses and an ``output`` node; edges are variable uses.
+  the constants it uses and an ``output`` node; edges are variable uses. ``call_dps_packed``
+  nodes say whether their function is registered (``mark_externs``).
+* ``module_relax_digraph(mod)``: every Relax function in one graph, a group per function.
 * ``tir_functions(mod)``: a summary of each PrimFunc (signature, loop nest, blocks).
 * ``relax_functions(mod)``, ``call_graph(mod)``.
 """
@@ -278,6 +280,78 @@ def relax_digraph(mod, func: str = "main", expand_fused: bool = False) -> nx.DiG
     add_node(out_id, label="output", op="output", kind="output", shape=shape, dtype=dtype,
              var=None)
     connect(result, out_id)
+    mark_externs(g, mod)
+    return g
+
+
+def extern_registered(name: str, mod=None) -> bool:
+    """Whether a call_dps_packed target can be found at run time: a function of the module itself
+    (the course calls its own prim_funcs this way) or a global function registered in this
+    process (tvm.register_global_func)."""
+    if mod is not None and any(gv.name_hint == name for gv in mod.get_global_vars()):
+        return True
+    return tvm.get_global_func(name, allow_missing=True) is not None
+
+
+def mark_externs(g: nx.DiGraph, mod) -> None:
+    """call_dps_packed nodes get ``extern`` (the function's name) and ``registered``; one that is
+    not registered is marked failed (drawn red) with "not registered: NAME" under its label, so a
+    missing library function shows before the build fails on it."""
+    for _nid, d in g.nodes(data=True):
+        if d.get("kind") != "call_dps_packed" or not d.get("callee"):
+            continue
+        name = str(d["callee"])
+        d["extern"] = name
+        d["registered"] = extern_registered(name, mod)
+        if not d["registered"]:
+            d["failed"] = True
+            d["sublabel"] = f"not registered: {name}"
+            d["error"] = (f"{name} is not a function of the module nor registered in the engine: "
+                          "register it (tvm.register_global_func) in the opened file, or the run "
+                          "fails on it")
+
+
+ALL_FUNCTIONS = "*"   # the name that asks for every Relax function at once (irviz.protocol too)
+
+
+def _root_var(nid: str) -> str:
+    # an expanded fused binding is "<call var>/<inner var>"; a repeated name "<var>#<k>"
+    return nid.split("/", 1)[0].split("#", 1)[0]
+
+
+def module_relax_digraph(mod, expand_fused: bool = False) -> nx.DiGraph:
+    """Every Relax function of the module that is not a fused ("Primitive") sub-function, in one
+    graph: a group per function (``group`` = its name; fused groups nest under it, and a function
+    with several binding blocks has a group per block). main's node ids are those of
+    ``relax_digraph(mod, "main")``; another function's are prefixed "<function>/". Node attr
+    ``function`` names the function."""
+    g = nx.DiGraph(name=ALL_FUNCTIONS)
+    names = [gv.name_hint for gv, f in _functions(mod)
+             if isinstance(f, relax.Function) and not _is_primitive(f)]
+    for name in names:
+        sub = relax_digraph(mod, name, expand_fused=expand_fused)
+        body = mod[name].body
+        blocks = list(body.blocks) if isinstance(body, relax.SeqExpr) else []
+        block_of = {}
+        if len(blocks) > 1:
+            for i, blk in enumerate(blocks):
+                kind = "dataflow" if isinstance(blk, relax.DataflowBlock) else "block"
+                for b in blk.bindings:
+                    block_of[var_name(b.var)] = f"{kind} {i + 1}"
+        prefix = "" if name == "main" else f"{name}/"
+        for nid, d in sub.nodes(data=True):
+            attrs = dict(d)
+            path = [name]
+            block = block_of.get(_root_var(str(nid)))
+            if block is not None:
+                path.append(block)
+            if attrs.get("group"):
+                path.append(str(attrs["group"]))
+            attrs["group"] = ".".join(path)
+            attrs["function"] = name
+            g.add_node(prefix + str(nid), **attrs)
+        for u, v, d in sub.edges(data=True):
+            g.add_edge(prefix + str(u), prefix + str(v), **d)
     return g
 
 
@@ -345,9 +419,35 @@ def _walk_tir(stmt, depth, loops, blocks):
                     _walk_tir(x, depth, loops, blocks)
 
 
+def _symbolic_sizes(func) -> list[str]:
+    """The size variables in a PrimFunc's buffer shapes (m, n, k of the course's linear0), in order
+    of appearance."""
+    out: list[str] = []
+    for p in func.params:
+        ty = getattr(p, "ty", None)
+        if not isinstance(ty, tirx.BufferType):
+            continue
+        for d in ty.shape:
+            if isinstance(d, tirx.IntImm):
+                continue
+            names = [str(d)] if isinstance(d, tirx.Var) else sorted(
+                {str(v) for v in _vars_in(d)}) or [str(d)]
+            out.extend(n for n in names if n not in out)
+    return out
+
+
+def _vars_in(expr) -> list:
+    found = []
+    try:
+        tirx.stmt_functor.post_order_visit(expr, lambda e: found.append(e) if isinstance(e, tirx.Var) else None)
+    except Exception:  # noqa: BLE001 - a label only: the expression's text will do
+        return []
+    return found
+
+
 def tir_functions(mod) -> list[dict]:
-    """Per PrimFunc: {"name", "signature", "params", "loops" (strings, indented by depth),
-    "loop_nest" (dicts with depth/var/extent/kind), "blocks"}."""
+    """Per PrimFunc: {"name", "sizes" (its symbolic sizes), "signature", "params", "loops"
+    (strings, indented by depth), "loop_nest" (dicts with depth/var/extent/kind), "blocks"}."""
     out = []
     for gv, func in _functions(mod):
         if not isinstance(func, tirx.PrimFunc):
@@ -357,6 +457,7 @@ def tir_functions(mod) -> list[dict]:
         _walk_tir(func.body, 0, loops, blocks)
         out.append({
             "name": gv.name_hint,
+            "sizes": _symbolic_sizes(func),
             "signature": "(" + ", ".join(params) + ")",
             "params": params,
             "loops": [lp["text"] for lp in loops],

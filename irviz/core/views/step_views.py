@@ -52,11 +52,23 @@ class StepViews:
 
         return self._cached(step, "func_names", compute)
 
+    def run_functions(self, step):
+        """The Relax functions of a step that a build can run (backend.run.entry_functions)."""
+        def compute():
+            from irviz.core.backend.run import entry_functions
+
+            return entry_functions(step.mod)
+
+        return self._cached(step, "run_functions", compute)
+
     def fx_graph(self, fold_depth="auto", folded=()):
         """FX graph grouped by module path; folded to <= 400 nodes by default (fold_depth="auto")."""
         captured = self._ws.captured
         if captured is None:
             self._ws.need_session()
+            if self._ws.ir_file is not None or self._ws.importer == "tvmscript":
+                raise RequestError(f"There is no FX graph for an IR file: {self._ws.model_name} was "
+                                   "opened as Relax IR (an IRModule), not captured from PyTorch")
             raise RequestError("This session has no FX graph")
         # the failed node is marked in the layout: a new import attempt lays it out again
         key = (captured, self._ws.import_error, str(fold_depth), tuple(sorted(folded or ())))
@@ -120,6 +132,10 @@ class StepViews:
             from irviz.core.views import layout
 
             names = self.func_names(st)[0]
+            if func == graph_mod.ALL_FUNCTIONS:
+                g = graph_mod.module_relax_digraph(st.mod, expand_fused=bool(expand_fused))
+                self._progress(f"Laying out {g.number_of_nodes()} Relax nodes", 0.1)
+                return layout.layout_graph(g, group_attr="group")
             if func not in names:
                 raise RequestError(f"No Relax function {func!r} at step {st.index} "
                                    f"(has: {', '.join(names) or 'none'})")
@@ -144,7 +160,12 @@ class StepViews:
 
         def compute():
             from irviz.core.views import diff as diff_mod
+            from irviz.core.views.graph import ALL_FUNCTIONS, module_relax_digraph
 
+            if name == ALL_FUNCTIONS:   # every function the all-functions graph shows
+                names = list(dict.fromkeys(d["function"] for _, d in
+                                           module_relax_digraph(st.mod).nodes(data=True)))
+                return {"name": name, "text": "\n\n".join(diff_mod.function_text(st.mod, n) for n in names)}
             if name not in {gv.name_hint for gv in st.mod.get_global_vars()}:
                 raise RequestError(f"No function {name!r} at step {st.index}")
             return {"name": name, "text": diff_mod.function_text(st.mod, name)}

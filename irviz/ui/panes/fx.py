@@ -135,6 +135,9 @@ class FxPane(Pane):
 
     def on_state(self, state: dict, prev: dict) -> None:
         self.show_import_error(state.get("import_error"))
+        if state.get("model") and state.get("importer") == "tvmscript":
+            self._show_no_fx(state)
+            return
         key = self.fx_key(state)
         if key is None:
             if self._loaded_key is not None:
@@ -147,6 +150,28 @@ class FxPane(Pane):
             name = state.get("model") or (state.get("import_error") or {}).get("model")
             self.info.setText(f"Loading FX graph of {name}…")
             self.ask("graph", "fx_graph")
+
+    def _show_no_fx(self, state: dict) -> None:
+        """An IR file (or an exported step) was opened as Relax IR: nothing was captured from
+        PyTorch, so there is no FX graph to ask the engine for."""
+        c = themes.colors()
+        self.error_label.setText(f"<b>No FX graph</b>: {_esc(state.get('model') or '')} is an IR file, "
+                                 "opened as Relax IR (an IRModule), not captured from a PyTorch model. "
+                                 "Its functions are in the Relax and TensorIR panes.")
+        self.error_label.setToolTip("")
+        self.error_label.setStyleSheet(f"color: {c.dim_text}; border: 1px solid {c.dim_text}; "
+                                       "border-radius: 4px; padding: 4px;")
+        self.error_label.show()
+        key = ("ir", self.model_key(state))
+        if key == self._loaded_key:
+            return
+        self._loaded_key = key
+        self.graph_dict = {"nodes": [], "edges": []}
+        self.table_nodes = []
+        self.failed_node = None
+        self.graph.clear()
+        self.table.setRowCount(0)
+        self.info.setText("No FX graph for an IR file")
 
     def clear(self) -> None:
         self._loaded_key = None

@@ -9,11 +9,13 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QSplitter,
                                QToolButton, QVBoxLayout)
 
+from irviz.protocol import ALL_FUNCTIONS
 from irviz.ui.panes.base import Pane, SearchBox, dim_label
 from irviz.ui.widgets.code_view import CodeView
 from irviz.ui.widgets.graph_view import GraphView
 
 _BINDING = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
+ALL_LABEL = "All functions"   # the function box's entry for every Relax function in one graph
 
 
 def graph_changes(graph: dict, prev: dict | None, step: dict | None) -> tuple[list[str], list[str]]:
@@ -108,7 +110,8 @@ class RelaxPane(Pane):
 
     # -- data ------------------------------------------------------------------------------------
     def current_func(self) -> str:
-        return self.func_box.currentText() or "main"
+        text = self.func_box.currentText() or "main"
+        return ALL_FUNCTIONS if text == ALL_LABEL else text
 
     def on_state(self, state: dict, prev: dict) -> None:
         cursor = self.cursor_of(state)
@@ -116,12 +119,17 @@ class RelaxPane(Pane):
             self.clear()
             return
         funcs = list(state.get("relax_functions") or ["main"])
+        several = len(state.get("run_functions") or []) > 1
+        if several:
+            funcs = [ALL_LABEL, *funcs]
         current = self.func_box.currentText()
         if [self.func_box.itemText(i) for i in range(self.func_box.count())] != funcs:
             self.func_box.clear()
             self.func_box.addItems(funcs)
-            self.func_box.setCurrentIndex(funcs.index(current) if current in funcs
-                                          else (funcs.index("main") if "main" in funcs else 0))
+            if current not in funcs or self.model_key(state) != self.model_key(prev):
+                # an IR file's functions are the point of opening it: show them all at first
+                current = ALL_LABEL if several and state.get("importer") == "tvmscript" else "main"
+            self.func_box.setCurrentIndex(funcs.index(current) if current in funcs else 0)
         if self.model_key(state) != self.model_key(prev):
             self._heat = {}
         self._reload()
@@ -198,12 +206,20 @@ class RelaxPane(Pane):
         if waiting_prev:
             return
         step = self._step_info(cursor)
-        self.added, self.changed = graph_changes(self.graph_dict, self.prev_graph if cursor > 0 else None, step)
+        # step 0 is what was opened: nothing in it is new or changed (an IR file's step 0 "adds"
+        # every function, which would otherwise mark each call of its prim_funcs)
+        self.added, self.changed = graph_changes(self.graph_dict, self.prev_graph, step) if cursor > 0 else ([], [])
         self.graph.highlight(self.added, "added")
         self.graph.highlight(self.changed, "changed")
         self.graph.highlight(self._linked, "linked")
         nodes = [n for n in self.graph_dict.get("nodes", []) if n.get("kind") not in ("param", "output")]
         parts = [f"Step {cursor} · {step.get('pass', '')}", f"{len(nodes)} bindings"]
+        funcs = {n.get("function") for n in self.graph_dict.get("nodes", []) if n.get("function")}
+        if len(funcs) > 1:
+            parts.append(f"{len(funcs)} functions")
+        missing = sorted({str(n["extern"]) for n in nodes if n.get("registered") is False})
+        if missing:
+            parts.append(f"not registered: {', '.join(missing)} (red)")
         if self.added:
             parts.append(f"{len(self.added)} new")
         if self.changed:

@@ -1,20 +1,28 @@
 """Run pane: Build & Run the current step in the engine; outputs vs PyTorch, latency, per-kernel
 times (which also colour the Relax graph through the event hub).  A second tab builds and times
 every step (the engine's ``latency_trace``) and plots latency per step; clicking a point jumps
-there."""
+there.
+
+An IR file can run any of its Relax functions (the Function selector). When the chosen function
+has symbolic sizes and the file gives no get_inputs(), the pane asks for their values in a small
+dialog before the build and remembers them per file; cancelling sends nothing."""
 from __future__ import annotations
 
 import json
 
 from PySide6.QtCore import Qt
 
-from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QHeaderView, QLabel, QPushButton,
-                               QSizePolicy, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QHeaderView, QLabel,
+                               QPushButton, QSizePolicy, QTableWidgetItem, QTabWidget, QVBoxLayout,
+                               QWidget)
 
 from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
 from irviz.ui.widgets.latency_chart import LatencyChart
+from irviz.ui.widgets.sizes_dialog import ask_sizes
+
+SIZES_KEY = "run/sizes"   # settings: {spec: {size name: value}}, the sizes given per opened file
 
 
 class _Num(QTableWidgetItem):
@@ -71,15 +79,29 @@ def _fmt(v, digits=3, unit="") -> str:
 class RunPane(Pane):
     title = "Build and Run"
 
-    def __init__(self, bridge, hub, parent=None):
+    def __init__(self, bridge, hub, parent=None, settings=None):
         super().__init__(bridge, hub, parent)
         self.result: dict | None = None
         self.error: dict | None = None
         self.built_step: int | None = None
+        self.built_func: str | None = None
+        self.settings = settings            # a QSettings; None keeps the sizes for this window only
+        self._sizes_memory: dict = {}
+        # (names, values, func=, model=, parent=) -> {name: int} or None; tests replace it
+        self.ask_sizes = ask_sizes
 
         self.run_button = QPushButton("Build && Run")
         self.run_button.setToolTip("Build the current step, run it, compare with PyTorch (Ctrl+R)")
         self.run_button.clicked.connect(self.build_run)
+        self.func_box = QComboBox()
+        self.func_box.setObjectName("RunFunction")
+        self.func_box.setMinimumContentsLength(8)
+        self.func_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.func_box.setToolTip("The Relax function to build and run")
+        self.sizes_button = QPushButton("Sizes…")
+        self.sizes_button.setToolTip("Set the symbolic sizes of made-up inputs (m, n, …), then "
+                                     "build and run")
+        self.sizes_button.clicked.connect(lambda: self.build_run(edit_sizes=True))
         self.verdict = QLabel("")
         f = self.verdict.font()
         f.setBold(True)
@@ -90,8 +112,11 @@ class RunPane(Pane):
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(self.run_button)
+        top.addWidget(dim_label("Function", elastic=False))
+        top.addWidget(self.func_box)
+        top.addWidget(self.sizes_button)
         top.addWidget(self.verdict)
-        top.addWidget(self.status, 1)
+        top.addStretch(1)
 
         self.fields = {}
         grid = QGridLayout()
@@ -150,12 +175,14 @@ class RunPane(Pane):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.setSpacing(4)
         lay.addLayout(top)
+        lay.addWidget(self.status)   # a row of its own: run errors and hints are long
         lay.addLayout(grid)
         lay.addWidget(self.tabs, 1)
 
     def on_state(self, state: dict, prev: dict) -> None:
         cursor = self.cursor_of(state)
         self.run_button.setEnabled(cursor is not None)
+        self._fill_funcs(state)
         self.latency_button.setEnabled(cursor is not None)
         self.chart.set_current_step(cursor)
         if self.model_key(state) != self.model_key(prev):
@@ -180,16 +207,102 @@ class RunPane(Pane):
         self.latency_status.setText("Build and time every recorded step; plotted on a log scale "
                                     "with torch eager as a line.")
 
-    def build_run(self) -> None:
+    # -- which function, on which sizes ----------------------------------------------------------
+    def _fill_funcs(self, state: dict) -> None:
+        funcs = list(state.get("run_functions") or (["main"] if state.get("model") else []))
+        if [self.func_box.itemText(i) for i in range(self.func_box.count())] != funcs:
+            current = self.func_box.currentText()
+            self.func_box.clear()
+            self.func_box.addItems(funcs)
+            if current in funcs:
+                self.func_box.setCurrentIndex(funcs.index(current))
+        self.func_box.setEnabled(len(funcs) > 1)
+        self.sizes_button.setVisible(self._is_ir(state))
+        self.sizes_button.setEnabled(bool(funcs))
+
+    def current_func(self) -> str:
+        return self.func_box.currentText() or "main"
+
+    def set_func(self, name: str) -> None:
+        i = self.func_box.findText(name)
+        if i >= 0:
+            self.func_box.setCurrentIndex(i)
+
+    @staticmethod
+    def _is_ir(state: dict | None) -> bool:
+        """An IR file or an exported step: its inputs may be made up, so sizes may be needed."""
+        return bool(state and state.get("model") and state.get("importer") == "tvmscript")
+
+    def remembered_sizes(self, spec: str | None = None) -> dict[str, int]:
+        spec = spec if spec is not None else (self.state or {}).get("spec") or ""
+        return dict(self._all_sizes().get(spec) or {})
+
+    def remember_sizes(self, values: dict, spec: str | None = None) -> None:
+        spec = spec if spec is not None else (self.state or {}).get("spec") or ""
+        table = self._all_sizes()
+        table[spec] = {**(table.get(spec) or {}), **{k: int(v) for k, v in values.items()}}
+        if self.settings is not None:
+            self.settings.setValue(SIZES_KEY, json.dumps(table))
+        self._sizes_memory = table
+
+    def _all_sizes(self) -> dict:
+        if self.settings is None:
+            return dict(self._sizes_memory)
+        try:
+            table = json.loads(self.settings.value(SIZES_KEY, "{}") or "{}")
+        except (TypeError, ValueError):
+            table = {}
+        return table if isinstance(table, dict) else {}
+
+    def build_run(self, edit_sizes: bool = False) -> None:
         cursor = self.cursor_of(self.state)
         if cursor is None:
             self.status.setText("Open a model first.")
             return
+        func = self.current_func()
+        if self._is_ir(self.state):
+            # whether sizes are needed is known before the build: ask the engine first
+            self.status.setText(f"Checking what {func} needs…")
+            self.ask("sizes_edit" if edit_sizes else "sizes", "run_sizes", step=cursor, func=func)
+            return
+        self._start_run(cursor, func)
+
+    def _start_run(self, cursor: int, func: str, dims: dict | None = None) -> None:
         self.built_step = cursor
+        self.built_func = func
         self.error = None
         self.verdict.setText("")
-        self.status.setText(f"Building and running step {cursor}…")
-        self.ask("run", "build_run", step=cursor)
+        what = f"step {cursor}" + (f" ({func})" if func != "main" else "")
+        self.status.setText(f"Building and running {what}…")
+        args = {"step": cursor, "func": func}
+        if dims:
+            args["dims"] = dict(dims)
+        self.ask("run", "build_run", **args)
+
+    def _on_sizes(self, r: dict, edit: bool) -> None:
+        cursor = self.cursor_of(self.state)
+        if cursor is None:
+            return
+        func = r.get("func") or self.current_func()
+        names = list(r.get("sizes") or [])
+        if edit and (r.get("inputs") != "random" or not names):
+            self.status.setText(f"{func} needs no sizes: " + (
+                "the file's get_inputs() gives its inputs." if r.get("inputs") == "get_inputs" else
+                "its inputs have fixed shapes." if not names else "the model's example inputs fix them."))
+            return
+        if r.get("inputs") != "random" or not names:
+            self._start_run(cursor, func)
+            return
+        known = {**(r.get("dims") or {}), **self.remembered_sizes()}
+        if edit or any(n not in known for n in names):
+            values = self.ask_sizes(names, known, func=func, model=(self.state or {}).get("model") or "",
+                                    parent=self)
+            if values is None:
+                self.status.setText(f"No sizes given for {func}: nothing was built or run.")
+                return
+            self.remember_sizes(values)
+            known.update(values)
+        self._start_run(cursor, func, {n: int(known[n]) for n in names})
 
     @staticmethod
     def _step_keys(state: dict | None) -> list:
@@ -237,6 +350,9 @@ class RunPane(Pane):
             self.bridge.request("jump", index=int(step))
 
     def on_reply(self, purpose: str, result) -> None:
+        if purpose in ("sizes", "sizes_edit"):
+            self._on_sizes(result or {}, edit=purpose == "sizes_edit")
+            return
         if purpose == "latency":
             self.latency_button.setEnabled(self.cursor_of(self.state) is not None)
             self._show_latency(result or {})
@@ -260,9 +376,11 @@ class RunPane(Pane):
             self.fields[k].setText(v)
         self.fields["target"].setToolTip(str(r.get("target") or ""))
         against = r.get("reference_name") or "PyTorch"
+        func = r.get("func") or self.built_func or "main"
+        what = f"Step {self.built_step}" + (f" ({func})" if func != "main" else "")
         self.status.setText(
-            f"Step {self.built_step}: ran; there is nothing to compare with (no PyTorch model, no reference())."
-            if no_reference else f"Step {self.built_step}: outputs "
+            f"{what}: ran; there is nothing to compare with (no PyTorch model, no reference())."
+            if no_reference else f"{what}: outputs "
             + (f"match {against}." if ok else f"differ from {against}."))
         kernels = list(r.get("kernels") or [])
         total = sum(float(k.get("ms") or 0) for k in kernels) or 1.0

@@ -115,9 +115,11 @@ class TirPane(Pane):
         c = themes.colors()
         for f in self.functions or []:
             loops = f.get("loops") or []
-            item = QTreeWidgetItem([f.get("name", ""), loop_summary(f), f.get("signature", "")])
+            sizes = list(f.get("sizes") or [])
+            shown = f.get("name", "") + (f"  ({', '.join(sizes)})" if sizes else "")
+            item = QTreeWidgetItem([shown, loop_summary(f), f.get("signature", "")])
             item.setData(0, Qt.ItemDataRole.UserRole, f.get("name"))
-            item.setToolTip(0, f.get("name", ""))
+            item.setToolTip(0, f.get("name", "") + (f"\nsymbolic sizes: {', '.join(sizes)}" if sizes else ""))
             item.setToolTip(2, f.get("signature", ""))
             for loop in loops:
                 child = QTreeWidgetItem(["loop", str(loop), ""])
