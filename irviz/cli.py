@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--func", default="main", metavar="NAME",
                         help="the Relax function to build and run (an IR file's other functions, e.g. "
                              "main_two_blocks); default main")
+        sp.add_argument("--no-cache", action="store_true",
+                        help="measure the CPU decisions (library or TensorIR, conv2d tiles) again instead "
+                             "of reading them from the cache; the new figures are cached")
         sp.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
 
     c = sub.add_parser("check", help="load, import, run a pipeline pass by pass, build, run, compare")
@@ -149,6 +152,10 @@ def _open_workspace(args, failure: _Failure, log):
     from irviz.core.workspace import Workspace
 
     ws = Workspace(log=log)
+    if getattr(args, "no_cache", False):
+        from irviz.core.passes.decision_cache import set_cache_enabled
+
+        set_cache_enabled(False)
     try:
         from irviz.core.frontend.ir_file import parse_dims
 
@@ -214,6 +221,42 @@ def _cmd_check(args) -> int:
     return _check(args, sys.stdout)
 
 
+def _cpu_fields() -> dict:
+    from irviz.core.backend.cpu_info import cpu_info
+
+    return cpu_info().as_dict()
+
+
+def _timing_fields(res) -> dict:
+    """How each figure was taken: median, min, quartiles, runs, load average, threads."""
+    out = {"tvm": dict(res.tvm_timing or {}, threads=res.threads)}
+    if res.torch_timing:
+        out["torch"] = dict(res.torch_timing, threads=res.torch_threads)
+    return out
+
+
+def _decisions(ws, log) -> list[dict]:
+    """The measured CPU decisions of the pipeline (each once), logged as the kernel table shows them."""
+    from irviz.core.passes.cpu_tuning import decisions_of, describe_decision
+
+    seen, out = set(), []
+    for st in ws.session.steps[1:]:
+        if st.pass_name not in ("LibraryDispatch", "CPUTuneConv2d"):
+            continue
+        for d in decisions_of(st.mod):
+            key = (d["kind"], d.get("kernel"), d["workload"])
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(d)
+            if d["kind"] == "library_or_tir":
+                log(f"decide   {d['workload']}: {describe_decision(d)}")
+            elif d.get("choice"):
+                log(f"tile     {d['kernel']}: vec {d['choice']['vec']} x reg {d['choice']['reg']} "
+                    f"of {len(d['candidates'])} measured")
+    return out
+
+
 def _check(args, out) -> int:
     quiet = args.json == "-"
     log = (lambda msg: print(msg, file=sys.stderr)) if quiet else print
@@ -234,7 +277,7 @@ def _check(args, out) -> int:
                            max_abs_error=_finite(res.max_abs_error),
                            max_rel_error=_finite(res.max_rel_error), allclose=res.allclose,
                            tvm_ms=round(res.tvm_ms, 4), torch_ms=_finite(round(res.torch_ms, 4)),
-                           threads=res.threads)
+                           threads=res.threads, timing=_timing_fields(res))
             # "torch" rather than "PyTorch": the JSON's values are short identifiers
             summary["reference"] = {"PyTorch": "torch", None: "none"}.get(ws.reference_name, ws.reference_name)
             if res.allclose is None:
@@ -250,9 +293,13 @@ def _check(args, out) -> int:
                                  f"max rel error {res.max_rel_error:.3g}")
             else:
                 _check_alt_sizes(ws, args, failure, summary, log)
-    if ws is not None:
+    if ws is not None and ws.session is not None:
         summary["steps"] = [{"pass": s.pass_name, "changed": s.changed, "seconds": round(s.seconds, 6)}
                             for s in ws.session.steps[1:]]
+        summary["decisions"] = _decisions(ws, log)
+    if ws is not None:
+        summary["stage_seconds"] = {k: round(v, 4) for k, v in ws.stage_seconds.items()}
+    summary["cpu"] = _cpu_fields()
     summary.update(failed_stage=failure.stage, error=failure.error, ok=failure.stage is None)
     if args.json:
         text = json.dumps(summary, indent=2)
