@@ -83,3 +83,16 @@ def test_window_sends_only_what_was_chosen(qtbot, tmp_path):
     win.open_spec("m.py", capture="symbolic_trace", importer="course", importer_maps=["map.py"])
     assert bridge.sent[-1] == ("open", {"spec": "m.py", "pipeline": "zero", "capture": "symbolic_trace",
                                         "importer": "course", "importer_maps": ["map.py"]})
+
+
+def test_bridge_recipe_keeps_capture_and_maps_for_replay():
+    from irviz.protocol import make_state
+    from irviz.ui.bridge import EngineBridge
+
+    bridge = EngineBridge(autostart=False, spare=False)
+    steps = [{"index": 0, "pass": "import", "params": {}}]
+    bridge._take_state(make_state(spec="m.py", importer="course", steps=steps, capture="symbolic_trace",
+                                  importer_maps=["/x/map.py"]))
+    assert bridge.recipe["capture"] == "symbolic_trace" and bridge.recipe["importer_maps"] == ["/x/map.py"]
+    bridge._take_state(make_state(spec="m.py", importer="exported_program", steps=steps, capture="export"))
+    assert bridge.recipe["capture"] == "export" and "importer_maps" not in bridge.recipe
