@@ -20,9 +20,13 @@ from __future__ import annotations
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from irviz.core.errors import IRImportError, LoadError, tvm_error_text
 from irviz.core.user_code import exception_line, exec_file
+
+if TYPE_CHECKING:  # imported.py loads TVM: model files read MAP_NAMES without paying for it
+    from irviz.core.frontend.imported import Imported
 
 MAP_NAMES = ("call_function_map", "call_module_map")
 _COUNTER = [0]
