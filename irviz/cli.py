@@ -31,8 +31,16 @@ def _parser() -> argparse.ArgumentParser:
     def model_args(sp):
         sp.add_argument("model", help="FILE.py (a model or an IRModule), FILE.py:NAME, FILE.pt2 or sample:NAME")
         sp.add_argument("--pipeline", default="zero", help="named pipeline (see `irviz pipelines`)")
-        sp.add_argument("--importer", default="exported_program",
-                        choices=["exported_program", "course"])
+        sp.add_argument("--importer", default=None, choices=["exported_program", "course"],
+                        help="exported_program (TVM's importer; the default for --capture export) or "
+                             "course (the course's importer; the default for --capture symbolic_trace)")
+        sp.add_argument("--capture", default=None, choices=["export", "symbolic_trace"],
+                        help="export (torch.export, the default) or symbolic_trace (torch.fx, as the "
+                             "course's from_fx; shows call_module nodes)")
+        sp.add_argument("--importer-map", metavar="FILE", action="append", default=[],
+                        help="course importer maps: a Python file with call_function_map = {fn: "
+                             "f(bb, node_map, node)} and/or call_module_map = {nn.Module class: "
+                             "f(bb, node_map, node, nn_mod)}; implies --capture symbolic_trace")
         sp.add_argument("--passes", metavar="FILE", action="append", default=[],
                         help="Python file with extra passes (IRVIZ_PASSES or @irviz_pass)")
         sp.add_argument("--converters", metavar="FILE",
@@ -171,7 +179,8 @@ def _open_workspace(args, failure: _Failure, log):
         if args.converters:
             ws.stage = "import"
             ws.add_converter_file(args.converters)
-        ws.open(args.model, args.importer, planned=pipeline)
+        ws.open(args.model, args.importer, planned=pipeline, capture=args.capture,
+                importer_maps=args.importer_map)
     except Exception as exc:
         failure.record(ws.stage or "load", exc)
         return None
@@ -293,6 +302,9 @@ def _check(args, out) -> int:
                                  f"max rel error {res.max_rel_error:.3g}")
             else:
                 _check_alt_sizes(ws, args, failure, summary, log)
+    if ws is not None:
+        summary["importer"] = ws.importer
+        summary["capture"] = ws.capture
     if ws is not None and ws.session is not None:
         summary["steps"] = [{"pass": s.pass_name, "changed": s.changed, "seconds": round(s.seconds, 6)}
                             for s in ws.session.steps[1:]]

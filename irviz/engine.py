@@ -112,7 +112,8 @@ class Engine:
             err = error_dict(ws.import_error)
             return protocol.make_state(
                 spec=ws.spec, importer=ws.importer, error=err, planned=planned,
-                import_error=import_error_fields(ws.import_error, ws.loaded), converter_files=ws.converter_files)
+                import_error=import_error_fields(ws.import_error, ws.loaded), converter_files=ws.converter_files,
+                capture=ws.capture, importer_maps=ws.importer_maps)
         self.views.prune()
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
                                      st.changes.added, st.changes.removed, st.changes.changed)
@@ -122,15 +123,17 @@ class Engine:
             model=ws.model_name, spec=ws.spec, importer=ws.importer, cursor=s.cursor,
             error=error_dict(s.error) if s.error is not None else None, steps=steps,
             planned=planned, relax_functions=relax_names, tir_functions=tir_names,
-            converter_files=ws.converter_files, run_functions=self.views.run_functions(s.steps[s.cursor]))
+            converter_files=ws.converter_files, run_functions=self.views.run_functions(s.steps[s.cursor]),
+            capture=ws.capture, importer_maps=ws.importer_maps)
 
 
     # -- session commands -----------------------------------------------------------------------
 
-    def open(self, spec, importer="exported_program", pipeline="zero"):
+    def open(self, spec, importer=None, pipeline="zero", capture=None, importer_maps=None):
         from irviz.core.passes import get_pipeline
 
-        self.ws.open(spec, importer, planned=get_pipeline(pipeline) if pipeline else [])
+        self.ws.open(spec, importer, planned=get_pipeline(pipeline) if pipeline else [],
+                     capture=capture, importer_maps=importer_maps)
         self.progress("Ready", 1.0)
         return self.state()
 
@@ -165,10 +168,10 @@ class Engine:
         self.ws.run_to_end()
         return self.state()
 
-    def replay(self, spec, importer="exported_program", applied=(), planned=(), cursor=None,
-               pass_files=(), converter_files=()):
+    def replay(self, spec, importer=None, applied=(), planned=(), cursor=None,
+               pass_files=(), converter_files=(), capture=None, importer_maps=()):
         self.ws.replay(spec, importer, _invocations(applied), _invocations(planned), cursor,
-                       pass_files, converter_files)
+                       pass_files, converter_files, capture=capture, importer_maps=importer_maps)
         self.progress("Replayed", 1.0)
         return self.state()
 

@@ -27,6 +27,45 @@ def _quiet(*_args, **_kwargs) -> None:
     return None
 
 
+def choose_frontend(loaded, capture=None, importer=None, maps=()) -> tuple[str, str, str]:
+    """(capture, importer, why): what was asked, else the model file's IRVIZ_CAPTURE /
+    IRVIZ_IMPORTER, else: symbolic_trace when course maps are given, and the course importer for
+    a symbolic_trace graph (TVM's exported_program importer reads torch.export graphs only).
+    `why` says what was chosen and why when it was not asked for ("" otherwise)."""
+    from irviz.core.errors import IRImportError
+
+    why = []
+    has_maps = bool(maps) or bool(getattr(loaded, "course_maps", ()))
+    if capture is None:
+        if getattr(loaded, "capture", None):
+            capture = loaded.capture
+            why.append(f"capture {capture} (the model file's IRVIZ_CAPTURE)")
+        elif has_maps:
+            capture = "symbolic_trace"
+            why.append("capture symbolic_trace (course maps call_module_map / call_function_map "
+                       "work on symbolic_trace graphs)")
+        else:
+            capture = "export"
+    if importer is None:
+        if getattr(loaded, "importer", None):
+            importer = loaded.importer
+            why.append(f"importer {importer} (the model file's IRVIZ_IMPORTER)")
+        elif capture == "symbolic_trace":
+            importer = "course"
+            why.append("importer course (a symbolic_trace graph is imported with the course's from_fx)")
+        else:
+            importer = DEFAULT_IMPORTER
+    if capture == "symbolic_trace" and importer != "course":
+        raise IRImportError(f"the {importer} importer reads torch.export graphs, not symbolic_trace graphs",
+                            hint="use --importer course with --capture symbolic_trace (or leave "
+                                 "--importer out, and the course importer is chosen)")
+    if maps and capture != "symbolic_trace":
+        raise IRImportError("importer map files (call_function_map / call_module_map) apply to "
+                            "symbolic_trace graphs; this model is captured with torch.export",
+                            hint="use --capture symbolic_trace with --importer-map, or leave --capture out")
+    return capture, importer, "; ".join(why)
+
+
 class Workspace:
     def __init__(self, progress=None, log=None):
         # progress(text, fraction=None, pass_name=None): what is happening now, for a progress bar
@@ -42,6 +81,7 @@ class Workspace:
         self.imported = None
         self.session = None
         self.converter_files: list[str] = []
+        self.importer_maps: list[str] = []  # course map files of the open model (symbolic_trace)
         self.import_error = None          # the IRImportError while the model is captured, not imported
         self.import_planned: list = []    # the pipeline to plan once the import works
         self.stage: str | None = None     # the stage running now: names a failure that is no IrvizError
@@ -53,6 +93,11 @@ class Workspace:
         self.stage_seconds: dict[str, float] = {}
 
     # -- what is open ---------------------------------------------------------------------------
+
+    @property
+    def capture(self) -> str | None:
+        """How the open model was captured: "export" | "symbolic_trace" (None: no FX graph)."""
+        return getattr(self.captured, "method", None)
 
     @property
     def model_name(self) -> str | None:
@@ -97,8 +142,14 @@ class Workspace:
 
     # -- opening --------------------------------------------------------------------------------
 
-    def open(self, spec: str, importer: str = DEFAULT_IMPORTER, planned=(), fraction_span=(0.0, 1.0)):
-        """Load, capture and import `spec`; a new Session with `planned` as its pipeline."""
+    def open(self, spec: str, importer: str | None = None, planned=(), fraction_span=(0.0, 1.0),
+             capture: str | None = None, importer_maps=None):
+        """Load, capture and import `spec`; a new Session with `planned` as its pipeline.
+
+        `capture` ("export" | "symbolic_trace") and `importer` ("exported_program" | "course"):
+        None takes the model file's IRVIZ_CAPTURE / IRVIZ_IMPORTER, else the defaults (see
+        `choose_frontend`). `importer_maps`: course map files (call_function_map /
+        call_module_map), kept and executed afresh by every later import."""
         from irviz.core.export import step_files
         from irviz.core.frontend import capture as capture_mod
         from irviz.core.frontend import ir_file
@@ -113,15 +164,23 @@ class Workspace:
         ir = ir_file.ir_file_spec(spec)
         if ir is not None:
             return self._open_ir_file(spec, *ir, planned=planned, at=at)
+        maps = [os.path.abspath(os.path.expanduser(str(p))) for p in (importer_maps or ())]
+        for path in maps:  # a broken map file fails now, before the model is loaded
+            self._map_layer(path)
+        self.stage = "load"
         t = time.perf_counter()
         loaded = model_file.load_model(spec)
         load_seconds = time.perf_counter() - t
         self.log(f"load     {load_seconds:7.2f} s  {loaded.name}")
+        capture, importer, why = choose_frontend(loaded, capture, importer, maps)
+        if why:
+            self.log(f"frontend {why}")
         self.stage = "capture"
-        self.progress(f"Capturing {loaded.name} with torch.export", at(0.25))
-        captured = capture_mod.capture(loaded)
-        self.log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes")
-        self._import(spec, importer, loaded, captured, planned, at(0.6), at(0.9))
+        how = "torch.fx.symbolic_trace" if capture == "symbolic_trace" else "torch.export"
+        self.progress(f"Capturing {loaded.name} with {how}", at(0.25))
+        captured = capture_mod.capture(loaded, capture)
+        self.log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes ({capture})")
+        self._import(spec, importer, loaded, captured, planned, at(0.6), at(0.9), maps)
         self.stage_seconds.update(load=load_seconds, capture=captured.seconds)
 
     def reimport(self):
@@ -134,22 +193,32 @@ class Workspace:
         planned = self.applied() + self.planned()
         self.progress("Loading converters", 0.05)
         self._import(self.spec, self.importer or DEFAULT_IMPORTER, self.loaded, self.captured,
-                     planned, 0.2, 0.9)
+                     planned, 0.2, 0.9, self.importer_maps)
 
-    def _import(self, spec, importer, loaded, captured, planned, f_import, f_session):
+    def _map_layer(self, path):
+        """(call_function_map, call_module_map, origin) of a course map file, executed afresh."""
+        from irviz.core.frontend.course_fx import load_map_file
+
+        self.stage = "import"
+        fmap, mmap = load_map_file(path)
+        return fmap, mmap, os.path.basename(path)
+
+    def _import(self, spec, importer, loaded, captured, planned, f_import, f_session, maps=()):
         from irviz.core.frontend import importer as importer_mod
         from irviz.core.session import Session
 
         self.stage = "import"
         convert_map = self.convert_map(importer)
+        layers = list(getattr(loaded, "course_maps", ()) or ()) + [self._map_layer(p) for p in maps]
         self.progress(f"Importing {len(captured.graph.nodes)} FX nodes into Relax ({importer})", f_import)
         try:
             imported = importer_mod.import_model(captured, importer=importer,
-                                                 custom_convert_map=convert_map)
+                                                 custom_convert_map=convert_map, course_maps=layers)
         except IrvizError as exc:
             if exc.stage == "import":
                 # the capture worked: keep it, so the FX graph stays viewable and reimport retries
                 self._replace(spec, importer, loaded, captured, None, None)
+                self.importer_maps = list(maps)
                 self.import_error = exc
                 self.import_planned = list(planned or ())
             raise
@@ -158,6 +227,7 @@ class Workspace:
         session = Session(imported, captured)
         session.set_pipeline(list(planned or ()))
         self._replace(spec, importer, loaded, captured, imported, session)
+        self.importer_maps = list(maps)
         self.stage_seconds["import"] = imported.seconds
 
     def _open_step_file(self, spec, planned, at):
@@ -194,6 +264,7 @@ class Workspace:
     def _replace(self, spec, importer, loaded, captured, imported, session, ir=None) -> None:
         # only called once a stage worked: a failed open leaves the previous model usable
         self.ir_file = ir
+        self.importer_maps = []
         self.spec, self.importer = spec, importer
         self.loaded, self.captured, self.imported, self.session = loaded, captured, imported, session
         self.import_error = None
@@ -308,8 +379,8 @@ class Workspace:
         if seconds > 0 or stage not in self.stage_seconds:
             self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
 
-    def replay(self, spec, importer=DEFAULT_IMPORTER, applied=(), planned=(), cursor=None,
-               pass_files=(), converter_files=()) -> None:
+    def replay(self, spec, importer=None, applied=(), planned=(), cursor=None,
+               pass_files=(), converter_files=(), capture=None, importer_maps=()) -> None:
         """Rebuild a session from its recipe: load the pass and converter files, open, apply
         `applied`, plan `planned`, go to `cursor`. How the GUI recovers from a crashed engine."""
         from irviz.core.passes import load_pass_file
@@ -322,7 +393,8 @@ class Workspace:
             self.add_converter_file(path)
         applied, planned = list(applied or ()), list(planned or ())
         self.open(spec, importer, planned=applied + planned,
-                  fraction_span=(0.0, 0.4 if applied else 0.95))
+                  fraction_span=(0.0, 0.4 if applied else 0.95), capture=capture,
+                  importer_maps=importer_maps)
         s = self.session
         if applied:
             s.set_pipeline(applied)

@@ -535,6 +535,7 @@ class EngineBridge(QObject):
                             for p in state.get("planned") or []],
                 "cursor": int(state.get("cursor") or 0),
             }
+            self._recipe.update(_frontend_recipe(state))
         elif state.get("spec") and state.get("import_error"):
             # captured, import failed: a replay captures again (and shows the same failure)
             self._recipe = {
@@ -545,6 +546,7 @@ class EngineBridge(QObject):
                             for p in state.get("planned") or []],
                 "cursor": 0,
             }
+            self._recipe.update(_frontend_recipe(state))
 
     def _on_error(self, eng: _Engine, err) -> None:
         if eng.retired:
@@ -675,3 +677,13 @@ class EngineBridge(QObject):
         if not busy:
             self._schedule_spare()
 
+
+def _frontend_recipe(state: dict) -> dict:
+    """How the model was captured and which course map files it used: a replay needs them to
+    rebuild a symbolic_trace session (absent for older engines and for IR files)."""
+    out = {}
+    if state.get("capture"):
+        out["capture"] = state["capture"]
+    if state.get("importer_maps"):
+        out["importer_maps"] = list(state["importer_maps"])
+    return out

@@ -10,7 +10,7 @@ import irviz
 
 # (shortcut, what it does) - main_window builds its actions from the same table.
 SHORTCUTS = [
-    ("Ctrl+O", "Open a model file (.py with get_model(), a .pt2 exported program, or a step_NN_*.py exported by irviz); or drop it on the window"),
+    ("Ctrl+O", "Open a model file (.py with get_model(), an IR file, a .pt2 exported program, or a step_NN_*.py exported by irviz), choosing the capture (torch.export or symbolic_trace), the importer and course map files; or drop it on the window"),
     ("F10", "Step: apply the next planned pass"),
     ("Shift+F10", "Step back"),
     ("F5", "Run to end: apply every planned pass"),

@@ -29,8 +29,6 @@ CONVERTER_FILTER = "Converter files (*.py);;All files (*)"
 IMPORT_ADVICE = ("Load a converter file for this op (File ▸ Load converters…, Ctrl+Shift+L; "
                  "example: irviz/samples/example_converter.py), then Re-import (Ctrl+Shift+R). "
                  "The FX graph marks the node in red.")
-OPEN_FILTER = ("Models and steps (*.py *.pt2);;Python model file or exported TVMScript step (*.py);;"
-               "Exported program (*.pt2);;All files (*)")
 
 
 class MainWindow(WindowChrome, QMainWindow):
@@ -198,22 +196,32 @@ class MainWindow(WindowChrome, QMainWindow):
         self._own[rid] = purpose
         return rid
 
-    def open_spec(self, spec: str, pipeline: str = "zero") -> int:
+    def open_spec(self, spec: str, pipeline: str = "zero", capture: str | None = None,
+                  importer: str | None = None, importer_maps=None) -> int:
+        """Open `spec` in the engine; capture / importer None: the engine chooses (see OpenDialog)."""
         spec = str(spec)
         self._pending_open = spec
         self.hub.clear()
         self.status(f"Opening {spec}…")
+        how = "torch.fx.symbolic_trace" if capture == "symbolic_trace" or importer_maps else "torch.export"
         for p in (self.fx, self.relax, self.tir, self.pipeline):
-            p.show_loading(f"Opening {spec}: torch.export and import into Relax…")
-        return self._ask("open", "open", spec=spec, pipeline=pipeline)
+            p.show_loading(f"Opening {spec}: {how} and import into Relax…")
+        # only what was chosen goes out, so the engine's defaults (and the model file's) apply
+        extra = {k: v for k, v in (("capture", capture), ("importer", importer),
+                                   ("importer_maps", list(importer_maps or ()))) if v}
+        return self._ask("open", "open", spec=spec, pipeline=pipeline, **extra)
 
     def open_dialog(self) -> None:
+        from irviz.ui.open_dialog import OpenDialog
+
         start = os.path.dirname(self.recent_files()[0]) if self.recent_files() else ""
         if start.startswith("sample:"):
             start = ""
-        path, _ = QFileDialog.getOpenFileName(self, "Open model", start, OPEN_FILTER)
-        if path:
-            self.open_spec(path)
+        st = self.state or {}
+        dlg = OpenDialog(self, start_dir=start, importer_maps=st.get("importer_maps") or ())
+        self.open_dialog_widget = dlg  # tests and screenshots reach the dialog through this
+        if dlg.exec():
+            self.open_spec(**dlg.choice())
 
     def load_converters_dialog(self) -> None:
         start = os.path.dirname(self.bridge.converter_files[-1]) \

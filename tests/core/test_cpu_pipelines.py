@@ -20,12 +20,13 @@ from irviz.core.frontend.capture import capture
 from irviz.core.frontend.converters import load_converter_file
 from irviz.core.frontend.importer import import_model
 from irviz.core.frontend.model_file import load_model
-from irviz.core.frontend.samples import list_samples, sample_path
+from irviz.core.frontend.samples import is_ir_sample, list_samples, sample_path
 from irviz.core.session import Session
 
 NOT_MODELS = {"example_converter"}  # a converter file, not a model
 SLOW = {"resnet18", "gpt"}
-SAMPLES = [n for n, _ in list_samples() if n not in NOT_MODELS]
+# IR samples (course_te, course_mymodule, ...) have no torch model to compare with
+SAMPLES = [n for n, _ in list_samples() if n not in NOT_MODELS and not is_ir_sample(n)]
 
 
 def _params(names):

@@ -193,12 +193,13 @@ def test_big_real_graph_folds_by_module_and_unfolds(tmp_model_file):
     assert len(u["nodes"]) == len(g["nodes"]) - 1 + len(target["members"])
 
 
-def test_samples_list_only_models():
+def test_samples_list_only_openable_files():
     from irviz.core.frontend.samples import list_samples
 
     names = [n for n, _ in list_samples()]
     assert "example_converter" not in names
     assert {"unsupported_op", "dynamic_mlp", "mlp"} <= set(names)
+    assert {"course_te", "course_mymodule"} <= set(names)  # IR files open as samples too
     assert [s["name"] for s in _call(_engine(), "list_samples")["result"]] == names
     # the converter file is still reachable by path (the docs and tests point at it)
     assert sample_path("example_converter").name == "example_converter.py"

@@ -1,7 +1,14 @@
-"""torch.export the loaded model, decompose it, and build the FX graph view-model.
+"""Capture the loaded model as an FX graph, and build the FX graph view-model.
 
-The program kept in `Captured.exported` is the one after `run_decompositions()`: the importer
-converts exactly that graph, so FX node names here are the keys of the importer's provenance.
+Two captures:
+
+* ``"export"`` (default): torch.export, then ``run_decompositions()``. The program kept in
+  `Captured.exported` is the decomposed one: the importer converts exactly that graph, so FX node
+  names here are the keys of the importer's provenance.
+* ``"symbolic_trace"``: ``torch.fx.symbolic_trace`` of the nn.Module, as the course's from_fx
+  does: a module-level graph of call_module / call_function / call_method nodes
+  (`Captured.fx_module`). Such graphs carry no shapes, so ShapeProp runs the example inputs
+  through it to give every node its shape and dtype.
 """
 from __future__ import annotations
 
@@ -73,16 +80,26 @@ class FxGraph:
 @dataclass
 class Captured:
     loaded: LoadedModel
-    exported: "torch.export.ExportedProgram"  # already run_decompositions()
+    exported: "torch.export.ExportedProgram | None"  # already run_decompositions(); None for symbolic_trace
     graph: FxGraph
     seconds: float
+    method: str = "export"  # one of CAPTURES
+    fx_module: "torch.fx.GraphModule | None" = None  # the symbolic_trace graph module
+
+
+CAPTURES = ("export", "symbolic_trace")
 
 
 # ---------------------------------------------------------------------------------------------
 
 
-def capture(loaded: LoadedModel) -> Captured:
-    """torch.export (non-strict) + run_decompositions(), then the FxGraph of that program."""
+def capture(loaded: LoadedModel, method: str = "export") -> Captured:
+    """torch.export (non-strict) + run_decompositions(), then the FxGraph of that program; or,
+    with method="symbolic_trace", the course's torch.fx.symbolic_trace graph."""
+    if method == "symbolic_trace":
+        return capture_symbolic_trace(loaded)
+    if method != "export":
+        raise CaptureError(f"unknown capture {method!r}", hint=f"choose one of {', '.join(CAPTURES)}")
     t0 = time.perf_counter()
     user_files = _user_files(loaded)
     if loaded.exported is not None:
@@ -138,6 +155,96 @@ def build_fx_graph(ep, user_files: list[str] | None = None) -> FxGraph:
             source=_source(n.meta.get("stack_trace"), user_files or []),
         ))
     return FxGraph(nodes)
+
+
+def capture_symbolic_trace(loaded: LoadedModel) -> Captured:
+    """torch.fx.symbolic_trace of the nn.Module (the course's capture) + ShapeProp for shapes."""
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    t0 = time.perf_counter()
+    if loaded.exported is not None:
+        raise CaptureError(f"{loaded.name} is a saved torch.export program (.pt2): symbolic_trace "
+                           "needs the nn.Module itself",
+                           hint="open the .py model file with --capture symbolic_trace, or use --capture export")
+    user_files = _user_files(loaded)
+    try:
+        # a Tracer that keeps stack traces, so each node can point at its line in the model file
+        tracer = torch.fx.Tracer()
+        tracer.record_stack_traces = True
+        graph = tracer.trace(loaded.module)
+        gm = torch.fx.GraphModule(tracer.root, graph, type(loaded.module).__name__)
+    except Exception as e:  # noqa: BLE001 - tracing raises many kinds (TraceError, TypeError, ...)
+        err = _capture_error("torch.fx.symbolic_trace failed", e, user_files)
+        err.hint = ("symbolic_trace runs forward() on Proxy objects: control flow that depends on "
+                    "tensor values, or calls it cannot trace, fail; rewrite that part, or use "
+                    "--capture export (torch.export), which handles more models")
+        raise err from None
+    try:
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*loaded.example_inputs)
+    except Exception as e:  # noqa: BLE001
+        err = _capture_error("Running the example inputs through the traced graph (ShapeProp) failed",
+                             e, user_files)
+        err.hint = ("the traced graph must run on get_model()'s example inputs; run "
+                    "torch.fx.symbolic_trace(model)(*inputs) in plain Python to see the full error")
+        raise err from None
+    nodes = []
+    named = dict(gm.named_modules())
+    params = {n for n, _ in gm.named_parameters()}
+    for n in gm.graph.nodes:
+        kind = {"placeholder": "input", "output": "output"}.get(n.op, "op")
+        mpath = mtype = ""
+        if n.op == "get_attr":
+            kind = "parameter" if n.target in params else "buffer"
+        elif n.op == "call_module":
+            mpath, mtype = n.target, type(named.get(n.target)).__name__
+        else:
+            mpath, mtype = _module_info(n.meta.get("nn_module_stack"))
+        shapes, dtypes = _tensor_meta_shapes(n.meta.get("tensor_meta"))
+        nodes.append(FxNode(
+            name=n.name, op=n.op, target=_fx_target_str(n), kind=kind,
+            args=_ordered_arg_names(n), arg_repr=_arg_repr(n), users=[u.name for u in n.users],
+            shapes=shapes, dtypes=dtypes, module_path=mpath, module_type=mtype,
+            source=_source(n.meta.get("stack_trace"), user_files),
+        ))
+    return Captured(loaded=loaded, exported=None, graph=FxGraph(nodes),
+                    seconds=time.perf_counter() - t0, method="symbolic_trace", fx_module=gm)
+
+
+def _fx_target_str(n) -> str:
+    """What print_tabular shows as the target, spelled as the user wrote it: "linear0",
+    "torch.matmul", "operator.add", "view"."""
+    if isinstance(n.target, str):
+        return n.target
+    from torch.fx.node import _get_qualified_name
+
+    try:
+        name = _get_qualified_name(n.target)
+    except Exception:  # noqa: BLE001
+        return _target_str(n)
+    return "operator." + name[len("_operator."):] if name.startswith("_operator.") else name
+
+
+def _tensor_meta_shapes(tm) -> tuple[list[tuple], list[str]]:
+    """Shapes and dtypes from ShapeProp's TensorMetadata (a NamedTuple) or nests of them."""
+    from torch.fx.passes.shape_prop import TensorMetadata
+
+    shapes: list[tuple] = []
+    dtypes: list[str] = []
+
+    def walk(v):
+        if isinstance(v, TensorMetadata):
+            shapes.append(tuple(int(d) for d in v.shape))
+            dtypes.append(str(v.dtype).replace("torch.", ""))
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+
+    walk(tm)
+    return shapes, dtypes
 
 
 # ---------------------------------------------------------------------------------------------

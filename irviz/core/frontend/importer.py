@@ -38,8 +38,26 @@ CUSTOM_CONVERT_MAP_HINT = (
 )
 
 
-def import_model(captured, importer: str = "exported_program", custom_convert_map=None) -> Imported:
-    """captured: irviz.core.frontend.capture.Captured (uses .exported and .graph)."""
+def import_model(captured, importer: str = "exported_program", custom_convert_map=None,
+                 course_maps=()) -> Imported:
+    """captured: irviz.core.frontend.capture.Captured (uses .exported and .graph). A symbolic_trace
+    capture goes to the course's from_fx (course_fx) with the built-in maps and `course_maps`
+    [(call_function_map, call_module_map, origin)] on top."""
+    if getattr(captured, "method", "export") == "symbolic_trace":
+        if importer != "course":
+            raise IRImportError(
+                f"the {importer} importer reads torch.export graphs; this model was captured with "
+                "symbolic_trace",
+                hint="import a symbolic_trace graph with the course importer (--importer course, or "
+                     "leave --importer out), or capture with --capture export")
+        from irviz.core.frontend.course_fx import import_fx
+
+        return import_fx(captured, course_maps)
+    if course_maps:
+        raise IRImportError(
+            "importer map files (call_function_map / call_module_map) apply to symbolic_trace graphs; "
+            "this model was captured with torch.export",
+            hint="capture with --capture symbolic_trace (or leave --capture out: a map file chooses it)")
     if importer == "course":
         from irviz.core.frontend.course_importer import import_course
 

@@ -82,6 +82,10 @@ def ir_file_spec(spec: str):
     from irviz.core.frontend.model_file import parse_spec
 
     kind, target, name = parse_spec(spec)
+    if kind == "sample" and target:
+        from irviz.core.frontend.samples import is_ir_sample, samples_dir
+
+        return (samples_dir() / f"{target}.py", None) if is_ir_sample(target) else None
     if kind != "file" or not target:
         return None
     path = Path(target).expanduser()

@@ -42,6 +42,9 @@ class LoadedModel:
     exported: "torch.export.ExportedProgram | None" = None  # set when loaded from .pt2
     dynamic_shapes: object = None  # from a model file's get_dynamic_shapes()
     alt_inputs: tuple | None = None  # from a model file's get_alt_inputs(): other sizes, same structure
+    capture: str | None = None  # a model file's IRVIZ_CAPTURE ("export" | "symbolic_trace")
+    importer: str | None = None  # a model file's IRVIZ_IMPORTER ("exported_program" | "course")
+    course_maps: tuple = ()  # a model file's own call_function_map / call_module_map, if any
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,8 +181,30 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
     module_obj.eval()
     _check_forward(module_obj, inputs, shown, path)
     name = path.stem if factory == DEFAULT_FACTORY else f"{path.stem}:{factory}"
+    capture, importer, course_maps = _frontend_hints(module, shown)
     return LoadedModel(module=module_obj, example_inputs=inputs, spec=spec, name=name,
-                       dynamic_shapes=dynamic_shapes, alt_inputs=alt_inputs)
+                       dynamic_shapes=dynamic_shapes, alt_inputs=alt_inputs, capture=capture,
+                       importer=importer, course_maps=course_maps)
+
+
+def _frontend_hints(module, shown: str):
+    """IRVIZ_CAPTURE / IRVIZ_IMPORTER and the course's map dicts a model file may define, so a
+    course-style file opens the course's way without flags."""
+    from irviz.core.frontend.course_fx import MAP_NAMES, maps_of
+
+    out = []
+    for attr, choices in (("IRVIZ_CAPTURE", ("export", "symbolic_trace")),
+                          ("IRVIZ_IMPORTER", ("exported_program", "course"))):
+        value = getattr(module, attr, None)
+        if value is not None and value not in choices:
+            raise LoadError(f"{attr} in {shown} is {value!r}",
+                            hint=f"set {attr} to one of {', '.join(map(repr, choices))}, or remove it")
+        out.append(value)
+    maps = ()
+    if any(getattr(module, n, None) is not None for n in MAP_NAMES):
+        fmap, mmap = maps_of(module, shown)
+        maps = ((fmap, mmap, shown),)
+    return out[0], out[1], maps
 
 
 def _call_optional(module, fname: str, shown: str, path: Path, hint: str):

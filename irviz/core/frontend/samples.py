@@ -11,7 +11,16 @@ from pathlib import Path
 from irviz.core.errors import LoadError
 
 # Display order; any other *.py dropped into irviz/samples follows alphabetically.
-_ORDER = ("mlp", "matmul_relu", "mul_add", "small_cnn", "resnet18", "gpt")
+_ORDER = ("mlp", "matmul_relu", "mul_add", "small_cnn", "resnet18", "gpt",
+          "course_te", "course_emit_te", "course_mymodule", "course_extern", "course_mixture",
+          "course_bind_params", "course_fx_mlp")
+
+
+def is_ir_sample(name: str) -> bool:
+    """True when sample `name` is an IR file (an IRModule), not a PyTorch model."""
+    from irviz.core.frontend.ir_file import is_ir_file
+
+    return name in _names(models_only=False) and is_ir_file(samples_dir() / f"{name}.py")
 
 
 def samples_dir() -> Path:
@@ -28,11 +37,18 @@ def _defines_get_model(path: Path) -> bool:
                for n in tree.body)
 
 
+def _openable(path: Path) -> bool:
+    """A model file (get_model()) or an IR file (an IRModule): what `sample:NAME` can open."""
+    from irviz.core.frontend.ir_file import is_ir_file
+
+    return _defines_get_model(path) or is_ir_file(path)
+
+
 def _names(models_only: bool = True) -> list[str]:
-    """Sample names in display order; ``models_only``: files that define get_model() (not, e.g.,
-    the example converter file that ships beside the models)."""
+    """Sample names in display order; ``models_only``: files that open as a sample, model files
+    and IR files (not, e.g., the example converter file that ships beside them)."""
     found = {p.stem for p in samples_dir().glob("*.py") if not p.stem.startswith("_")
-             and (not models_only or _defines_get_model(p))}
+             and (not models_only or _openable(p))}
     return [n for n in _ORDER if n in found] + sorted(found.difference(_ORDER))
 
 
