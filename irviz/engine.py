@@ -206,6 +206,11 @@ class Engine:
 
             self.ws.dims = {**self.ws.dims, **parse_dims(",".join(f"{k}={v}" for k, v in dims.items()))}
         built, res = self.ws.build_run(self.ws.step_at(step).index, repeats=int(repeats), func=func)
+        from irviz.core.backend.cpu_info import cpu_info
+        from irviz.core.backend.timing import describe
+        from irviz.core.passes.cpu_tuning import kernel_decisions
+
+        decided = kernel_decisions(built.mod, res.kernels)
         return {
             "func": res.func,
             "ok": bool(res.allclose), "max_abs_error": res.max_abs_error,
@@ -217,8 +222,10 @@ class Engine:
             "torch_threads": res.torch_threads,
             "build_seconds": built.seconds, "target": str(built.target),
             "outputs": res.outputs, "per_output": list(res.per_output or []),
-            "kernels": [{"name": k.name, "calls": k.calls, "ms": k.ms, "binding": k.binding}
-                        for k in res.kernels],
+            "kernels": [{"name": k.name, "calls": k.calls, "ms": k.ms, "binding": k.binding,
+                         "decision": decided.get(k.name)} for k in res.kernels],
+            "tvm_timing": res.tvm_timing, "torch_timing": res.torch_timing, "cpu": cpu_info().as_dict(),
+            "timing_text": describe({"TVM": res.tvm_timing, "PyTorch": res.torch_timing}, res.threads),
         }
 
     def run_sizes(self, step=None, func="main"):

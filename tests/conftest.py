@@ -16,3 +16,11 @@ def tmp_model_file(tmp_path):
         return path
 
     return make
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_decision_cache(tmp_path_factory):
+    """Measured CPU decisions go to a cache of this test run, never the user's (subprocesses too)."""
+    import os
+
+    os.environ["IRVIZ_CACHE_DIR"] = str(tmp_path_factory.mktemp("irviz-cache"))

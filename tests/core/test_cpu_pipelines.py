@@ -13,6 +13,7 @@ from tvm import relax
 
 from irviz.core.backend import build as build_mod
 from irviz.core.backend import run as run_mod
+from irviz.core.passes import cpu_tuning
 from irviz.core.passes import library_dispatch as dispatch
 from irviz.core.frontend import hf
 from irviz.core import passes
@@ -93,7 +94,8 @@ def _call_tir_callees(mod) -> list[str]:
 
 
 def test_fast_cpu_sends_conv_to_torch_and_keeps_the_rest_in_tensorir():
-    loaded, mod = _run_pipeline("small_cnn", "fast-cpu", min_macs=0, keep_tileable_conv=False)
+    loaded, mod = _run_pipeline("small_cnn", "fast-cpu", measure=False, min_macs=0,
+                                keep_tileable_conv=False)
     assert run_mod.run_and_compare(build_mod.build(mod), loaded, repeats=1).allclose
     calls = dispatch.library_calls(mod)
     assert any(c.startswith("irviz.torch.conv2d") for c in calls), calls
@@ -105,21 +107,32 @@ def test_fast_cpu_sends_conv_to_torch_and_keeps_the_rest_in_tensorir():
 
 
 def test_fast_cpu_keeps_convs_that_tensorir_blocks():
-    _, mod = _run_pipeline("small_cnn", "fast-cpu", min_macs=0)
+    _, mod = _run_pipeline("small_cnn", "fast-cpu", measure=False, min_macs=0, keep_tileable_conv=True)
     assert not any(c.startswith("irviz.torch.conv2d") for c in dispatch.library_calls(mod))
+
+
+def test_fast_cpu_measures_each_conv_and_matmul_and_records_why():
+    _, mod = _run_pipeline("small_cnn", "fast-cpu")
+    recs = [d for d in cpu_tuning.decisions_of(mod) if d["kind"] == "library_or_tir"]
+    ops = sorted(r["workload"].split()[0] for r in recs)
+    assert ops == ["conv2d", "matmul"], recs
+    sent = {c.split(".")[2] for c in dispatch.library_calls(mod)}
+    for r in recs:
+        assert r["choice"] in ("torch", "tir") and r["torch_ms"] and r["tir_ms"], r
+        assert (r["workload"].split()[0] in sent) == (r["choice"] == "torch"), (r, sent)
 
 
 def test_fast_cpu_keeps_small_matmuls_in_tensorir():
     # the MLP's matmuls (784×128, 128×10) are cheaper as TensorIR than as a call into torch
-    _, mod = _run_pipeline("mlp", "fast-cpu")
+    _, mod = _run_pipeline("mlp", "fast-cpu", measure=False)
     assert dispatch.library_calls(mod) == []
-    _, mod = _run_pipeline("mlp", "fast-cpu", min_macs=0)
+    _, mod = _run_pipeline("mlp", "fast-cpu", measure=False, min_macs=0)
     assert dispatch.library_calls(mod) == ["irviz.torch.matmul"]
 
 
 def test_dispatch_leaves_unsupported_ops_to_tensorir():
     # the erfinv sample (with its converter): only its matmuls may go to torch
-    _, mod = _run_pipeline("unsupported_op", "fast-cpu", min_macs=0)
+    _, mod = _run_pipeline("unsupported_op", "fast-cpu", measure=False, min_macs=0)
     kernels = _call_tir_callees(mod)
     assert kernels, "erfinv/tanh must stay TensorIR"
     assert all(c.startswith(dispatch.PREFIX) for c in dispatch.library_calls(mod))

@@ -84,17 +84,22 @@ def time_alone(fn: Callable[[], object], repeats: int = 10, warmup: int = 2,
                   runs=repeats, warmup=warmup, load=load_average())
 
 
-def describe(timing: Timing | dict | None, threads: int | None = None) -> str:
-    """One line for the views: how the figure was taken."""
-    if timing is None:
+def describe(timings: dict, threads: int | None = None) -> str:
+    """One line for the views, e.g. "each timed alone: median of 10 runs, 2 threads · TVM min 0.61 ms,
+    middle half 0.61–0.69 · PyTorch min 9.4 ms, middle half 9.7–16 · machine busy (load 2.9):
+    trust the min". `timings`: {"TVM": Timing or its dict (or None), "PyTorch": ...}."""
+    ts = {who: (t if isinstance(t, dict) else t.as_dict()) for who, t in timings.items() if t}
+    if not ts:
         return ""
-    t = timing if isinstance(timing, dict) else timing.as_dict()
-    text = (f"median of {t['runs']} runs timed alone after {t['warmup']} warm-up"
-            + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
-            + f"; min {t['min_ms']:.3g} ms, middle half {t['q1_ms']:.3g}–{t['q3_ms']:.3g} ms")
-    if machine_busy(t.get("load"), threads or 1):
-        text += f"; machine busy (load {t['load']:.1f}): trust the min more than the median"
-    return text
+    first = next(iter(ts.values()))
+    head = (("each timed alone: " if len(ts) > 1 else "timed: ") + f"median of {first['runs']} runs"
+            + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""))
+    parts = [head] + [f"{who} min {t['min_ms']:.3g} ms, middle half {t['q1_ms']:.3g}–{t['q3_ms']:.3g}"
+                      for who, t in ts.items()]
+    load = max((t["load"] for t in ts.values() if t.get("load") is not None), default=None)
+    if machine_busy(load, threads or 1):
+        parts.append(f"machine busy (load {load:.1f}): trust the min")
+    return " · ".join(parts)
 
 
 _tuned = [0.0]

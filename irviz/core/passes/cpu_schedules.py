@@ -45,8 +45,9 @@ def _pick_factor(extent: int | None, choices=(16, 8, 4)) -> int | None:
 
 
 def vector_choices(lanes: int) -> tuple[int, ...]:
-    """Vector factors to try, widest first: one register of float32, then half, then a quarter."""
-    return tuple(c for c in (lanes, lanes // 2, lanes // 4) if c >= 2) or (1,)
+    """Vector factors to try, widest first: one register of float32, then half, then a quarter, none
+    narrower than 4 (SSE's width, below which a vector loop gains nothing over scalar code)."""
+    return tuple(c for c in (lanes, lanes // 2, lanes // 4) if c >= 4) or (lanes,)
 
 
 def target_lanes(lanes: int = 0) -> int:

@@ -281,7 +281,20 @@ def relax_digraph(mod, func: str = "main", expand_fused: bool = False) -> nx.DiG
              var=None)
     connect(result, out_id)
     mark_externs(g, mod)
+    mark_decisions(g, mod, func)
     return g
+
+
+def mark_decisions(g: nx.DiGraph, mod, func: str = "main") -> None:
+    """conv2d / matmul nodes LibraryDispatch measured get ``decision``: "torch 1.2 ms · TIR 0.9 ms → TIR"."""
+    from irviz.core.passes.cpu_tuning import decision_texts
+
+    texts = decision_texts(mod, func)
+    if not texts:
+        return
+    for _nid, d in g.nodes(data=True):
+        if d.get("var") in texts:
+            d["decision"] = texts[d["var"]]
 
 
 def extern_registered(name: str, mod=None) -> bool:

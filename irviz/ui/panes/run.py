@@ -25,6 +25,16 @@ from irviz.ui.widgets.sizes_dialog import ask_sizes
 SIZES_KEY = "run/sizes"   # settings: {spec: {size name: value}}, the sizes given per opened file
 
 
+def timing_note(r: dict) -> str:
+    """How the figures were taken, and on what CPU."""
+    parts = [str(r["timing_text"])] if r.get("timing_text") else []
+    cpu = r.get("cpu") or {}
+    if cpu:
+        parts.append(f"{cpu.get('model', '?')}, {cpu.get('mcpu', '?')}, {cpu.get('isa', '?')} "
+                     f"({cpu.get('vector_lanes', '?')} float32 lanes)")
+    return " · ".join(parts)
+
+
 class _Num(QTableWidgetItem):
     """Sorts numerically."""
 
@@ -134,13 +144,19 @@ class RunPane(Pane):
             grid.addWidget(value, i // 4 * 2 + 1, i % 4)
             self.fields[key] = value
 
-        self.kernels = row_table(["Kernel", "Calls", "ms", "%", "Binding"])
+        # how the figures were taken, and on what CPU: a figure means little without it
+        self.timing_note = dim_label("")
+        self.timing_note.setWordWrap(True)
+        self.timing_note.setObjectName("RunTimingNote")
+
+        self.kernels = row_table(["Kernel", "Calls", "ms", "%", "Binding", "Decision"])
         self.kernels.setSortingEnabled(True)
         hh = self.kernels.horizontalHeader()
         hh.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for c in (1, 2, 3):
             hh.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
         hh.setSectionResizeMode(4, QHeaderView.ResizeMode.Interactive)
+        hh.setSectionResizeMode(5, QHeaderView.ResizeMode.Interactive)
         self.kernels.itemSelectionChanged.connect(self._kernel_clicked)
 
         # latency per step: build and time every recorded step
@@ -177,6 +193,7 @@ class RunPane(Pane):
         lay.addLayout(top)
         lay.addWidget(self.status)   # a row of its own: run errors and hints are long
         lay.addLayout(grid)
+        lay.addWidget(self.timing_note)
         lay.addWidget(self.tabs, 1)
 
     def on_state(self, state: dict, prev: dict) -> None:
@@ -200,6 +217,7 @@ class RunPane(Pane):
         self.status.setText("Build & Run the current step (Ctrl+R).")
         for v in self.fields.values():
             v.setText("—")
+        self.timing_note.setText("")
         self.kernels.setRowCount(0)
         self.hub.set_heat({})
         self.latency = self.latency_steps = None
@@ -375,6 +393,7 @@ class RunPane(Pane):
         for k, v in values.items():
             self.fields[k].setText(v)
         self.fields["target"].setToolTip(str(r.get("target") or ""))
+        self.timing_note.setText(timing_note(r))
         against = r.get("reference_name") or "PyTorch"
         func = r.get("func") or self.built_func or "main"
         what = f"Step {self.built_step}" + (f" ({func})" if func != "main" else "")
@@ -393,6 +412,9 @@ class RunPane(Pane):
             self.kernels.setItem(i, 2, _Num(ms, f"{ms:.3f}"))
             self.kernels.setItem(i, 3, _Num(ms / total, f"{100 * ms / total:.1f}"))
             self.kernels.setItem(i, 4, QTableWidgetItem(str(k.get("binding") or "")))
+            decision = QTableWidgetItem(str(k.get("decision") or ""))
+            decision.setToolTip(str(k.get("decision") or ""))
+            self.kernels.setItem(i, 5, decision)
         self.kernels.setSortingEnabled(True)
         self.kernels.sortItems(2, Qt.SortOrder.DescendingOrder)
         self.hub.set_heat(kernel_heat(kernels))

@@ -173,7 +173,7 @@ class NodeItem(QGraphicsItem):
         lines = [f"<b>{esc_html(self.label)}</b>  <i>{esc_html(self.kind)}</i>", f"id: {esc_html(self.nid)}"]
         if self.sublabel:
             lines.append(esc_html(self.sublabel))
-        for key in ("target", "op", "callee", "module_path", "group", "source", "count", "error"):
+        for key in ("target", "op", "callee", "module_path", "group", "source", "count", "decision", "error"):
             v = d.get(key)
             if v not in (None, "", []) and str(v) != self.label:
                 lines.append(f"{key}: {esc_html(str(v))}")

@@ -1,0 +1,175 @@
+"""Decisions measured on the machine: the vector width from the target, library-or-TensorIR and
+conv2d tiles chosen from timings (mocked here, so the choice is known), read back from the cache,
+failing candidates dropped, a corrupt cache ignored and rewritten."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+from irviz.core.backend import cpu_info
+from irviz.core.passes import cpu_tuning, decision_cache
+from irviz.core.passes.registry import PassInvocation, apply_pass
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("IRVIZ_CACHE_DIR", str(tmp_path))
+    decision_cache.set_cache_enabled(True)
+    yield tmp_path
+    decision_cache.set_cache_enabled(True)
+
+
+@pytest.mark.parametrize("target, isa, lanes", [
+    ({"kind": "llvm", "mcpu": "skylake-avx512"}, "AVX-512", 16),
+    ({"kind": "llvm", "mcpu": "haswell"}, "AVX2", 8),
+    ({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a72"}, "NEON", 4),
+])
+def test_vector_width_comes_from_the_target_features(target, isa, lanes):
+    assert cpu_info.vector_isa(tvm.target.Target(target)) == (isa, lanes)
+
+
+def test_host_cpu_is_named_with_its_vector_width():
+    info = cpu_info.cpu_info()
+    assert info.model and info.mcpu and info.vector_lanes in (1, 4, 8, 16)
+    assert f"{info.vector_lanes} float32 lanes" in info.summary()
+
+
+def _conv_module(out_channels=16):
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8, 14, 14), "float32"))
+    w = relax.const(np.random.default_rng(0).standard_normal((out_channels, 8, 3, 3)).astype("float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, w, padding=(1, 1)))
+            o = bb.emit_output(y)
+        bb.emit_func_output(o)
+    return bb.get()
+
+
+def _fake_timer(torch_ms, tir_ms, calls):
+    """Stand-in for building and timing: torch's module calls irviz.torch.*, TensorIR's does not."""
+    real = cpu_tuning._build_and_time
+
+    def timed(mod, inputs):
+        _, out = real(mod, inputs)  # still built and run: the numbers are checked
+        is_torch = bool(__import__("irviz.core.passes.library_dispatch", fromlist=["x"]).library_calls(mod))
+        calls.append("torch" if is_torch else "tir")
+        return (torch_ms if is_torch else tir_ms), out
+    return timed
+
+
+@pytest.mark.parametrize("torch_ms, tir_ms, goes_to_torch", [(1.0, 2.0, True), (2.0, 1.0, False)])
+def test_library_dispatch_keeps_the_faster_and_reads_it_back_from_the_cache(
+        cache_dir, monkeypatch, torch_ms, tir_ms, goes_to_torch):
+    calls = []
+    monkeypatch.setattr(cpu_tuning, "_build_and_time", _fake_timer(torch_ms, tir_ms, calls))
+    monkeypatch.setattr(cpu_tuning, "search_tile", lambda *a, **k: None)  # tiles: another test
+    out = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _conv_module())
+    from irviz.core.passes.library_dispatch import library_calls
+
+    assert bool(library_calls(out)) == goes_to_torch
+    assert sorted(calls) == ["tir", "torch"]
+    [rec] = cpu_tuning.decisions_of(out)
+    assert rec["torch_ms"] == torch_ms and rec["tir_ms"] == tir_ms
+    assert rec["choice"] == ("torch" if goes_to_torch else "tir")
+    assert cpu_tuning.describe_decision(rec).endswith("→ torch" if goes_to_torch else "→ TIR")
+    # the file names the machine; a second run measures nothing
+    saved = json.loads((cache_dir / "cpu_decisions.json").read_text())
+    assert saved["format"] == decision_cache.FORMAT
+    [machine] = saved["machines"]
+    assert json.loads(machine)["lanes"] == cpu_info.cpu_info().vector_lanes
+    calls.clear()
+    again = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _conv_module())
+    assert calls == []
+    assert bool(library_calls(again)) == goes_to_torch
+    # --no-cache: measured again
+    decision_cache.set_cache_enabled(False)
+    apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _conv_module())
+    assert sorted(calls) == ["tir", "torch"]
+
+
+def test_a_library_call_that_raises_is_never_chosen(cache_dir, monkeypatch):
+    real = cpu_tuning._build_and_time
+
+    def timed(mod, inputs):
+        from irviz.core.passes.library_dispatch import library_calls
+
+        if library_calls(mod):
+            raise RuntimeError("torch refused this call")
+        return 5.0, real(mod, inputs)[1]
+
+    monkeypatch.setattr(cpu_tuning, "_build_and_time", timed)
+    monkeypatch.setattr(cpu_tuning, "search_tile", lambda *a, **k: None)
+    out = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _conv_module())
+    [rec] = cpu_tuning.decisions_of(out)
+    assert rec["choice"] == "tir" and rec["torch_ms"] is None
+    assert any("torch call failed: torch refused this call" in n for n in rec["notes"])
+
+
+def _fused_conv(out_channels=16):
+    mod = _conv_module(out_channels)
+    for name in ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR"):
+        mod = apply_pass(PassInvocation(name), mod)
+    return mod
+
+
+def test_tile_search_keeps_the_fastest_and_drops_a_failing_candidate(cache_dir, monkeypatch):
+    mod = _fused_conv()
+    real = cpu_tuning._build_and_time
+    seen = []
+
+    def timed(m, inputs):
+        conv = next(f for gv, f in m.functions.items() if isinstance(f, tvm.tirx.PrimFunc)
+                    and "conv2d" in gv.name_hint)
+        tile = {str(k): int(v) for k, v in conv.attrs["irviz.conv_tile"].items()}
+        seen.append(tile)
+        if len(seen) == 2:
+            raise RuntimeError("candidate did not build")
+        ms, out = real(m, inputs)
+        return (0.5 if len(seen) == 3 else 9.0), out
+
+    monkeypatch.setattr(cpu_tuning, "_build_and_time", timed)
+    out = apply_pass(PassInvocation("CPUTuneConv2d", {"lanes": 8}), mod)
+    [rec] = [d for d in cpu_tuning.decisions_of(out) if d["kind"] == "conv2d_tile"]
+    assert 2 < len(rec["candidates"]) <= cpu_tuning.MAX_CANDIDATES
+    assert rec["candidates"][1]["error"] == "candidate did not build"
+    assert rec["choice"] == {k: seen[2][k] for k in ("vec", "reg")}
+    # CPUTileConv2d applies the measured tile, and the model still computes the same numbers
+    tiled = apply_pass(PassInvocation("CPUTileConv2d", {"lanes": 8}), out)
+    kernel = next(f for gv, f in tiled.functions.items() if gv.name_hint == rec["kernel"])
+    note = str(kernel.attrs["irviz.schedule_notes"]["CPUTileConv2d"])
+    assert f"{rec['choice']['vec']} output channels per vector" in note and "tile measured" in note
+
+
+def test_a_candidate_with_wrong_numbers_is_dropped(cache_dir, monkeypatch):
+    real = cpu_tuning._build_and_time
+    n = [0]
+
+    def timed(m, inputs):
+        ms, out = real(m, inputs)
+        n[0] += 1
+        return (0.1, out + 1.0) if n[0] == 2 else (1.0, out)
+
+    monkeypatch.setattr(cpu_tuning, "_build_and_time", timed)
+    out = apply_pass(PassInvocation("CPUTuneConv2d", {"lanes": 8}), _fused_conv())
+    [rec] = [d for d in cpu_tuning.decisions_of(out) if d["kind"] == "conv2d_tile"]
+    assert "numbers differ" in rec["candidates"][1]["error"]
+    assert rec["choice"] != {k: rec["candidates"][1][k] for k in ("vec", "reg")}
+
+
+@pytest.mark.parametrize("content", ["{not json", json.dumps({"format": "something-else", "machines": {}}),
+                                     json.dumps({"format": decision_cache.FORMAT, "machines": [1, 2]})])
+def test_a_corrupt_or_foreign_cache_is_ignored_with_a_warning_and_rewritten(cache_dir, content):
+    path = cache_dir / "cpu_decisions.json"
+    path.write_text(content)
+    with pytest.warns(UserWarning, match="ignoring the decision cache"):
+        cache = decision_cache.DecisionCache(path)
+    assert cache.get("anything") is None
+    cache.put("conv2d 1x1", {"choice": "tir"})
+    data = json.loads(path.read_text())
+    assert data["format"] == decision_cache.FORMAT
+    assert decision_cache.DecisionCache(path).get("conv2d 1x1") == {"choice": "tir"}
