@@ -1,8 +1,8 @@
 """`irviz` command line: the app, and the headless checks scripts and CI use.
 
     irviz [MODEL]                          start the app (on MODEL)
-    irviz check MODEL [--pipeline NAME] [--json PATH|-]
-    irviz export MODEL --pipeline NAME --out DIR [--latency]
+    irviz check MODEL [--pipeline NAME|TEXT] [--keep-params] [--json PATH|-]
+    irviz export MODEL --pipeline NAME|TEXT --out DIR [--keep-params] [--latency]
     irviz samples | passes | pipelines
     irviz snapshot MODEL --steps N --out FILE.png
 
@@ -30,7 +30,10 @@ def _parser() -> argparse.ArgumentParser:
 
     def model_args(sp):
         sp.add_argument("model", help="FILE.py (a model or an IRModule), FILE.py:NAME, FILE.pt2 or sample:NAME")
-        sp.add_argument("--pipeline", default="zero", help="named pipeline (see `irviz pipelines`)")
+        sp.add_argument("--pipeline", default="zero",
+                        help="a named pipeline (see `irviz pipelines`) or a pipeline text: passes "
+                             "separated by commas, parameters in parentheses, e.g. "
+                             "'LegalizeOps,LibraryDispatch(min_macs=0),FuseOps,FuseTIR'")
         sp.add_argument("--importer", default="exported_program",
                         choices=["exported_program", "course"])
         sp.add_argument("--passes", metavar="FILE", action="append", default=[],
@@ -39,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="Python file with CONVERTERS = {aten op: converter} for ops TVM cannot import")
         sp.add_argument("--dim", metavar="NAME=INT,...", default="",
                         help="values for symbolic sizes when an IR file's inputs are made up (m=1,n=128)")
+        sp.add_argument("--keep-params", action="store_true",
+                        help="import with the weights as parameters of main (main(x, p_linear0_weight, "
+                             "...)), written to a .npz that BindParams binds in a step of its own")
         sp.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
 
     c = sub.add_parser("check", help="load, import, run a pipeline pass by pass, build, run, compare")
@@ -153,7 +159,7 @@ def _open_workspace(args, failure: _Failure, log):
         for path in args.passes:
             for spec in passes.load_pass_file(path):
                 log(f"loaded pass {spec.name} from {path}")
-        pipeline = passes.get_pipeline(args.pipeline)
+        pipeline = passes.parse_pipeline(args.pipeline)
     except Exception as exc:  # an unknown pipeline is a usage error: stop before loading anything
         failure.record("pipeline", exc)
         return None
@@ -161,7 +167,9 @@ def _open_workspace(args, failure: _Failure, log):
         if args.converters:
             ws.stage = "import"
             ws.add_converter_file(args.converters)
-        ws.open(args.model, args.importer, planned=pipeline)
+        if getattr(args, "out", None) and args.keep_params:
+            ws.params_dir = args.out  # the weights go with the exported steps
+        ws.open(args.model, args.importer, planned=pipeline, keep_params=args.keep_params)
     except Exception as exc:
         failure.record(ws.stage or "load", exc)
         return None
@@ -233,6 +241,11 @@ def _cmd_check(args) -> int:
                                  f"max rel error {res.max_rel_error:.3g}")
             else:
                 _check_alt_sizes(ws, args, failure, summary, log)
+    if ws is not None and ws.session is not None:
+        from irviz.core.passes import pipeline_text
+
+        summary["pipeline_text"] = pipeline_text(ws.session.full_pipeline())
+        summary["params_file"] = ws.params_file
     if ws is not None:
         summary["steps"] = [{"pass": s.pass_name, "changed": s.changed, "seconds": round(s.seconds, 6)}
                             for s in ws.session.steps[1:]]
