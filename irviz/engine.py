@@ -111,7 +111,8 @@ class Engine:
             err = error_dict(ws.import_error)
             return protocol.make_state(
                 spec=ws.spec, importer=ws.importer, error=err, planned=planned,
-                import_error=import_error_fields(ws.import_error, ws.loaded), converter_files=ws.converter_files)
+                import_error=import_error_fields(ws.import_error, ws.loaded), converter_files=ws.converter_files,
+                keep_params=ws.keep_params)
         self.views.prune()
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
                                      st.changes.added, st.changes.removed, st.changes.changed)
@@ -121,22 +122,30 @@ class Engine:
             model=ws.model_name, spec=ws.spec, importer=ws.importer, cursor=s.cursor,
             error=error_dict(s.error) if s.error is not None else None, steps=steps,
             planned=planned, relax_functions=relax_names, tir_functions=tir_names,
-            converter_files=ws.converter_files)
+            converter_files=ws.converter_files, pipeline_text=_pipeline_text(s),
+            keep_params=ws.keep_params, params_file=ws.params_file)
 
 
     # -- session commands -----------------------------------------------------------------------
 
-    def open(self, spec, importer="exported_program", pipeline="zero"):
-        from irviz.core.passes import get_pipeline
+    def open(self, spec, importer="exported_program", pipeline="zero", keep_params=False):
+        from irviz.core.passes import parse_pipeline
 
-        self.ws.open(spec, importer, planned=get_pipeline(pipeline) if pipeline else [])
+        self.ws.open(spec, importer, planned=parse_pipeline(pipeline) if pipeline else [],
+                     keep_params=bool(keep_params))
         self.progress("Ready", 1.0)
         return self.state()
 
-    def set_pipeline(self, pipeline=None, passes=None):
-        from irviz.core.passes import get_pass, get_pipeline
+    def set_pipeline(self, pipeline=None, passes=None, text=None):
+        """`pipeline`: a name, replacing the passes after the cursor; `passes`: [{name, params}],
+        the same; `text`: a pipeline text for the whole pipeline from the import (a bad text
+        changes nothing)."""
+        from irviz.core.passes import get_pass, get_pipeline, parse_pipeline
 
         self.ws.need_session()
+        if text is not None:
+            self.ws.set_whole_pipeline(parse_pipeline(text))
+            return self.state()
         if passes is not None:
             invs = _invocations(passes)
             for inv in invs:
@@ -144,7 +153,7 @@ class Engine:
         elif pipeline is not None:
             invs = get_pipeline(pipeline)
         else:
-            raise BadRequest("set_pipeline needs `pipeline` (a name) or `passes` [{name, params}]")
+            raise BadRequest("set_pipeline needs `pipeline` (a name), `passes` [{name, params}] or `text`")
         self.ws.set_pipeline(invs)
         return self.state()
 
@@ -165,9 +174,9 @@ class Engine:
         return self.state()
 
     def replay(self, spec, importer="exported_program", applied=(), planned=(), cursor=None,
-               pass_files=(), converter_files=()):
+               pass_files=(), converter_files=(), keep_params=False):
         self.ws.replay(spec, importer, _invocations(applied), _invocations(planned), cursor,
-                       pass_files, converter_files)
+                       pass_files, converter_files, keep_params=bool(keep_params))
         self.progress("Replayed", 1.0)
         return self.state()
 
@@ -266,6 +275,12 @@ class Engine:
         os.kill(os.getpid(), signal.SIGSEGV)
         time.sleep(5)  # the signal is delivered asynchronously
         return None
+
+
+def _pipeline_text(session) -> str:
+    from irviz.core.passes import pipeline_text
+
+    return pipeline_text(session.full_pipeline())
 
 
 def _invocations(items) -> list:

@@ -84,13 +84,16 @@ def invocation(name: str, params: dict | None = None) -> dict:
 
 def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=None, steps=(),
                planned=(), relax_functions=(), tir_functions=(), import_error=None,
-               converter_files=()) -> dict:
+               converter_files=(), pipeline_text="", keep_params=False, params_file=None) -> dict:
     """The whole session as the GUI sees it. `error`: the error of the last failed pass or import;
-    `import_error`: set while a model is captured but its import failed (then `steps` is empty)."""
+    `import_error`: set while a model is captured but its import failed (then `steps` is empty).
+    `pipeline_text`: applied + planned passes as one line (`--pipeline` takes it);
+    `keep_params`: main takes the weights as parameters, kept in `params_file`."""
     return {"model": model, "spec": spec, "importer": importer, "cursor": int(cursor),
             "error": error, "steps": list(steps), "planned": list(planned),
             "relax_functions": list(relax_functions), "tir_functions": list(tir_functions),
-            "import_error": import_error, "converter_files": list(converter_files)}
+            "import_error": import_error, "converter_files": list(converter_files),
+            "pipeline_text": pipeline_text, "keep_params": bool(keep_params), "params_file": params_file}
 
 
 def empty_state() -> dict:

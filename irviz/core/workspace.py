@@ -277,6 +277,16 @@ class Workspace:
     def set_pipeline(self, invocations) -> None:
         self.need_session().set_pipeline(invocations)
 
+    def set_whole_pipeline(self, invocations) -> None:
+        """`invocations` as the whole pipeline from the import (a pasted pipeline text): recorded
+        steps that match its start are kept, and the cursor stays where it was if it still can."""
+        s = self.need_session()
+        cursor = s.cursor
+        s.jump(0)
+        s.set_pipeline(invocations)
+        if min(cursor, len(s.steps) - 1) != s.cursor:
+            s.jump(min(cursor, len(s.steps) - 1))
+
     def step(self):
         """One step forward: the next recorded step, or the next planned pass applied."""
         s = self.need_session()

@@ -198,22 +198,31 @@ class MainWindow(WindowChrome, QMainWindow):
         self._own[rid] = purpose
         return rid
 
-    def open_spec(self, spec: str, pipeline: str = "zero") -> int:
+    def open_spec(self, spec: str, pipeline: str = "zero", keep_params: bool = False) -> int:
         spec = str(spec)
         self._pending_open = spec
         self.hub.clear()
         self.status(f"Opening {spec}…")
         for p in (self.fx, self.relax, self.tir, self.pipeline):
             p.show_loading(f"Opening {spec}: torch.export and import into Relax…")
+        if keep_params:
+            return self._ask("open", "open", spec=spec, pipeline=pipeline, keep_params=True)
         return self._ask("open", "open", spec=spec, pipeline=pipeline)
 
     def open_dialog(self) -> None:
+        from irviz.ui.widgets.open_dialog import OpenModelDialog
+
         start = os.path.dirname(self.recent_files()[0]) if self.recent_files() else ""
         if start.startswith("sample:"):
             start = ""
-        path, _ = QFileDialog.getOpenFileName(self, "Open model", start, OPEN_FILTER)
+        keep = self.settings.value("open/keep_params", False, type=bool)
+        dialog = OpenModelDialog(self, start, OPEN_FILTER, keep_params=keep)
+        if not dialog.exec():
+            return
+        path, keep = dialog.choice()
+        self.settings.setValue("open/keep_params", keep)
         if path:
-            self.open_spec(path)
+            self.open_spec(path, keep_params=keep)
 
     def load_converters_dialog(self) -> None:
         start = os.path.dirname(self.bridge.converter_files[-1]) \
