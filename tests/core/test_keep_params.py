@@ -52,3 +52,14 @@ def test_keep_params_is_refused_for_ir_modules_and_the_course_importer(tmp_path)
         w.open(str(f), keep_params=True)
     with pytest.raises(IRImportError, match="exported_program importer"):
         w.open("sample:mlp", importer="course", keep_params=True)
+
+
+def test_replay_imports_with_the_weights_as_inputs_again(ws):
+    """What a restarted engine does with the GUI's recipe: the same steps, BindParams included."""
+    applied = ws.applied()
+    again = Workspace()
+    again.params_dir = ws.params_dir
+    again.replay("sample:mlp", applied=applied, planned=ws.planned(), cursor=1, keep_params=True)
+    assert [st.pass_name for st in again.session.steps] == [st.pass_name for st in ws.session.steps]
+    assert again.keep_params and again.session.cursor == 1
+    assert [p.name for p in again.session.steps[0].mod["main"].params][1:] == list(again.kept_params)
