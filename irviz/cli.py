@@ -1,8 +1,8 @@
 """`irviz` command line: the app, and the headless checks scripts and CI use.
 
     irviz [MODEL]                          start the app (on MODEL)
-    irviz check MODEL [--pipeline NAME] [--json PATH|-]
-    irviz export MODEL --pipeline NAME --out DIR [--latency]
+    irviz check MODEL [--pipeline NAME|TEXT] [--keep-params] [--json PATH|-]
+    irviz export MODEL --pipeline NAME|TEXT --out DIR [--keep-params] [--latency]
     irviz samples | passes | pipelines
     irviz snapshot MODEL --steps N --out FILE.png
 
@@ -30,7 +30,10 @@ def _parser() -> argparse.ArgumentParser:
 
     def model_args(sp):
         sp.add_argument("model", help="FILE.py (a model or an IRModule), FILE.py:NAME, FILE.pt2 or sample:NAME")
-        sp.add_argument("--pipeline", default="zero", help="named pipeline (see `irviz pipelines`)")
+        sp.add_argument("--pipeline", default="zero",
+                        help="a named pipeline (see `irviz pipelines`) or a pipeline text: passes "
+                             "separated by commas, parameters in parentheses, e.g. "
+                             "'LegalizeOps,LibraryDispatch(min_macs=0),FuseOps,FuseTIR'")
         sp.add_argument("--importer", default=None, choices=["exported_program", "course"],
                         help="exported_program (TVM's importer; the default for --capture export) or "
                              "course (the course's importer; the default for --capture symbolic_trace)")
@@ -50,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--func", default="main", metavar="NAME",
                         help="the Relax function to build and run (an IR file's other functions, e.g. "
                              "main_two_blocks); default main")
+        sp.add_argument("--keep-params", action="store_true",
+                        help="import with the weights as parameters of main (main(x, p_linear0_weight, "
+                             "...)), written to a .npz that BindParams binds in a step of its own")
         sp.add_argument("--no-cache", action="store_true",
                         help="measure the CPU decisions (library or TensorIR, conv2d tiles) again instead "
                              "of reading them from the cache; the new figures are cached")
@@ -171,7 +177,7 @@ def _open_workspace(args, failure: _Failure, log):
         for path in args.passes:
             for spec in passes.load_pass_file(path):
                 log(f"loaded pass {spec.name} from {path}")
-        pipeline = passes.get_pipeline(args.pipeline)
+        pipeline = passes.parse_pipeline(args.pipeline)
     except Exception as exc:  # an unknown pipeline is a usage error: stop before loading anything
         failure.record("pipeline", exc)
         return None
@@ -179,8 +185,10 @@ def _open_workspace(args, failure: _Failure, log):
         if args.converters:
             ws.stage = "import"
             ws.add_converter_file(args.converters)
+        if getattr(args, "out", None) and args.keep_params:
+            ws.params_dir = args.out  # the weights go with the exported steps
         ws.open(args.model, args.importer, planned=pipeline, capture=args.capture,
-                importer_maps=args.importer_map)
+                importer_maps=args.importer_map, keep_params=args.keep_params)
     except Exception as exc:
         failure.record(ws.stage or "load", exc)
         return None
@@ -302,6 +310,11 @@ def _check(args, out) -> int:
                                  f"max rel error {res.max_rel_error:.3g}")
             else:
                 _check_alt_sizes(ws, args, failure, summary, log)
+    if ws is not None and ws.session is not None:
+        from irviz.core.passes import pipeline_text
+
+        summary["pipeline_text"] = pipeline_text(ws.session.full_pipeline())
+        summary["params_file"] = ws.params_file
     if ws is not None:
         summary["importer"] = ws.importer
         summary["capture"] = ws.capture

@@ -113,7 +113,7 @@ class Engine:
             return protocol.make_state(
                 spec=ws.spec, importer=ws.importer, error=err, planned=planned,
                 import_error=import_error_fields(ws.import_error, ws.loaded), converter_files=ws.converter_files,
-                capture=ws.capture, importer_maps=ws.importer_maps)
+                capture=ws.capture, importer_maps=ws.importer_maps, keep_params=ws.keep_params)
         self.views.prune()
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
                                      st.changes.added, st.changes.removed, st.changes.changed)
@@ -124,23 +124,30 @@ class Engine:
             error=error_dict(s.error) if s.error is not None else None, steps=steps,
             planned=planned, relax_functions=relax_names, tir_functions=tir_names,
             converter_files=ws.converter_files, run_functions=self.views.run_functions(s.steps[s.cursor]),
-            capture=ws.capture, importer_maps=ws.importer_maps)
+            capture=ws.capture, importer_maps=ws.importer_maps, pipeline_text=_pipeline_text(s),
+            keep_params=ws.keep_params, params_file=ws.params_file)
 
 
     # -- session commands -----------------------------------------------------------------------
 
-    def open(self, spec, importer=None, pipeline="zero", capture=None, importer_maps=None):
-        from irviz.core.passes import get_pipeline
+    def open(self, spec, importer=None, pipeline="zero", capture=None, importer_maps=None, keep_params=False):
+        from irviz.core.passes import parse_pipeline
 
-        self.ws.open(spec, importer, planned=get_pipeline(pipeline) if pipeline else [],
-                     capture=capture, importer_maps=importer_maps)
+        self.ws.open(spec, importer, planned=parse_pipeline(pipeline) if pipeline else [],
+                     capture=capture, importer_maps=importer_maps, keep_params=bool(keep_params))
         self.progress("Ready", 1.0)
         return self.state()
 
-    def set_pipeline(self, pipeline=None, passes=None):
-        from irviz.core.passes import get_pass, get_pipeline
+    def set_pipeline(self, pipeline=None, passes=None, text=None):
+        """`pipeline`: a name, replacing the passes after the cursor; `passes`: [{name, params}],
+        the same; `text`: a pipeline text for the whole pipeline from the import (a bad text
+        changes nothing)."""
+        from irviz.core.passes import get_pass, get_pipeline, parse_pipeline
 
         self.ws.need_session()
+        if text is not None:
+            self.ws.set_whole_pipeline(parse_pipeline(text))
+            return self.state()
         if passes is not None:
             invs = _invocations(passes)
             for inv in invs:
@@ -148,7 +155,7 @@ class Engine:
         elif pipeline is not None:
             invs = get_pipeline(pipeline)
         else:
-            raise BadRequest("set_pipeline needs `pipeline` (a name) or `passes` [{name, params}]")
+            raise BadRequest("set_pipeline needs `pipeline` (a name), `passes` [{name, params}] or `text`")
         self.ws.set_pipeline(invs)
         return self.state()
 
@@ -169,9 +176,10 @@ class Engine:
         return self.state()
 
     def replay(self, spec, importer=None, applied=(), planned=(), cursor=None,
-               pass_files=(), converter_files=(), capture=None, importer_maps=()):
+               pass_files=(), converter_files=(), capture=None, importer_maps=(), keep_params=False):
         self.ws.replay(spec, importer, _invocations(applied), _invocations(planned), cursor,
-                       pass_files, converter_files, capture=capture, importer_maps=importer_maps)
+                       pass_files, converter_files, capture=capture, importer_maps=importer_maps,
+                       keep_params=bool(keep_params))
         self.progress("Replayed", 1.0)
         return self.state()
 
@@ -291,6 +299,12 @@ class Engine:
         os.kill(os.getpid(), signal.SIGSEGV)
         time.sleep(5)  # the signal is delivered asynchronously
         return None
+
+
+def _pipeline_text(session) -> str:
+    from irviz.core.passes import pipeline_text
+
+    return pipeline_text(session.full_pipeline())
 
 
 def _invocations(items) -> list:

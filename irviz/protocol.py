@@ -89,11 +89,13 @@ def invocation(name: str, params: dict | None = None) -> dict:
 
 def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=None, steps=(),
                planned=(), relax_functions=(), tir_functions=(), import_error=None,
-               converter_files=(), run_functions=None, capture=None, importer_maps=()) -> dict:
+               converter_files=(), run_functions=None, capture=None, importer_maps=(),
+               pipeline_text="", keep_params=False, params_file=None) -> dict:
     """The whole session as the GUI sees it. `error`: the error of the last failed pass or import;
     `import_error`: set while a model is captured but its import failed (then `steps` is empty);
     `capture`: "export" | "symbolic_trace" (None without an FX graph); `importer_maps`: the course
-    map files the import used."""
+    map files the import used. `pipeline_text`: applied + planned passes as one line (`--pipeline`
+    takes it); `keep_params`: main takes the weights as parameters, kept in `params_file`."""
     return {"model": model, "spec": spec, "importer": importer, "cursor": int(cursor),
             "error": error, "steps": list(steps), "planned": list(planned),
             "relax_functions": list(relax_functions), "tir_functions": list(tir_functions),
@@ -101,7 +103,8 @@ def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=N
             # the Relax functions a build can run (no fused sub-functions); main first
             "run_functions": list(run_functions if run_functions is not None else
                                   [f for f in relax_functions if f == "main"]),
-            "capture": capture, "importer_maps": list(importer_maps)}
+            "capture": capture, "importer_maps": list(importer_maps),
+            "pipeline_text": pipeline_text, "keep_params": bool(keep_params), "params_file": params_file}
 
 
 def empty_state() -> dict:

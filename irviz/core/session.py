@@ -160,7 +160,7 @@ class Session:
 
     def set_pipeline(self, invocations) -> None:
         """Replace the passes after the cursor (see the module docstring)."""
-        invs = [_as_invocation(x) for x in (invocations or [])]
+        invs = [self._with_defaults(_as_invocation(x)) for x in (invocations or [])]
         ahead = self.steps[self.cursor + 1:]
         kept = 0
         while (kept < len(ahead) and kept < len(invs) and ahead[kept].pass_name == invs[kept].name
@@ -171,6 +171,14 @@ class Session:
         self.pipeline = invs[kept:]
         self.error = None
         self._emit("pipeline_changed", {"planned": list(self.pipeline), "dropped": dropped, "kept": kept})
+
+    def _with_defaults(self, inv):
+        """BindParams with no file binds the weights the import kept as parameters (--keep-params):
+        the planned pass then names the file, so the pipeline text reruns the same thing."""
+        params_file = getattr(self.imported, "params_file", None)
+        if inv.name == "BindParams" and params_file and not inv.params.get("params"):
+            inv.params["params"] = params_file
+        return inv
 
     # -- moving --------------------------------------------------------------------------------
 

@@ -82,6 +82,8 @@ class Workspace:
         self.session = None
         self.converter_files: list[str] = []
         self.importer_maps: list[str] = []  # course map files of the open model (symbolic_trace)
+        self.keep_params = False          # the open model keeps its weights as main's parameters
+        self.params_dir = None            # where a --keep-params import writes its .npz (None: temp)
         self.import_error = None          # the IRImportError while the model is captured, not imported
         self.import_planned: list = []    # the pipeline to plan once the import works
         self.stage: str | None = None     # the stage running now: names a failure that is no IrvizError
@@ -143,13 +145,14 @@ class Workspace:
     # -- opening --------------------------------------------------------------------------------
 
     def open(self, spec: str, importer: str | None = None, planned=(), fraction_span=(0.0, 1.0),
-             capture: str | None = None, importer_maps=None):
+             capture: str | None = None, importer_maps=None, keep_params: bool = False):
         """Load, capture and import `spec`; a new Session with `planned` as its pipeline.
 
         `capture` ("export" | "symbolic_trace") and `importer` ("exported_program" | "course"):
         None takes the model file's IRVIZ_CAPTURE / IRVIZ_IMPORTER, else the defaults (see
         `choose_frontend`). `importer_maps`: course map files (call_function_map /
-        call_module_map), kept and executed afresh by every later import."""
+        call_module_map), kept and executed afresh by every later import.
+        keep_params: main takes the weights as parameters, written to `params_file`."""
         from irviz.core.export import step_files
         from irviz.core.frontend import capture as capture_mod
         from irviz.core.frontend import ir_file
@@ -159,6 +162,12 @@ class Workspace:
         at = lambda x: a + (b - a) * x  # noqa: E731
         self.stage = "load"
         self.progress(f"Loading {spec}", at(0.0))
+        if step_files.is_exported_step(spec) or ir_file.ir_file_spec(spec) is not None:
+            if keep_params:
+                raise RequestError(f"--keep-params is for PyTorch models; {spec} is an IRModule, whose "
+                                   "functions take what parameters it gives them",
+                                   "open it without --keep-params (BindParams(params=FILE.npz) binds "
+                                   "weights its main takes)")
         if step_files.is_exported_step(spec):
             return self._open_step_file(spec, planned, at)
         ir = ir_file.ir_file_spec(spec)
@@ -180,7 +189,7 @@ class Workspace:
         self.progress(f"Capturing {loaded.name} with {how}", at(0.25))
         captured = capture_mod.capture(loaded, capture)
         self.log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes ({capture})")
-        self._import(spec, importer, loaded, captured, planned, at(0.6), at(0.9), maps)
+        self._import(spec, importer, loaded, captured, planned, at(0.6), at(0.9), maps, keep_params)
         self.stage_seconds.update(load=load_seconds, capture=captured.seconds)
 
     def reimport(self):
@@ -193,7 +202,7 @@ class Workspace:
         planned = self.applied() + self.planned()
         self.progress("Loading converters", 0.05)
         self._import(self.spec, self.importer or DEFAULT_IMPORTER, self.loaded, self.captured,
-                     planned, 0.2, 0.9, self.importer_maps)
+                     planned, 0.2, 0.9, self.importer_maps, self.keep_params)
 
     def _map_layer(self, path):
         """(call_function_map, call_module_map, origin) of a course map file, executed afresh."""
@@ -203,7 +212,8 @@ class Workspace:
         fmap, mmap = load_map_file(path)
         return fmap, mmap, os.path.basename(path)
 
-    def _import(self, spec, importer, loaded, captured, planned, f_import, f_session, maps=()):
+    def _import(self, spec, importer, loaded, captured, planned, f_import, f_session, maps=(),
+                keep_params=False):
         from irviz.core.frontend import importer as importer_mod
         from irviz.core.session import Session
 
@@ -213,22 +223,59 @@ class Workspace:
         self.progress(f"Importing {len(captured.graph.nodes)} FX nodes into Relax ({importer})", f_import)
         try:
             imported = importer_mod.import_model(captured, importer=importer,
-                                                 custom_convert_map=convert_map, course_maps=layers)
+                                                 custom_convert_map=convert_map, course_maps=layers,
+                                                 keep_params=keep_params)
+            if imported.params:
+                imported.params_file = self._write_params(loaded, imported.params)
         except IrvizError as exc:
             if exc.stage == "import":
                 # the capture worked: keep it, so the FX graph stays viewable and reimport retries
                 self._replace(spec, importer, loaded, captured, None, None)
                 self.importer_maps = list(maps)
+                self.keep_params = keep_params
                 self.import_error = exc
                 self.import_planned = list(planned or ())
             raise
         self.log(f"import   {imported.seconds:7.2f} s  ({imported.importer})")
+        if imported.params_file:
+            self.log(f"params   {len(imported.params)} weights kept as main's parameters, "
+                     f"written to {imported.params_file}")
         self.progress("Preparing the session", f_session)
         session = Session(imported, captured)
         session.set_pipeline(list(planned or ()))
         self._replace(spec, importer, loaded, captured, imported, session)
         self.importer_maps = list(maps)
+        self.keep_params = keep_params
         self.stage_seconds["import"] = imported.seconds
+
+    def _write_params(self, loaded, params: dict) -> str:
+        """The kept weights as a .npz BindParams reads. Without a params_dir the file goes to a
+        temp folder, named by its content, so a restarted engine finds the same file."""
+        import hashlib
+        import tempfile
+
+        import numpy as np
+
+        from irviz.core.errors import IRImportError
+
+        name = getattr(loaded, "name", None) or "model"
+        if self.params_dir is not None:
+            folder, fname = str(self.params_dir), f"{name}.params.npz"
+        else:
+            h = hashlib.sha1()
+            for k, v in params.items():
+                h.update(k.encode())
+                h.update(np.ascontiguousarray(v).tobytes())
+            folder = os.path.join(tempfile.gettempdir(), f"irviz-params-{os.getuid()}")
+            fname = f"{name}-{h.hexdigest()[:12]}.npz"
+        path = os.path.abspath(os.path.join(folder, fname))
+        try:
+            os.makedirs(folder, exist_ok=True)
+            np.savez(path, **params)
+        except OSError as exc:
+            raise IRImportError(f"cannot write the weights to {path}: {exc}",
+                                "choose a folder you can write to") from exc
+        return path
 
     def _open_step_file(self, spec, planned, at):
         """An exported TVMScript step: a session on its IRModule, with no FX graph or torch model."""
@@ -269,6 +316,7 @@ class Workspace:
         self.loaded, self.captured, self.imported, self.session = loaded, captured, imported, session
         self.import_error = None
         self.import_planned = []
+        self.keep_params = False  # _import sets it once its session is in place
         self._forget_results()
 
     def _forget_results(self) -> None:
@@ -308,6 +356,16 @@ class Workspace:
 
     def set_pipeline(self, invocations) -> None:
         self.need_session().set_pipeline(invocations)
+
+    def set_whole_pipeline(self, invocations) -> None:
+        """`invocations` as the whole pipeline from the import (a pasted pipeline text): recorded
+        steps that match its start are kept, and the cursor stays where it was if it still can."""
+        s = self.need_session()
+        cursor = s.cursor
+        s.jump(0)
+        s.set_pipeline(invocations)
+        if min(cursor, len(s.steps) - 1) != s.cursor:
+            s.jump(min(cursor, len(s.steps) - 1))
 
     def step(self):
         """One step forward: the next recorded step, or the next planned pass applied."""
@@ -380,7 +438,8 @@ class Workspace:
             self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
 
     def replay(self, spec, importer=None, applied=(), planned=(), cursor=None,
-               pass_files=(), converter_files=(), capture=None, importer_maps=()) -> None:
+               pass_files=(), converter_files=(), capture=None, importer_maps=(),
+               keep_params=False) -> None:
         """Rebuild a session from its recipe: load the pass and converter files, open, apply
         `applied`, plan `planned`, go to `cursor`. How the GUI recovers from a crashed engine."""
         from irviz.core.passes import load_pass_file
@@ -394,7 +453,7 @@ class Workspace:
         applied, planned = list(applied or ()), list(planned or ())
         self.open(spec, importer, planned=applied + planned,
                   fraction_span=(0.0, 0.4 if applied else 0.95), capture=capture,
-                  importer_maps=importer_maps)
+                  importer_maps=importer_maps, keep_params=keep_params)
         s = self.session
         if applied:
             s.set_pipeline(applied)
@@ -439,7 +498,8 @@ class Workspace:
             result = self._run_ir(built, ir_inputs, func, int(repeats))
         else:
             self.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
-            result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs)
+            result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs,
+                                       params=self.kept_params)
         self.stage_seconds["run"] = time.perf_counter() - t
         if inputs is None:
             self.runs[st.index] = (st, result)
@@ -487,6 +547,16 @@ class Workspace:
         return run_mod.run_module(built, inputs, reference=reference, func=func, repeats=repeats)
 
     @property
+    def kept_params(self) -> dict | None:
+        """The weights a --keep-params import left as main's parameters: a step that has not bound
+        them yet runs with them appended to the model's inputs."""
+        return getattr(self.imported, "params", None) if self.imported is not None else None
+
+    @property
+    def params_file(self) -> str | None:
+        return getattr(self.imported, "params_file", None) if self.imported is not None else None
+
+    @property
     def reference_name(self) -> str | None:
         """What a run is compared with: "PyTorch", an IR file's "reference()", or None."""
         if self.loaded is not None:
@@ -510,7 +580,7 @@ class Workspace:
                 self.step_at(i)
         self.stage = "build"
         trace = latency_trace(s, self.loaded, steps=steps, repeats=int(repeats),
-                              progress=self.progress, cache=self._latency_cache)
+                              progress=self.progress, cache=self._latency_cache, params=self.kept_params)
         self._latency_last = ({e["step"]: s.steps[e["step"]] for e in trace}, trace)
         return trace
 

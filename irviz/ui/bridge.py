@@ -530,6 +530,7 @@ class EngineBridge(QObject):
             self._recipe = {
                 "spec": state["spec"],
                 "importer": state.get("importer") or "exported_program",
+                "keep_params": bool(state.get("keep_params")),
                 "applied": [{"name": s["pass"], "params": s.get("params") or {}} for s in state["steps"][1:]],
                 "planned": [{"name": p["name"], "params": p.get("params") or {}}
                             for p in state.get("planned") or []],
@@ -541,6 +542,7 @@ class EngineBridge(QObject):
             self._recipe = {
                 "spec": state["spec"],
                 "importer": state.get("importer") or "exported_program",
+                "keep_params": bool(state.get("keep_params")),
                 "applied": [],
                 "planned": [{"name": p["name"], "params": p.get("params") or {}}
                             for p in state.get("planned") or []],

@@ -197,7 +197,7 @@ class MainWindow(WindowChrome, QMainWindow):
         return rid
 
     def open_spec(self, spec: str, pipeline: str = "zero", capture: str | None = None,
-                  importer: str | None = None, importer_maps=None) -> int:
+                  importer: str | None = None, importer_maps=None, keep_params: bool = False) -> int:
         """Open `spec` in the engine; capture / importer None: the engine chooses (see OpenDialog)."""
         spec = str(spec)
         self._pending_open = spec
@@ -208,7 +208,8 @@ class MainWindow(WindowChrome, QMainWindow):
             p.show_loading(f"Opening {spec}: {how} and import into Relax…")
         # only what was chosen goes out, so the engine's defaults (and the model file's) apply
         extra = {k: v for k, v in (("capture", capture), ("importer", importer),
-                                   ("importer_maps", list(importer_maps or ()))) if v}
+                                   ("importer_maps", list(importer_maps or ())),
+                                   ("keep_params", bool(keep_params))) if v}
         return self._ask("open", "open", spec=spec, pipeline=pipeline, **extra)
 
     def open_dialog(self) -> None:
@@ -218,10 +219,14 @@ class MainWindow(WindowChrome, QMainWindow):
         if start.startswith("sample:"):
             start = ""
         st = self.state or {}
-        dlg = OpenDialog(self, start_dir=start, importer_maps=st.get("importer_maps") or ())
+        keep = self.settings.value("open/keep_params", False, type=bool)
+        dlg = OpenDialog(self, start_dir=start, importer_maps=st.get("importer_maps") or (),
+                         keep_params=keep)
         self.open_dialog_widget = dlg  # tests and screenshots reach the dialog through this
         if dlg.exec():
-            self.open_spec(**dlg.choice())
+            choice = dlg.choice()
+            self.settings.setValue("open/keep_params", choice["keep_params"])
+            self.open_spec(**choice)
 
     def load_converters_dialog(self) -> None:
         start = os.path.dirname(self.bridge.converter_files[-1]) \

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout,
                                QHBoxLayout, QLabel, QLineEdit, QListWidget, QPushButton,
                                QVBoxLayout, QWidget)
 
@@ -28,9 +28,12 @@ IMPORTERS = [("Auto (course for symbolic_trace, else TVM's)", None),
              ("Course importer (emit_te + TOPI)", "course")]
 
 
+KEEP_PARAMS_TEXT = "Weights as inputs (--keep-params): main(x, weights…), bound later by BindParams"
+
+
 class OpenDialog(QDialog):
     def __init__(self, parent=None, path: str = "", start_dir: str = "", capture=None, importer=None,
-                 importer_maps=()):
+                 importer_maps=(), keep_params: bool = False):
         super().__init__(parent)
         self.setWindowTitle("Open model")
         self.setMinimumWidth(560)
@@ -72,6 +75,12 @@ class OpenDialog(QDialog):
         map_row.addWidget(self.maps, 1)
         map_row.addLayout(map_buttons)
 
+        self.keep_params = QCheckBox(KEEP_PARAMS_TEXT)
+        self.keep_params.setToolTip(
+            "Import with the weights kept as parameters of main and written to a .npz file; "
+            "add BindParams to the pipeline to bind them in a step of its own")
+        self.keep_params.setChecked(bool(keep_params))
+
         form = QFormLayout()
         form.addRow("File:", file_row)
         form.addRow("Capture:", self.capture)
@@ -80,6 +89,7 @@ class OpenDialog(QDialog):
         maps_box.setLayout(map_row)
         map_row.setContentsMargins(0, 0, 0, 0)
         form.addRow("Course maps:", maps_box)
+        form.addRow("", self.keep_params)
 
         self.note = QLabel()
         self.note.setWordWrap(True)
@@ -94,6 +104,7 @@ class OpenDialog(QDialog):
         layout.addWidget(self.buttons)
         for w in (self.capture, self.importer):
             w.currentIndexChanged.connect(self._update)
+        self.keep_params.toggled.connect(self._update)
         self.path.textChanged.connect(self._update)
         self._update()
 
@@ -108,7 +119,8 @@ class OpenDialog(QDialog):
 
     def choice(self) -> dict:
         return {"spec": self.path.text().strip(), "capture": self.capture.currentData(),
-                "importer": self.importer.currentData(), "importer_maps": self.map_files()}
+                "importer": self.importer.currentData(), "importer_maps": self.map_files(),
+                "keep_params": self.keep_params.isChecked()}
 
     def problem(self) -> str | None:
         """Why this combination cannot open (the same rules as the engine's), or None."""
@@ -123,6 +135,8 @@ class OpenDialog(QDialog):
             return "Course maps work on symbolic_trace graphs (call_module nodes): choose symbolic_trace or Auto."
         if c["importer_maps"] and c["importer"] == "exported_program":
             return "Course maps are used by the course importer: choose it or Auto."
+        if c["keep_params"] and (capture == "symbolic_trace" or c["importer"] == "course"):
+            return "Weights as inputs works with torch.export and TVM's importer: clear it, or choose those."
         return None
 
     # -- actions ---------------------------------------------------------------------------------

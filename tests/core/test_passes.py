@@ -389,24 +389,24 @@ def test_bind_params_from_npz_and_tvm_params(tmp_path, target):
 
     npz = tmp_path / "params.npz"
     np.savez(npz, w=w)
-    after = apply_pass(PassInvocation("BindParams", {"params_file": str(npz)}), Before, target)
+    after = apply_pass(PassInvocation("BindParams", {"params": str(npz)}), Before, target)
     tvm.ir.assert_structural_equal(after, Expected)
 
     blob = tmp_path / "params.params"
     blob.write_bytes(tvm.runtime.save_param_dict({"w": tvm.runtime.tensor(w)}))
     after2 = apply_pass(
-        PassInvocation("BindParams", {"func_name": "main", "params_file": str(blob)}), Before, target)
+        PassInvocation("BindParams", {"func_name": "main", "params": str(blob)}), Before, target)
     tvm.ir.assert_structural_equal(after2, Expected)
 
     # a name that is not a parameter: TVM's message, with the function's real parameter names
     np.savez(tmp_path / "bad.npz", weight=w)
     with pytest.raises(PassError) as ei:
-        apply_pass(PassInvocation("BindParams", {"params_file": str(tmp_path / "bad.npz")}), Before, target)
+        apply_pass(PassInvocation("BindParams", {"params": str(tmp_path / "bad.npz")}), Before, target)
     assert "BindParams" in ei.value.message and "weight" in ei.value.message
     assert '"x", "w"' in ei.value.message
     with pytest.raises(PassError, match="not found"):
-        apply_pass(PassInvocation("BindParams", {"params_file": str(tmp_path / "missing.npz")}), Before)
-    with pytest.raises(PassError, match="needs a parameter file"):
+        apply_pass(PassInvocation("BindParams", {"params": str(tmp_path / "missing.npz")}), Before)
+    with pytest.raises(PassError, match="weights are already bound; open with --keep-params"):
         apply_pass(PassInvocation("BindParams"), Before)
 
 

@@ -43,7 +43,7 @@ def test_choices_and_refused_combinations(qtbot, tmp_path):
     dlg = OpenDialog(path=str(tmp_path / "model.py"))
     qtbot.addWidget(dlg)
     assert dlg.choice() == {"spec": str(tmp_path / "model.py"), "capture": None, "importer": None,
-                            "importer_maps": []}
+                            "importer_maps": [], "keep_params": False}
     assert _open_enabled(dlg)
 
     dlg.capture.setCurrentIndex(dlg.capture.findData("symbolic_trace"))

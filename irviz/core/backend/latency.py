@@ -38,7 +38,7 @@ def _finite(x):
     return x if math.isfinite(x) else None
 
 
-def _measure(mod, loaded, repeats: int) -> dict:
+def _measure(mod, loaded, repeats: int, params=None) -> dict:
     """Build + run one module; never raises (the error goes into the entry)."""
     from irviz.core.backend.run import build_and_run
     from irviz.core.errors import IrvizError, tvm_error_text
@@ -50,7 +50,7 @@ def _measure(mod, loaded, repeats: int) -> dict:
         out["build_seconds"] = _finite(br.seconds)
 
     try:
-        _, res = build_and_run(mod, loaded, repeats=repeats, on_built=built)
+        _, res = build_and_run(mod, loaded, repeats=repeats, on_built=built, params=params)
     except Exception as exc:  # noqa: BLE001 - an unbuildable step is a result, not a failure
         msg = exc.message if isinstance(exc, IrvizError) else tvm_error_text(exc, with_type=True)
         out["error"] = msg.strip().splitlines()[0][:300] if msg.strip() else type(exc).__name__
@@ -64,12 +64,13 @@ def _measure(mod, loaded, repeats: int) -> dict:
 
 
 def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None, *,
-                  cache: dict | None = None) -> list[dict]:
+                  cache: dict | None = None, params: dict | None = None) -> list[dict]:
     """Build and time every step of ``session`` (or the indices in ``steps``).
 
     loaded: the LoadedModel (PyTorch reference; None = run without a reference, no torch line).
     progress(text, fraction): called before each step and once at the end.
     cache: {module hash: measurement} kept by the caller across calls (a new dict when None).
+    params: weights main still takes as parameters (--keep-params), fed after the inputs.
     """
     n = len(session.steps)
     if steps is None or steps == "all":
@@ -93,7 +94,7 @@ def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None,
             key = None
         hit = cache.get(key) if key is not None else None
         if hit is None:
-            hit = _measure(st.mod, loaded, repeats)
+            hit = _measure(st.mod, loaded, repeats, params)
             if key is not None:
                 cache[key] = hit
             cached = False

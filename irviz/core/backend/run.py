@@ -537,20 +537,22 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
     )
 
 
-def run_built(built: BuildResult, loaded=None, *, repeats: int = 10, inputs=None) -> RunResult:
+def run_built(built: BuildResult, loaded=None, *, repeats: int = 10, inputs=None,
+              params: dict | None = None) -> RunResult:
     """Run a build: against PyTorch when `loaded` (a LoadedModel) is given, else on random inputs
-    without a reference. `inputs` replaces the example inputs (only with `loaded`)."""
+    without a reference. `inputs` replaces the example inputs (only with `loaded`); `params`: the
+    weights main still takes as parameters (see run_and_compare)."""
     if loaded is None:
         return run_without_reference(built, repeats=repeats)
-    return run_and_compare(built, loaded, repeats=repeats, inputs=inputs)
+    return run_and_compare(built, loaded, repeats=repeats, inputs=inputs, params=params)
 
 
 def build_and_run(mod, loaded=None, *, repeats: int = 10, inputs=None, target=None,
-                  on_built: Callable[[BuildResult], None] | None = None,
+                  on_built: Callable[[BuildResult], None] | None = None, params: dict | None = None,
                   ) -> tuple[BuildResult, RunResult]:
     """Build `mod`, then `run_built`. `on_built(build_result)` is called between the two, e.g. to
     report progress. Raises BuildError or RunError, whose ``stage`` says which half failed."""
     built = build_mod.build(mod, target)
     if on_built is not None:
         on_built(built)
-    return built, run_built(built, loaded, repeats=repeats, inputs=inputs)
+    return built, run_built(built, loaded, repeats=repeats, inputs=inputs, params=params)

@@ -6,8 +6,8 @@
       step_00_import.params    its tensor constants (tvm.runtime.save_param_dict, print order)
       step_03_CallTIRRewrite.txt   a step TVM's parser cannot read back: text only, says so
       diffs/step_01.diff       unified diff against the previous step (changed functions only)
-      steps.json               model, importer, and per step: pass, params, seconds, changed,
-                               added/removed/changed functions, files, loadable, verified (its
+      steps.json               model, importer, pipeline_text (rerun it with --pipeline), and
+                               per step: pass, params, seconds, changed, added/removed/changed functions, files, loadable, verified (its
                                file was run back), equal (what it loaded was structurally equal;
                                null when not run)
       report.html              one self-contained page: the trace, diffs, build/run results
@@ -61,6 +61,12 @@ def _trusted(name: str) -> bool:
     except Exception:  # noqa: BLE001
         return False
     return spec.category in ("tvm", "build") and bool(getattr(spec, "roundtrip_ok", True))
+
+
+def _pipeline_text(session) -> str:
+    from irviz.core.passes import pipeline_text
+
+    return pipeline_text(session.full_pipeline())
 
 
 def export_trace(session, out_dir, steps=None, run_result=None, run_results=None,
@@ -173,6 +179,8 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
         "created": _dt.datetime.now().isoformat(timespec="seconds"),
         "cursor": session.cursor,
         "planned": [{"name": inv.name, "params": jsonable(inv.params)} for inv in session.pipeline],
+        # applied + planned, as `irviz check/export --pipeline` takes it: rerun exactly this
+        "pipeline_text": _pipeline_text(session),
         "error": session.error.user_message() if getattr(session, "error", None) is not None else None,
         "steps": records,
     }

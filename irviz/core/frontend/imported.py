@@ -22,6 +22,10 @@ class Imported:
     provenance: dict[str, list[str]]  # fx node name -> relax binding var names in "main" (in order)
     importer: str  # "exported_program" | "course"
     seconds: float
+    # weights kept as main's parameters (--keep-params): name -> numpy array, in main's order,
+    # and the .npz the workspace wrote them to (BindParams' default)
+    params: dict | None = None
+    params_file: str | None = None
 
 
 # --------------------------------------------------------------------------------------------

@@ -39,10 +39,19 @@ CUSTOM_CONVERT_MAP_HINT = (
 
 
 def import_model(captured, importer: str = "exported_program", custom_convert_map=None,
-                 course_maps=()) -> Imported:
+                 course_maps=(), keep_params: bool = False) -> Imported:
     """captured: irviz.core.frontend.capture.Captured (uses .exported and .graph). A symbolic_trace
     capture goes to the course's from_fx (course_fx) with the built-in maps and `course_maps`
-    [(call_function_map, call_module_map, origin)] on top."""
+    [(call_function_map, call_module_map, origin)] on top.
+
+    keep_params: the model's parameters stay parameters of main after the user inputs
+    (``main(x, p_linear0_weight, ...)``) and their values come back in ``Imported.params``;
+    buffers and constants are bound as usual."""
+    if keep_params and (importer != "exported_program" or getattr(captured, "method", "export") != "export"):
+        raise IRImportError(
+            f"--keep-params works with the exported_program importer, not {importer!r}",
+            hint="open without --keep-params, or with the exported_program importer",
+        )
     if getattr(captured, "method", "export") == "symbolic_trace":
         if importer != "course":
             raise IRImportError(
@@ -71,7 +80,7 @@ def import_model(captured, importer: str = "exported_program", custom_convert_ma
         raise IRImportError(
             f"unknown importer {importer!r}", hint=f"choose one of {', '.join(IMPORTERS)}"
         )
-    return _import_exported_program(captured, custom_convert_map)
+    return _import_exported_program(captured, custom_convert_map, keep_params)
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,7 +143,7 @@ def _wrap(fn, imp):
     return tracked
 
 
-def _import_exported_program(captured, custom_convert_map) -> Imported:
+def _import_exported_program(captured, custom_convert_map, keep_params=False) -> Imported:
     ep = captured.exported
     t0 = time.perf_counter()
     from irviz.core.frontend.converters import builtin_converters, converter_error_location
@@ -163,7 +172,7 @@ def _import_exported_program(captured, custom_convert_map) -> Imported:
     imp.convert_map = {k: _wrap(v, imp) for k, v in imp.convert_map.items()}
     wrapped_custom = {k: _wrap(v, imp) for k, v in custom.items()}
     try:
-        mod = imp.from_exported_program(ep, False, True, False, wrapped_custom or None)
+        mod = imp.from_exported_program(ep, bool(keep_params), True, False, wrapped_custom or None)
     except Exception as exc:  # noqa: BLE001  TVM raises many types (TVMError, AssertionError, ...)
         # a failing converter's cause is at the end of TVM's text, after what it was converting
         reason = tvm_error_text(exc, head=0, tail=6, with_type=True)
@@ -197,7 +206,10 @@ def _import_exported_program(captured, custom_convert_map) -> Imported:
             detail=detail,
         ) from exc
 
-    const_names = _bound_constant_names(ep, imp.bound_tensors)
+    params = None
+    if keep_params:
+        mod, params = _take_kept_params(mod, ep)
+    const_names = _bound_constant_names(ep, imp.bound_tensors, with_parameters=not keep_params)
     provenance = compute_provenance(mod, imp.env, nodes, const_names)
     mod = rename_symbolic_dims(mod, dim_names(captured))  # after provenance: it rebuilds main
     return Imported(
@@ -205,7 +217,30 @@ def _import_exported_program(captured, custom_convert_map) -> Imported:
         provenance=provenance,
         importer="exported_program",
         seconds=time.perf_counter() - t0,
+        params=params,
     )
+
+
+def _take_kept_params(mod, ep):
+    """main without TVM's "params" attribute (a copy of every weight, printed into the module's
+    metadata), and {main's weight parameter name: numpy array} in main's parameter order."""
+    from torch.export.graph_signature import InputKind
+
+    from irviz.core.tvm_compat import var_name
+
+    by_name = {spec.arg.name: ep.state_dict[spec.target]
+               for spec in ep.graph_signature.input_specs if spec.kind == InputKind.PARAMETER}
+    main = mod["main"]
+    params = {}
+    for p in main.params:
+        t = by_name.get(var_name(p))
+        if t is not None:
+            params[var_name(p)] = t.detach().cpu().contiguous().numpy()
+    if main.attrs is not None and "params" in main.attrs:
+        out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+        out["main"] = main.without_attr("params")
+        mod = out
+    return mod, params
 
 
 # --------------------------------------------------------------------------------------------
@@ -297,8 +332,9 @@ def rename_symbolic_dims(mod, names: dict[str, str]):
         return mod
 
 
-def _bound_constant_names(ep, bound_tensors) -> list[tuple[str, object]]:
-    """[(placeholder name, tvm.runtime.Tensor)] for the tensors bound as constants."""
+def _bound_constant_names(ep, bound_tensors, with_parameters=True) -> list[tuple[str, object]]:
+    """[(placeholder name, tvm.runtime.Tensor)] for the tensors bound as constants (parameters
+    kept as main's inputs are not constants: with_parameters=False)."""
     from torch.export.graph_signature import InputKind
 
     by_name = {}
@@ -306,7 +342,8 @@ def _bound_constant_names(ep, bound_tensors) -> list[tuple[str, object]]:
     buffers = dict(ep.named_buffers())
     for spec in ep.graph_signature.input_specs:
         if spec.kind == InputKind.PARAMETER:
-            by_name[spec.arg.name] = state.get(spec.target)
+            if with_parameters:
+                by_name[spec.arg.name] = state.get(spec.target)
         elif spec.kind == InputKind.BUFFER:
             by_name[spec.arg.name] = buffers.get(spec.target, ep.constants.get(spec.target))
         elif spec.kind == InputKind.CONSTANT_TENSOR:

@@ -27,6 +27,7 @@ from irviz.core.passes.pipelines import (
     list_pipelines,
 )
 from irviz.core.passes import catalogue  # registers the built-in passes
+from irviz.core.passes.pipeline_text import PipelineTextError, parse_pipeline, pipeline_text
 
 __all__ = [
     "CPU_SCHEDULE_STEPS",
@@ -36,6 +37,7 @@ __all__ = [
     "PassInvocation",
     "PassParam",
     "PassSpec",
+    "PipelineTextError",
     "apply_pass",
     "catalogue",
     "find_pass",
@@ -46,6 +48,8 @@ __all__ = [
     "list_pipelines",
     "load_params_file",
     "load_pass_file",
+    "parse_pipeline",
+    "pipeline_text",
     "register_pass",
     "resolve_params",
     "unregister_pass",

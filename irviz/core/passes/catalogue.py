@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from tvm import relax
 
-from irviz.core.errors import PassError
 from irviz.core.passes import course as course_passes
 from irviz.core.passes import cpu_schedules as schedules
+from irviz.core.passes import bind_params
 from irviz.core.passes import cpu_tuning as tuning
 from irviz.core.passes import library_dispatch as dispatch
 from irviz.core.passes.registry import PassParam, PassSpec, register_pass
-from irviz.core.passes.user_files import load_params_file
 
 def _split_names(value) -> list[str]:
     if value is None:
@@ -36,25 +35,14 @@ def _dce(entry_functions=""):
     return RT.DeadCodeElimination(_split_names(entry_functions) or None)
 
 
-def _bind_params(func_name="main", params_file=""):
-    if not params_file:
-        raise PassError(
-            "BindParams needs a parameter file",
-            hint="set params_file to a .npz (numpy.savez) or .params (tvm.runtime.save_param_dict)",
-        )
-    params = load_params_file(params_file)
-    if not params:
-        raise PassError(f"parameter file {params_file} holds no arrays")
-    return RT.BindParams(func_name or "main", params)
-
-
 def _dlight_cpu():
     from tvm.s_tir import dlight as dl
 
     return dl.ApplyDefaultSchedule(dl.cpu.GEMV(), dl.cpu.Reduction())
 
 
-def _spec(name, description, make, category="tvm", params=(), roundtrip_ok=True, mutates_input=False):
+def _spec(name, description, make, category="tvm", params=(), roundtrip_ok=True, mutates_input=False,
+          check=None):
     return PassSpec(
         name=name,
         description=description,
@@ -63,6 +51,7 @@ def _spec(name, description, make, category="tvm", params=(), roundtrip_ok=True,
         category=category,
         roundtrip_ok=roundtrip_ok,
         mutates_input=mutates_input,
+        check=check,
     )
 
 
@@ -100,12 +89,15 @@ def _builtin_specs() -> list[PassSpec]:
         ),
         _spec(
             "BindParams",
-            "Bind a function's parameters to constants from a .npz / .params file",
-            _bind_params,
+            "Bind a function's weight parameters to constants from a .npz / .params file "
+            "(a model opened with --keep-params: the params file its import wrote)",
+            bind_params.make,
             params=[
                 PassParam("func_name", "str", "main", "function whose parameters are bound"),
-                PassParam("params_file", "str", "", "path to a .npz (numpy.savez) or .params (tvm save_param_dict) file; keys = parameter names"),
+                PassParam("params", "str", "", "path to a .npz (numpy.savez) or .params (tvm save_param_dict) "
+                          "file; keys = parameter names; empty: the params file a --keep-params import wrote"),
             ],
+            check=bind_params.check,
         ),
         _spec("CanonicalizeBindings", "Remove trivial rebindings (y = x) and simplify match_casts", RT.CanonicalizeBindings),
         _spec(

@@ -27,6 +27,7 @@ __all__ = [
     "PassParam",
     "PassSpec",
     "apply_pass",
+    "coerce_param",
     "find_pass",
     "get_pass",
     "list_passes",
@@ -36,13 +37,13 @@ __all__ = [
     "unregister_pass",
 ]
 
-PARAM_KINDS = ("bool", "int", "str", "choice", "json")
+PARAM_KINDS = ("bool", "int", "float", "str", "choice", "json")
 
 
 @dataclass
 class PassParam:
     name: str
-    kind: str  # "bool" | "int" | "str" | "choice" | "json"
+    kind: str  # "bool" | "int" | "float" | "str" | "choice" | "json"
     default: object
     help: str
     choices: list | None = None
@@ -60,6 +61,9 @@ class PassSpec:
     # code), so apply_pass hands it a shallow copy: a Session's earlier steps must stay as they were
     mutates_input: bool = False
     source: str = ""  # "file.py:LINE" for user passes
+    # check(mod, **params) raises a PassError saying what to do before the pass runs: an error
+    # raised inside a TVM pass reaches Python as a bare RuntimeError, without its hint
+    check: Callable[..., None] | None = None
 
 
 @dataclass
@@ -168,13 +172,26 @@ def _coerce(spec: PassSpec, p: PassParam, value):
             return int(str(value).strip())
         except ValueError:
             raise bad(f"must be an integer, got {value!r}") from None
+    if p.kind == "float":
+        if isinstance(value, bool):
+            raise bad(f"must be a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return float(str(value).strip())
+        except ValueError:
+            raise bad(f"must be a number, got {value!r}") from None
     if p.kind == "str":
         if isinstance(value, (list, tuple)):
             return ",".join(str(v) for v in value)
         return str(value)
     if p.kind == "choice":
         if p.choices and value not in p.choices:
-            raise bad(f"must be one of {p.choices}, got {value!r}")
+            # text gives every value as a string: "3" picks the choice 3
+            same = [c for c in p.choices if str(c) == str(value)]
+            if not same:
+                raise bad(f"must be one of {p.choices}, got {value!r}")
+            return same[0]
         return value
     if p.kind == "json":
         if isinstance(value, str):
@@ -187,6 +204,19 @@ def _coerce(spec: PassSpec, p: PassParam, value):
                 raise bad(f"is not valid JSON ({e})") from None
         return value
     raise bad(f"has unknown kind {p.kind!r}")
+
+
+def coerce_param(spec: PassSpec, name: str, value):
+    """One given value converted to its parameter's kind; PassError on an unknown name or a bad
+    value (the pipeline-text parser types what it reads with this)."""
+    p = next((q for q in spec.params if q.name == name), None)
+    if p is None:
+        valid = [q.name for q in spec.params]
+        raise PassError(
+            f"{spec.name} has no parameter {name!r}",
+            hint=("valid parameters: " + ", ".join(valid)) if valid else f"{spec.name} takes no parameters",
+        )
+    return _coerce(spec, p, value)
 
 
 def resolve_params(spec: PassSpec, given: dict | None) -> dict:
@@ -231,6 +261,8 @@ def apply_pass(inv: PassInvocation | str, mod: tvm.IRModule, target=None) -> tvm
         inv = PassInvocation(inv)
     spec = get_pass(inv.name)
     params = resolve_params(spec, inv.params)
+    if spec.check is not None and isinstance(mod, tvm.IRModule):
+        spec.check(mod, **params)
     tgt = _as_target(target)
     try:
         with tgt:

@@ -1,12 +1,14 @@
 """Pipeline pane (Compiler Explorer's opt-pipeline view): the applied steps (pass, time, changed),
 a filter hiding passes that changed nothing, the planned passes (choose a named pipeline or
-compose one: add, remove, reorder, edit params, load a user pass file) and the stepping buttons."""
+compose one: add, remove, reorder, edit params, load a user pass file), the whole pipeline copied
+and pasted as text (`irviz check --pipeline` takes the same text) and the stepping buttons."""
 from __future__ import annotations
 
+import html
 import json
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QBrush, QColor, QFont
+from PySide6.QtGui import QAction, QBrush, QColor, QFont, QGuiApplication
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QMenu, QPushButton, QSpinBox,
@@ -35,6 +37,7 @@ class PipelinePane(Pane):
         self.pipelines: list[dict] = []
         self.steps: list[dict] = []
         self.planned: list[dict] = []
+        self._paste_error: str | None = None
 
         # -- stepping
         self.back_button = QPushButton("◀ Back")
@@ -100,6 +103,21 @@ class PipelinePane(Pane):
             edit_bar.addWidget(b)
         edit_bar.addStretch(1)
         edit_bar.addWidget(self.load_button)
+        # the engine writes and parses the text: this process has no pass registry
+        self.copy_text_button = QToolButton(text="Copy pipeline as text")
+        self.copy_text_button.setToolTip("Copy the applied and planned passes as one line, e.g. "
+                                         "LegalizeOps,LibraryDispatch(min_macs=0),FuseOps "
+                                         "(irviz check --pipeline takes it)")
+        self.copy_text_button.clicked.connect(self.copy_pipeline_text)
+        self.paste_text_button = QToolButton(text="Paste pipeline")
+        self.paste_text_button.setToolTip("Replace the whole pipeline with the text on the clipboard; "
+                                          "steps that match its start are kept")
+        self.paste_text_button.clicked.connect(self.paste_pipeline_text)
+        text_bar = QHBoxLayout()
+        text_bar.setContentsMargins(0, 0, 0, 0)
+        text_bar.addWidget(self.copy_text_button)
+        text_bar.addWidget(self.paste_text_button)
+        text_bar.addStretch(1)
         self.params_box = QGroupBox("Parameters")
         self.params_form = QFormLayout(self.params_box)
         self.params_form.setContentsMargins(6, 4, 6, 4)
@@ -115,6 +133,7 @@ class PipelinePane(Pane):
         pl.addLayout(head)
         pl.addWidget(self.planned_list, 1)
         pl.addLayout(edit_bar)
+        pl.addLayout(text_bar)
         pl.addWidget(self.params_box)
 
         self.info = dim_label("No model open")
@@ -147,7 +166,14 @@ class PipelinePane(Pane):
             self._fill_pipelines()
 
     def on_error(self, purpose: str, error: dict) -> None:
-        self.info.setText(f"{error.get('message', 'failed')}")
+        message = error.get("message", "failed")
+        if purpose == "paste":  # the pipeline is unchanged: say why the text was refused
+            # the caret under the column only lines up in the tooltip's fixed-width text
+            full = message + (f"\nhint: {error['hint']}" if error.get("hint") else "")
+            self.info.setToolTip(f"<pre>{html.escape(full)}</pre>")
+            message = "Paste pipeline: " + message.splitlines()[0] + " (pipeline unchanged)"
+            self._paste_error = message  # the unchanged state that follows must not hide it
+        self.info.setText(message)
 
     def _fill_add_menu(self) -> None:
         self.add_menu.clear()
@@ -194,7 +220,14 @@ class PipelinePane(Pane):
             cur = self.cursor_of(state)
             total = len(self.steps) - 1 + len(self.planned)
             self.info.setText(f"{state.get('model')} · step {cur} of {total}"
-                              + (f" · {len(self.planned)} planned" if self.planned else " · done"))
+                              + (f" · {len(self.planned)} planned" if self.planned else " · done")
+                              + (f" · weights as inputs: {state['params_file']}"
+                                 if state.get("keep_params") and state.get("params_file") else ""))
+            if self._paste_error:
+                self.info.setText(self._paste_error)
+                self._paste_error = None
+            else:
+                self.info.setToolTip(state.get("pipeline_text") or "")
         else:
             self.info.setText("No model open")
 
@@ -283,6 +316,8 @@ class PipelinePane(Pane):
     def _update_buttons(self) -> None:
         has = bool(self.state and self.state.get("model"))
         cursor = self.cursor_of(self.state) or 0
+        self.copy_text_button.setEnabled(has and bool((self.state or {}).get("pipeline_text")))
+        self.paste_text_button.setEnabled(has)
         self.back_button.setEnabled(has and cursor > 0)
         self.step_button.setEnabled(has and (bool(self.planned) or cursor < len(self.steps) - 1))
         self.run_button.setEnabled(has and (bool(self.planned) or cursor < len(self.steps) - 1))
@@ -339,6 +374,24 @@ class PipelinePane(Pane):
             planned[at], planned[to] = planned[to], planned[at]
             self.set_planned(planned)
             self.planned_list.setCurrentRow(to)
+
+    def copy_pipeline_text(self) -> str:
+        text = (self.state or {}).get("pipeline_text") or ""
+        if text:
+            QGuiApplication.clipboard().setText(text)
+            self.info.setText(f"Copied: {text}")
+        return text
+
+    def paste_pipeline_text(self, text: str | None = None) -> int | None:
+        """Send the clipboard's text (or `text`) as the whole pipeline; the engine parses it and a
+        bad text comes back as an error with its column, the pipeline unchanged."""
+        if text is None:
+            text = QGuiApplication.clipboard().text()
+        text = (text or "").strip()
+        if not text:
+            self.info.setText("Paste pipeline: the clipboard holds no text")
+            return None
+        return self.ask("paste", "set_pipeline", text=text)
 
     def load_pass_file_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Load passes", "", "Python files (*.py)")
