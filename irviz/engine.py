@@ -53,6 +53,7 @@ class Engine:
             "open": self.open, "state": self.state, "set_pipeline": self.set_pipeline,
             "step": self.step, "back": self.back, "jump": self.jump, "run_to_end": self.run_to_end,
             "replay": self.replay, "reimport": self.reimport, "load_converters": self.load_converters,
+            "remeasure": self.remeasure,
             "load_pass_file": self.load_pass_file, "fx_graph": self.views.fx_graph,
             "relax_graph": self.views.relax_graph, "tir_functions": self.views.tir_functions,
             "function_text": self.views.function_text, "module_text": self.views.module_text, "diff": self.views.diff,
@@ -181,6 +182,11 @@ class Engine:
                        pass_files, converter_files, capture=capture, importer_maps=importer_maps,
                        keep_params=bool(keep_params))
         self.progress("Replayed", 1.0)
+        return self.state()
+
+    def remeasure(self):
+        self.ws.remeasure()
+        self.progress("Ready", 1.0)
         return self.state()
 
     def reimport(self):

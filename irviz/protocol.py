@@ -36,6 +36,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("run_to_end", returns_state=True, stage="pipeline"),
     Command("replay", returns_state=True, stage="load"),
     Command("reimport", returns_state=True, stage="import"),
+    Command("remeasure", returns_state=True, stage="pipeline"),
     Command("load_converters", stage="load"),
     Command("load_pass_file", stage="pipeline"),
     Command("fx_graph"),

@@ -397,6 +397,27 @@ class Workspace:
             if s.run_to_end() is None:
                 self._raise_pass_error()
 
+    def remeasure(self) -> None:
+        """Apply the applied passes again from the import, measuring every CPU decision afresh
+        (library or TensorIR, conv2d tiles) instead of reading the cache; the new figures are cached."""
+        from irviz.core.passes.decision_cache import set_cache_enabled
+        from irviz.core.session import Session
+
+        self.need_session()
+        applied, planned = self.applied(), self.planned()
+        session = Session(self.imported, self.captured)
+        session.set_pipeline(applied + planned)
+        self.session = session
+        self._forget_results()
+        set_cache_enabled(False)
+        try:
+            with self._reporting_passes(len(applied)):
+                for _ in applied:
+                    if session.step_forward() is None:
+                        raise session.error
+        finally:
+            set_cache_enabled(True)
+
     def _raise_pass_error(self, before=None):
         err = self.session.error
         if err is not None and err is not before:

@@ -24,7 +24,7 @@ from irviz.ui.window_chrome import Toast, WindowChrome
 LAYOUT_VERSION = 1
 # Failures of these commands are worth a notification; others (view requests) go to the status bar.
 LOUD_CMDS = {"open", "step", "back", "run_to_end", "jump", "set_pipeline", "replay", "build_run",
-             "export", "load_pass_file", "reimport", "load_converters"}
+             "export", "load_pass_file", "reimport", "load_converters", "remeasure"}
 CONVERTER_FILTER = "Converter files (*.py);;All files (*)"
 IMPORT_ADVICE = ("Load a converter file for this op (File ▸ Load converters…, Ctrl+Shift+L; "
                  "example: irviz/samples/example_converter.py), then Re-import (Ctrl+Shift+R). "
@@ -239,6 +239,13 @@ class MainWindow(WindowChrome, QMainWindow):
         """Load a converter file in the engine (kept for every later import and replay)."""
         self.status(f"Loading converters from {path}…")
         return self._ask("converters", "load_converters", path=str(path))
+
+    def remeasure(self) -> int | None:
+        """Apply the passes again, timing every library-or-TensorIR choice and conv2d tile afresh."""
+        if not self._has_model():
+            return None
+        self.status("Re-measuring the CPU decisions (library or TensorIR, conv2d tiles) on this machine…")
+        return self._ask("remeasure", "remeasure")
 
     def reimport(self) -> int | None:
         """Import the captured model again with the loaded converters (no re-capture, no restart)."""

@@ -100,6 +100,9 @@ class WindowChrome:
         self.act_first = a("Jump to &import", lambda: self.jump(0), "Ctrl+Home", "Go to step 0")
         self.act_build_run = a("&Build && Run", self.build_run, "Ctrl+R", "Build the current step and compare with PyTorch")
         self.act_cancel = a("&Cancel", self.cancel, "Esc", "Stop the engine's current work")
+        self.act_remeasure = a("Re-&measure CPU decisions", self.remeasure, None,
+                               "Apply the passes again, timing each library-or-TensorIR choice and "
+                               "conv2d tile on this machine instead of reading the cache")
         self.act_next_hunk = a("Next hunk", self.diff.view.next_hunk, "Alt+Down")
         self.act_prev_hunk = a("Previous hunk", self.diff.view.prev_hunk, "Alt+Up")
         self.act_fit = a("&Fit graphs", self.fit_graphs, "Ctrl+0")
@@ -153,6 +156,7 @@ class WindowChrome:
         m.addSeparator()
         m.addAction(self.act_build_run)
         m.addAction(self.act_cancel)
+        m.addAction(self.act_remeasure)
         m.addSeparator()
         m.addAction(self.act_next_hunk)
         m.addAction(self.act_prev_hunk)

@@ -173,3 +173,24 @@ def test_a_corrupt_or_foreign_cache_is_ignored_with_a_warning_and_rewritten(cach
     data = json.loads(path.read_text())
     assert data["format"] == decision_cache.FORMAT
     assert decision_cache.DecisionCache(path).get("conv2d 1x1") == {"choice": "tir"}
+
+
+def test_remeasure_applies_the_passes_again_measuring_afresh(cache_dir, monkeypatch):
+    from irviz.core.passes import get_pipeline
+    from irviz.core.workspace import Workspace
+
+    ws = Workspace()
+    ws.open("sample:small_cnn")
+    ws.set_pipeline(get_pipeline("fast-cpu")[:2])
+    ws.step()
+    assert [st.pass_name for st in ws.session.steps] == ["import", "LibraryDispatch"]
+    calls = []
+    monkeypatch.setattr(cpu_tuning, "_build_and_time", _fake_timer(3.0, 1.0, calls))
+    monkeypatch.setattr(cpu_tuning, "search_tile", lambda *a, **k: None)
+    ws.remeasure()  # the cache holds the first decisions; remeasure times them again
+    assert sorted(calls) == ["tir", "tir", "torch", "torch"]  # a conv2d and a matmul, both ways
+    assert [st.pass_name for st in ws.session.steps] == ["import", "LibraryDispatch"]
+    assert [i.name for i in ws.planned()] == ["LegalizeOps"]
+    recs = cpu_tuning.decisions_of(ws.session.module())
+    assert {r["choice"] for r in recs} == {"tir"} and {r["tir_ms"] for r in recs} == {1.0}
+    assert decision_cache.cache_enabled()
