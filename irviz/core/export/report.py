@@ -91,7 +91,18 @@ def run_dict(rr) -> dict:
     d["kernels"] = [{"name": getattr(k, "name", ""), "calls": getattr(k, "calls", None),
                      "ms": jsonable(getattr(k, "ms", None)), "binding": getattr(k, "binding", None)}
                     for k in (getattr(rr, "kernels", None) or [])]
+    d["tvm_timing"] = jsonable(getattr(rr, "tvm_timing", None))
+    d["torch_timing"] = jsonable(getattr(rr, "torch_timing", None))
     return d
+
+
+def _how_timed(d: dict) -> str:
+    """How the figures were taken and on which CPU, so a ratio is never read without them."""
+    from irviz.core.backend.cpu_info import cpu_info
+    from irviz.core.backend.timing import describe
+
+    text = describe({"TVM": d.get("tvm_timing"), "PyTorch": d.get("torch_timing")}, d.get("threads"))
+    return " · ".join(x for x in (text, cpu_info().summary()) if x)
 
 
 def _fmt(v, spec=".3g"):
@@ -119,6 +130,7 @@ def _render_run(idx: int, rr) -> str:
         ("torch ms", _e(_fmt(d.get("torch_ms"), ".3f"))),
         ("threads", _e(_fmt(d.get("threads")))),
         ("outputs", _e(_fmt(d.get("outputs")))),
+        ("timed", _e(_how_timed(d))),
     ]
     func = getattr(rr, "func", "main") or "main"
     of = "" if func == "main" else f" ({_e(func)})"
