@@ -66,6 +66,7 @@ class FxPane(Pane):
         self._loaded_key = None
         self._linked: list[str] = []
         self._group_of: dict[str, str] = {}  # member -> folded group node id
+        self.show_bookkeeping = False
 
         self.search = SearchBox()
         self.search.returnPressed.connect(self._search)
@@ -81,6 +82,8 @@ class FxPane(Pane):
         self.graph = GraphView()
         self.graph.nodeSelected.connect(self._node_clicked)
         self.graph.foldToggled.connect(self.toggle_fold)
+        self.graph.unfoldAll.connect(self.unfold_all)
+        self.graph.foldable = True
         self.table_nodes: list[dict] | None = None
         self.table = NodeTable([c.capitalize() for c in COLUMNS])
         self.table.itemSelectionChanged.connect(self._row_clicked)
@@ -141,7 +144,7 @@ class FxPane(Pane):
             self.table_nodes = None
             name = state.get("model") or (state.get("import_error") or {}).get("model")
             self.info.setText(f"Loading FX graph of {name}…")
-            self.ask("graph", "fx_graph")
+            self.ask("graph", "fx_graph", bookkeeping=self.show_bookkeeping)
 
     def clear(self) -> None:
         self._loaded_key = None
@@ -170,16 +173,19 @@ class FxPane(Pane):
         folded = [n for n in all_nodes if n.get("kind") == "group"]
         self._group_of = {m: n["id"] for n in folded for m in n.get("members") or []}
         nodes = [n for n in all_nodes if n.get("kind") != "group"]
-        if not folded:
+        hidden = self.graph_dict.get("hidden_bookkeeping") or []
+        if not folded and not hidden:
             self.table_nodes = nodes
             self._fill_table(nodes)
-        elif self.table_nodes is None:
-            self.ask("table", "fx_graph", fold_depth=None)  # the table lists every node
+        elif self.table_nodes is None:   # the table lists every node
+            self.ask("table", "fx_graph", fold_depth=None, bookkeeping=True)
         total = self.graph_dict.get("total_nodes") or len(nodes)
         groups = len(self.graph_dict.get("groups") or [])
         text = f"{total} nodes · {groups} module groups"
         if folded:
             text += f" · {len(folded)} folded (double-click a folded box, or a group title, to toggle)"
+        if hidden:
+            text += f" · {len(hidden)} bookkeeping nodes hidden (View ▸ Show bookkeeping nodes)"
         if self.failed_node:
             text += f" · import failed at {self.failed_node} (red)"
         self.info.setText(text)
@@ -199,7 +205,23 @@ class FxPane(Pane):
             folded.discard(path)
         else:
             folded = {f for f in folded if not f.startswith(path + ".")} | {path}
-        self.ask("refold", "fx_graph", fold_depth=None, folded=sorted(folded))
+        self.ask("refold", "fx_graph", fold_depth=None, folded=sorted(folded),
+                 bookkeeping=self.show_bookkeeping)
+
+    def unfold_all(self) -> None:
+        self.ask("refold", "fx_graph", fold_depth=None, folded=[], bookkeeping=self.show_bookkeeping)
+
+    def set_show_bookkeeping(self, on: bool) -> None:
+        """Lay the graph out again with (or without) asserts and copies of lifted constants,
+        keeping what is folded."""
+        if on == self.show_bookkeeping:
+            return
+        self.show_bookkeeping = on
+        if self.graph_dict is None or self._loaded_key is None:
+            return
+        folded = self.folded_paths()
+        args = {"fold_depth": None, "folded": folded} if folded else {}
+        self.ask("graph", "fx_graph", bookkeeping=on, **args)
 
     def on_error(self, purpose: str, error: dict) -> None:
         # e.g. an opened TVMScript step has no FX graph: the pane is done, with nothing to draw

@@ -196,7 +196,7 @@ class PipelinePane(Pane):
             self.info.setText(f"{state.get('model')} · step {cur} of {total}"
                               + (f" · {len(self.planned)} planned" if self.planned else " · done"))
         else:
-            self.info.setText("No model open")
+            self.say_no_model()
 
     def is_filled(self) -> bool:
         return bool(self.steps)

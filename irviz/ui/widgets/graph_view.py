@@ -190,6 +190,20 @@ class _View(QGraphicsView):
             return
         super().mouseDoubleClickEvent(event)
 
+    def contextMenuEvent(self, event):
+        item = self.itemAt(event.pos())
+        choices = self.owner.fold_choices(item)
+        if not choices:
+            super().contextMenuEvent(event)
+            return
+        from PySide6.QtWidgets import QMenu
+
+        menu = QMenu(self)
+        for text, signal, arg in choices:
+            act = menu.addAction(text)
+            act.triggered.connect(lambda _c=False, s=signal, a=arg: s.emit(*a))
+        menu.exec(event.globalPos())
+
     def resizeEvent(self, event):
         super().resizeEvent(event)
         self.owner._minimap.place()
@@ -220,6 +234,7 @@ class GraphView(QWidget):
     nodeSelected = Signal(str)
     nodeActivated = Signal(str)
     foldToggled = Signal(str)
+    unfoldAll = Signal()
 
     def __init__(self, parent: QWidget | None = None, *, dark: bool | None = None):
         super().__init__(parent)
@@ -253,6 +268,7 @@ class GraphView(QWidget):
         self._overview_on = False
         self._quiet = False
         self._node_data: dict[str, dict] = {}          # every node of the graph, built or not
+        self.foldable = False   # groups are module paths that fold (FX): right-click offers them
         self._heat: dict[str, QColor] = {}
         self.scene.selectionChanged.connect(self._on_selection)
 
@@ -386,6 +402,31 @@ class GraphView(QWidget):
         if self.scene.selectedItems():
             self._on_selection()      # the selected node's edges exist now
 
+    def fold_choices(self, item) -> list[tuple[str, Signal, tuple]]:
+        """Right-click menu of a node or frame: fold the group it is in or any group around it
+        (whether or not the layout could draw that group's frame), unfold a folded box, unfold
+        all.  ``(text, signal, args)`` entries."""
+        if not self.foldable:
+            return []
+        out = []
+        path = ""
+        if isinstance(item, NodeItem):
+            if item.kind == "group" and item.data_.get("group_id"):
+                gid = str(item.data_["group_id"])
+                out.append((f"Unfold {gid}", self.foldToggled, (gid,)))
+                path = str(item.data_.get("module_path") or "")
+            else:
+                path = str(item.data_.get("group") or item.data_.get("module_path") or "")
+        elif isinstance(item, GroupItem):
+            path = item.fold_id
+        parts = path.split(".") if path else []
+        for k in range(len(parts), 0, -1):
+            p = ".".join(parts[:k])
+            out.append((f"Fold {p}", self.foldToggled, (p,)))
+        if any(nd.get("kind") == "group" for nd in self._node_data.values()):
+            out.append(("Unfold all", self.unfoldAll, ()))
+        return out
+
     def graph(self) -> dict | None:
         return self._graph
 
@@ -424,28 +465,32 @@ class GraphView(QWidget):
             self.view.centerOn(r.center())
         self._zoom_changed()
 
+    # node kinds that are the model's inputs (not weights, buffers or constants)
+    INPUT_KINDS = ("input", "param", "placeholder")
+    READABLE_ZOOM = 0.8
+
     def reset_view(self) -> None:
-        """Default view: fit when the graph is readable that way, else the top of the graph
-        at a readable zoom (like Netron), centred on the top nodes."""
+        """Default view: the whole graph when it fits at a zoom where labels are drawn; else the
+        model's inputs at a readable zoom (the top row of a big graph is constants and checks)."""
         r = self.scene.sceneRect()
         if r.isEmpty() or not self._node_data:
             return
         vp = self.view.viewport().rect()
         fit = min(vp.width() / r.width(), vp.height() / r.height()) * 0.97
-        if fit >= 0.7:
+        if fit >= LOD_TEXT + 0.08:
             self.set_zoom(min(fit, 1.25))
             self.view.centerOn(r.center())
         else:
-            z = 0.9 if vp.width() / r.width() < 0.9 else min(1.0, vp.width() / r.width())
-            self.set_zoom(max(z, 0.6))
-            nodes = self._node_data.values()
-            top = min(n["y"] for n in nodes)
-            row = [n for n in nodes if n["y"] <= top + 120]
-            cx = sum(n["x"] + n["w"] / 2 for n in row) / len(row)
+            self.set_zoom(self.READABLE_ZOOM)
+            nodes = list(self._node_data.values())
+            inputs = [n for n in nodes if n.get("kind") in self.INPUT_KINDS]
+            anchor = min(inputs or nodes, key=lambda n: (n["y"], n["x"]))
             half_w = vp.width() / 2 / self.zoom()
-            cx = max(r.left() + half_w, cx)          # keep the left edge in view when we can
             half_h = vp.height() / 2 / self.zoom()
-            self.view.centerOn(QPointF(cx, r.top() + half_h))
+            cx = anchor["x"] + anchor["w"] / 2
+            cx = max(r.left() + half_w, min(cx, r.right() - half_w))
+            top = max(r.top(), anchor["y"] - 60)
+            self.view.centerOn(QPointF(cx, top + half_h))
         self._minimap.update()
 
     def visible_scene_rect(self) -> QRectF:
