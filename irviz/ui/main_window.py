@@ -145,6 +145,7 @@ class MainWindow(WindowChrome, QMainWindow):
         mode = str(s.value("relax/view", "split"))
         self.relax.set_view(mode if mode in self.relax.mode_buttons else "split")
         self.fx.tabs.setCurrentIndex(1 if s.value("fx/tab", "graph") == "table" else 0)
+        self.act_bookkeeping.setChecked(s.value("graphs/bookkeeping", False, type=bool))
 
     def save_settings(self) -> None:
         s = self.settings
@@ -155,6 +156,7 @@ class MainWindow(WindowChrome, QMainWindow):
         s.setValue("pipeline/hide_unchanged", self.pipeline.hide_unchanged.isChecked())
         s.setValue("relax/view", self.relax.view_mode())
         s.setValue("fx/tab", "table" if self.fx.tabs.currentIndex() == 1 else "graph")
+        s.setValue("graphs/bookkeeping", self.act_bookkeeping.isChecked())
         s.sync()
 
     def showEvent(self, event) -> None:  # noqa: N802
@@ -284,6 +286,12 @@ class MainWindow(WindowChrome, QMainWindow):
     def cancel(self) -> None:
         if self.bridge.cancel():
             self.status("Cancelling… the engine restarts and replays to the last good step.")
+
+    def set_show_bookkeeping(self, on: bool) -> None:
+        """Draw (or leave out) asserts, copies of lifted constants, aliases and scalar constants."""
+        for p in (self.fx, self.relax):
+            p.set_show_bookkeeping(bool(on))
+        self.settings.setValue("graphs/bookkeeping", bool(on))
 
     def fit_graphs(self) -> None:
         for g in (self.fx.graph, self.relax.graph):

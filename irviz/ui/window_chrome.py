@@ -106,6 +106,11 @@ class WindowChrome:
         self.act_next_hunk = a("Next hunk", self.diff.view.next_hunk, "Alt+Down")
         self.act_prev_hunk = a("Previous hunk", self.diff.view.prev_hunk, "Alt+Up")
         self.act_fit = a("&Fit graphs", self.fit_graphs, "Ctrl+0")
+        self.act_bookkeeping = a("Show &bookkeeping nodes", lambda: None, "Ctrl+Shift+B",
+                                 "Draw asserts, copies of lifted constants, aliases and scalar "
+                                 "constants in the FX and Relax graphs")
+        self.act_bookkeeping.setCheckable(True)
+        self.act_bookkeeping.toggled.connect(self.set_show_bookkeeping)
         self.act_reset_layout = a("Reset &layout", self.reset_layout)
         self.act_toggle_theme = a("Toggle dark theme", self.toggle_theme, "Ctrl+Shift+T")
         self.act_help = a("&Shortcuts and panes", lambda: HelpDialog(self).show(), "F1")
@@ -145,6 +150,7 @@ class WindowChrome:
             m.addAction(self.docks[key].toggleViewAction())
         m.addSeparator()
         m.addAction(self.act_fit)
+        m.addAction(self.act_bookkeeping)
         t = m.addMenu("Theme")
         for act in self.theme_actions.values():
             t.addAction(act)

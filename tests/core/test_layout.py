@@ -253,3 +253,44 @@ def test_fold_absorbs_weights_used_only_inside_the_group():
     F = fold_by_group(G, "module_path", folded=["layer.0"])
     assert "p_shared" not in F and "p_shared" in F.nodes["group:layer.0"]["members"]
     assert "p_both" in F          # used by two groups: stays visible
+
+
+def transformer_like_graph(blocks: int = 3) -> nx.DiGraph:
+    """Blocks under one outer module whose frame cannot be honest: a node with no module path
+    (as torch.export leaves between blocks) sits in its column; a mask built once is used by
+    every block."""
+    G = nx.DiGraph()
+    G.add_node("input_ids", kind="input")
+    G.add_node("mask", target="aten.triu.default", module_path="model")
+    G.add_node("embed", target="aten.embedding.default", module_path="model.wte")
+    G.add_edge("input_ids", "embed")
+    G.add_edge("input_ids", "mask")
+    prev = "embed"
+    for b in range(blocks):
+        p = f"model.h.{b}"
+        for name in ("ln", "qkv", "softmax", "proj", "add"):
+            G.add_node(f"{p}.{name}", target=f"aten.{name}.default", module_path=f"{p}.attn"
+                       if name in ("qkv", "softmax", "proj") else p)
+        G.add_edges_from([(prev, f"{p}.ln"), (f"{p}.ln", f"{p}.qkv"), (f"{p}.qkv", f"{p}.softmax"),
+                          ("mask", f"{p}.softmax"), (f"{p}.softmax", f"{p}.proj"),
+                          (f"{p}.proj", f"{p}.add"), (prev, f"{p}.add")])
+        prev = f"{p}.add"
+        if b == 0:
+            G.add_node("cast", target="aten._to_copy.default")
+            G.add_edge(prev, "cast")
+            prev = "cast"
+    G.add_node("out", kind="output")
+    G.add_edges_from([(prev, "out"), ("input_ids", "out")])
+    return G
+
+
+def test_blocks_keep_their_frames_when_the_outer_frame_is_dropped():
+    g = layout_graph(transformer_like_graph(), group_attr="module_path")
+    ids = {grp["id"] for grp in g["groups"]}
+    assert "model" not in ids            # it would enclose "cast"
+    assert {"model.h.1", "model.h.2", "model.h.1.attn", "model.h.2.attn"} <= ids
+    nodes = {n["id"]: n for n in g["nodes"]}
+    for grp in g["groups"]:
+        inside = [n for n in nodes.values() if grp["x"] < n["x"] + n["w"] / 2 < grp["x"] + grp["w"]
+                  and grp["y"] < n["y"] + n["h"] / 2 < grp["y"] + grp["h"]]
+        assert all((n.get("module_path") or "").startswith(grp["id"]) for n in inside), grp["id"]

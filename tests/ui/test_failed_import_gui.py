@@ -47,6 +47,11 @@ def test_failed_import_then_converters_then_reimport(qtbot, win):
     assert win.fx.graph.selected() == "erfinv"
     assert win.fx.table.rowCount() == len(win.fx.graph.nodes) > 5
     assert win.relax.graph_dict is None or not win.relax.graph_dict.get("nodes")
+    # the panes that need the Relax module say why they are empty, not "No model open"
+    for pane in (win.relax, win.tir, win.pipeline):
+        text = pane.info.text()
+        assert "Import into Relax failed at FX node erfinv" in text and "Re-import" in text, text
+        assert "No model open" not in text
     assert win.act_reimport.isEnabled()
 
     win.load_converters(EXAMPLE)
@@ -58,6 +63,7 @@ def test_failed_import_then_converters_then_reimport(qtbot, win):
     assert win.state["model"] == "unsupported_op" and not win.state.get("import_error")
     assert win.relax.graph_dict["nodes"] and "def main" in win.relax.code.toPlainText()
     assert win.fx.failed_node is None and not win.fx.error_label.isVisibleTo(win)
+    assert not any("failed" in p.info.text() for p in (win.relax, win.tir, win.pipeline))
     assert win.fx.graph.highlighted("failed") == set()
     assert not any(it.style_kind == "failed" for it in win.fx.graph.nodes.values())
     assert win.messages[-1].startswith("Re-imported")

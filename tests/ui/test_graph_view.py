@@ -168,6 +168,7 @@ def test_big_graph_uses_overview(qtbot):
     v.resize(600, 600)
     v.show()
     v.set_graph(layout_graph(G))
+    qtbot.waitUntil(lambda: not v.building(), timeout=10000)
     assert len(v.nodes) == 2000 and v.zoom() >= 0.6   # default view: top at readable size
     v.fit_to_view()
     assert v._overview_on and not v.nodes["0"].isVisible()
@@ -231,3 +232,48 @@ def test_tooltips_and_theme_switch(view):
     view.grab()
     view.set_dark(False)
     view.grab()
+
+
+def test_big_graph_items_come_in_slices_and_queries_work_meanwhile(qtbot):
+    """A big graph's items are made between events; find, highlight, heat and centring answer
+    from the data at once, and the items made later carry what was asked for."""
+    G = nx.DiGraph()
+    for i in range(1500):
+        G.add_node(f"n{i}", label=f"op{i}", kind="op")
+        if i:
+            G.add_edge(f"n{i - 1}", f"n{i}")
+    v = GraphView()
+    qtbot.addWidget(v)
+    v.resize(600, 600)
+    v.show()
+    v.set_graph(layout_graph(G))
+    assert v.building() and len(v.nodes) < 1500
+    assert v.find("op1499") == ["n1499"]          # selects it: the rest is built at once
+    v.highlight(["n1400", "n3"], "linked")
+    v.set_heat({"n1450": 2.0, "n2": 1.0})
+    v.center_on("n1300")
+    assert v.visible_scene_rect().contains(QPointF(v.nodes["n1300"].x(), v.nodes["n1300"].y()))
+    qtbot.waitUntil(lambda: not v.building(), timeout=10000)
+    assert len(v.nodes) == 1500 and len(v.edges) == 1499
+    assert "linked" in v.nodes["n1400"].roles and v.nodes["n1450"].heat is not None
+    assert v.selected() == "n1499"
+
+
+def test_big_graph_queries_before_its_items_exist(qtbot):
+    G = nx.DiGraph()
+    for i in range(1500):
+        G.add_node(f"n{i}", label=f"op{i}", kind="op")
+        if i:
+            G.add_edge(f"n{i - 1}", f"n{i}")
+    v = GraphView()
+    qtbot.addWidget(v)
+    v.resize(600, 600)
+    v.show()
+    v.set_graph(layout_graph(G))
+    last = max(v._node_data, key=lambda k: v._node_data[k]["y"])
+    assert last not in v.nodes                    # the bottom is out of view: made last
+    v.highlight([last], "changed")
+    v.set_heat({last: 1.0})
+    qtbot.waitUntil(lambda: not v.building(), timeout=10000)
+    assert "changed" in v.nodes[last].roles and v.nodes[last].heat is not None
+    assert v.highlighted("changed") == {last}

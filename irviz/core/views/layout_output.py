@@ -233,17 +233,15 @@ def _overlapping_siblings(info: NodeInfo, keep: set[str], split: set[str],
 
 def _honest_frames(info: NodeInfo, frames: list[Frame], rect: dict[str, Rect],
                    layer: list[int], boxes: list[Box], sep: str) -> list[Frame]:
-    """The frames that enclose no node of another group (such a frame would mislead); a
-    dropped group's subgroups go with it."""
+    """The frames that enclose no node of another group (such a frame would mislead).  Each
+    frame is judged on its own: a transformer's outermost module frame encloses the model's
+    input, but its blocks' frames are honest and stay (they are how one finds one's way)."""
     by_layer: dict[int, list[int]] = defaultdict(list)
     for i in range(info.n):
         if info.in_frame[i]:
             by_layer[layer[i]].append(i)
     shown: list[Frame] = []
-    gone: set[str] = set()
     for fid, p, piece in frames:
-        if any(p.startswith(g + sep) for g in gone):
-            continue
         x0, _, x1, _ = rect[fid]
         mem = set(info.members[p])
         lays = [layer[i] for i in piece if info.in_frame[i]]
@@ -254,8 +252,6 @@ def _honest_frames(info: NodeInfo, frames: list[Frame], rect: dict[str, Rect],
                 bad = True
                 break
         if bad:
-            if fid == p:
-                gone.add(p)
             continue
         shown.append((fid, p, piece))
     return shown

@@ -61,8 +61,9 @@ class StepViews:
 
         return self._cached(step, "run_functions", compute)
 
-    def fx_graph(self, fold_depth="auto", folded=()):
-        """FX graph grouped by module path; folded to <= 400 nodes by default (fold_depth="auto")."""
+    def fx_graph(self, fold_depth="auto", folded=(), bookkeeping=False):
+        """FX graph grouped by module path; folded to <= 400 nodes by default (fold_depth="auto");
+        asserts and copies of lifted constants left out unless ``bookkeeping``."""
         captured = self._ws.captured
         if captured is None:
             self._ws.need_session()
@@ -71,13 +72,21 @@ class StepViews:
                                    "opened as Relax IR (an IRModule), not captured from PyTorch")
             raise RequestError("This session has no FX graph")
         # the failed node is marked in the layout: a new import attempt lays it out again
-        key = (captured, self._ws.import_error, str(fold_depth), tuple(sorted(folded or ())))
+        key = (captured, self._ws.import_error, str(fold_depth), tuple(sorted(folded or ())),
+               bool(bookkeeping))
         if self._fx_graph is None or any(a is not b for a, b in zip(self._fx_graph[0][:2], key[:2])) \
                 or self._fx_graph[0][2:] != key[2:]:
             from irviz.core.views import graph as graph_mod
             from irviz.core.views import layout
 
             g = graph_mod.fx_digraph(captured.graph)
+            total = g.number_of_nodes()
+            hidden = []
+            if not bookkeeping:
+                from irviz.core.views.bookkeeping import without_bookkeeping
+
+                failed = getattr(self._ws.import_error, "node", None)
+                g, hidden = without_bookkeeping(g, "fx", keep=[failed] if failed else ())
             depth = fold_depth
             if depth == "auto":
                 depth = layout.choose_fold_depth(g, "module_path", FX_FOLD_THRESHOLD) if not folded else None
@@ -85,7 +94,8 @@ class StepViews:
             result = layout.layout_graph(g, group_attr="module_path", fold_depth=depth,
                                          folded=tuple(folded or ()))
             result["fold_depth"] = depth
-            result["total_nodes"] = g.number_of_nodes()
+            result["total_nodes"] = total
+            result["hidden_bookkeeping"] = hidden
             result["dim_names"] = self._dim_names()
             self._mark_failed(result)
             self._fx_graph = (key, result)
@@ -123,8 +133,9 @@ class StepViews:
                 n["error"] = err["message"]
                 result["failed_node"] = n["id"]
 
-    def relax_graph(self, step=None, func="main", expand_fused=True):
-        """Dataflow of one Relax function; fused calls expanded and grouped by fused function."""
+    def relax_graph(self, step=None, func="main", expand_fused=True, bookkeeping=False):
+        """Dataflow of one Relax function; fused calls expanded and grouped by fused function;
+        aliases and scalar constants left out unless ``bookkeeping``."""
         st = self._step(step)
 
         def compute():
@@ -140,10 +151,17 @@ class StepViews:
                 raise RequestError(f"No Relax function {func!r} at step {st.index} "
                                    f"(has: {', '.join(names) or 'none'})")
             g = graph_mod.relax_digraph(st.mod, func, expand_fused=bool(expand_fused))
-            self._progress(f"Laying out {g.number_of_nodes()} Relax nodes", 0.1)
-            return layout.layout_graph(g, group_attr="group")
+            hidden = []
+            if not bookkeeping:
+                from irviz.core.views.bookkeeping import without_bookkeeping
 
-        return self._cached(st, ("relax_graph", func, bool(expand_fused)), compute)
+                g, hidden = without_bookkeeping(g, "relax")
+            self._progress(f"Laying out {g.number_of_nodes()} Relax nodes", 0.1)
+            result = layout.layout_graph(g, group_attr="group")
+            result["hidden_bookkeeping"] = hidden
+            return result
+
+        return self._cached(st, ("relax_graph", func, bool(expand_fused), bool(bookkeeping)), compute)
 
     def tir_functions(self, step=None):
         st = self._step(step)

@@ -65,6 +65,8 @@ class Pane(QWidget):
     def _on_state(self, state: dict) -> None:
         prev = self.state
         self.state = state or {}
+        if self.state.get("model") and getattr(self, "_problem_shown", False):
+            self._show_problem(None)
         self.on_state(self.state, prev or {})
 
     # -- for subclasses ----------------------------------------------------------------------
@@ -96,10 +98,45 @@ class Pane(QWidget):
         if self.state and self.state.get("model"):
             self.on_state(self.state, {})
         else:
+            self.say_no_model()
+
+    def say_no_model(self) -> None:
+        """"No model open", or why the import failed, in the pane's status line."""
+        err = (self.state or {}).get("import_error")
+        self._show_problem(self.no_model_text(self.state) if err else None,
+                           (err or {}).get("hint"))
+        if not err:
             self.show_loading("No model open")
+
+    def _show_problem(self, text: str | None, tip: str | None = None) -> None:
+        label = getattr(self, "info", None)
+        if label is None:
+            return
+        from irviz.ui import themes
+
+        self._problem_shown = text is not None
+        label.setWordWrap(text is not None)
+        label.setStyleSheet(f"color: {themes.colors().bad};" if text is not None else "")
+        label.setToolTip(tip or "")
+        if text is not None:
+            label.setText(text)
+
+    @staticmethod
+    def no_model_text(state: dict | None) -> str:
+        """What a pane that needs the Relax module says without one: why, when an import failed."""
+        err = (state or {}).get("import_error")
+        if not err:
+            return "No model open"
+        where = f" at FX node {err['node']}" + (f" ({err['op']})" if err.get("op") else "") \
+            if err.get("node") else ""
+        return (f"Import into Relax failed{where}: {err.get('message') or 'no message'} — "
+                "nothing to show until it imports. Load a converter for the op (File ▸ Load "
+                "converters…) and Re-import (Ctrl+Shift+R); the FX pane marks the node in red.")
 
     def show_loading(self, text: str) -> None:
         """Say in the pane's status line what it is waiting for (e.g. a model being opened)."""
+        if getattr(self, "_problem_shown", False):
+            self._show_problem(None)
         label = getattr(self, "info", None)
         if label is not None:
             label.setText(text)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QTableWidgetItem, QTabWidget,
-                               QVBoxLayout)
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QTabWidget, QVBoxLayout
 
 from irviz.ui import themes
-from irviz.ui.panes.base import Pane, SearchBox, dim_label, row_table, shape_text
+from irviz.ui.panes.base import Pane, SearchBox, dim_label, shape_text
 from irviz.ui.widgets.graph_view import GraphView
+from irviz.ui.widgets.node_table import NodeTable
 
 COLUMNS = ("name", "op", "target", "args", "shape", "module")
 _SYMBOL = re.compile(r"\b[su]\d+\b")   # torch.export's symbolic dims: s0, s77, u3
@@ -67,6 +66,7 @@ class FxPane(Pane):
         self._loaded_key = None
         self._linked: list[str] = []
         self._group_of: dict[str, str] = {}  # member -> folded group node id
+        self.show_bookkeeping = False
 
         self.search = SearchBox()
         self.search.returnPressed.connect(self._search)
@@ -82,12 +82,10 @@ class FxPane(Pane):
         self.graph = GraphView()
         self.graph.nodeSelected.connect(self._node_clicked)
         self.graph.foldToggled.connect(self.toggle_fold)
+        self.graph.unfoldAll.connect(self.unfold_all)
+        self.graph.foldable = True
         self.table_nodes: list[dict] | None = None
-        self.table = row_table([c.capitalize() for c in COLUMNS])
-        self.table.setAlternatingRowColors(True)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.setSortingEnabled(False)
+        self.table = NodeTable([c.capitalize() for c in COLUMNS])
         self.table.itemSelectionChanged.connect(self._row_clicked)
 
         self.tabs = QTabWidget()
@@ -149,7 +147,7 @@ class FxPane(Pane):
             self.table_nodes = None
             name = state.get("model") or (state.get("import_error") or {}).get("model")
             self.info.setText(f"Loading FX graph of {name}…")
-            self.ask("graph", "fx_graph")
+            self.ask("graph", "fx_graph", bookkeeping=self.show_bookkeeping)
 
     def _show_no_fx(self, state: dict) -> None:
         """An IR file (or an exported step) was opened as Relax IR: nothing was captured from
@@ -200,16 +198,19 @@ class FxPane(Pane):
         folded = [n for n in all_nodes if n.get("kind") == "group"]
         self._group_of = {m: n["id"] for n in folded for m in n.get("members") or []}
         nodes = [n for n in all_nodes if n.get("kind") != "group"]
-        if not folded:
+        hidden = self.graph_dict.get("hidden_bookkeeping") or []
+        if not folded and not hidden:
             self.table_nodes = nodes
             self._fill_table(nodes)
-        elif self.table_nodes is None:
-            self.ask("table", "fx_graph", fold_depth=None)  # the table lists every node
+        elif self.table_nodes is None:   # the table lists every node
+            self.ask("table", "fx_graph", fold_depth=None, bookkeeping=True)
         total = self.graph_dict.get("total_nodes") or len(nodes)
         groups = len(self.graph_dict.get("groups") or [])
         text = f"{total} nodes · {groups} module groups"
         if folded:
             text += f" · {len(folded)} folded (double-click a folded box, or a group title, to toggle)"
+        if hidden:
+            text += f" · {len(hidden)} bookkeeping nodes hidden (View ▸ Show bookkeeping nodes)"
         if self.failed_node:
             text += f" · import failed at {self.failed_node} (red)"
         self.info.setText(text)
@@ -229,7 +230,23 @@ class FxPane(Pane):
             folded.discard(path)
         else:
             folded = {f for f in folded if not f.startswith(path + ".")} | {path}
-        self.ask("refold", "fx_graph", fold_depth=None, folded=sorted(folded))
+        self.ask("refold", "fx_graph", fold_depth=None, folded=sorted(folded),
+                 bookkeeping=self.show_bookkeeping)
+
+    def unfold_all(self) -> None:
+        self.ask("refold", "fx_graph", fold_depth=None, folded=[], bookkeeping=self.show_bookkeeping)
+
+    def set_show_bookkeeping(self, on: bool) -> None:
+        """Lay the graph out again with (or without) asserts and copies of lifted constants,
+        keeping what is folded."""
+        if on == self.show_bookkeeping:
+            return
+        self.show_bookkeeping = on
+        if self.graph_dict is None or self._loaded_key is None:
+            return
+        folded = self.folded_paths()
+        args = {"fold_depth": None, "folded": folded} if folded else {}
+        self.ask("graph", "fx_graph", bookkeeping=on, **args)
 
     def on_error(self, purpose: str, error: dict) -> None:
         # e.g. an opened TVMScript step has no FX graph: the pane is done, with nothing to draw
@@ -243,24 +260,13 @@ class FxPane(Pane):
 
     def _fill_table(self, nodes: list[dict]) -> None:
         c = themes.colors()
-        self.table.setUpdatesEnabled(False)
-        self.table.setRowCount(len(nodes))
-        for r, node in enumerate(nodes):
-            for col, text in enumerate(fx_row(node)):
-                item = QTableWidgetItem(text)
-                item.setData(Qt.ItemDataRole.UserRole, str(node.get("id")))
-                if col == 0:
-                    item.setToolTip(node.get("source") or text)
-                if col == 1 and text != "call_function":
-                    item.setForeground(QBrush(QColor(c.dim_text)))
-                if node.get("failed"):  # the node the import failed at
-                    item.setForeground(QBrush(QColor(c.bad)))
-                    item.setToolTip(node.get("error") or text)
-                self.table.setItem(r, col, item)
-        self.table.resizeColumnsToContents()
-        for col, most in enumerate((180, 100, 200, 220, 140, 260)):
-            self.table.setColumnWidth(col, min(self.table.columnWidth(col), most))
-        self.table.setUpdatesEnabled(True)
+        self.table.set_colors(c.dim_text, c.bad)
+        rows = [fx_row(n) for n in nodes]
+        self.table.set_rows(rows, [str(n.get("id")) for n in nodes],
+                            [(n.get("error") if n.get("failed") else n.get("source")) or None
+                             for n in nodes],
+                            [bool(n.get("failed")) for n in nodes],
+                            widest=(180, 100, 200, 220, 140, 260))
         self._filter_table(self.search.text())
 
     # -- selection -------------------------------------------------------------------------------
@@ -272,9 +278,8 @@ class FxPane(Pane):
             self.hub.select_fx(node_id)
 
     def _row_clicked(self) -> None:
-        items = self.table.selectedItems()
-        if items:
-            node_id = items[0].data(Qt.ItemDataRole.UserRole)
+        node_id = self.table.selected_id()
+        if node_id:
             if self.hub.selection is None or self.hub.selection.key != node_id:
                 self.hub.select_fx(node_id)
 
@@ -300,17 +305,12 @@ class FxPane(Pane):
         self.graph.highlight(shown, "linked")
         if center and shown:
             self.graph.center_on(shown[0])
-        ids = set(self._linked)
         self.table.blockSignals(True)
         self.table.clearSelection()
-        first = None
-        for r in range(self.table.rowCount()):
-            item = self.table.item(r, 0)
-            if item is not None and item.data(Qt.ItemDataRole.UserRole) in ids:
-                self.table.selectRow(r) if first is None else None
-                first = r if first is None else first
+        first = next((r for r in map(self.table.row_of, self._linked) if r is not None), None)
         if first is not None:
-            self.table.scrollToItem(self.table.item(first, 0))
+            self.table.selectRow(first)
+            self.table.scroll_to_row(first)
         self.table.blockSignals(False)
 
     def linked_ids(self) -> list[str]:
@@ -324,11 +324,10 @@ class FxPane(Pane):
 
     def _filter_table(self, text: str) -> None:
         text = text.strip().lower()
-        for r in range(self.table.rowCount()):
-            hide = bool(text) and not any(
-                text in (self.table.item(r, c).text().lower() if self.table.item(r, c) else "")
-                for c in range(len(COLUMNS)))
-            self.table.setRowHidden(r, hide)
+        for r, row in enumerate(self.table.table_model.rows):
+            hide = bool(text) and not any(text in cell.lower() for cell in row)
+            if hide != self.table.isRowHidden(r):
+                self.table.setRowHidden(r, hide)
 
 
 def _esc(text: str) -> str:

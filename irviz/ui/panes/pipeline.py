@@ -229,7 +229,7 @@ class PipelinePane(Pane):
             else:
                 self.info.setToolTip(state.get("pipeline_text") or "")
         else:
-            self.info.setText("No model open")
+            self.say_no_model()
 
     def is_filled(self) -> bool:
         return bool(self.steps)

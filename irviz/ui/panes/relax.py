@@ -53,6 +53,7 @@ class RelaxPane(Pane):
         self._heat: dict = {}
         self._shown: tuple | None = None  # (step, func) displayed
         self._graph_func: str | None = None
+        self.show_bookkeeping = False
 
         self.func_box = QComboBox()
         self.func_box.setMinimumContentsLength(10)
@@ -148,10 +149,20 @@ class RelaxPane(Pane):
         self.text = None
         step = self._step_info(cursor)
         self.info.setText(f"Step {cursor} · {step.get('pass', '') if step else ''} · loading {func}…")
-        self.ask("graph", "relax_graph", step=cursor, func=func)
+        self.ask("graph", "relax_graph", step=cursor, func=func, bookkeeping=self.show_bookkeeping)
         self.ask("text", "function_text", step=cursor, name=func)
         if cursor > 0:
-            self.ask("prev_graph", "relax_graph", step=cursor - 1, func=func)
+            self.ask("prev_graph", "relax_graph", step=cursor - 1, func=func,
+                     bookkeeping=self.show_bookkeeping)
+
+    def set_show_bookkeeping(self, on: bool) -> None:
+        """Ask again for the graph with (or without) aliases and scalar constants."""
+        if on == self.show_bookkeeping:
+            return
+        self.show_bookkeeping = on
+        if self.cursor_of(self.state) is not None:
+            self._graph_func = None     # a new layout: open it like a new graph
+            self._reload(force=True)
 
     def _step_info(self, index: int) -> dict:
         for s in (self.state or {}).get("steps") or []:
@@ -166,7 +177,7 @@ class RelaxPane(Pane):
         self.graph.clear()
         self.code.set_text("")
         self.func_box.clear()
-        self.info.setText("No model open")
+        self.say_no_model()
 
     def on_reply(self, purpose: str, result) -> None:
         if purpose == "graph":
@@ -220,6 +231,9 @@ class RelaxPane(Pane):
         missing = sorted({str(n["extern"]) for n in nodes if n.get("registered") is False})
         if missing:
             parts.append(f"not registered: {', '.join(missing)} (red)")
+        hidden = self.graph_dict.get("hidden_bookkeeping") or []
+        if hidden:
+            parts.append(f"{len(hidden)} aliases/scalar constants hidden")
         if self.added:
             parts.append(f"{len(self.added)} new")
         if self.changed:

@@ -86,6 +86,27 @@ def _fmt(v, digits=3, unit="") -> str:
         return str(v)
 
 
+def error_text(value, mismatch: bool) -> str:
+    """An error figure; the engine sends NaN and ∞ as null, which on a mismatch means the outputs
+    hold NaN or ∞ where PyTorch's do not (or integer outputs differ), never "no figure"."""
+    if value is None:
+        return "∞ / NaN" if mismatch else "—"
+    return _fmt(value)
+
+
+def outputs_that_differ(per_output: list[dict], most: int = 3) -> str:
+    """'output 0 (1×8×32 float32): max abs 1.26, max rel 68.5; …' for the outputs that differ."""
+    parts = []
+    bad = [(i, o) for i, o in enumerate(per_output or []) if o.get("allclose") is False]
+    for i, o in bad[:most]:
+        shape = "×".join(str(d) for d in o.get("shape") or ()) or "scalar"
+        parts.append(f"output {i} ({shape} {o.get('dtype', '')}): max abs "
+                     f"{error_text(o.get('max_abs'), True)}, max rel {error_text(o.get('max_rel'), True)}")
+    if len(bad) > most:
+        parts.append(f"{len(bad) - most} more")
+    return "; ".join(parts)
+
+
 class RunPane(Pane):
     title = "Build and Run"
 
@@ -386,7 +407,9 @@ class RunPane(Pane):
         self.verdict.setStyleSheet(f"color: {c.ok if ok or no_reference else c.bad};")
         tvm_ms, torch_ms = r.get("tvm_ms"), r.get("torch_ms")
         ratio = (tvm_ms / torch_ms) if tvm_ms and torch_ms else None
-        values = {"max_abs_error": _fmt(r.get("max_abs_error")), "max_rel_error": _fmt(r.get("max_rel_error")),
+        mismatch = not ok and not no_reference
+        values = {"max_abs_error": error_text(r.get("max_abs_error"), mismatch),
+                  "max_rel_error": error_text(r.get("max_rel_error"), mismatch),
                   "tvm_ms": _fmt(tvm_ms, 4, " ms"), "torch_ms": _fmt(torch_ms, 4, " ms"),
                   "ratio": _fmt(ratio, 3, "×"), "build_seconds": _fmt(r.get("build_seconds"), 3, " s"),
                   "threads": str(r.get("threads", "—")), "target": short_target(r.get("target")) or "—"}
@@ -400,7 +423,14 @@ class RunPane(Pane):
         self.status.setText(
             f"{what}: ran; there is nothing to compare with (no PyTorch model, no reference())."
             if no_reference else f"{what}: outputs "
-            + (f"match {against}." if ok else f"differ from {against}."))
+            + (f"match {against}." if ok else f"differ from {against}: "
+               + (outputs_that_differ(r.get("per_output") or [])
+                  or f"max abs error {values['max_abs_error']}, max rel error {values['max_rel_error']}")
+               + "."))
+        for key in ("max_abs_error", "max_rel_error"):
+            self.fields[key].setStyleSheet(f"color: {c.bad};" if mismatch else "")
+            self.fields[key].setToolTip("NaN or ∞ in the outputs where PyTorch has numbers, or integer "
+                                        "outputs that differ" if values[key] == "∞ / NaN" else "")
         kernels = list(r.get("kernels") or [])
         total = sum(float(k.get("ms") or 0) for k in kernels) or 1.0
         self.kernels.setSortingEnabled(False)

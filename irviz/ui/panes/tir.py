@@ -85,7 +85,7 @@ class TirPane(Pane):
         self.text = None
         self.tree.clear()
         self.code.set_text("")
-        self.info.setText("No model open")
+        self.say_no_model()
 
     def on_reply(self, purpose: str, result) -> None:
         if purpose == "list":

@@ -7,13 +7,14 @@ import re
 import threading
 import time
 
-from PySide6.QtCore import QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QRect, QSize, Qt, Signal
 from PySide6.QtGui import (QColor, QFont, QFontDatabase, QPainter, QSyntaxHighlighter,
                            QTextCharFormat, QTextCursor, QTextFormat, QTextDocument)
 from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QWidget
 
 from irviz.core.views.highlight import code_lexer
 from irviz.ui import themes
+from irviz.ui.widgets.idle_work import idle_work
 
 
 def mono_font(size: int = 10) -> QFont:
@@ -90,49 +91,54 @@ def warm_up_lexer() -> None:
 class _Highlighter(QSyntaxHighlighter):
     """Applies formats computed by lexing the whole text once (multi-line strings stay right).
 
-    The text is lexed a slice at a time between events (about 10 ms each), and the lines lexed
-    so far are styled as it goes; a newer text makes the older lex stale (generation counter)."""
+    The text is lexed and styled a slice at a time between events (see :mod:`idle_work`), the
+    lines lexed so far first; a newer text replaces the older work."""
 
-    SLICE_S = 0.010
+    LEX_S = 0.003          # lexing per slice; styling blocks comes on top
+    BLOCKS_PER_SLICE = 24
 
     def __init__(self, doc: QTextDocument):
         super().__init__(doc)
         self.lines: list[list[tuple[int, int, object]]] = []
         self.formats: dict = {}
-        self._generation = 0
         self._state: _LexState | None = None
         self._styled_upto = 0
 
     def relex(self, text: str, style_name: str) -> None:
-        self._generation += 1
         self.lines = []
         self._state = None
         if not text:
+            idle_work().cancel(self)
             return
         self.formats = _formats_for_style(style_name)
         self._state = _LexState(text, frozenset(self.formats))
         self._styled_upto = 0
-        generation = self._generation
-        QTimer.singleShot(0, lambda: self._lex_slice(generation))
+        idle_work().submit(self, self._work(self._state))
 
-    def _lex_slice(self, generation: int) -> None:
-        state = self._state
-        if generation != self._generation or state is None:
-            return
-        state.advance(self.SLICE_S)
-        self.lines = state.lines
-        # the last line may still grow, unless the text is done
-        complete = len(state.lines) if state.done else len(state.lines) - 1
+    def busy(self) -> bool:
+        return idle_work().pending(self)
+
+    def _work(self, state: _LexState):
         doc = self.document()
-        for n in range(self._styled_upto, complete):
-            block = doc.findBlockByNumber(n)
-            if block.isValid():
-                self.rehighlightBlock(block)
-        self._styled_upto = max(self._styled_upto, complete)
-        if state.done:
-            self._state = None
-        else:
-            QTimer.singleShot(0, lambda: self._lex_slice(generation))
+        while True:
+            state.advance(self.LEX_S)
+            self.lines = state.lines
+            # the last line may still grow, unless the text is done
+            complete = len(state.lines) if state.done else len(state.lines) - 1
+            n = self._styled_upto
+            while n < complete:
+                block = doc.findBlockByNumber(n)
+                if block.isValid():
+                    self.rehighlightBlock(block)
+                n += 1
+                if n % self.BLOCKS_PER_SLICE == 0:
+                    self._styled_upto = n
+                    yield
+            self._styled_upto = max(self._styled_upto, complete)
+            if state.done:
+                self._state = None
+                return
+            yield
 
     def highlightBlock(self, text: str) -> None:  # noqa: N802 (Qt name)
         n = self.currentBlock().blockNumber()
@@ -182,6 +188,7 @@ class CodeView(QPlainTextEdit):
             return
         self._highlighted = []
         self._matches = []
+        self._hl.relex("", "")    # the old text's formats must not be applied to the new lines
         self.setPlainText(text)
         self._hl.relex(text, themes.colors().pygments_style)
         self._refresh_extra()

@@ -2,13 +2,14 @@
 all, intra-line highlights, next/previous hunk."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSplitter,
                                QStackedWidget, QTextEdit, QToolButton, QVBoxLayout, QWidget)
 
 from irviz.ui import themes
 from irviz.ui.widgets.code_view import CodeView
+from irviz.ui.widgets.idle_work import idle_work
 
 ALL = "All changed functions"
 
@@ -50,23 +51,25 @@ def _span(doc, block_no: int, start: int, end: int, color: QColor) -> QTextEdit.
 
 
 class _Side(CodeView):
-    _generation = 0
 
     def set_rows(self, lines: list[str], labels: list[str], extra_fn) -> None:
-        """Text now; the row colours in a later turn of the event loop, so a big diff never holds
-        the window for both at once (a newer set_rows makes a pending colouring stale)."""
-        self._generation += 1
-        generation = self._generation
+        """Text now; the row colours a slice at a time between events, so a big diff never holds
+        the window (a newer set_rows replaces a pending colouring).  ``extra_fn(doc, out)`` is a
+        generator that appends extra selections to ``out``."""
         self._base_extra = []
         self.set_text("\n".join(lines))
         self.set_line_labels(labels)
 
         def colour():
-            if generation == self._generation:
-                self._base_extra = extra_fn(self.document())
-                self._refresh_extra()
+            out: list = []
+            yield from extra_fn(self.document(), out)
+            self._base_extra = out
+            self._refresh_extra()
 
-        QTimer.singleShot(0, colour)
+        idle_work().submit(self, colour())
+
+    def colouring(self) -> bool:
+        return idle_work().pending(self)
 
 
 class DiffView(QWidget):
@@ -253,12 +256,14 @@ class DiffView(QWidget):
         self._hunks = hunks
 
         def extras(side: str):
-            def fn(doc):
+            def fn(doc, out):
                 lines, spans = [], []
                 labels = llab if side == "left" else rlab
                 bg = c.diff_del_bg if side == "left" else c.diff_add_bg
                 strong = QColor(c.diff_del_fg_strong if side == "left" else c.diff_add_fg_strong)
-                for block, tag, lr, rr in marks:
+                for k, (block, tag, lr, rr) in enumerate(marks):
+                    if k % 150 == 149:
+                        yield
                     if tag == "equal":
                         continue
                     if tag == "header":
@@ -270,7 +275,9 @@ class DiffView(QWidget):
                     lines.append((block, bg))
                     for start, end in (lr if side == "left" else rr):
                         spans.append(_span(doc, block, int(start), int(end), strong))
-                return _full_lines(doc, lines) + spans
+                yield
+                out.extend(_full_lines(doc, lines))
+                out.extend(spans)
             return fn
 
         self.left.set_rows(left, llab, extras("left"))

@@ -20,12 +20,17 @@ from PySide6.QtWidgets import (QApplication, QGraphicsPathItem, QGraphicsScene, 
                                QToolTip, QVBoxLayout, QWidget)
 
 from irviz.ui.widgets import palette as pal
+from irviz.ui.widgets.idle_work import idle_work
 from irviz.ui.widgets.graph_items import (
     ARROW_BAND, LOD_TEXT, OVERVIEW_NODES, OVERVIEW_ZOOM, GraphStyle, GroupItem, NodeItem,
     add_arrow, edge_path, esc_html, overview_image,
 )
 
 __all__ = ["GraphView"]
+
+# graphs with more items than this get their scene items built a slice at a time between events
+# (GPT-2's 1,000-node Relax graph took 130-170 ms at once); smaller ones are built at once
+SYNC_ITEMS = 700
 
 # --------------------------------------------------------------------------- minimap
 
@@ -185,6 +190,20 @@ class _View(QGraphicsView):
             return
         super().mouseDoubleClickEvent(event)
 
+    def contextMenuEvent(self, event):
+        item = self.itemAt(event.pos())
+        choices = self.owner.fold_choices(item)
+        if not choices:
+            super().contextMenuEvent(event)
+            return
+        from PySide6.QtWidgets import QMenu
+
+        menu = QMenu(self)
+        for text, signal, arg in choices:
+            act = menu.addAction(text)
+            act.triggered.connect(lambda _c=False, s=signal, a=arg: s.emit(*a))
+        menu.exec(event.globalPos())
+
     def resizeEvent(self, event):
         super().resizeEvent(event)
         self.owner._minimap.place()
@@ -215,6 +234,7 @@ class GraphView(QWidget):
     nodeSelected = Signal(str)
     nodeActivated = Signal(str)
     foldToggled = Signal(str)
+    unfoldAll = Signal()
 
     def __init__(self, parent: QWidget | None = None, *, dark: bool | None = None):
         super().__init__(parent)
@@ -247,10 +267,16 @@ class GraphView(QWidget):
         self._overview: tuple[QImage, QRectF] | None = None
         self._overview_on = False
         self._quiet = False
+        self._node_data: dict[str, dict] = {}          # every node of the graph, built or not
+        self.foldable = False   # groups are module paths that fold (FX): right-click offers them
+        self._heat: dict[str, QColor] = {}
         self.scene.selectionChanged.connect(self._on_selection)
 
     # ---------------------------------------------------------------- content
     def clear(self) -> None:
+        idle_work().cancel(self)
+        self._node_data = {}
+        self._heat = {}
         self.scene.blockSignals(True)
         self.scene.clear()
         self.scene.blockSignals(False)
@@ -269,35 +295,91 @@ class GraphView(QWidget):
         self._minimap.rebuild()
 
     def set_graph(self, graph: dict, *, keep_view: bool = False) -> None:
-        """Show a laid-out ``graph`` dict (see docs/engine_protocol.md)."""
+        """Show a laid-out ``graph`` dict (see docs/engine_protocol.md).  The view, minimap and
+        every query (find, highlight, centre) work from the data at once; the scene items of a
+        big graph follow a slice at a time, those in view first."""
         old_center = self.view.mapToScene(self.view.viewport().rect().center())
         old_scale = self.view.transform().m11()
         self.clear()
         self._graph = graph
-        st = self._style
+        self._node_data = {str(nd["id"]): nd for nd in graph.get("nodes", ())}
+        w = float(graph.get("width", 0)) or max((nd["x"] + nd["w"] for nd in self._node_data.values()),
+                                                 default=1.0)
+        h = float(graph.get("height", 0)) or max((nd["y"] + nd["h"] for nd in self._node_data.values()),
+                                                  default=1.0)
+        self.scene.setSceneRect(QRectF(0, 0, max(w, 1.0), max(h, 1.0)))
+        many = len(self._node_data) > 3000
+        self.view.setRenderHint(QPainter.Antialiasing, True)
+        self.view.setViewportUpdateMode(QGraphicsView.MinimalViewportUpdate if many
+                                        else QGraphicsView.SmartViewportUpdate)
+        self._minimap.rebuild()
+        if len(self._node_data) > OVERVIEW_NODES:
+            self._overview = overview_image(graph, self._style)
+        if keep_view:
+            self.view.resetTransform()
+            self.view.scale(old_scale, old_scale)
+            self.view.centerOn(old_center)
+            self._zoom_changed()
+        else:
+            self.reset_view()
+        work = self._build_items(graph)
+        if len(self._node_data) + len(graph.get("edges", ())) <= SYNC_ITEMS:
+            for _ in work:
+                pass
+        else:
+            idle_work().submit(self, work)
+
+    def building(self) -> bool:
+        """Whether scene items are still being made (a big graph, a slice at a time)."""
+        return idle_work().pending(self)
+
+    def finish_building(self) -> None:
+        idle_work().finish(self)
+
+    def _build_items(self, graph: dict):
+        """A generator that adds the scene items: frames, the nodes in view, the other nodes,
+        the edges and their arrow heads; it yields after every few dozen items."""
         scene = self.scene
+        add = scene.addItem
         # (the BSP index batches new items by itself; switching the index method to NoIndex
         # while building and back afterwards makes every later paint visit all items.  No
         # common parent item either: the index only culls top-level items.)
-        add = scene.addItem
-        for g in sorted(graph.get("groups", ()), key=lambda g: g.get("depth", 1)):
-            item = GroupItem(g, st, self)
+        for k, g in enumerate(sorted(graph.get("groups", ()), key=lambda g: g.get("depth", 1))):
+            item = GroupItem(g, self._style, self)
             add(item)
             item.setZValue(-1.0 + g.get("depth", 1) * 0.01)
+            item.setVisible(not self._overview_on)
             self.groups[item.gid] = item
+            if k % 50 == 49:
+                yield
+        seen = self.visible_scene_rect()
+        nodes = list(graph.get("nodes", ()))
+        nodes.sort(key=lambda nd: not seen.intersects(QRectF(nd["x"], nd["y"], nd["w"], nd["h"])))
+        roles = self._roles
+        for k, nd in enumerate(nodes):
+            item = NodeItem(nd, self._style)
+            for role, ids in roles.items():
+                if item.nid in ids:
+                    item.roles.add(role)
+            item.heat = self._heat.get(item.nid)
+            item.setVisible(not self._overview_on)
+            add(item)
+            self.nodes[item.nid] = item
+            if k % 40 == 39:
+                yield
         incident = self._incident
         add_path = scene.addPath
-        pen = st.edge_pen
         bands: dict[int, QPainterPath] = {}
         edges, meta = self.edges, self.edge_meta
         for e in graph.get("edges", ()):
             pts = e.get("points")
             if not pts or len(pts) < 2:
                 continue
-            item = add_path(edge_path(pts), pen)
+            item = add_path(edge_path(pts), self._style.edge_pen)
             k = len(edges)
             item.setData(0, k)
             item.setZValue(1)
+            item.setVisible(not self._overview_on)
             edges.append(item)
             src, dst = str(e["src"]), str(e["dst"])
             tx, ty = pts[-1]
@@ -309,31 +391,41 @@ class GraphView(QWidget):
             if band is None:
                 band = bands[int(ty // ARROW_BAND)] = QPainterPath()
             add_arrow(band, tx, ty, sgn)
+            if k % 40 == 39:
+                yield
         for band in bands.values():
-            item = add_path(band, QPen(Qt.NoPen), st.edge_brush)
+            item = add_path(band, QPen(Qt.NoPen), self._style.edge_brush)
             item.setZValue(1.5)
             item.setAcceptedMouseButtons(Qt.NoButton)
+            item.setVisible(not self._overview_on)
             self._arrows.append(item)
-        for nd in graph.get("nodes", ()):
-            item = NodeItem(nd, st)
-            add(item)
-            self.nodes[item.nid] = item
-        w = float(graph.get("width", 0)) or scene.itemsBoundingRect().right()
-        h = float(graph.get("height", 0)) or scene.itemsBoundingRect().bottom()
-        scene.setSceneRect(QRectF(0, 0, max(w, 1.0), max(h, 1.0)))
-        many = len(self.nodes) > 3000
-        self.view.setRenderHint(QPainter.Antialiasing, True)
-        self.view.setViewportUpdateMode(QGraphicsView.MinimalViewportUpdate if many
-                                        else QGraphicsView.SmartViewportUpdate)
-        self._minimap.rebuild()
-        if len(self.nodes) > OVERVIEW_NODES:
-            self._overview = overview_image(graph, st)
-        if keep_view:
-            self.view.resetTransform()
-            self.view.scale(old_scale, old_scale)
-            self.view.centerOn(old_center)
-        else:
-            self.reset_view()
+        if self.scene.selectedItems():
+            self._on_selection()      # the selected node's edges exist now
+
+    def fold_choices(self, item) -> list[tuple[str, Signal, tuple]]:
+        """Right-click menu of a node or frame: fold the group it is in or any group around it
+        (whether or not the layout could draw that group's frame), unfold a folded box, unfold
+        all.  ``(text, signal, args)`` entries."""
+        if not self.foldable:
+            return []
+        out = []
+        path = ""
+        if isinstance(item, NodeItem):
+            if item.kind == "group" and item.data_.get("group_id"):
+                gid = str(item.data_["group_id"])
+                out.append((f"Unfold {gid}", self.foldToggled, (gid,)))
+                path = str(item.data_.get("module_path") or "")
+            else:
+                path = str(item.data_.get("group") or item.data_.get("module_path") or "")
+        elif isinstance(item, GroupItem):
+            path = item.fold_id
+        parts = path.split(".") if path else []
+        for k in range(len(parts), 0, -1):
+            p = ".".join(parts[:k])
+            out.append((f"Fold {p}", self.foldToggled, (p,)))
+        if any(nd.get("kind") == "group" for nd in self._node_data.values()):
+            out.append(("Unfold all", self.unfoldAll, ()))
+        return out
 
     def graph(self) -> dict | None:
         return self._graph
@@ -373,39 +465,44 @@ class GraphView(QWidget):
             self.view.centerOn(r.center())
         self._zoom_changed()
 
+    # node kinds that are the model's inputs (not weights, buffers or constants)
+    INPUT_KINDS = ("input", "param", "placeholder")
+    READABLE_ZOOM = 0.8
+
     def reset_view(self) -> None:
-        """Default view: fit when the graph is readable that way, else the top of the graph
-        at a readable zoom (like Netron), centred on the top nodes."""
+        """Default view: the whole graph when it fits at a zoom where labels are drawn; else the
+        model's inputs at a readable zoom (the top row of a big graph is constants and checks)."""
         r = self.scene.sceneRect()
-        if r.isEmpty() or not self.nodes:
+        if r.isEmpty() or not self._node_data:
             return
         vp = self.view.viewport().rect()
         fit = min(vp.width() / r.width(), vp.height() / r.height()) * 0.97
-        if fit >= 0.7:
+        if fit >= LOD_TEXT + 0.08:
             self.set_zoom(min(fit, 1.25))
             self.view.centerOn(r.center())
         else:
-            z = 0.9 if vp.width() / r.width() < 0.9 else min(1.0, vp.width() / r.width())
-            self.set_zoom(max(z, 0.6))
-            top = min(n.y() for n in self.nodes.values())
-            row = [n for n in self.nodes.values() if n.y() <= top + 120]
-            cx = sum(n.x() + n.rect.width() / 2 for n in row) / len(row)
+            self.set_zoom(self.READABLE_ZOOM)
+            nodes = list(self._node_data.values())
+            inputs = [n for n in nodes if n.get("kind") in self.INPUT_KINDS]
+            anchor = min(inputs or nodes, key=lambda n: (n["y"], n["x"]))
             half_w = vp.width() / 2 / self.zoom()
-            cx = max(r.left() + half_w, cx)          # keep the left edge in view when we can
             half_h = vp.height() / 2 / self.zoom()
-            self.view.centerOn(QPointF(cx, r.top() + half_h))
+            cx = anchor["x"] + anchor["w"] / 2
+            cx = max(r.left() + half_w, min(cx, r.right() - half_w))
+            top = max(r.top(), anchor["y"] - 60)
+            self.view.centerOn(QPointF(cx, top + half_h))
         self._minimap.update()
 
     def visible_scene_rect(self) -> QRectF:
         return self.view.mapToScene(self.view.viewport().rect()).boundingRect()
 
     def center_on(self, nid: str) -> None:
-        item = self.nodes.get(str(nid))
-        if item is None:
+        nd = self._node_data.get(str(nid))
+        if nd is None:
             return
         if self.zoom() < LOD_TEXT + 0.2:
             self.set_zoom(0.9)
-        self.view.centerOn(item.sceneBoundingRect().center())
+        self.view.centerOn(QPointF(nd["x"] + nd["w"] / 2, nd["y"] + nd["h"] / 2))
         self._minimap.update()
 
     # ---------------------------------------------------------------- selection, search, marks
@@ -452,6 +549,8 @@ class GraphView(QWidget):
         self._quiet = not emit
         try:
             self.scene.clearSelection()
+            if nid is not None and str(nid) in self._node_data and str(nid) not in self.nodes:
+                self.finish_building()
             item = self.nodes.get(str(nid)) if nid is not None else None
             if item is not None:
                 item.setSelected(True)
@@ -472,10 +571,10 @@ class GraphView(QWidget):
             self.highlight([], "found")
             return []
         hits = []
-        for nid, item in self.nodes.items():
-            d = item.data_
-            hay = " ".join(str(v) for v in (nid, item.label, item.sublabel, d.get("op", ""),
-                                             d.get("target", ""), d.get("callee", "") or ""))
+        for nid, d in self._node_data.items():
+            hay = " ".join(str(v) for v in (nid, d.get("label", nid), d.get("sublabel", "") or "",
+                                             d.get("op", ""), d.get("target", ""),
+                                             d.get("callee", "") or ""))
             if text in hay.lower():
                 hits.append(nid)
         self.highlight(hits, "found")
@@ -498,7 +597,7 @@ class GraphView(QWidget):
             if it is not None:
                 it.roles.add(role)
                 it.update()
-        self._roles[role] = {i for i in new if i in self.nodes}
+        self._roles[role] = {i for i in new if i in self._node_data}
 
     def highlighted(self, role: str) -> set[str]:
         return set(self._roles.get(role, set()))
@@ -513,13 +612,17 @@ class GraphView(QWidget):
             if it.heat is not None:
                 it.heat = None
                 it.update()
+        self._heat = {}
         if not values:
             return
         vmax = max(values.values()) or 1.0
         for nid, v in values.items():
+            if str(nid) not in self._node_data:
+                continue
+            self._heat[str(nid)] = QColor(pal.heat_color(v / vmax))
             it = self.nodes.get(str(nid))
             if it is not None:
-                it.heat = QColor(pal.heat_color(v / vmax))
+                it.heat = self._heat[str(nid)]
                 it.update()
 
     def set_dark(self, dark: bool) -> None:
@@ -545,6 +648,7 @@ class GraphView(QWidget):
     # ---------------------------------------------------------------- export
     def export_png(self, path: str, *, max_side: int = 12000, scale: float = 2.0) -> bool:
         """Render the whole graph to a PNG (2x, capped at ``max_side`` pixels)."""
+        self.finish_building()
         r = self.scene.sceneRect()
         if r.isEmpty():
             return False
@@ -562,6 +666,7 @@ class GraphView(QWidget):
 
     def export_svg(self, path: str) -> bool:
         from PySide6.QtSvg import QSvgGenerator
+        self.finish_building()
         r = self.scene.sceneRect()
         if r.isEmpty():
             return False
