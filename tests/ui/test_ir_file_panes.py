@@ -219,7 +219,7 @@ def test_relax_pane_shows_every_function_and_the_unregistered_extern(qtbot, sett
     bridge = IRFileBridge()
     w = _window(qtbot, settings, bridge)
     assert w.relax.func_box.currentText() == "All functions" and w.relax.current_func() == "*"
-    assert ("relax_graph", {"step": 0, "func": "*"}) in bridge.sent
+    assert ("relax_graph", {"step": 0, "func": "*", "bookkeeping": False}) in bridge.sent
     ids = {n["id"] for n in w.relax.graph_dict["nodes"]}
     assert {"lv0", "main_two_blocks/lv0"} <= ids
     info = w.relax.info.text()
