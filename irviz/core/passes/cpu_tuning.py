@@ -27,7 +27,7 @@ from tvm import relax, tirx
 from irviz.core.backend.timing import add_tune_seconds, time_alone, tune_seconds
 from irviz.core.passes import cpu_schedules as schedules
 from irviz.core.passes.decision_cache import DecisionCache
-from irviz.core.tvm_compat import GenericConst, structural_hash
+from irviz.core.tvm_compat import GenericConst
 
 MAX_CANDIDATES = 8
 RUNS = 5
@@ -275,6 +275,16 @@ def _conv_extents(func) -> tuple[int, int] | None:
     return (F, W) if F and W else None
 
 
+def _conv_signature(func) -> str:
+    """The conv2d itself, whatever epilogue was fused after it: the shapes its block reads and
+    writes (input, weight, output). A tile measured for a bare conv2d (LibraryDispatch's TensorIR
+    side) is the tile for the same conv2d fused with its bias and relu."""
+    sch = tvm.s_tir.Schedule(func)
+    block = sch.get(schedules._conv_blocks(sch)[0][0])
+    shapes = [[int(d) for d in reg.source.shape] for reg in (*block.reads, *block.writes)]
+    return " ".join("x".join(map(str, sh)) for sh in shapes) + f" {block.writes[0].source.dtype}"
+
+
 def candidates(F: int, W: int, lanes: int) -> list[dict]:
     """Tiles to try, the rule's own first: vector factors of one, two or half a register, register
     tiles that divide the output width (at most 14 accumulators)."""
@@ -343,7 +353,7 @@ def search_tile(mod, gv, lanes: int) -> dict | None:
         return None
     small, inputs = single
     small_gv = small.get_global_var(gv.name_hint)
-    key = f"conv2d-tile {structural_hash(mod[gv]) & 0xFFFFFFFFFFFF:x} lanes{lanes}"
+    key = f"conv2d-tile {_conv_signature(mod[gv])} lanes{lanes}"
     cache = DecisionCache.shared()
     hit = cache.get(key)
     if hit is not None and isinstance(hit.get("choice"), dict):
