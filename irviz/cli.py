@@ -3,6 +3,7 @@
     irviz [MODEL]                          start the app (on MODEL)
     irviz check MODEL [--pipeline NAME|TEXT] [--keep-params] [--json PATH|-]
     irviz export MODEL --pipeline NAME|TEXT --out DIR [--keep-params] [--latency]
+    irviz compare MODEL --pipeline A --pipeline B --out DIR
     irviz samples | passes | pipelines
     irviz snapshot MODEL --steps N --out FILE.png
 
@@ -18,7 +19,7 @@ import sys
 import traceback
 import warnings
 
-COMMANDS = ("check", "export", "samples", "passes", "pipelines", "snapshot", "gui")
+COMMANDS = ("check", "export", "compare", "samples", "passes", "pipelines", "snapshot", "gui")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,9 +29,10 @@ def _parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gui", help="start the app (the default)")
     g.add_argument("model", nargs="?")
 
-    def model_args(sp):
+    def model_args(sp, pipelines: int = 1):
         sp.add_argument("model", help="FILE.py (a model or an IRModule), FILE.py:NAME, FILE.pt2 or sample:NAME")
-        sp.add_argument("--pipeline", default="zero",
+        sp.add_argument("--pipeline", default="zero" if pipelines == 1 else None,
+                        action="append" if pipelines > 1 else "store",
                         help="a named pipeline (see `irviz pipelines`) or a pipeline text: passes "
                              "separated by commas, parameters in parentheses, e.g. "
                              "'LegalizeOps,LibraryDispatch(min_macs=0),FuseOps,FuseTIR'")
@@ -74,6 +76,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="build and time every step; report.html gets a latency-per-step chart")
     e.add_argument("--repeats", type=int, default=10, help="timed runs per step for --latency")
 
+    cm = sub.add_parser("compare", help="run two pipelines on the same model, steps aligned by pass name; "
+                                        "write compare.html and compare.json")
+    model_args(cm, pipelines=2)
+    cm.add_argument("--out", required=True, metavar="DIR")
+    cm.add_argument("--no-build", action="store_true", help="skip building and running the last steps")
+    cm.add_argument("--repeats", type=int, default=10, help="timed runs of each pipeline's last step")
+
     sub.add_parser("samples", help="list sample models (use as sample:NAME)")
     sub.add_parser("passes", help="list passes")
     sub.add_parser("pipelines", help="list named pipelines")
@@ -98,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\..*")
     handler = {
-        "gui": _cmd_gui, "check": _cmd_check, "export": _cmd_export, "samples": _cmd_samples,
+        "gui": _cmd_gui, "check": _cmd_check, "export": _cmd_export, "compare": _cmd_compare,
+        "samples": _cmd_samples,
         "passes": _cmd_passes, "pipelines": _cmd_pipelines,
     }[args.command]
     return handler(args)
@@ -363,6 +373,54 @@ def _cmd_export(args) -> int:
         failure.record("export", exc)
         return 1
     print(f"wrote {out}")
+    return 0 if failure.stage is None else 1
+
+
+def _cmd_compare(args) -> int:
+    """Open MODEL with pipeline A (its session is A), run B on the same import, write the pages."""
+    from irviz.core.export.compare_report import write_compare
+    from irviz.core.views import compare as compare_mod
+
+    failure = _Failure(args.verbose)
+    pipelines = args.pipeline or []
+    if len(pipelines) != 2:
+        print(f"irviz: compare needs exactly two pipelines, got {len(pipelines)}: "
+              "give --pipeline A --pipeline B", file=sys.stderr)
+        return 2
+    try:
+        from irviz.core.passes import parse_pipeline
+
+        for p in pipelines[1:]:
+            parse_pipeline(p)  # a bad B stops before the model is loaded; A is parsed by the open
+    except Exception as exc:
+        failure.record("pipeline", exc)
+        return 1
+    args.pipeline = pipelines[0]
+    ws = _open_workspace(args, failure, print)
+    if ws is None or ws.imported is None:
+        return 1
+    try:
+        cmp = compare_mod.compare_pipelines(ws, pipelines, progress=lambda text, *_a, **_k: print(text))
+        for k, err in enumerate(cmp.errors):
+            if err is not None and not (k == 0 and failure.stage):  # A's was reported by the open
+                failure.record("pipeline", err)
+        for i, j in cmp.aligned:
+            a = f"{i:2d} {cmp.steps[0][i].pass_name}" if i is not None else ""
+            b = f"{j:2d} {cmp.steps[1][j].pass_name}" if j is not None else ""
+            print(f"  {a:32} {b}")
+        if not args.no_build:
+            for k, r in enumerate(compare_mod.measure(ws, cmp, repeats=args.repeats)):
+                if r["error"]:
+                    print(f"{'AB'[k]}: {r['error']}", file=sys.stderr)
+                    failure.stage = failure.stage or "build"
+                else:
+                    print(f"{'AB'[k]}: tvm {r['tvm_ms']:.3f} ms  max abs error {r['max_abs_error']:.3g}  "
+                          f"{r['kernels']} kernels  built in {r['build_seconds']:.2f} s")
+        html_path, json_path = write_compare(cmp, args.out, ws.model_name or "model")
+    except Exception as exc:
+        failure.record(ws.stage or "compare", exc)
+        return 1
+    print(f"wrote {html_path}\nwrote {json_path}")
     return 0 if failure.stage is None else 1
 
 

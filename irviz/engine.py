@@ -62,8 +62,9 @@ class Engine:
             "run_sizes": self.run_sizes,
             "list_samples": self.list_samples, "list_passes": self.list_passes,
             "list_pipelines": self.list_pipelines, "warm": self.warm, "ping": self.ping,
-            "crash": self.crash,
+            "crash": self.crash, "compare": self.compare, "compare_diff": self.compare_diff,
         }
+        self.comparison = None  # the last `compare`: its two step lists, for compare_diff
 
     @property
     def session(self):
@@ -264,6 +265,34 @@ class Engine:
         files = sorted(os.path.relpath(os.path.join(d, f), root)
                        for d, _, fs in os.walk(root) for f in fs)
         return {"path": path, "files": files}
+
+    def compare(self, pipeline_b, pipeline_a=None, measure=True, repeats=5):
+        """Run two pipelines on the open model's import (A: by default the session's own pipeline)
+        and align their steps; `measure` builds and runs the last step of each."""
+        from irviz.core.views import compare as compare_mod
+
+        self.ws.need_session()
+        if pipeline_a is None:
+            pipeline_a = _pipeline_text(self.session)
+        cmp = compare_mod.compare_pipelines(self.ws, [pipeline_a, pipeline_b], progress=self.progress)
+        self.comparison = cmp
+        if measure:
+            compare_mod.measure(self.ws, cmp, repeats=int(repeats), progress=self.progress)
+        self.progress("Compared", 1.0)
+        return compare_mod.comparison_dict(cmp)
+
+    def compare_diff(self, a, b, mode="pair"):
+        """`pair`: the IR at A's step a against B's step b (text and graph); `pass`: what the pass
+        at those steps did under A against under B (diff of diffs)."""
+        from irviz.core.views import compare as compare_mod
+
+        cmp = self.comparison
+        if cmp is None or self.ws.imported is None or not cmp.steps[0][0].mod.same_as(self.ws.imported.mod):
+            raise BadRequest("No comparison of the open model", "run Compare with pipeline… again")
+        if mode not in ("pair", "pass"):
+            raise BadRequest(f"compare_diff mode is 'pair' or 'pass', not {mode!r}")
+        fn = compare_mod.pair_diff if mode == "pair" else compare_mod.pass_diff
+        return fn(cmp, int(a), int(b))
 
     # -- catalogues and housekeeping ------------------------------------------------------------
 

@@ -249,6 +249,21 @@ class MainWindow(WindowChrome, QMainWindow):
         self.status("Re-measuring the CPU decisions (library or TensorIR, conv2d tiles) on this machine…")
         return self._ask("remeasure", "remeasure")
 
+    def compare_dialog(self, pipeline_b: str | None = None):
+        """Pipeline ▸ Compare with pipeline…: a window comparing the open pipeline with another."""
+        if not self._has_model():
+            return None
+        from irviz.ui.panes.compare import CompareDialog
+
+        dlg = getattr(self, "compare_widget", None)
+        if dlg is None:
+            dlg = self.compare_widget = CompareDialog(self.bridge, self.hub, self.state, self)
+        dlg.show()
+        dlg.raise_()
+        if pipeline_b:
+            dlg.pane.compare(pipeline_b)
+        return dlg
+
     def reimport(self) -> int | None:
         """Import the captured model again with the loaded converters (no re-capture, no restart)."""
         if not self._can_reimport():

@@ -103,6 +103,8 @@ class WindowChrome:
         self.act_remeasure = a("Re-&measure CPU decisions", self.remeasure, None,
                                "Apply the passes again, timing each library-or-TensorIR choice and "
                                "conv2d tile on this machine instead of reading the cache")
+        self.act_compare = a("&Compare with pipeline…", self.compare_dialog, None,
+                             "Run another pipeline on the same model and compare the two, step by step")
         self.act_next_hunk = a("Next hunk", self.diff.view.next_hunk, "Alt+Down")
         self.act_prev_hunk = a("Previous hunk", self.diff.view.prev_hunk, "Alt+Up")
         self.act_fit = a("&Fit graphs", self.fit_graphs, "Ctrl+0")
@@ -163,6 +165,7 @@ class WindowChrome:
         m.addAction(self.act_build_run)
         m.addAction(self.act_cancel)
         m.addAction(self.act_remeasure)
+        m.addAction(self.act_compare)
         m.addSeparator()
         m.addAction(self.act_next_hunk)
         m.addAction(self.act_prev_hunk)

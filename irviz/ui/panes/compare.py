@@ -1,0 +1,206 @@
+"""Compare view: the open pipeline (A) against another (B) on the same model, in a window of its
+own (Pipeline ▸ Compare with pipeline…). The engine runs B on the same import (`compare`); this
+view shows the two step lists aligned by pass name, one row per pipeline (latency, error, kernels,
+build time), and for the selected row either the IR at the two steps or what the pass did under A
+against under B (`compare_diff`)."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QHBoxLayout, QLabel, QLineEdit,
+                               QPushButton, QSplitter, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from irviz.ui.panes.base import Pane, dim_label, row_table
+from irviz.ui.widgets.diff_view import DiffView
+
+ONLY_A = QColor(255, 200, 200, 110)
+ONLY_B = QColor(160, 230, 170, 110)
+MODES = (("pair", "IR at the two steps"), ("pass", "What the pass did: A's diff against B's"))
+
+
+def _fmt(v, spec=".3g") -> str:
+    return "–" if v is None else format(v, spec) if isinstance(v, float) else str(v)
+
+
+class ComparePane(Pane):
+    title = "Compare"
+
+    def __init__(self, bridge, hub, parent=None):
+        super().__init__(bridge, hub, parent)
+        self.result: dict | None = None
+        self.diff_result: dict | None = None
+        self.a_label = dim_label("A: the open pipeline")
+        self.b_edit = QLineEdit()
+        self.b_edit.setPlaceholderText("pipeline B: a name (zero, default_build, …) or a text "
+                                       "(LegalizeOps,FuseOps,FuseTIR)")
+        self.b_edit.returnPressed.connect(self.compare)
+        self.measure = QCheckBox("Build and run the last steps")
+        self.measure.setChecked(True)
+        self.go = QPushButton("Compare")
+        self.go.clicked.connect(self.compare)
+        self.info = dim_label("")
+
+        self.rows = row_table(["", "pipeline", "passes", "TVM ms", "max abs error", "kernels", "build s"])
+        self.rows.setMaximumHeight(76)
+        self.steps = row_table(["A", "pass in A", "B", "pass in B"])
+        self.steps.itemSelectionChanged.connect(self._row_selected)
+        self.mode = QComboBox()
+        for key, text in MODES:
+            self.mode.addItem(text, key)
+        self.mode.currentIndexChanged.connect(lambda _i: self._row_selected())
+        self.diff_info = dim_label("")
+        self.view = DiffView()
+
+        top = QHBoxLayout()
+        top.addWidget(QLabel("B:"))
+        top.addWidget(self.b_edit, 1)
+        top.addWidget(self.measure)
+        top.addWidget(self.go)
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        bar = QHBoxLayout()
+        bar.addWidget(self.mode)
+        bar.addWidget(self.diff_info, 1)
+        rl.addLayout(bar)
+        rl.addWidget(self.view, 1)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.steps)
+        split.addWidget(right)
+        split.setSizes([330, 900])
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.addWidget(self.a_label)
+        lay.addLayout(top)
+        lay.addWidget(self.info)
+        lay.addWidget(self.rows)
+        lay.addWidget(split, 1)
+
+    # -- state and requests ----------------------------------------------------------------
+    def on_state(self, state: dict, prev: dict) -> None:
+        text = state.get("pipeline_text") or ""
+        self.a_label.setText(f"A: {text}" if text else "A: no model open")
+        self.go.setEnabled(bool(state.get("model")))
+
+    def compare(self, pipeline_b: str | None = None) -> int | None:
+        text = (pipeline_b if isinstance(pipeline_b, str) else self.b_edit.text()).strip()
+        if not text:
+            self.info.setText("Type pipeline B first: a name or a pipeline text.")
+            return None
+        self.b_edit.setText(text)
+        self.info.setText(f"Running pipeline B ({text}) on the same import…")
+        return self.ask("compare", "compare", pipeline_b=text, measure=self.measure.isChecked())
+
+    def on_reply(self, purpose: str, result) -> None:
+        if purpose == "compare":
+            self.show_comparison(result or {})
+        elif purpose == "diff":
+            self.diff_result = result or {}
+            self.view.set_diff(self.diff_result)
+            self.diff_info.setText(self._diff_summary(self.diff_result))
+
+    def on_error(self, purpose: str, error: dict) -> None:
+        text = error.get("message", "failed") + (f" — {error['hint']}" if error.get("hint") else "")
+        if purpose == "compare":
+            self.info.setText(f"Compare failed: {text}")
+        else:
+            self.view.clear()
+            self.diff_info.setText(f"diff failed: {text}")
+
+    # -- showing ----------------------------------------------------------------------------
+    def show_comparison(self, result: dict) -> None:
+        self.result = result
+        pipes = result.get("pipelines") or []
+        self.rows.setRowCount(len(pipes))
+        for r, p in enumerate(pipes):
+            cells = ["AB"[r], p.get("pipeline", ""), str(len(p.get("steps") or []) - 1),
+                     _fmt(p.get("tvm_ms"), ".3f"), _fmt(p.get("max_abs_error")), _fmt(p.get("kernels")),
+                     _fmt(p.get("build_seconds"), ".2f")]
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if p.get("error"):
+                    item.setToolTip(p["error"])
+                self.rows.setItem(r, c, item)
+        self.rows.resizeColumnsToContents()
+        errors = [f"{'AB'[k]}: {p['error']}" for k, p in enumerate(pipes) if p.get("error")]
+        aligned = result.get("aligned") or []
+        names = [p.get("steps") or [] for p in pipes]
+        self.steps.blockSignals(True)
+        self.steps.setRowCount(len(aligned))
+        for r, (i, j) in enumerate(aligned):
+            colour = ONLY_A if j is None else ONLY_B if i is None else None
+            cells = ["" if i is None else str(i), "" if i is None else names[0][i],
+                     "" if j is None else str(j), "" if j is None else names[1][j]]
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if colour is not None:
+                    item.setBackground(QBrush(colour))
+                self.steps.setItem(r, c, item)
+        self.steps.resizeColumnsToContents()
+        self.steps.blockSignals(False)
+        one_sided = sum(1 for i, j in aligned if i is None or j is None)
+        self.info.setText("; ".join(errors) if errors else
+                          f"{len(aligned) - one_sided} passes in both, {one_sided} in one only "
+                          "(red: only A, green: only B). Select a row to diff.")
+        if aligned:
+            self.steps.selectRow(len(aligned) - 1)
+
+    def pair_for_row(self, row: int) -> tuple[int | None, int | None]:
+        """The steps a row stands for: a one-sided row is compared with the other pipeline's
+        last step before it (what that pipeline had at this point)."""
+        aligned = (self.result or {}).get("aligned") or []
+        a = b = None
+        for i, j in aligned[:row + 1]:
+            a = i if i is not None else a
+            b = j if j is not None else b
+        return a, b
+
+    def _row_selected(self) -> None:
+        rows = self.steps.selectionModel().selectedRows() if self.steps.selectionModel() else []
+        if not rows or not self.result:
+            return
+        row = rows[0].row()
+        i, j = self.result["aligned"][row]
+        mode = self.mode.currentData()
+        if mode == "pass" and (i is None or j is None or i == 0):
+            self.view.clear()
+            self.diff_info.setText("A pass both pipelines ran is needed for a diff of diffs: "
+                                   "this row is the import or a pass only one of them ran.")
+            return
+        a, b = (i, j) if mode == "pass" else self.pair_for_row(row)
+        if a is None or b is None:
+            return
+        self.diff_info.setText("computing…")
+        self.ask("diff", "compare_diff", a=a, b=b, mode=mode)
+
+    @staticmethod
+    def _diff_summary(d: dict) -> str:
+        if "graph" in d:
+            g = d["graph"]
+            fn = g["functions"]
+            text = (f"A step {d['a']} ({d['pass_a']}) vs B step {d['b']} ({d['pass_b']}): functions "
+                    f"only in A {len(fn['only_a'])}, only in B {len(fn['only_b'])}, changed {len(fn['changed'])}")
+            main = g["nodes"].get("main")
+            if main:
+                text += (f"; main's nodes only in A {len(main['only_a'])}, only in B "
+                         f"{len(main['only_b'])}, changed {len(main['changed'])}, same {main['same']}")
+            return text
+        name = d["a"]["pass"]
+        if d.get("same_effect"):
+            return f"{name} changed the module the same way under A and B"
+        return f"{name} did different things: lines “-” are only in A's diff, “+” only in B's"
+
+
+class CompareDialog(QDialog):
+    """A window of its own, so the main panes stay as they are while two pipelines are compared."""
+
+    def __init__(self, bridge, hub, state: dict | None = None, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Compare pipelines")
+        self.pane = ComparePane(bridge, hub, self)
+        if state:
+            self.pane._on_state(state)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.pane)
+        self.resize(1300, 760)
