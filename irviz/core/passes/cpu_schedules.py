@@ -131,14 +131,20 @@ def _per_function(rule: str, apply):
                 note, new = f"not applied: {_first_line(exc)}", func
             new = _mark_done(_with_note(new, rule, note), rule)
             updates[gv] = new
-        if not updates:
-            return mod
-        out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
-        for gv, func in updates.items():
-            out[gv] = func
-        return out
+        return with_functions(mod, updates)
 
     return _pass
+
+
+def with_functions(mod, updates: dict):
+    """A copy of `mod` with the functions in `updates` ({GlobalVar: function}) replaced; `mod`
+    itself when there are none."""
+    if not updates:
+        return mod
+    out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+    for gv, func in updates.items():
+        out[gv] = func
+    return out
 
 
 def _first_line(exc: Exception) -> str:

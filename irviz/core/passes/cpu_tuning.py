@@ -338,9 +338,7 @@ def _kernel_module(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
 
 
 def _tile_kernel(mod, gv, tile, lanes):
-    kernel = mod[gv].with_attr(schedules.TILE_ATTR, tvm.runtime.convert(tile))
-    out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
-    out[gv] = kernel
+    out = schedules.with_functions(mod, {gv: mod[gv].with_attr(schedules.TILE_ATTR, tvm.runtime.convert(tile))})
     return _apply(out, ("CPUTileConv2d", "CPUInlineElementwise", "CPUTileReductions", "CPUParallelVectorize",
                         "CPUPrepackWeights"), CPUTileConv2d={"lanes": lanes})
 
@@ -406,11 +404,6 @@ def tune_conv2d(lanes: int = 0):
             if rec["choice"] is not None:
                 new = new.with_attr(schedules.TILE_ATTR, tvm.runtime.convert(rec["choice"]))
             updates[gv] = new
-        if not updates:
-            return mod
-        out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
-        for gv, func in updates.items():
-            out[gv] = func
-        return out
+        return schedules.with_functions(mod, updates)
 
     return _pass
