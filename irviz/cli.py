@@ -1,7 +1,7 @@
 """`irviz` command line: the app, and the headless checks scripts and CI use.
 
     irviz [MODEL]                          start the app (on MODEL)
-    irviz check MODEL [--pipeline NAME|TEXT] [--keep-params] [--json PATH|-]
+    irviz check MODEL [--pipeline NAME|TEXT] [--keep-params] [--json PATH|-] [--intermediates]
     irviz export MODEL --pipeline NAME|TEXT --out DIR [--keep-params] [--latency]
     irviz compare MODEL --pipeline A --pipeline B --out DIR
     irviz samples | passes | pipelines
@@ -67,6 +67,13 @@ def _parser() -> argparse.ArgumentParser:
     model_args(c)
     c.add_argument("--json", metavar="PATH", help="write a JSON summary to PATH ('-' = stdout)")
     c.add_argument("--repeats", type=int, default=10, help="timed runs for the medians")
+    c.add_argument("--intermediates", action="store_true",
+                   help="compare every FX node with its Relax binding at the last step; print the "
+                        "first divergence and the worst nodes")
+    c.add_argument("--atol", type=float, default=None,
+                   help="with --intermediates: one absolute tolerance for every node (default: per dtype)")
+    c.add_argument("--rtol", type=float, default=None,
+                   help="with --intermediates: one relative tolerance for every node (default: per dtype)")
 
     e = sub.add_parser("export", help="write step scripts, parameters, diffs, steps.json, report.html")
     model_args(e)
@@ -320,6 +327,8 @@ def _check(args, out) -> int:
                                  f"max rel error {res.max_rel_error:.3g}")
             else:
                 _check_alt_sizes(ws, args, failure, summary, log)
+    if getattr(args, "intermediates", False) and ws is not None and ws.session is not None:
+        _check_intermediates(ws, args, failure, summary, log)
     if ws is not None and ws.session is not None:
         from irviz.core.passes import pipeline_text
 
@@ -346,6 +355,35 @@ def _check(args, out) -> int:
     if not quiet:
         print("OK" if summary["ok"] else f"FAILED at {summary['failed_stage']}")
     return 0 if summary["ok"] else 1
+
+
+def _check_intermediates(ws, args, failure: _Failure, summary: dict, log) -> None:
+    """--intermediates: summary["intermediates"] (one entry per compared FX node) and
+    summary["first_divergence"]; a divergence fails `compare` (when nothing failed before)."""
+    try:
+        res = ws.compare_intermediates(rtol=args.rtol, atol=args.atol)
+    except Exception as exc:
+        if failure.stage is None:
+            failure.record(ws.stage or "run", exc)
+        return
+    summary["intermediates"] = [
+        {"fx_node": n.fx_node, "relax_var": n.relax_var, "max_abs": _finite(n.max_abs),
+         "max_rel": _finite(n.max_rel), "status": n.status, "reason": n.reason}
+        for n in res.nodes]
+    summary["first_divergence"] = res.first_divergence
+    matched = [n for n in res.nodes if n.status != "unmatched"]
+    log(f"nodes    {len(matched)} of {len(res.nodes)} FX nodes compared at step {res.step} "
+        f"({res.pass_name}), {sum(res.seconds.values()):.2f} s")
+    if res.first_divergence is None:
+        log("nodes    every compared node is within tolerance")
+    else:
+        n = next(x for x in res.nodes if x.fx_node == res.first_divergence)
+        log(f"first divergence: {n.fx_node} (relax {n.relax_var}): {n.reason}")
+    log(f"  {'fx node':32} {'relax var':12} {'max abs':>10} {'max rel':>10}  status")
+    for n in res.worst(10):
+        log(f"  {n.fx_node[:32]:32} {str(n.relax_var)[:12]:12} {n.max_abs:10.3g} {n.max_rel:10.3g}  {n.status}")
+    if res.first_divergence is not None and failure.stage is None:
+        failure.mismatch(f"intermediates diverge from torch first at {res.first_divergence}")
 
 
 def _cmd_export(args) -> int:

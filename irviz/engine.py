@@ -63,6 +63,7 @@ class Engine:
             "list_samples": self.list_samples, "list_passes": self.list_passes,
             "list_pipelines": self.list_pipelines, "warm": self.warm, "ping": self.ping,
             "crash": self.crash, "compare": self.compare, "compare_diff": self.compare_diff,
+            "intermediates": self.intermediates,
         }
         self.comparison = None  # the last `compare`: its two step lists, for compare_diff
 
@@ -242,6 +243,17 @@ class Engine:
             "tvm_timing": res.tvm_timing, "torch_timing": res.torch_timing, "cpu": cpu_info().as_dict(),
             "timing_text": describe({"TVM": res.tvm_timing, "PyTorch": res.torch_timing}, res.threads),
         }
+
+    def intermediates(self, step=None, rtol=None, atol=None):
+        """Every FX node against its Relax binding at a step (Workspace.compare_intermediates)."""
+        tol = {}
+        for name, v in (("rtol", rtol), ("atol", atol)):
+            if v is not None:
+                try:
+                    tol[name] = float(v)
+                except (TypeError, ValueError):
+                    raise BadRequest(f"`{name}` must be a number, got {v!r}") from None
+        return self.ws.compare_intermediates(self.ws.step_at(step).index, **tol).as_dict()
 
     def run_sizes(self, step=None, func="main"):
         """What a run of `func` needs before it can start: its symbolic sizes and where its inputs

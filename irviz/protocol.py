@@ -47,6 +47,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("diff", supersede=True),
     Command("provenance"),
     Command("build_run", stage="build"),
+    Command("intermediates", stage="run"),
     Command("run_sizes", stage="run"),
     Command("latency_trace"),
     Command("export", stage="export"),

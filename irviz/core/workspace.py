@@ -526,6 +526,17 @@ class Workspace:
             self.runs[st.index] = (st, result)
         return built, result
 
+    def compare_intermediates(self, step=None, rtol=None, atol=None):
+        """Every FX node's torch value against its Relax binding at a step (the cursor by default);
+        see backend/intermediates.py. A late step reuses the last build of that step."""
+        from irviz.core.backend.intermediates import compare_intermediates
+
+        st = self.step_at(step)
+        built = self._last_build[1] if self._last_build is not None and self._last_build[0] is st else None
+        self.stage = "run"
+        return compare_intermediates(st, self.captured, params=self.kept_params, built=built,
+                                     rtol=rtol, atol=atol, progress=self.progress)
+
     def _ir_inputs(self, mod, func: str, dims=None) -> list:
         from irviz.core.frontend.ir_file import inputs_for
 

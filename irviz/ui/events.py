@@ -14,6 +14,7 @@ Signals (all payloads are plain Python):
 - ``stepSelected(int)``           a step index (the diff pane shows it vs the previous step)
 - ``linked(object)``              a :class:`Selection` with every linked id
 - ``heatChanged(dict)``           binding var -> milliseconds, from the run pane
+- ``errorHeatChanged(dict)``      {"fx": {node: t}, "relax": {var: t}}: intermediates' error, t in [0, 1]
 - ``cleared()``                   selection cleared
 - ``sessionReset()``              a model was (re)opened: drop everything cached for the old one
 """
@@ -79,6 +80,8 @@ class EventHub(QObject):
     stepSelected = Signal(int)
     linked = Signal(object)
     heatChanged = Signal(dict)
+    # {"fx": {node: t}, "relax": {var: t}}, t in [0, 1] on the error overlay's log scale
+    errorHeatChanged = Signal(dict)
     cleared = Signal()
     sessionReset = Signal()
 
@@ -109,6 +112,9 @@ class EventHub(QObject):
 
     def set_heat(self, heat: dict) -> None:
         self.heatChanged.emit(dict(heat))
+
+    def set_error_heat(self, fx: dict, relax: dict) -> None:
+        self.errorHeatChanged.emit({"fx": dict(fx), "relax": dict(relax)})
 
     def clear(self) -> None:
         self.selection = None

@@ -193,6 +193,37 @@ def carry_provenance(old_mod, new_mod, provenance: dict[str, list[str]]) -> dict
                     new_to_old.setdefault(pick.call, set()).add(hv)
                     progress = True
 
+    # 2b. same name, same kind of value: passes that rebuild every var (ToNonDataflow turns each
+    # DataflowVar into a new Var) keep the names. A new alias (`lv = alloc`, CallTIRRewrite) also
+    # counts: the value now lives in the buffer it aliases.
+    taken = {n for names in mapping.values() for n in names}
+    new_by_name: dict[str, object] = {}
+    for b in new_b:
+        new_by_name.setdefault(var_name(b.var), b)
+    for b in old_b:
+        hv = _h(b.var)
+        if hv in mapping:
+            continue
+        nb = new_by_name.get(var_name(b.var))
+        if nb is None or var_name(nb.var) in taken:
+            continue
+        if _signature(nb.value) == _signature(b.value) or isinstance(nb.value, relax.Var):
+            mapping[hv] = [var_name(nb.var)]
+            taken.add(var_name(nb.var))
+    # 2c. a removed alias (`lv = alloc` dropped by KillAfterLastUse) is what it aliased; a removed
+    # `t[i]` of a tuple built from vars (`t = a, b`) is that var
+    old_value_of = {_h(b.var): b.value for b in old_b}
+    for b in old_b:
+        hv, value = _h(b.var), b.value
+        if hv in mapping:
+            continue
+        if isinstance(value, relax.TupleGetItem) and isinstance(value.tuple_value, relax.Var):
+            tup = old_value_of.get(_h(value.tuple_value))
+            if isinstance(tup, relax.Tuple) and 0 <= value.index < len(tup.fields):
+                value = tup.fields[value.index]
+        if isinstance(value, relax.Var) and _h(value) in mapping:
+            mapping[hv] = list(mapping[_h(value)])
+
     # 3. nearest surviving binding downstream, else upstream
     def nearest(start: int, edges: dict) -> list[str] | None:
         seen, queue = {start}, deque(edges.get(start, ()))

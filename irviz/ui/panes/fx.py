@@ -106,6 +106,8 @@ class FxPane(Pane):
 
         hub.linked.connect(self._on_linked)
         hub.cleared.connect(lambda: self._on_linked(None))
+        self._error_heat: dict = {}
+        hub.errorHeatChanged.connect(self._on_error_heat)
 
     # -- data ------------------------------------------------------------------------------------
     def fx_key(self, state: dict | None):
@@ -197,6 +199,7 @@ class FxPane(Pane):
         all_nodes = self.graph_dict.get("nodes", [])
         folded = [n for n in all_nodes if n.get("kind") == "group"]
         self._group_of = {m: n["id"] for n in folded for m in n.get("members") or []}
+        self._apply_error_heat()
         nodes = [n for n in all_nodes if n.get("kind") != "group"]
         hidden = self.graph_dict.get("hidden_bookkeeping") or []
         if not folded and not hidden:
@@ -292,6 +295,20 @@ class FxPane(Pane):
                 self.graph.blockSignals(True)
                 self.graph.select(shown, center=True)
                 self.graph.blockSignals(False)
+
+    def _on_error_heat(self, d: dict) -> None:
+        """Intermediates' error per FX node (a folded module shows its worst node)."""
+        self._error_heat = dict(d.get("fx") or {})
+        self._apply_error_heat()
+
+    def _apply_error_heat(self) -> None:
+        if self.graph_dict is None:
+            return
+        heat: dict = {}
+        for node, t in self._error_heat.items():
+            shown = self._group_of.get(node, node)
+            heat[shown] = max(heat.get(shown, 0.0), float(t))
+        self.graph.set_heat(heat, 1.0)
 
     def center_on_linked(self) -> None:
         shown = [self._group_of.get(i, i) for i in self._linked]

@@ -51,6 +51,7 @@ class RelaxPane(Pane):
         self.changed: list[str] = []
         self._linked: list[str] = []
         self._heat: dict = {}
+        self._heat_vmax: float | None = None  # fixed for the error overlay's log scale
         self._shown: tuple | None = None  # (step, func) displayed
         self._graph_func: str | None = None
         self.show_bookkeeping = False
@@ -100,6 +101,7 @@ class RelaxPane(Pane):
         hub.linked.connect(self._on_linked)
         hub.cleared.connect(lambda: self._on_linked(None))
         hub.heatChanged.connect(self._on_heat)
+        hub.errorHeatChanged.connect(lambda d: self._on_heat(d.get("relax") or {}, vmax=1.0))
 
     def view_mode(self) -> str:
         return next((m for m, b in self.mode_buttons.items() if b.isChecked()), "split")
@@ -186,7 +188,7 @@ class RelaxPane(Pane):
             self._graph_func = self.current_func()
             self.graph.set_graph(self.graph_dict, keep_view=same_func)
             if self._heat:
-                self.graph.set_heat(self._heat)
+                self.graph.set_heat(self._heat, self._heat_vmax)
         elif purpose == "prev_graph":
             self.prev_graph = result or {"nodes": []}
         elif purpose == "text":
@@ -271,10 +273,10 @@ class RelaxPane(Pane):
     def linked_ids(self) -> list[str]:
         return list(self._linked)
 
-    def _on_heat(self, heat: dict) -> None:
-        self._heat = dict(heat)
+    def _on_heat(self, heat: dict, vmax: float | None = None) -> None:
+        self._heat, self._heat_vmax = dict(heat), vmax
         if self.graph_dict is not None:
-            self.graph.set_heat(self._heat)
+            self.graph.set_heat(self._heat, vmax)
 
     def _search(self) -> list[str]:
         text = self.search.text().strip()

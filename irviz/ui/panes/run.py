@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QHeaderView,
 from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
+from irviz.ui.panes.intermediates_tab import IntermediatesTab
 from irviz.ui.widgets.latency_chart import LatencyChart
 from irviz.ui.widgets.sizes_dialog import ask_sizes
 
@@ -207,6 +208,8 @@ class RunPane(Pane):
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.kernels, "Kernels")
         self.tabs.addTab(lat_page, "Latency per step")
+        self.intermediates = IntermediatesTab(self.ask, hub, lambda: self.cursor_of(self.state))
+        self.tabs.addTab(self.intermediates, "Intermediates")
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
@@ -242,6 +245,7 @@ class RunPane(Pane):
         self.kernels.setRowCount(0)
         self.hub.set_heat({})
         self.latency = self.latency_steps = None
+        self.intermediates.clear()
         self.chart.clear()
         self.latency_status.setText("Build and time every recorded step; plotted on a log scale "
                                     "with torch eager as a line.")
@@ -396,6 +400,9 @@ class RunPane(Pane):
             self.latency_button.setEnabled(self.cursor_of(self.state) is not None)
             self._show_latency(result or {})
             return
+        if purpose == "intermediates":
+            self.intermediates.show(result or {})
+            return
         if purpose != "run":
             return
         c = themes.colors()
@@ -451,6 +458,9 @@ class RunPane(Pane):
 
     def on_error(self, purpose: str, error: dict) -> None:
         c = themes.colors()
+        if purpose == "intermediates":
+            self.intermediates.show_error(error)
+            return
         if purpose == "latency":
             self.latency_button.setEnabled(self.cursor_of(self.state) is not None)
             self.latency_steps = None

@@ -606,8 +606,9 @@ class GraphView(QWidget):
         for role in list(self._roles):
             self.highlight([], role)
 
-    def set_heat(self, values: dict[str, float] | None) -> None:
-        """Colour nodes by value (e.g. kernel ms): hottest = max; None or {} clears."""
+    def set_heat(self, values: dict[str, float] | None, vmax: float | None = None) -> None:
+        """Colour nodes by value (e.g. kernel ms): hottest = `vmax` (default: the largest value);
+        None or {} clears."""
         for it in self.nodes.values():
             if it.heat is not None:
                 it.heat = None
@@ -615,7 +616,7 @@ class GraphView(QWidget):
         self._heat = {}
         if not values:
             return
-        vmax = max(values.values()) or 1.0
+        vmax = vmax or max(values.values()) or 1.0
         for nid, v in values.items():
             if str(nid) not in self._node_data:
                 continue
