@@ -3,6 +3,7 @@
     irviz [MODEL]                          start the app (on MODEL)
     irviz check MODEL [--pipeline NAME|TEXT] [--keep-params] [--json PATH|-]
     irviz export MODEL --pipeline NAME|TEXT --out DIR [--keep-params] [--latency]
+    irviz query MODEL --pipeline NAME|TEXT "PATTERN" [--json PATH|-]
     irviz samples | passes | pipelines
     irviz snapshot MODEL --steps N --out FILE.png
 
@@ -18,7 +19,7 @@ import sys
 import traceback
 import warnings
 
-COMMANDS = ("check", "export", "samples", "passes", "pipelines", "snapshot", "gui")
+COMMANDS = ("check", "export", "query", "samples", "passes", "pipelines", "snapshot", "gui")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="build and time every step; report.html gets a latency-per-step chart")
     e.add_argument("--repeats", type=int, default=10, help="timed runs per step for --latency")
 
+    q = sub.add_parser("query", help="count a pattern (conv2d -> add -> relu) in the Relax graph at every step")
+    model_args(q)
+    q.add_argument("pattern", help="op names joined by '->', '*' for any op, constraints in parentheses: "
+                                   "'matmul(dtype=float32) -> * -> softmax', 'conv2d(shape=[1,64,56,56]) -> add'")
+    q.add_argument("--json", metavar="PATH", help="write the matches per step as JSON to PATH ('-' = stdout)")
+
     sub.add_parser("samples", help="list sample models (use as sample:NAME)")
     sub.add_parser("passes", help="list passes")
     sub.add_parser("pipelines", help="list named pipelines")
@@ -98,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\..*")
     handler = {
-        "gui": _cmd_gui, "check": _cmd_check, "export": _cmd_export, "samples": _cmd_samples,
+        "gui": _cmd_gui, "check": _cmd_check, "export": _cmd_export, "query": _cmd_query,
+        "samples": _cmd_samples,
         "passes": _cmd_passes, "pipelines": _cmd_pipelines,
     }[args.command]
     return handler(args)
@@ -364,6 +372,39 @@ def _cmd_export(args) -> int:
         return 1
     print(f"wrote {out}")
     return 0 if failure.stage is None else 1
+
+
+def _cmd_query(args) -> int:
+    from irviz.core.views import query
+
+    failure = _Failure(args.verbose)
+    quiet = args.json == "-"
+    log = (lambda msg: print(msg, file=sys.stderr)) if quiet else print
+    try:  # a malformed pattern is a usage error: say where before paying for the model
+        query.parse(args.pattern)
+    except Exception as exc:
+        failure.record("query", exc)
+        return 2
+    ws = _open_workspace(args, failure, log)
+    if ws is None or ws.session is None:
+        return 1
+    try:
+        found = query.query_steps(ws.session.steps, args.pattern)
+    except Exception as exc:
+        failure.record("query", exc)
+        return 2
+    for row in found["steps"]:
+        shown = "; ".join(" -> ".join(b) for b in row["bindings"][:3])
+        more = f" (+{row['matches'] - 3} more)" if row["matches"] > 3 else ""
+        log(f"  {row['index']:2d} {row['pass']:28} {row['matches']:4d}  {shown}{more}")
+    if args.json:
+        text = json.dumps(found, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text + "\n")
+    return 1 if failure.stage is not None else 0
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ _CONSTRAINTS = ("dtype", "shape")
 class QueryError(RequestError):
     """A pattern text that does not parse; `column` is 1-based, `caret` points at it."""
 
+    stage = "query"
+
     def __init__(self, message: str, pattern: str, column: int, hint: str | None = None):
         caret = f"{pattern}\n{' ' * (column - 1)}^"
         super().__init__(f"{message} at column {column}\n{caret}",
