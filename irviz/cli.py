@@ -260,6 +260,16 @@ def _timing_fields(res) -> dict:
     return out
 
 
+def _memory_fields(built, func: str):
+    """StaticPlanBlockMemory's figures for the module the build lowered (None if unreadable)."""
+    from irviz.core.views.memory import memory_plan
+
+    try:
+        return memory_plan(built.lowered, func).summary()
+    except Exception:  # noqa: BLE001 - the figures are extra; a check does not fail over them
+        return None
+
+
 def _decisions(ws, log) -> list[dict]:
     """The measured CPU decisions of the pipeline (each once), logged as the kernel table shows them."""
     from irviz.core.passes.cpu_tuning import decisions_of, describe_decision
@@ -303,6 +313,7 @@ def _check(args, out) -> int:
                            max_rel_error=_finite(res.max_rel_error), allclose=res.allclose,
                            tvm_ms=round(res.tvm_ms, 4), torch_ms=_finite(round(res.torch_ms, 4)),
                            threads=res.threads, timing=_timing_fields(res))
+            summary["memory"] = _memory_fields(built, args.func)
             # "torch" rather than "PyTorch": the JSON's values are short identifiers
             summary["reference"] = {"PyTorch": "torch", None: "none"}.get(ws.reference_name, ws.reference_name)
             if res.allclose is None:
