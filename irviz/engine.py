@@ -62,7 +62,7 @@ class Engine:
             "run_sizes": self.run_sizes,
             "list_samples": self.list_samples, "list_passes": self.list_passes,
             "list_pipelines": self.list_pipelines, "warm": self.warm, "ping": self.ping,
-            "crash": self.crash,
+            "crash": self.crash, "query": self.query, "memory": self.memory,
         }
 
     @property
@@ -101,6 +101,23 @@ class Engine:
             return reply
         finally:
             self._req_id = None
+
+    # -- query and memory -----------------------------------------------------------------------
+
+    def query(self, pattern: str) -> dict:
+        """The pattern's matches at every recorded step (irviz.core.views.query)."""
+        from irviz.core.views.query import query_steps
+
+        return query_steps(self.ws.need_session().steps, pattern)
+
+    def memory(self, step=None, func: str = "main") -> dict:
+        """Storage tokens, tensors and lifetimes of a step (planned on a copy if it is not yet)."""
+        from irviz.core.views.memory import memory_of_step
+
+        st = self.ws.step_at(step)
+        self.progress(f"Planning memory of step {st.index}", 0.2)
+        plan, own = memory_of_step(st.mod, func)
+        return dict(plan.as_dict(), step=st.index, planned_by_step=own)
 
     # -- the state ------------------------------------------------------------------------------
 
