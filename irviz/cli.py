@@ -4,6 +4,7 @@
     irviz check MODEL [--pipeline NAME|TEXT] [--keep-params] [--json PATH|-] [--intermediates]
     irviz export MODEL --pipeline NAME|TEXT --out DIR [--keep-params] [--latency]
     irviz compare MODEL --pipeline A --pipeline B --out DIR
+    irviz query MODEL --pipeline NAME|TEXT "PATTERN" [--json PATH|-]
     irviz samples | passes | pipelines
     irviz snapshot MODEL --steps N --out FILE.png
 
@@ -19,7 +20,7 @@ import sys
 import traceback
 import warnings
 
-COMMANDS = ("check", "export", "compare", "samples", "passes", "pipelines", "snapshot", "gui")
+COMMANDS = ("check", "export", "compare", "query", "samples", "passes", "pipelines", "snapshot", "gui")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -89,6 +90,11 @@ def _parser() -> argparse.ArgumentParser:
     cm.add_argument("--out", required=True, metavar="DIR")
     cm.add_argument("--no-build", action="store_true", help="skip building and running the last steps")
     cm.add_argument("--repeats", type=int, default=10, help="timed runs of each pipeline's last step")
+    q = sub.add_parser("query", help="count a pattern (conv2d -> add -> relu) in the Relax graph at every step")
+    model_args(q)
+    q.add_argument("pattern", help="op names joined by '->', '*' for any op, constraints in parentheses: "
+                                   "'matmul(dtype=float32) -> * -> softmax', 'conv2d(shape=[1,64,56,56]) -> add'")
+    q.add_argument("--json", metavar="PATH", help="write the matches per step as JSON to PATH ('-' = stdout)")
 
     sub.add_parser("samples", help="list sample models (use as sample:NAME)")
     sub.add_parser("passes", help="list passes")
@@ -115,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\..*")
     handler = {
         "gui": _cmd_gui, "check": _cmd_check, "export": _cmd_export, "compare": _cmd_compare,
+        "query": _cmd_query,
         "samples": _cmd_samples,
         "passes": _cmd_passes, "pipelines": _cmd_pipelines,
     }[args.command]
@@ -269,6 +276,16 @@ def _timing_fields(res) -> dict:
     return out
 
 
+def _memory_fields(built, func: str):
+    """StaticPlanBlockMemory's figures for the module the build lowered (None if unreadable)."""
+    from irviz.core.views.memory import memory_plan
+
+    try:
+        return memory_plan(built.lowered, func).summary()
+    except Exception:  # noqa: BLE001 - the figures are extra; a check does not fail over them
+        return None
+
+
 def _decisions(ws, log) -> list[dict]:
     """The measured CPU decisions of the pipeline (each once), logged as the kernel table shows them."""
     from irviz.core.passes.cpu_tuning import decisions_of, describe_decision
@@ -312,6 +329,7 @@ def _check(args, out) -> int:
                            max_rel_error=_finite(res.max_rel_error), allclose=res.allclose,
                            tvm_ms=round(res.tvm_ms, 4), torch_ms=_finite(round(res.torch_ms, 4)),
                            threads=res.threads, timing=_timing_fields(res))
+            summary["memory"] = _memory_fields(built, args.func)
             # "torch" rather than "PyTorch": the JSON's values are short identifiers
             summary["reference"] = {"PyTorch": "torch", None: "none"}.get(ws.reference_name, ws.reference_name)
             if res.allclose is None:
@@ -460,6 +478,39 @@ def _cmd_compare(args) -> int:
         return 1
     print(f"wrote {html_path}\nwrote {json_path}")
     return 0 if failure.stage is None else 1
+
+
+def _cmd_query(args) -> int:
+    from irviz.core.views import query
+
+    failure = _Failure(args.verbose)
+    quiet = args.json == "-"
+    log = (lambda msg: print(msg, file=sys.stderr)) if quiet else print
+    try:  # a malformed pattern is a usage error: say where before paying for the model
+        query.parse(args.pattern)
+    except Exception as exc:
+        failure.record("query", exc)
+        return 2
+    ws = _open_workspace(args, failure, log)
+    if ws is None or ws.session is None:
+        return 1
+    try:
+        found = query.query_steps(ws.session.steps, args.pattern)
+    except Exception as exc:
+        failure.record("query", exc)
+        return 2
+    for row in found["steps"]:
+        shown = "; ".join(" -> ".join(b) for b in row["bindings"][:3])
+        more = f" (+{row['matches'] - 3} more)" if row["matches"] > 3 else ""
+        log(f"  {row['index']:2d} {row['pass']:28} {row['matches']:4d}  {shown}{more}")
+    if args.json:
+        text = json.dumps(found, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text + "\n")
+    return 1 if failure.stage is not None else 0
 
 
 if __name__ == "__main__":

@@ -64,6 +64,7 @@ class Engine:
             "list_pipelines": self.list_pipelines, "warm": self.warm, "ping": self.ping,
             "crash": self.crash, "compare": self.compare, "compare_diff": self.compare_diff,
             "intermediates": self.intermediates,
+            "query": self.query, "memory": self.memory,
         }
         self.comparison = None  # the last `compare`: its two step lists, for compare_diff
 
@@ -103,6 +104,23 @@ class Engine:
             return reply
         finally:
             self._req_id = None
+
+    # -- query and memory -----------------------------------------------------------------------
+
+    def query(self, pattern: str) -> dict:
+        """The pattern's matches at every recorded step (irviz.core.views.query)."""
+        from irviz.core.views.query import query_steps
+
+        return query_steps(self.ws.need_session().steps, pattern)
+
+    def memory(self, step=None, func: str = "main") -> dict:
+        """Storage tokens, tensors and lifetimes of a step (planned on a copy if it is not yet)."""
+        from irviz.core.views.memory import memory_of_step
+
+        st = self.ws.step_at(step)
+        self.progress(f"Planning memory of step {st.index}", 0.2)
+        plan, own = memory_of_step(st.mod, func)
+        return dict(plan.as_dict(), step=st.index, planned_by_step=own)
 
     # -- the state ------------------------------------------------------------------------------
 

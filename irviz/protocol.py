@@ -46,6 +46,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("module_text"),
     Command("diff", supersede=True),
     Command("provenance"),
+    Command("query", stage="query"),
+    Command("memory", stage="build"),
     Command("build_run", stage="build"),
     Command("intermediates", stage="run"),
     Command("run_sizes", stage="run"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QSplitter,
+from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QLineEdit, QSplitter,
                                QToolButton, QVBoxLayout)
 
 from irviz.protocol import ALL_FUNCTIONS
@@ -71,6 +71,20 @@ class RelaxPane(Pane):
             group.addButton(b)
             self.mode_buttons[name.lower()] = b
         self.info = dim_label("No model open")
+        # a dataflow pattern (conv2d -> add -> relu), counted by the engine at every step
+        self.query_box = QLineEdit()
+        self.query_box.setPlaceholderText("Pattern: conv2d -> batch_norm -> relu, matmul(dtype=float32) -> * -> softmax")
+        self.query_box.setClearButtonEnabled(True)
+        self.query_box.returnPressed.connect(self.run_query)
+        self.query_prev = QToolButton(text="◀")
+        self.query_next = QToolButton(text="▶")
+        self.query_prev.setToolTip("Previous match")
+        self.query_next.setToolTip("Next match")
+        self.query_prev.clicked.connect(lambda: self.goto_match(-1))
+        self.query_next.clicked.connect(lambda: self.goto_match(+1))
+        self.query_info = dim_label("")
+        self.query_result: dict | None = None
+        self.query_pos = -1
 
         self.graph = GraphView()
         self.graph.nodeSelected.connect(self._node_clicked)
@@ -94,6 +108,14 @@ class RelaxPane(Pane):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.setSpacing(3)
         lay.addLayout(top)
+        qrow = QHBoxLayout()
+        qrow.setContentsMargins(0, 0, 0, 0)
+        qrow.addWidget(QLabel("Query"))
+        qrow.addWidget(self.query_box, 2)
+        qrow.addWidget(self.query_prev)
+        qrow.addWidget(self.query_next)
+        qrow.addWidget(self.query_info, 3)
+        lay.addLayout(qrow)
         lay.addWidget(self.info)
         lay.addWidget(self.split, 1)
         self.mode_buttons["split"].setChecked(True)
@@ -136,6 +158,11 @@ class RelaxPane(Pane):
         if self.model_key(state) != self.model_key(prev):
             self._heat = {}
         self._reload()
+        if self.query_box.text().strip() and (state.get("steps") != (prev or {}).get("steps")
+                                              or self.model_key(state) != self.model_key(prev)):
+            self.run_query()
+        else:
+            self._show_query()
 
     def _reload(self, force: bool = False) -> None:
         cursor = self.cursor_of(self.state)
@@ -182,6 +209,11 @@ class RelaxPane(Pane):
         self.say_no_model()
 
     def on_reply(self, purpose: str, result) -> None:
+        if purpose == "query":
+            self.query_result = result
+            self.query_pos = -1
+            self._show_query()
+            return
         if purpose == "graph":
             self.graph_dict = result or {"nodes": [], "edges": []}
             same_func = self._graph_func == self.current_func()
@@ -197,6 +229,16 @@ class RelaxPane(Pane):
         self._update_highlights()
 
     def on_error(self, purpose: str, error: dict) -> None:
+        if purpose == "query":
+            self.query_result = None
+            message = error.get("message", "the query failed")
+            self.query_info.setText(message.splitlines()[0])
+            self.query_info.setStyleSheet("color: #c0392b")
+            # the caret under the pattern, in a fixed font, where the mouse rests
+            self.query_info.setToolTip("<pre>" + "\n".join(message.splitlines()[1:]) + "</pre>")
+            if self.graph_dict is not None:
+                self.graph.highlight([], "found")
+            return
         if purpose == "prev_graph":  # e.g. the function did not exist one step earlier
             self.prev_graph = {"nodes": []}
             self._update_highlights()
@@ -241,6 +283,68 @@ class RelaxPane(Pane):
         if self.changed:
             parts.append(f"{len(self.changed)} changed")
         self.info.setText(" · ".join(parts))
+        self._show_query()
+
+    # -- query -----------------------------------------------------------------------------------
+    def run_query(self) -> None:
+        text = self.query_box.text().strip()
+        self.query_info.setStyleSheet("")
+        self.query_info.setToolTip("")
+        if not text:
+            self.query_result = None
+            self._show_query()
+            return
+        if self.cursor_of(self.state) is None:
+            self.query_info.setText("Open a model to query its Relax graph")
+            return
+        self.query_info.setText("Matching…")
+        self.ask("query", "query", pattern=text)
+
+    def matches_here(self) -> list[list[str]]:
+        """The matches of the query at the shown step, each its bindings first op first."""
+        if not self.query_result:
+            return []
+        cursor = self.cursor_of(self.state)
+        row = next((r for r in self.query_result.get("steps", []) if r["index"] == cursor), None)
+        return list(row["bindings"]) if row else []
+
+    def _match_ids(self, chain: list[str]) -> list[str]:
+        # main's bindings are node ids as they are; a fused function's show as function:var
+        return [b for b in chain if self.graph_dict and any(n["id"] == b for n in self.graph_dict.get("nodes", []))] \
+            or [b.split(":")[-1] for b in chain]
+
+    def _show_query(self) -> None:
+        if self.query_result is None:
+            if not self.query_box.text().strip():
+                self.query_info.setText("")
+                if self.graph_dict is not None:
+                    self.graph.highlight([], "found")
+            return
+        here = self.matches_here()
+        steps = self.query_result.get("steps", [])
+        total = sum(r["matches"] for r in steps)
+        # where the count changes: the steps at which the pattern appears or disappears
+        runs, last = [], None
+        for r in steps:
+            if r["matches"] != last:
+                runs.append(f"{r['index']}:{r['matches']}")
+                last = r["matches"]
+        at = f"{self.query_pos + 1}/{len(here)}" if 0 <= self.query_pos < len(here) else f"{len(here)}"
+        self.query_info.setText(f"{at} here · {total} over {len(steps)} steps · per step {' '.join(runs)}")
+        self.query_info.setToolTip("\n".join(f"step {r['index']} {r['pass']}: {r['matches']}" for r in steps))
+        if self.graph_dict is not None:
+            self.graph.highlight([i for chain in here for i in self._match_ids(chain)], "found")
+
+    def goto_match(self, delta: int) -> None:
+        here = self.matches_here()
+        if not here:
+            return
+        self.query_pos = (self.query_pos + delta) % len(here)
+        ids = self._match_ids(here[self.query_pos])
+        self._show_query()
+        if ids and self.graph_dict is not None:
+            self.graph.center_on(ids[-1])
+            self.code.highlight_words(ids, scroll=True)
 
     # -- selection -------------------------------------------------------------------------------
     def _node_clicked(self, node_id: str) -> None:

@@ -210,6 +210,7 @@ class RunPane(Pane):
         self.tabs.addTab(lat_page, "Latency per step")
         self.intermediates = IntermediatesTab(self.ask, hub, lambda: self.cursor_of(self.state))
         self.tabs.addTab(self.intermediates, "Intermediates")
+        self.tabs.addTab(self._memory_page(), "Memory")
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
@@ -392,7 +393,43 @@ class RunPane(Pane):
         if step != self.cursor_of(self.state):
             self.bridge.request("jump", index=int(step))
 
+    def _memory_page(self) -> QWidget:
+        from PySide6.QtWidgets import QScrollArea
+
+        from irviz.ui.widgets.memory_view import MemoryView
+
+        self.memory_button = QPushButton("Plan memory of this step")
+        self.memory_button.setToolTip("StaticPlanBlockMemory's storage tokens and tensor lifetimes "
+                                      "(a step before it is planned on a copy)")
+        self.memory_button.clicked.connect(self.plan_memory)
+        self.memory_status = QLabel("")
+        self.memory_view = MemoryView()
+        self.memory_view.tensorSelected.connect(self.hub.select_relax)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.memory_view)
+        page = QWidget()
+        lay = QVBoxLayout(page)
+        lay.setContentsMargins(0, 4, 0, 0)
+        row = QHBoxLayout()
+        row.addWidget(self.memory_button)
+        row.addWidget(self.memory_status, 1)
+        lay.addLayout(row)
+        lay.addWidget(scroll, 1)
+        return page
+
+    def plan_memory(self) -> None:
+        cursor = self.cursor_of(self.state)
+        if cursor is None:
+            return
+        self.memory_status.setText(f"Planning step {cursor}…")
+        self.ask("memory", "memory", step=cursor)
+
     def on_reply(self, purpose: str, result) -> None:
+        if purpose == "memory":
+            self.memory_status.setText("")
+            self.memory_view.set_plan(result)
+            return
         if purpose in ("sizes", "sizes_edit"):
             self._on_sizes(result or {}, edit=purpose == "sizes_edit")
             return
@@ -460,6 +497,10 @@ class RunPane(Pane):
         c = themes.colors()
         if purpose == "intermediates":
             self.intermediates.show_error(error)
+            return
+        if purpose == "memory":
+            self.memory_status.setText(f"Memory planning failed: {error.get('message', 'failed')}")
+            self.memory_view.set_plan(None)
             return
         if purpose == "latency":
             self.latency_button.setEnabled(self.cursor_of(self.state) is not None)

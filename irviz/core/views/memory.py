@@ -1,0 +1,192 @@
+"""What StaticPlanBlockMemory decided: storage tokens, the tensors sharing each, their lifetimes.
+
+Read from the ``alloc_storage`` / ``alloc_tensor`` calls of a Relax function, in either form
+the build leaves them: ``R.memory.*`` (StaticPlanBlockMemory .. KillAfterLastUse) or ``R.vm.*``
+(after LowerRuntimeBuiltin). A step before memory planning is planned first: the remaining
+default_build passes up to StaticPlanBlockMemory are applied to a copy (no compile).
+
+Lifetimes are binding indexes of the function (its bindings in order, all blocks): a tensor lives
+from its alloc_tensor to the last binding that uses it or a var bound to it (``lv = alloc``);
+kill calls are not uses. One returned lives to the end.
+
+    planned_bytes  the storage the plan allocates (sum of alloc_storage sizes)
+    tensor_bytes   what the same tensors need without sharing (sum of their sizes)
+    peak_bytes     the most tensor bytes alive at one binding: what any plan needs at least
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import tvm
+from tvm import relax
+
+from irviz.core.tvm_compat import var_name
+
+__all__ = ["MemoryPlan", "memory_plan", "memory_of_step", "plan_module"]
+
+_STORAGE = ("relax.memory.alloc_storage", "relax.vm.alloc_storage")
+_TENSOR = ("relax.memory.alloc_tensor", "relax.vm.alloc_tensor")
+_UNPLANNED = ("relax.builtin.alloc_tensor",)
+_KILLS = ("relax.memory.kill_storage", "relax.memory.kill_tensor", "relax.vm.kill_object")
+
+
+@dataclass
+class Tensor:
+    name: str  # the alloc_tensor binding
+    aliases: list[str]  # vars bound to it later (lv = alloc): the names a reader of the IR knows
+    token: str | None  # its storage token (None: allocated on its own, not planned)
+    offset: int
+    shape: list[int]
+    dtype: str
+    bytes: int
+    start: int  # binding index of the allocation
+    end: int  # binding index of the last use
+
+
+@dataclass
+class Token:
+    name: str
+    bytes: int
+    binding: int
+    tensors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MemoryPlan:
+    func: str
+    bindings: int  # how many bindings the timeline has
+    tokens: list[Token]
+    tensors: list[Tensor]
+
+    @property
+    def planned_bytes(self) -> int:
+        return sum(t.bytes for t in self.tokens)
+
+    @property
+    def tensor_bytes(self) -> int:
+        return sum(t.bytes for t in self.tensors if t.token is not None)
+
+    @property
+    def peak_bytes(self) -> int:
+        planned = [t for t in self.tensors if t.token is not None]
+        return max((sum(t.bytes for t in planned if t.start <= i <= t.end) for i in range(self.bindings)),
+                   default=0)
+
+    def summary(self) -> dict:
+        """The figures `irviz check --json` reports."""
+        return {"tokens": len(self.tokens), "planned_bytes": self.planned_bytes,
+                "tensor_bytes": self.tensor_bytes, "peak_bytes": self.peak_bytes}
+
+    def as_dict(self) -> dict:
+        return {"func": self.func, "bindings": self.bindings, **self.summary(),
+                "token_list": [asdict(t) for t in self.tokens],
+                "tensors": [asdict(t) for t in self.tensors]}
+
+
+def _op_name(call) -> str | None:
+    return call.op.name if isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op) else None
+
+
+def _ints(shape_expr) -> list[int]:
+    values = shape_expr.values if isinstance(shape_expr, relax.ShapeExpr) else shape_expr
+    return [int(v) for v in values]
+
+
+def _dtype(expr) -> str:
+    return str(getattr(expr, "value", expr))
+
+
+def _nbytes(shape: list[int], dtype: str) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    t = tvm.runtime.DataType(dtype)
+    return n * ((t.bits * t.lanes + 7) // 8)
+
+
+def _used_vars(expr) -> list:
+    out = []
+    relax.analysis.post_order_visit(expr, lambda e: out.append(e) if isinstance(e, relax.Var) else None)
+    return out
+
+
+def memory_plan(mod, func: str = "main") -> MemoryPlan:
+    """The storage tokens and tensors of `func` in a module that has been through memory planning
+    (no alloc_storage calls: empty lists)."""
+    f = mod[func]
+    bindings = [b for block in f.body.blocks for b in block.bindings]
+    tokens: dict = {}
+    tensors: dict = {}  # var -> Tensor, aliases included
+    order: list[Tensor] = []
+    taken: set[str] = set()
+
+    def unique(var) -> str:
+        # LowerAllocTensor names every new storage "storage"; the printer shows storage_1, ...
+        base = name = var_name(var)
+        k = 0
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name)
+        return name
+
+    for i, b in enumerate(bindings):
+        v = b.value if isinstance(b, relax.VarBinding) else None
+        name = _op_name(v)
+        if name in _STORAGE:
+            tokens[b.var] = Token(unique(b.var), _ints(v.args[0])[0], i)
+        elif name in _TENSOR and v.args[0] in tokens:
+            tok = tokens[v.args[0]]
+            shape, dtype = _ints(v.args[2]), _dtype(v.args[3])
+            t = Tensor(unique(b.var), [], tok.name, int(getattr(v.args[1], "value", 0)), shape, dtype,
+                       _nbytes(shape, dtype), i, i)
+            tok.tensors.append(t.name)
+            tensors[b.var] = t
+            order.append(t)
+        elif name in _UNPLANNED:
+            shape, dtype = _ints(v.args[0]), _dtype(v.args[1])
+            t = Tensor(unique(b.var), [], None, 0, shape, dtype, _nbytes(shape, dtype), i, i)
+            tensors[b.var] = t
+            order.append(t)
+        elif isinstance(v, relax.Var) and v in tensors:
+            tensors[b.var] = tensors[v]
+            tensors[v].aliases.append(var_name(b.var))
+            tensors[v].end = i
+        elif name not in _KILLS:
+            for u in _used_vars(b.value):
+                if u in tensors:
+                    tensors[u].end = i
+    for u in _used_vars(f.body.body):  # returned: alive past the last binding
+        if u in tensors:
+            tensors[u].end = len(bindings) - 1
+    return MemoryPlan(func, len(bindings), list(tokens.values()), order)
+
+
+def _has_plan(mod, func: str) -> bool:
+    found = []
+    relax.analysis.post_order_visit(mod[func].body,
+                                    lambda e: found.append(1) if _op_name(e) in _STORAGE else None)
+    return bool(found)
+
+
+def plan_module(mod):
+    """`mod` itself when it has been through StaticPlanBlockMemory, else a copy planned by the
+    default_build passes it still lacks up to StaticPlanBlockMemory."""
+    if _has_plan(mod, "main"):
+        return mod
+    from irviz.core.backend.build import DEFAULT_BUILD_PASSES, _make_pass, default_build_progress
+    from irviz.core.tvm_compat import host_target
+
+    start = default_build_progress(mod)
+    stop = DEFAULT_BUILD_PASSES.index("StaticPlanBlockMemory") + 1
+    cur = mod
+    with host_target():
+        for name in DEFAULT_BUILD_PASSES[start:stop]:
+            cur = _make_pass(name)(cur)
+    return cur
+
+
+def memory_of_step(mod, func: str = "main") -> tuple[MemoryPlan, bool]:
+    """(the plan of `func`, whether the step had been planned itself or was planned here)."""
+    planned = plan_module(mod)
+    return memory_plan(planned, func), planned is mod

@@ -1,0 +1,70 @@
+"""The memory view agrees with the R.memory.alloc_storage / alloc_tensor calls printed in the IR."""
+import json
+import re
+
+import pytest
+
+from irviz.cli import main
+from irviz.core.passes import parse_pipeline
+from irviz.core.views import memory
+from irviz.core.workspace import Workspace
+
+
+@pytest.fixture(scope="module")
+def mlp_steps():
+    ws = Workspace()
+    ws.open("sample:mlp", planned=parse_pipeline("default_build"))
+    ws.run_to_end()
+    return ws.session.steps
+
+
+def _from_text(mod):
+    """{storage: bytes}, {tensor: (storage, bytes)} read from the printed main, not from the IR objects."""
+    text = mod["main"].script()
+    storages = {m[0]: int(m[1]) for m in re.findall(
+        r"(\w+): R\.Any = R\.memory\.alloc_storage\(R\.shape\(\[(\d+)\]\)", text)}
+    tensors = {}
+    for name, storage, dims in re.findall(
+            r"(\w+): R\.Tensor\(.*?\) = R\.memory\.alloc_tensor\((\w+), 0, R\.shape\(\[([\d, ]+)\]\)", text):
+        n = 4  # the MLP is float32 throughout
+        for d in dims.split(","):
+            n *= int(d)
+        tensors[name] = (storage, n)
+    return storages, tensors
+
+
+def test_tokens_sharing_and_bytes_agree_with_alloc_storage(mlp_steps):
+    st = next(s for s in mlp_steps if s.pass_name == "StaticPlanBlockMemory")
+    plan, own = memory.memory_of_step(st.mod)
+    assert own
+    storages, tensors = _from_text(st.mod)
+    assert {t.name: t.bytes for t in plan.tokens} == storages
+    assert plan.planned_bytes == sum(storages.values())
+    assert plan.tensor_bytes == sum(b for _, b in tensors.values())
+    assert {t.name: (t.token, t.bytes) for t in plan.tensors if t.token} == tensors
+    shared = {t.name: sorted(t.tensors) for t in plan.tokens if len(t.tensors) > 1}
+    by_text = {}
+    for name, (storage, _) in tensors.items():
+        by_text.setdefault(storage, []).append(name)
+    assert shared == {k: sorted(v) for k, v in by_text.items() if len(v) > 1} and shared
+    # tensors that share a token never live at the same time
+    for tok in plan.tokens:
+        spans = sorted((t.start, t.end) for t in plan.tensors if t.token == tok.name)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    # sharing saves memory, and no plan can go below the peak of live bytes
+    assert plan.peak_bytes <= plan.planned_bytes < plan.tensor_bytes
+
+
+def test_a_step_before_planning_is_planned_on_a_copy(mlp_steps):
+    plan0, own = memory.memory_of_step(mlp_steps[0].mod)
+    planned = next(s for s in mlp_steps if s.pass_name == "StaticPlanBlockMemory")
+    assert not own
+    assert plan0.summary() == memory.memory_plan(planned.mod).summary()
+    assert not memory._has_plan(mlp_steps[0].mod, "main")  # the step itself is untouched
+
+
+def test_check_json_reports_memory(capsys):
+    assert main(["check", "sample:mlp", "--pipeline", "zero", "--json", "-", "--repeats", "1"]) == 0
+    mem = json.loads(capsys.readouterr().out)["memory"]
+    assert set(mem) == {"tokens", "planned_bytes", "tensor_bytes", "peak_bytes"}
+    assert mem["tokens"] >= 1 and 0 < mem["peak_bytes"] <= mem["planned_bytes"] <= mem["tensor_bytes"]
