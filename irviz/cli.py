@@ -3,6 +3,7 @@
     irviz [MODEL]                          start the app (on MODEL)
     irviz check MODEL [--pipeline NAME|TEXT] [--keep-params] [--json PATH|-]
     irviz export MODEL --pipeline NAME|TEXT --out DIR [--keep-params] [--latency]
+    irviz bisect MODEL --pipeline NAME|TEXT [--atol A --rtol R] [--out DIR] [--json PATH|-]
     irviz samples | passes | pipelines
     irviz snapshot MODEL --steps N --out FILE.png
 
@@ -18,7 +19,7 @@ import sys
 import traceback
 import warnings
 
-COMMANDS = ("check", "export", "samples", "passes", "pipelines", "snapshot", "gui")
+COMMANDS = ("check", "export", "bisect", "samples", "passes", "pipelines", "snapshot", "gui")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,6 +75,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="build and time every step; report.html gets a latency-per-step chart")
     e.add_argument("--repeats", type=int, default=10, help="timed runs per step for --latency")
 
+    b = sub.add_parser("bisect", help="find the first pass whose build gives wrong numbers, or fails "
+                                      "to build or run; exit 0: every step matches, 1: found one")
+    model_args(b)
+    b.add_argument("--atol", type=float, default=None,
+                   help="absolute tolerance (default: 1e-4 x max(1, max |expected|) per output)")
+    b.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-4)")
+    b.add_argument("--out", metavar="DIR", help="write the repro folder of the bad pass here")
+    b.add_argument("--json", metavar="PATH", help="write the result as JSON to PATH ('-' = stdout)")
+
     sub.add_parser("samples", help="list sample models (use as sample:NAME)")
     sub.add_parser("passes", help="list passes")
     sub.add_parser("pipelines", help="list named pipelines")
@@ -99,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\..*")
     handler = {
         "gui": _cmd_gui, "check": _cmd_check, "export": _cmd_export, "samples": _cmd_samples,
+        "bisect": _cmd_bisect,
         "passes": _cmd_passes, "pipelines": _cmd_pipelines,
     }[args.command]
     return handler(args)
@@ -364,6 +375,18 @@ def _cmd_export(args) -> int:
         return 1
     print(f"wrote {out}")
     return 0 if failure.stage is None else 1
+
+
+def _cmd_bisect(args) -> int:
+    from irviz.cli_bisect import run_bisect
+
+    if args.json == "-":  # stdout carries only the JSON
+        import contextlib
+
+        real_stdout = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            return run_bisect(args, real_stdout, _open_workspace, _Failure)
+    return run_bisect(args, sys.stdout, _open_workspace, _Failure)
 
 
 if __name__ == "__main__":
