@@ -62,7 +62,7 @@ class Engine:
             "run_sizes": self.run_sizes,
             "list_samples": self.list_samples, "list_passes": self.list_passes,
             "list_pipelines": self.list_pipelines, "warm": self.warm, "ping": self.ping,
-            "crash": self.crash,
+            "crash": self.crash, "bisect": self.bisect, "write_repro": self.write_repro,
         }
 
     @property
@@ -264,6 +264,37 @@ class Engine:
         files = sorted(os.path.relpath(os.path.join(d, f), root)
                        for d, _, fs in os.walk(root) for f in fs)
         return {"path": path, "files": files}
+
+    def bisect(self, atol=None, rtol=None):
+        """Apply the planned passes, then find the first step whose build mismatches the reference
+        or fails to build or run (core.backend.bisect); one progress message per step checked."""
+        from irviz.core.backend.bisect import bisect, reference_for
+
+        s = self.ws.need_session()
+        if s.pipeline:
+            try:
+                self.ws.run_to_end()
+            except Exception:  # noqa: BLE001 - a pass that fails is the bisect's "pass" verdict
+                pass
+        ref = reference_for(self.ws)
+        result = bisect(s, ref, atol=atol, rtol=rtol, progress=self.progress).as_dict()
+        self.progress("Bisect: done", 1.0)
+        return result
+
+    def write_repro(self, out_dir, step=None, pass_name=None, params=None, stage=None, reason="",
+                    atol=None, rtol=None):
+        """The repro folder of a step's pass (`step`, None: the cursor), or, after a crash (stage
+        "pass" with `pass_name`, or "build"), of what killed the engine (core.export.repro)."""
+        from irviz.core.export import repro
+
+        if stage == "pass" and pass_name:
+            path = repro.repro_for_crash(self.ws, out_dir, pass_name, params, stage="pass",
+                                         reason=reason)
+        elif stage == "build":
+            path = repro.repro_for_crash(self.ws, out_dir, stage="build", step=step, reason=reason)
+        else:
+            path = repro.repro_for_step(self.ws, out_dir, step, atol=atol, rtol=rtol)
+        return {"path": os.fspath(path), "files": sorted(p.name for p in path.iterdir())}
 
     # -- catalogues and housekeeping ------------------------------------------------------------
 

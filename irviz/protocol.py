@@ -50,6 +50,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("run_sizes", stage="run"),
     Command("latency_trace"),
     Command("export", stage="export"),
+    Command("bisect", stage="build"),
+    Command("write_repro", stage="export"),
     Command("list_samples"),
     Command("list_passes"),
     Command("list_pipelines"),
