@@ -5,6 +5,7 @@
     irviz export MODEL --pipeline NAME|TEXT --out DIR [--keep-params] [--latency]
     irviz compare MODEL --pipeline A --pipeline B --out DIR
     irviz query MODEL --pipeline NAME|TEXT "PATTERN" [--json PATH|-]
+    irviz bisect MODEL --pipeline NAME|TEXT [--atol A --rtol R] [--out DIR] [--json PATH|-]
     irviz samples | passes | pipelines
     irviz snapshot MODEL --steps N --out FILE.png
 
@@ -20,7 +21,8 @@ import sys
 import traceback
 import warnings
 
-COMMANDS = ("check", "export", "compare", "query", "samples", "passes", "pipelines", "snapshot", "gui")
+COMMANDS = ("check", "export", "bisect", "compare", "query", "samples", "passes", "pipelines",
+            "snapshot", "gui")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,6 +97,14 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("pattern", help="op names joined by '->', '*' for any op, constraints in parentheses: "
                                    "'matmul(dtype=float32) -> * -> softmax', 'conv2d(shape=[1,64,56,56]) -> add'")
     q.add_argument("--json", metavar="PATH", help="write the matches per step as JSON to PATH ('-' = stdout)")
+    b = sub.add_parser("bisect", help="find the first pass whose build gives wrong numbers, or fails "
+                                      "to build or run; exit 0: every step matches, 1: found one")
+    model_args(b)
+    b.add_argument("--atol", type=float, default=None,
+                   help="absolute tolerance (default: 1e-4 x max(1, max |expected|) per output)")
+    b.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-4)")
+    b.add_argument("--out", metavar="DIR", help="write the repro folder of the bad pass here")
+    b.add_argument("--json", metavar="PATH", help="write the result as JSON to PATH ('-' = stdout)")
 
     sub.add_parser("samples", help="list sample models (use as sample:NAME)")
     sub.add_parser("passes", help="list passes")
@@ -123,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         "gui": _cmd_gui, "check": _cmd_check, "export": _cmd_export, "compare": _cmd_compare,
         "query": _cmd_query,
         "samples": _cmd_samples,
+        "bisect": _cmd_bisect,
         "passes": _cmd_passes, "pipelines": _cmd_pipelines,
     }[args.command]
     return handler(args)
@@ -511,6 +522,18 @@ def _cmd_query(args) -> int:
             with open(args.json, "w") as f:
                 f.write(text + "\n")
     return 1 if failure.stage is not None else 0
+
+
+def _cmd_bisect(args) -> int:
+    from irviz.cli_bisect import run_bisect
+
+    if args.json == "-":  # stdout carries only the JSON
+        import contextlib
+
+        real_stdout = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            return run_bisect(args, real_stdout, _open_workspace, _Failure)
+    return run_bisect(args, sys.stdout, _open_workspace, _Failure)
 
 
 if __name__ == "__main__":

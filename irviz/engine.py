@@ -65,6 +65,7 @@ class Engine:
             "crash": self.crash, "compare": self.compare, "compare_diff": self.compare_diff,
             "intermediates": self.intermediates,
             "query": self.query, "memory": self.memory,
+            "bisect": self.bisect, "write_repro": self.write_repro,
         }
         self.comparison = None  # the last `compare`: its two step lists, for compare_diff
 
@@ -323,6 +324,36 @@ class Engine:
             raise BadRequest(f"compare_diff mode is 'pair' or 'pass', not {mode!r}")
         fn = compare_mod.pair_diff if mode == "pair" else compare_mod.pass_diff
         return fn(cmp, int(a), int(b))
+    def bisect(self, atol=None, rtol=None):
+        """Apply the planned passes, then find the first step whose build mismatches the reference
+        or fails to build or run (core.backend.bisect); one progress message per step checked."""
+        from irviz.core.backend.bisect import bisect, reference_for
+
+        s = self.ws.need_session()
+        if s.pipeline:
+            try:
+                self.ws.run_to_end()
+            except Exception:  # noqa: BLE001 - a pass that fails is the bisect's "pass" verdict
+                pass
+        ref = reference_for(self.ws)
+        result = bisect(s, ref, atol=atol, rtol=rtol, progress=self.progress).as_dict()
+        self.progress("Bisect: done", 1.0)
+        return result
+
+    def write_repro(self, out_dir, step=None, pass_name=None, params=None, stage=None, reason="",
+                    atol=None, rtol=None):
+        """The repro folder of a step's pass (`step`, None: the cursor), or, after a crash (stage
+        "pass" with `pass_name`, or "build"), of what killed the engine (core.export.repro)."""
+        from irviz.core.export import repro
+
+        if stage == "pass" and pass_name:
+            path = repro.repro_for_crash(self.ws, out_dir, pass_name, params, stage="pass",
+                                         reason=reason)
+        elif stage == "build":
+            path = repro.repro_for_crash(self.ws, out_dir, stage="build", step=step, reason=reason)
+        else:
+            path = repro.repro_for_step(self.ws, out_dir, step, atol=atol, rtol=rtol)
+        return {"path": os.fspath(path), "files": sorted(p.name for p in path.iterdir())}
 
     # -- catalogues and housekeeping ------------------------------------------------------------
 

@@ -55,6 +55,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("export", stage="export"),
     Command("compare", stage="pipeline"),
     Command("compare_diff"),
+    Command("bisect", stage="build"),
+    Command("write_repro", stage="export"),
     Command("list_samples"),
     Command("list_passes"),
     Command("list_pipelines"),

@@ -109,6 +109,8 @@ class EngineBridge(QObject):
         self._converter_files: list[str] = []       # loaded with load_converters: replayed too
         self._pending_reason: str | None = None     # emitted with engineRestarted once replayed
         self._replay_failures = 0
+        self._crash_repro: dict | None = None       # what died (pass or build): written after replay
+        self._repro_text, self._repro_state = "", None
         self._start_failures = 0
         self._dead_reason: str | None = None
         self._restarts = 0
@@ -455,7 +457,9 @@ class EngineBridge(QObject):
                 if path in self._converter_files:
                     self._converter_files.remove(path)
                 self._converter_files.append(path)   # the engine's order: later files win
-        if req.internal:
+        if req.internal and req.cmd == "write_repro":
+            self._on_repro_reply(ok, msg)
+        elif req.internal:
             self._on_replay_reply(ok, msg, state)
         else:
             if state is not None:
@@ -498,7 +502,11 @@ class EngineBridge(QObject):
         if ok and state is not None:
             self._replay_failures = 0
             self._take_state(state)
-            self._finish_restart(f"{reason} Restarted and replayed to step {state.get('cursor', 0)}.", state)
+            text = f"{reason} Restarted and replayed to step {state.get('cursor', 0)}."
+            if self._crash_repro is not None:
+                self._request_crash_repro(text, state)
+                return
+            self._finish_restart(text, state)
         elif state is not None and state.get("import_error"):
             # the session was captured but did not import before either: that is where we were
             self._replay_failures = 0
@@ -513,8 +521,36 @@ class EngineBridge(QObject):
             self._finish_restart(f"{reason} Restarted, but replaying the session failed: "
                                  f"{err.get('message', 'unknown error')}", state)
 
+    def _request_crash_repro(self, text: str, state: dict) -> None:
+        """Ask the new engine (the GUI has no TVM) to write the repro folder of what killed the old
+        one; the restart is announced once it answers, with where the folder is."""
+        import tempfile
+
+        what, self._crash_repro = self._crash_repro, None
+        try:
+            out = tempfile.mkdtemp(prefix="irviz-crash-repro-")
+        except OSError:
+            self._finish_restart(text, state)
+            return
+        args = {"out_dir": out, "reason": text, **what}
+        req = _Request(self._next_id, "write_repro", args, internal=True)
+        self._repro_text, self._repro_state = text, state   # announced once the folder is written
+        self._next_id += 1
+        self._send(req)
+
+    def _on_repro_reply(self, ok: bool, msg: dict) -> None:
+        state, text = self._repro_state, self._repro_text
+        self._repro_state = None
+        if ok:
+            path = (msg.get("result") or {}).get("path")
+            text += f" Repro folder: {path} (python {path}/repro.py)."
+        else:
+            text += f" (No repro folder: {(msg.get('error') or {}).get('message', 'unknown error')})"
+        self._finish_restart(text, state)
+
     def _finish_restart(self, text: str, state: dict | None) -> None:
         self._pending_reason = None
+        self._crash_repro = None
         self._restarts += 1
         self.last_restart_seconds = time.perf_counter() - self._restart_t0
         if state is not None:
@@ -607,6 +643,10 @@ class EngineBridge(QObject):
         else:
             reason_set = False
         culprit_error = None
+        if culprit is not None and culprit.internal and culprit.cmd == "write_repro":
+            self._crash_repro = None  # writing the repro killed it too: replay without one
+        elif culprit is not None and not culprit.internal:
+            self._crash_repro = self._what_died(culprit)
         if culprit is not None and not culprit.internal:
             text = f"The engine {how} while running {self._describe(culprit)}."
             self._pending_reason = text
@@ -664,6 +704,20 @@ class EngineBridge(QObject):
                     detail = f"{key} {req.args[key]}"
                     break
         return f"`{req.cmd}` ({detail})" if detail else f"`{req.cmd}`"
+
+    def _what_died(self, req: _Request) -> dict | None:
+        """write_repro's arguments for a request that killed the engine inside a pass or a build."""
+        if req.cmd in ("step", "jump", "run_to_end", "remeasure"):
+            name = req.progress_pass
+            if not name and req.cmd == "step" and self._state:
+                steps, cursor = self._state.get("steps") or [], self._state.get("cursor", 0)
+                planned = self._state.get("planned") or []
+                name = (steps[cursor + 1].get("pass", "") if cursor < len(steps) - 1 else
+                        planned[0].get("name", "") if planned else "")
+            return {"stage": "pass", "pass_name": name} if name else None
+        if req.cmd == "build_run":
+            return {"stage": "build", "step": req.args.get("step")}
+        return None
 
     def _describe_recipe(self) -> str:
         r = self._recipe

@@ -161,8 +161,16 @@ def test_pass_that_crashes_tvm_names_the_pass_and_replays(qtbot, bridge, tmp_pat
     text1 = call(qtbot, bridge, rec, "module_text", step=1)["text"]
     with qtbot.waitSignal(bridge.engineRestarted, timeout=SLOW) as sig:
         rid = bridge.request("step")
-    assert sig.args[0] == ("The engine crashed (signal 11) while running `step` (Segfault). "
-                           "Restarted and replayed to step 1.")
+    assert sig.args[0].startswith("The engine crashed (signal 11) while running `step` (Segfault). "
+                                  "Restarted and replayed to step 1. Repro folder: ")
+    # the new engine wrote the repro of the pass that died: its input, and the pass to apply
+    folder = sig.args[0].split("Repro folder: ")[1].split(" (python")[0]
+    files = set(os.listdir(folder))
+    assert {"before.py", "before.params", "repro.py", "README.txt", "inputs.npz",
+            "expected.npz"} <= files and "after.py" not in files
+    readme = open(os.path.join(folder, "README.txt")).read()
+    assert "died inside pass Segfault" in readme and "LegalizeOps" in readme
+    assert "R.add" not in open(os.path.join(folder, "before.py")).read()  # after LegalizeOps
     assert rec.failures[rid]["stage"] == "engine" and "(Segfault)" in rec.failures[rid]["message"]
     st = rec.states[-1]
     assert st["cursor"] == 1 and [p["name"] for p in st["planned"]] == ["Segfault"]

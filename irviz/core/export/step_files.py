@@ -357,10 +357,11 @@ def step_stem(index: int, pass_name: str) -> str:
 
 
 def write_step_file(out: Path, session, step, text: str, consts, loadable: bool, note: str,
-                    written_params: dict) -> dict:
+                    written_params: dict, stem: str | None = None) -> dict:
     """Write one step as ``.py`` + ``.params`` (loadable) or ``.txt`` (text only); returns the
-    file names for steps.json.  OSError propagates."""
-    stem = step_stem(step.index, step.pass_name)
+    file names for steps.json.  `stem`: the file name without suffix (default ``step_NN_<pass>``).
+    OSError propagates."""
+    stem = stem or step_stem(step.index, step.pass_name)
     if loadable:
         moved = any(_printed_inline(c.value) for c in consts)
         head = _header_lines(session, step, stem, True, note, scalars_moved=moved)

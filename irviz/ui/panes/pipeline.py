@@ -38,6 +38,7 @@ class PipelinePane(Pane):
         self.steps: list[dict] = []
         self.planned: list[dict] = []
         self._paste_error: str | None = None
+        self._bisect_text = ""
 
         # -- stepping
         self.back_button = QPushButton("◀ Back")
@@ -67,6 +68,25 @@ class PipelinePane(Pane):
         self.table.itemSelectionChanged.connect(self._step_clicked)
         self.table.setToolTip("Double-click a step to jump to it")
 
+        # -- debugging numbers: bisect, repro folder
+        self.bisect_button = QPushButton("Find first bad pass")
+        self.bisect_button.setToolTip("Build and run the steps that changed the module, binary search "
+                                      "for the first whose outputs differ from the reference or that "
+                                      "fails to build or run, and jump there")
+        self.bisect_button.clicked.connect(self.find_first_bad_pass)
+        self.repro_button = QPushButton("Write repro folder…")
+        self.repro_button.setToolTip("The selected step's pass as a folder anyone can run: before.py, "
+                                     "after.py, inputs, expected outputs, repro.py (tvm + numpy only)")
+        self.repro_button.clicked.connect(self.write_repro_dialog)
+        debug_bar = QHBoxLayout()
+        debug_bar.setContentsMargins(0, 0, 0, 0)
+        debug_bar.addWidget(self.bisect_button)
+        debug_bar.addWidget(self.repro_button)
+        debug_bar.addStretch(1)
+        self.bisect_result: dict | None = None
+        self._bisect_rid: int | None = None
+        bridge.progress.connect(self._on_progress)
+
         applied = QWidget()
         al = QVBoxLayout(applied)
         al.setContentsMargins(0, 0, 0, 0)
@@ -74,6 +94,7 @@ class PipelinePane(Pane):
         al.addLayout(steps_bar)
         al.addWidget(self.hide_unchanged)
         al.addWidget(self.table, 1)
+        al.addLayout(debug_bar)
 
         # -- planned passes
         self.pipeline_box = QComboBox()
@@ -164,9 +185,22 @@ class PipelinePane(Pane):
         elif purpose == "pipelines":
             self.pipelines = list(result or [])
             self._fill_pipelines()
+        elif purpose == "bisect":
+            self._bisect_rid = None
+            self.show_bisect(result or {})
+        elif purpose == "repro":
+            path = (result or {}).get("path", "")
+            self.info.setText(f"Wrote the repro folder {path} (python {path}/repro.py)")
+            self.info.setToolTip("\n".join((result or {}).get("files") or []))
 
     def on_error(self, purpose: str, error: dict) -> None:
         message = error.get("message", "failed")
+        if purpose == "bisect":
+            self._bisect_rid = None
+            message = "Find first bad pass: " + message.splitlines()[0]
+            self._update_buttons()
+        elif purpose == "repro":
+            message = "Write repro folder: " + message.splitlines()[0]
         if purpose == "paste":  # the pipeline is unchanged: say why the text was refused
             # the caret under the column only lines up in the tooltip's fixed-width text
             full = message + (f"\nhint: {error['hint']}" if error.get("hint") else "")
@@ -223,9 +257,12 @@ class PipelinePane(Pane):
                               + (f" · {len(self.planned)} planned" if self.planned else " · done")
                               + (f" · weights as inputs: {state['params_file']}"
                                  if state.get("keep_params") and state.get("params_file") else ""))
+            fb = (self.bisect_result or {}).get("first_bad")
             if self._paste_error:
                 self.info.setText(self._paste_error)
                 self._paste_error = None
+            elif fb and cur == fb.get("index") and fb.get("index") in self._verdicts():
+                self.info.setText(self._bisect_text)  # the jump to the bad step keeps saying why
             else:
                 self.info.setToolTip(state.get("pipeline_text") or "")
         else:
@@ -274,6 +311,13 @@ class PipelinePane(Pane):
                     item.setBackground(QBrush(QColor(c.current_line)))
                 if col == 3 and s.get("changed") and s.get("index"):
                     item.setForeground(QBrush(QColor(c.ok)))
+                verdict = self._verdicts().get(s.get("index"))
+                if verdict is not None and col in (0, 1):
+                    item.setForeground(QBrush(QColor(c.ok if verdict["ok"] else c.bad)))
+                    if col == 0:
+                        item.setText(f"{'✓' if verdict['ok'] else '✗'} {s.get('index', r)}")
+                    if not verdict["ok"]:
+                        item.setToolTip(f"{verdict.get('stage')}: {verdict.get('reason')}")
                 self.table.setItem(r, col, item)
         self.table.blockSignals(False)
         self._filter()
@@ -315,12 +359,70 @@ class PipelinePane(Pane):
 
     def _update_buttons(self) -> None:
         has = bool(self.state and self.state.get("model"))
+        self.bisect_button.setEnabled(has and self._bisect_rid is None
+                                      and (len(self.steps) > 1 or bool(self.planned)))
+        self.repro_button.setEnabled(has)
         cursor = self.cursor_of(self.state) or 0
         self.copy_text_button.setEnabled(has and bool((self.state or {}).get("pipeline_text")))
         self.paste_text_button.setEnabled(has)
         self.back_button.setEnabled(has and cursor > 0)
         self.step_button.setEnabled(has and (bool(self.planned) or cursor < len(self.steps) - 1))
         self.run_button.setEnabled(has and (bool(self.planned) or cursor < len(self.steps) - 1))
+
+    # -- debugging numbers -----------------------------------------------------------------------
+    def find_first_bad_pass(self) -> None:
+        """Ask the engine to bisect (it applies the planned passes first); progress per step checked
+        shows in the info line, then the pane jumps to the bad step and says why."""
+        self.bisect_result = None
+        self._bisect_rid = self.ask("bisect", "bisect")
+        self.info.setText("Find first bad pass: applying the planned passes…")
+        self._update_buttons()
+
+    def _on_progress(self, rid: int, text: str, _fraction: float) -> None:
+        if rid == self._bisect_rid and text.startswith("Bisect"):
+            self.info.setText(text)
+
+    def _verdicts(self) -> dict:
+        """{step index: check} of the last bisect, for the steps that are still the same passes."""
+        names = {s.get("index"): s.get("pass") for s in self.steps}
+        return {c["index"]: c for c in (self.bisect_result or {}).get("steps_checked") or []
+                if names.get(c["index"]) == c["pass"]}
+
+    def show_bisect(self, result: dict) -> None:
+        self.bisect_result = result
+        fb = result.get("first_bad")
+        checked = len(result.get("steps_checked") or [])
+        if fb is None:
+            text = (f"Every step matches {result.get('reference')}: checked {checked} step(s) "
+                    f"in {result.get('seconds', 0):.1f} s")
+        else:
+            why = (fb.get("reason") or "").splitlines()[0]
+            text = f"First bad pass: step {fb['index']} {fb['pass']} ({fb['stage']}): {why}"
+            self.info.setToolTip(fb.get("reason") or "")
+            # the engine applied the planned passes first: the step may be new to this pane
+            target = fb["index"] if fb["stage"] != "pass" else fb["index"] - 1
+            self.jump(target)
+            self.hub.select_step(target)
+        self.info.setText(text)
+        self._bisect_text = text
+        if self.state:
+            self._fill_steps(self.state)
+        self._update_buttons()
+
+    def write_repro_dialog(self) -> None:
+        out = QFileDialog.getExistingDirectory(self, "Write the repro folder into")
+        if out:
+            self.write_repro(out)
+
+    def write_repro(self, out_dir: str, step: int | None = None) -> None:
+        rows = {i.row() for i in self.table.selectedItems()}
+        if step is None and rows:
+            step = self._row_index(min(rows))
+        args = {"out_dir": out_dir}
+        if step is not None:
+            args["step"] = int(step)
+        self.ask("repro", "write_repro", **args)
+        self.info.setText(f"Writing the repro folder of step {step if step is not None else 'the cursor'}…")
 
     # -- actions ---------------------------------------------------------------------------------
     def step(self) -> None:

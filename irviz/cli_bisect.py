@@ -1,0 +1,80 @@
+"""`irviz bisect`: the first pass whose build gives wrong numbers, or fails to build or run.
+
+Exit 0 when every step matches the reference, 1 when a bad step was found (or the model could not
+be checked at all), 2 on a usage error (an unknown pipeline or pass, a model that does not open).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def run_bisect(args, out, open_workspace, Failure) -> int:
+    quiet = args.json == "-"
+    log = (lambda msg: print(msg, file=sys.stderr)) if quiet else print
+    failure = Failure(args.verbose)
+    summary = {"first_bad": None, "steps_checked": [], "repro": None, "model": args.model,
+               "pipeline": args.pipeline, "error": None}
+    ws = open_workspace(args, failure, log)
+    if ws is None or ws.session is None:
+        summary["error"] = failure.error
+        _write(args, summary, out)
+        return 2
+    from irviz.core.backend.bisect import bisect, reference_for
+
+    def progress(text, fraction=None, pass_name=None):
+        if text.startswith("Bisect:"):
+            log(text)
+
+    try:
+        ref = reference_for(ws, args.func)
+        result = bisect(ws.session, ref, atol=args.atol, rtol=args.rtol, progress=progress,
+                        func=args.func)
+    except Exception as exc:  # noqa: BLE001 - no reference to compare with: nothing was bisected
+        failure.record("run", exc)
+        summary["error"] = failure.error
+        _write(args, summary, out)
+        return 1
+    summary.update(result.as_dict())
+    for c in result.checked:
+        what = (f"ok, max abs error {c.max_abs_error:.3g}" if c.ok and c.max_abs_error is not None
+                else "ok" if c.ok else f"BAD ({c.stage}): {c.reason.splitlines()[0][:200]}")
+        log(f"  step {c.index:2d} {c.pass_name:28} {c.seconds:6.2f} s  {what}")
+    fb = result.first_bad
+    if fb is None:
+        log(f"every step matches {result.reference} (checked {len(result.checked)} of "
+            f"{len(result.candidates)} steps that changed the module, {result.seconds:.1f} s)")
+    else:
+        log(f"first bad step: {fb.index} {fb.pass_name} ({fb.stage}): {fb.reason.splitlines()[0]}")
+        if args.out and fb.stage != "pass":
+            from irviz.core.export.repro import repro_for_step
+
+            try:
+                path = repro_for_step(ws, args.out, fb.index, verdict=fb, atol=args.atol,
+                                      rtol=args.rtol, ref=ref)
+            except Exception as exc:  # noqa: BLE001 - the finding stands without its repro
+                failure.record("export", exc)
+            else:
+                summary["repro"] = str(path)
+                log(f"repro folder: {path} (python {path}/repro.py)")
+        elif args.out:
+            from irviz.core.export.repro import repro_for_crash
+
+            s = ws.session
+            s.jump(len(s.steps) - 1)
+            path = repro_for_crash(ws, args.out, fb.pass_name, None, stage="pass", reason=fb.reason)
+            summary["repro"] = str(path)
+            log(f"repro folder: {path} (python {path}/repro.py)")
+    _write(args, summary, out)
+    return 0 if fb is None else 1
+
+
+def _write(args, summary: dict, out) -> None:
+    if not args.json:
+        return
+    text = json.dumps(summary, indent=2)
+    if args.json == "-":
+        print(text, file=out)
+    else:
+        with open(args.json, "w") as f:
+            f.write(text + "\n")

@@ -1,0 +1,379 @@
+"""A repro folder for one pass (or one build) that someone without irviz can run.
+
+    write_repro(out, session, before=steps[k - 1], after=steps[k], ref=ref, stage="compare", ...)
+
+Contents:
+
+* ``before.py`` / ``after.py`` (+ ``.params``): loadable TVMScript of the pass's input and output,
+  written as exported steps are (``step_files``); a module TVM cannot parse back is written as
+  ``.txt`` for reading, and repro.py says so.
+* ``inputs.npz`` (``input_0``, ... then any weights main takes by name), ``expected.npz``
+  (``output_0``, ...: the reference's outputs).
+* ``repro.py``: tvm + numpy only. Builds each module (whatever is left of default_build, then
+  ``tvm.compile``), runs main, compares with expected.npz, prints what it found, and exits 1 when
+  the problem reproduces (0 when it does not, 2 when it cannot run at all).
+* ``README.txt``: the pass, its parameters, why, the versions.
+
+Three modes: "pass" (before and after are both there), "apply" (the engine died inside the pass:
+only before is there, and repro.py applies the pass itself: TVM's passes directly, an irviz or user
+pass through irviz when it is installed), "build" (the engine died building a step: only that
+step, as before.py, which repro.py builds and runs).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from irviz.core.errors import ExportError
+
+__all__ = ["write_repro"]
+
+
+def _write_module(out: Path, session, step, stem: str) -> dict:
+    """``stem``.py + .params when it loads back, else ``stem``.txt. -> {file, loadable, note}."""
+    from irviz.core.export import step_files as sf
+
+    text, consts = sf.module_script(step.mod)
+    loadable = sf.metadata_count(text) == len(consts)
+    note = "" if loadable else "the constants found do not match the script's metadata table"
+    written: dict = {}
+    files = sf.write_step_file(out, session, step, text, consts, loadable, note, written, stem=stem)
+    if loadable:
+        loadable, _equal, note = sf.roundtrip_check(out / files["file"], step.mod)
+        if not loadable:
+            sf.discard_step_file(out, files, written)
+            files = sf.write_step_file(out, session, step, text, consts, False, note, written, stem=stem)
+    return {"file": files["file"], "loadable": bool(loadable), "note": note or None}
+
+
+def _main_param_names(mod) -> list[str]:
+    from irviz.core.tvm_compat import var_name
+
+    return [var_name(p) for p in mod["main"].params]
+
+
+def _versions() -> dict:
+    import tvm
+
+    out = {"python": platform.python_version(), "tvm": getattr(tvm, "__version__", "?"),
+           "numpy": np.__version__, "platform": platform.platform()}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out["torch"] = torch.__version__
+    try:
+        from irviz.core.backend.cpu_info import cpu_info
+
+        out["cpu"] = cpu_info().as_dict().get("name") or cpu_info().as_dict().get("model")
+    except Exception:  # noqa: BLE001 - a detail of the README
+        pass
+    return out
+
+
+def as_step(index: int, pass_name: str, params: dict, mod):
+    """A Step-like record for a module that is no recorded step (the input of a crashed pass)."""
+    return SimpleNamespace(index=int(index), pass_name=pass_name, params=dict(params or {}), mod=mod)
+
+
+def write_repro(out_dir, session, *, before, after=None, pass_name: str, params=None, stage: str,
+                reason: str = "", ref=None, atol=None, rtol=None, mode: str | None = None,
+                pass_files=(), model: str | None = None) -> Path:
+    """Write the repro folder (see the module doc) and return its path.
+
+    before / after: Steps (or ``as_step``) whose ``mod`` is the pass's input / output.
+    ref: a bisect.Reference (inputs, expected outputs). stage: "compare" | "build" | "run" | "pass".
+    mode: "pass" when `after` is given, else "apply"; "build" for a step that killed its build."""
+    from irviz.core.backend import bisect as bisect_mod
+    from irviz.core.backend.build import DEFAULT_BUILD_PASSES, default_build_progress
+
+    mode = mode or ("pass" if after is not None else "apply")
+    out = Path(os.path.abspath(os.path.expanduser(str(out_dir))))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in ("before", "after"):
+            for suffix in (".py", ".params", ".txt"):
+                (out / f"{stale}{suffix}").unlink(missing_ok=True)
+    except OSError as exc:
+        raise ExportError(f"cannot write the repro folder {out}: {exc}",
+                          hint="choose a folder you can write to") from exc
+    mods = {"before": before}
+    if after is not None and mode == "pass":
+        mods["after"] = after
+    files, build_start, names = {}, {}, set()
+    try:
+        for stem, st in mods.items():
+            files[stem] = _write_module(out, session, st, stem)
+            build_start[stem] = default_build_progress(st.mod)
+            names.update(_main_param_names(st.mod))
+        inputs = {f"input_{i}": np.asarray(x) for i, x in enumerate(ref.inputs)} if ref else {}
+        for n in sorted(names):
+            if ref is not None and n in ref.params:
+                inputs[n] = np.asarray(ref.params[n])
+        np.savez(out / "inputs.npz", **inputs)
+        expected = list(ref.expected) if ref is not None else []
+        np.savez(out / "expected.npz", **{f"output_{i}": e for i, e in enumerate(expected)})
+        tol = [list(bisect_mod.tolerances(e, atol, rtol)) for e in expected]
+        info = {
+            "mode": mode, "pass": pass_name, "params": _jsonable(params or {}), "stage": stage,
+            "reason": reason, "reference": ref.what if ref is not None else None,
+            "n_inputs": len(ref.inputs) if ref is not None else 0, "tolerances": tol,
+            "files": {k: v["file"] if v["loadable"] else None for k, v in files.items()},
+            "notes": {k: v["note"] for k, v in files.items() if v["note"]},
+            "build_start": build_start, "default_build": list(DEFAULT_BUILD_PASSES),
+            "pass_files": [os.path.abspath(p) for p in pass_files or ()],
+        }
+        (out / "repro.py").write_text(_REPRO_HEAD + "INFO = json.loads(" + repr(json.dumps(info)) + ")\n"
+                                      + _REPRO_BODY, encoding="utf-8")
+        (out / "README.txt").write_text(_readme(info, session, before, model), encoding="utf-8")
+    except OSError as exc:
+        raise ExportError(f"cannot write the repro folder {out}: {exc}",
+                          hint="choose a folder you can write to") from exc
+    return out
+
+
+def _pass_files(name: str) -> list[str]:
+    """The user pass file defining `name`, for a repro that has to apply it through irviz."""
+    from irviz.core.passes import find_pass
+
+    spec = find_pass(name)
+    src = getattr(spec, "source", "") if spec is not None else ""
+    path = src.rsplit(":", 1)[0] if src else ""
+    return [path] if path and os.path.isfile(path) else []
+
+
+def _jsonable(obj):
+    from irviz.core.export.step_files import jsonable
+
+    return jsonable(obj)
+
+
+def _readme(info: dict, session, before, model) -> str:
+    applied = [s.pass_name for s in session.steps[1:before.index + 1]]
+    what = {"pass": f"pass {info['pass']} turns before.py into after.py",
+            "apply": f"the engine died inside pass {info['pass']}, applied to before.py",
+            "build": "the engine died building before.py"}[info["mode"]]
+    lines = [
+        f"irviz repro: {what}.",
+        "",
+        f"model:       {model or session.name}",
+        f"pass:        {info['pass']}",
+        f"parameters:  {json.dumps(info['params'])}",
+        f"stage:       {info['stage']} (where it went wrong: compare = wrong numbers, build, run, "
+        "pass = the pass itself)",
+        f"why:         {info['reason'] or '-'}",
+        f"reference:   {info['reference'] or 'none'} (expected.npz)",
+        f"passes before it: {', '.join(applied) if applied else '(none: the imported module)'}",
+        "",
+        "Run it (needs only tvm and numpy):",
+        "    python repro.py        # exit 1: it reproduces; 0: it does not; 2: it cannot run",
+        "",
+        "Files: before.py / after.py (+ .params: their tensor constants), inputs.npz, expected.npz.",
+    ]
+    for k, note in info["notes"].items():
+        lines.append(f"NOTE: {k} is written as text only ({k}.txt): {note}")
+    if info["mode"] == "apply":
+        lines.append("The pass is applied by repro.py: TVM's own passes by name; an irviz or user "
+                     "pass needs irviz installed" + (f" and the pass files {info['pass_files']}"
+                                                     if info["pass_files"] else "") + ".")
+    lines += ["", "Versions:"] + [f"    {k}: {v}" for k, v in _versions().items()]
+    return "\n".join(lines) + "\n"
+
+
+_REPRO_HEAD = '''"""Reproduce what irviz found; see README.txt. Needs tvm and numpy only.
+
+    python repro.py      # exit 1: it reproduces; 0: it does not; 2: it cannot run
+"""
+import json
+import os
+import runpy
+import sys
+
+import numpy as np
+import tvm
+from tvm import relax
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+'''
+
+_REPRO_BODY = '''
+
+def load(stem):
+    name = INFO["files"].get(stem)
+    if name is None:
+        sys.exit(f"{stem}: TVM cannot parse this module back ({INFO['notes'].get(stem, '')}); "
+                 f"read {stem}.txt")
+    return runpy.run_path(os.path.join(HERE, name))["load"]()
+
+
+def make_pass(name, params=None):
+    for ns in (relax.transform, relax.backend):
+        if hasattr(ns, name):
+            return getattr(ns, name)(**(params or {}))
+    return None
+
+
+def apply_pass(mod):
+    target = tvm.target.Target.from_device(tvm.cpu())
+    p = make_pass(INFO["pass"], INFO["params"])
+    if p is not None:
+        with target, tvm.transform.PassContext(opt_level=3):
+            return p(mod)
+    try:
+        from irviz.core.passes import PassInvocation, apply_pass as irviz_apply, load_pass_file
+    except ImportError:
+        sys.exit(f"{INFO['pass']} is an irviz pass, not one of TVM's: install irviz to apply it")
+    for path in INFO["pass_files"]:
+        load_pass_file(path)
+    return irviz_apply(PassInvocation(INFO["pass"], INFO["params"]), mod)
+
+
+def build(mod, start):
+    """What is left of default_build (the module may be part-way through it), then compile."""
+    target = tvm.target.Target.from_device(tvm.cpu())
+    with target:
+        for name in INFO["default_build"][start:]:
+            mod = make_pass(name)(mod)
+    return tvm.compile(mod, target=target, relax_pipeline=None)
+
+
+def flatten(x):
+    if isinstance(x, tvm.runtime.Tensor):
+        return [x.numpy()]
+    if isinstance(x, (list, tuple)) or hasattr(x, "__len__") and not hasattr(x, "shape"):
+        return [y for v in x for y in flatten(v)]
+    return [np.asarray(x)]
+
+
+def check(stem, mod, start):
+    """"ok" / "build" / "run" / "compare", and what happened."""
+    inputs = np.load(os.path.join(HERE, "inputs.npz"))
+    expected = np.load(os.path.join(HERE, "expected.npz"))
+    try:
+        ex = build(mod, start)
+    except Exception as exc:  # noqa: BLE001
+        return "build", first_lines(exc)
+    names = [p.name for p in mod["main"].params]
+    n = INFO["n_inputs"]
+    args = [inputs[f"input_{i}"] for i in range(n)] + [inputs[k] for k in names[n:]]
+    dev = tvm.cpu()
+    try:
+        out = relax.VirtualMachine(ex, dev)["main"](*[tvm.runtime.tensor(a, dev) for a in args])
+    except Exception as exc:  # noqa: BLE001
+        return "run", first_lines(exc)
+    got = flatten(out)
+    want = [expected[f"output_{i}"] for i in range(len(expected.files))]
+    if not want:
+        return "ok", "ran (nothing to compare with)"
+    if len(got) != len(want):
+        return "compare", f"{len(got)} outputs, expected {len(want)}"
+    worst, bad = 0.0, []
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape:
+            return "compare", f"output {i}: shape {g.shape}, expected {w.shape}"
+        atol, rtol = INFO["tolerances"][i]
+        err = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)))) if g.size else 0.0
+        worst = max(worst, err)
+        if not np.allclose(g, w, atol=atol, rtol=rtol, equal_nan=True):
+            bad.append(f"output {i}: max abs error {err:.3g} (atol {atol:.3g}, rtol {rtol:.3g})")
+    if bad:
+        return "compare", "; ".join(bad)
+    return "ok", f"matches expected.npz (max abs error {worst:.3g})"
+
+
+def first_lines(exc):
+    lines = [ln for ln in str(exc).splitlines() if ln.strip() and "TVM_BACKTRACE" not in ln]
+    return (type(exc).__name__ + ": " + " | ".join(lines[:6]))[:1500]
+
+
+def main():
+    print(f"irviz repro: {INFO['mode']} {INFO['pass']} {json.dumps(INFO['params'])}; irviz saw: "
+          f"{INFO['stage']}: {INFO['reason']}")
+    before = load("before")
+    if INFO["mode"] == "build":
+        stage, what = check("before", before, INFO["build_start"]["before"])
+        print(f"step:   {stage}: {what}")
+        return 1 if stage != "ok" else 0
+    stage_b, what_b = check("before", before, INFO["build_start"]["before"])
+    print(f"before: {stage_b}: {what_b}")
+    if INFO["mode"] == "apply":
+        try:
+            after = apply_pass(before)
+        except Exception as exc:  # noqa: BLE001
+            print(f"after:  pass: {INFO['pass']} failed: {first_lines(exc)}")
+            return 1
+        start = 0
+    else:
+        after, start = load("after"), INFO["build_start"]["after"]
+    stage_a, what_a = check("after", after, start)
+    print(f"after:  {stage_a}: {what_a}")
+    if stage_a != "ok":
+        print(f"REPRODUCED: after {INFO['pass']}, {stage_a} fails")
+        return 1
+    print("did not reproduce: the module after the pass matches")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def repro_for_step(ws, out_dir, index=None, *, verdict=None, atol=None, rtol=None, ref=None) -> Path:
+    """The repro folder of recorded step `index` (None: the cursor): its pass, with the step before
+    as input. Step 0 has no pass: its module alone, built and run ("build" mode).
+    verdict: the bisect's StepCheck of that step, for README.txt's why."""
+    from irviz.core.backend.bisect import reference_for
+
+    st = ws.step_at(index)
+    ref = ref if ref is not None else reference_for(ws)
+    stage = verdict.stage if verdict is not None and verdict.stage else "unchecked"
+    reason = verdict.reason if verdict is not None else "written on request; run repro.py to check it"
+    s = ws.session
+    if st.index == 0:
+        return write_repro(out_dir, s, before=st, pass_name="import", params=st.params, stage=stage,
+                           reason=reason, ref=ref, atol=atol, rtol=rtol, mode="build",
+                           model=ws.model_name)
+    return write_repro(out_dir, s, before=s.steps[st.index - 1], after=st, pass_name=st.pass_name,
+                       params=st.params, stage=stage, reason=reason, ref=ref, atol=atol, rtol=rtol,
+                       pass_files=_pass_files(st.pass_name), model=ws.model_name)
+
+
+def repro_for_crash(ws, out_dir, pass_name=None, params=None, *, stage: str = "pass",
+                    step=None, reason: str = "") -> Path:
+    """After a crash and a replay to the last good step: the repro folder of what killed the engine.
+
+    stage "pass": `pass_name` was being applied at or after the cursor; the passes planned before it
+    are applied (to a copy: the session is unchanged) to get its input. stage "build": the step
+    `step` (None: the cursor) was being built."""
+    from irviz.core.backend.bisect import reference_for
+    from irviz.core.errors import RequestError
+    from irviz.core.passes import PassInvocation, apply_pass
+
+    s = ws.need_session()
+    ref = reference_for(ws)
+    if stage == "build":
+        st = ws.step_at(step)
+        return write_repro(out_dir, s, before=st, pass_name=f"build of step {st.index}", params={},
+                           stage="build", reason=reason, ref=ref, mode="build", model=ws.model_name)
+    cur = s.steps[s.cursor]
+    mod, index = cur.mod, cur.index
+    ahead = [PassInvocation(t.pass_name, dict(t.params or {})) for t in s.steps[s.cursor + 1:]]
+    for inv in ahead + list(s.pipeline):
+        if inv.name == pass_name and (params is None or dict(inv.params or {}) == dict(params or {})):
+            params = dict(inv.params or {})
+            break
+        mod = s.steps[index + 1].mod if index + 1 < len(s.steps) else apply_pass(inv, mod, s.target)
+        index += 1
+    else:
+        if pass_name is None:
+            raise RequestError("no pass named to write a crash repro for")
+    before = s.steps[index] if index < len(s.steps) and s.steps[index].mod is mod else \
+        as_step(index, "(planned passes)", {}, mod)
+    return write_repro(out_dir, s, before=before, pass_name=pass_name, params=params or {},
+                       stage="pass", reason=reason, ref=ref, mode="apply",
+                       pass_files=_pass_files(pass_name), model=ws.model_name)

@@ -1,0 +1,57 @@
+"""Pipeline pane ▸ Find first bad pass with the real engine: progress per step checked, then the
+pane jumps to the wrong pass and says why; Write repro folder writes the folder of a step."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+pytest.importorskip("pytestqt")
+
+from irviz.ui.bridge import EngineBridge  # noqa: E402
+from irviz.ui.events import EventHub  # noqa: E402
+from irviz.ui.panes.pipeline import PipelinePane  # noqa: E402
+
+SLOW = 300_000
+PASSES = str(Path(__file__).resolve().parents[1] / "core" / "data" / "bisect_passes.py")
+PIPELINE = ("CanonicalizeBindings,ConvertToDataflow,WrongAddToSubtract,LegalizeOps,"
+            "AnnotateTIROpPattern,FoldConstant,FuseOps,FuseTIR")
+
+
+def test_find_first_bad_pass_jumps_there_and_writes_a_repro(qtbot, qapp, tmp_path):
+    bridge = EngineBridge(spare=False)
+    try:
+        hub = EventHub()
+        pane = PipelinePane(bridge, hub)
+        pane.resize(560, 640)
+        qtbot.addWidget(pane)
+        done = []
+        bridge.replied.connect(lambda i, c, r: done.append(c))
+        bridge.request("load_pass_file", path=PASSES)
+        bridge.request("open", spec="sample:small_cnn", pipeline=PIPELINE)
+        qtbot.waitUntil(lambda: "open" in done and bool(pane.state and pane.state.get("model")), timeout=SLOW)
+        assert pane.bisect_button.isEnabled()
+        progress = []
+        bridge.progress.connect(lambda i, t, f: progress.append(t))
+        pane.bisect_button.click()
+        assert not pane.bisect_button.isEnabled()  # one bisect at a time
+        qtbot.waitUntil(lambda: pane.bisect_result is not None, timeout=SLOW)
+        qtbot.waitUntil(lambda: pane.state.get("cursor") == 3, timeout=SLOW)
+        fb = pane.bisect_result["first_bad"]
+        assert fb["pass"] == "WrongAddToSubtract" and fb["stage"] == "compare"
+        assert sum(t.startswith("Bisect: building") for t in progress) == len(
+            pane.bisect_result["steps_checked"])
+        assert pane.info.text().startswith("First bad pass: step 3 WrongAddToSubtract (compare)")
+        assert pane.table.item(3, 0).text() == "✗ 3" and pane.table.item(0, 0).text() == "✓ 0"
+        pane.grab().save(str(Path(os.environ.get("IRVIZ_SHOTS", tmp_path)) / "pipeline_bisect.png"))
+
+        pane.write_repro(str(tmp_path / "repro"), step=3)
+        qtbot.waitUntil(lambda: "write_repro" in done, timeout=SLOW)
+        assert (tmp_path / "repro" / "after.py").is_file() and (tmp_path / "repro" / "repro.py").is_file()
+        assert pane.info.text().startswith("Wrote the repro folder")
+    finally:
+        bridge.shutdown()
