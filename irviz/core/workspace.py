@@ -340,7 +340,9 @@ class Workspace:
             result = self._run_ir(built, st.mod, int(repeats))
         else:
             self.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
-            result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs)
+            program = self.captured.exported if self.captured is not None else None
+            result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs,
+                                       program=program)
         if inputs is None:
             self.runs[st.index] = (st, result)
         return built, result

@@ -248,7 +248,9 @@ class RunPane(Pane):
         self.result = r
         ok = bool(r.get("allclose", r.get("ok")))
         no_reference = r.get("reference") is False
-        self.verdict.setText("RAN" if no_reference else "PASS" if ok else "MISMATCH")
+        self.verdict.setText("RAN" if no_reference else "PASS" if ok else
+                             "NOT COMPARABLE" if r.get("not_comparable") else "MISMATCH")
+        self.verdict.setMinimumWidth(self.verdict.sizeHint().width())  # the wrapped status squeezed it
         self.verdict.setStyleSheet(f"color: {c.ok if ok or no_reference else c.bad};")
         tvm_ms, torch_ms = r.get("tvm_ms"), r.get("torch_ms")
         ratio = (tvm_ms / torch_ms) if tvm_ms and torch_ms else None
@@ -263,7 +265,8 @@ class RunPane(Pane):
         self.status.setText(
             f"Step {self.built_step}: ran; there is nothing to compare with (no PyTorch model, no reference())."
             if no_reference else f"Step {self.built_step}: outputs "
-            + (f"match {against}." if ok else f"differ from {against}."))
+            + (f"match {against}." if ok else f"differ from {against}"
+               + (f" by nature: {r['not_comparable']}." if r.get("not_comparable") else ".")))
         kernels = list(r.get("kernels") or [])
         total = sum(float(k.get("ms") or 0) for k in kernels) or 1.0
         self.kernels.setSortingEnabled(False)
