@@ -31,6 +31,8 @@ IMPORT_ADVICE = ("Load a converter file for this op (File ▸ Load converters…
                  "The FX graph marks the node in red.")
 OPEN_FILTER = ("Models and steps (*.py *.pt2);;Python model file or exported TVMScript step (*.py);;"
                "Exported program (*.pt2);;All files (*)")
+UNTRUSTED_NOTE = ("Opening a .py model or pass file runs its code, as torch.load of a pickle would: "
+                  "open only files you trust. A .pt2 is loaded without running code it carries.")
 
 
 class MainWindow(WindowChrome, QMainWindow):
@@ -211,9 +213,23 @@ class MainWindow(WindowChrome, QMainWindow):
         start = os.path.dirname(self.recent_files()[0]) if self.recent_files() else ""
         if start.startswith("sample:"):
             start = ""
-        path, _ = QFileDialog.getOpenFileName(self, "Open model", start, OPEN_FILTER)
-        if path:
-            self.open_spec(path)
+        dialog = self.open_file_dialog(start)
+        if dialog.exec() and dialog.selectedFiles():
+            self.open_spec(dialog.selectedFiles()[0])
+
+    def open_file_dialog(self, start: str = "") -> QFileDialog:
+        """Qt's own file dialog (a native one has no room for text) with UNTRUSTED_NOTE under it."""
+        from PySide6.QtWidgets import QLabel
+
+        dialog = QFileDialog(self, "Open model", start, OPEN_FILTER)
+        dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        note = QLabel(UNTRUSTED_NOTE)
+        note.setObjectName("untrusted_note")
+        note.setWordWrap(True)
+        grid = dialog.layout()
+        grid.addWidget(note, grid.rowCount(), 0, 1, grid.columnCount())
+        return dialog
 
     def load_converters_dialog(self) -> None:
         start = os.path.dirname(self.bridge.converter_files[-1]) \
