@@ -34,6 +34,11 @@ inputs go to TVM's own converter. TVM's installed files are never patched.
   legalization (TVM 0.27, ``topi.full``) tests ``"float" in dtype`` on a PrimType and fails with
   "argument of type 'PrimType' is not iterable".  The converter broadcasts a scalar constant of
   torch's result dtype to the shape instead, which legalizes as any broadcast does.
+* ``elu.default`` with ``scale`` / ``input_scale`` (``F.selu`` decomposes to
+  ``elu(x, 1.6733, 1.0507)``, ``F.celu`` to ``elu(x, a, 1, 1/a)``): TVM 0.27's converter reads
+  ``alpha`` only and drops both scales, which gives wrong numbers with no error (max abs error 0.17
+  on SELU).  The converter computes torch's formula, ``scale * x`` above zero and
+  ``scale * alpha * (exp(x * input_scale) - 1)`` below.
 """
 from __future__ import annotations
 
@@ -312,7 +317,26 @@ def _make_nonfinite_full(key: str, like: bool):
     return convert_nonfinite_full
 
 
+def convert_elu(node, importer):
+    """aten.elu(x, alpha, scale, input_scale) with both scales (see the module docstring)."""
+    from tvm import relax  # noqa: PLC0415
+
+    names = ("alpha", "scale", "input_scale")
+    given = list(node.args[1:]) + [None] * 3
+    alpha, scale, input_scale = (float(node.kwargs.get(n, given[i] if given[i] is not None else 1.0))
+                                 for i, n in enumerate(names))
+    x = importer.env[node.args[0]]
+    dtype = _relax_dtype(x) or "float32"
+    c = lambda v: relax.const(v, dtype)  # noqa: E731
+    scaled = x if input_scale == 1.0 else relax.op.multiply(x, c(input_scale))
+    negative = relax.op.multiply(c(scale * alpha), relax.op.subtract(relax.op.exp(scaled), c(1.0)))
+    positive = x if scale == 1.0 else relax.op.multiply(x, c(scale))
+    return importer.block_builder.emit(
+        relax.op.where(relax.op.greater(x, c(0.0)), positive, negative))
+
+
 BUILTIN_CONVERTERS: dict[str, Callable] = {
+    "elu.default": convert_elu,
     "full.default": _make_nonfinite_full("full.default", like=False),
     "full_like.default": _make_nonfinite_full("full_like.default", like=True),
     "fill.Scalar": _make_nonfinite_full("fill.Scalar", like=True),

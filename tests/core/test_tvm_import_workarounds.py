@@ -1,4 +1,5 @@
-"""Tensors filled with -inf/inf/nan (causal masks) import, legalize and match torch.
+"""Imports TVM 0.27 gets wrong and irviz's converters fix: -inf/inf/nan fills (causal masks), elu's
+scales (selu, celu).
 
 TVM 0.27's own legalization of R.full with a non-finite value fails ("argument of type 'PrimType'
 is not iterable", topi.full tests `"float" in dtype` on a PrimType): a bug in TVM that irviz's
@@ -70,3 +71,17 @@ def test_full_like_and_fill_with_inf_match_torch():
     loaded = _loaded(FullLikeInf(), torch.randn(3, 5))
     r = run_and_compare(build(_zero(capture(loaded))), loaded, repeats=1)
     assert r.allclose and r.max_abs_error < 1e-6 and r.outputs == 2
+
+
+class EluFamily(torch.nn.Module):
+    """selu and celu decompose to aten.elu with scale / input_scale, which TVM's converter drops."""
+
+    def forward(self, x):
+        return (torch.nn.functional.selu(x), torch.nn.functional.celu(x, alpha=0.7),
+                torch.nn.functional.elu(x, alpha=1.3))
+
+
+def test_elu_with_scales_matches_torch():
+    loaded = _loaded(EluFamily(), torch.randn(2, 3, 8) * 3)
+    r = run_and_compare(build(_zero(capture(loaded))), loaded, repeats=1)
+    assert r.outputs == 3 and r.allclose and r.max_abs_error < 1e-5
