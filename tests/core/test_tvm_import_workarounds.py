@@ -85,3 +85,18 @@ def test_elu_with_scales_matches_torch():
     loaded = _loaded(EluFamily(), torch.randn(2, 3, 8) * 3)
     r = run_and_compare(build(_zero(capture(loaded))), loaded, repeats=1)
     assert r.outputs == 3 and r.allclose and r.max_abs_error < 1e-5
+
+
+class Cond(torch.nn.Module):
+    """torch.cond whose branches use ops irviz converts itself (cos, sin: float functions)."""
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda t: t.cos(), lambda t: t.sin(), (x,))
+
+
+def test_cond_branches_use_irvizs_converters():
+    # TVM converts cond branches calling custom converters without the importer argument
+    for sign in (1.0, -1.0):
+        loaded = _loaded(Cond(), torch.rand(3, 4) * sign)
+        r = run_and_compare(build(_zero(capture(loaded))), loaded, repeats=1)
+        assert r.allclose and r.max_abs_error < 1e-6
