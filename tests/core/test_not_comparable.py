@@ -189,3 +189,20 @@ def test_a_pass_that_breaks_numbers_is_still_a_mismatch(tmp_path):
     _, res = ws.build_run(repeats=1)
     assert res.allclose is False and res.max_abs_error >= 0.4
     assert res.not_comparable is None and res.verdict == "mismatch"
+
+
+def test_returned_uninitialized_memory_is_not_comparable_but_used_memory_is():
+    class Returned(torch.nn.Module):
+        def forward(self, x):
+            return x + 1, torch.empty(64, 64)
+
+    class Overwritten(torch.nn.Module):
+        def forward(self, x):
+            return torch.empty_like(x).fill_(2.0) * x
+
+    returned = _loaded(Returned(), torch.randn(3))
+    assert nondeterminism.uninitialized_outputs(capture(returned).exported) == ["aten.empty"]
+    assert nondeterminism.explain(returned.module, returned.example_inputs,
+                                  capture(returned).exported).startswith("uninitialized memory")
+    over = _loaded(Overwritten(), torch.randn(3))
+    assert nondeterminism.uninitialized_outputs(capture(over).exported) == []

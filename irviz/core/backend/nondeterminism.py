@@ -9,6 +9,8 @@ When a compiled module's outputs differ from torch, three causes are no fault of
   and no accumulation keep whichever write lands last, and the two runtimes need not agree on
   which.  The indices are only known at run time, so the captured graph is interpreted on the
   actual inputs and every such write's indices are counted.
+* **uninitialized memory** returned as an output (``aten.empty`` and the like): whatever the
+  allocator handed out.
 * an op that **mutates its input**: compared on fresh copies of the inputs (``fresh``), so neither
   side sees what an earlier run left behind.  That one is prevented, not explained.
 
@@ -31,7 +33,9 @@ _RANDOM = frozenset({
 # random only with a dropout probability above zero (and, for dropout, in train mode)
 _DROPOUT = frozenset({"dropout", "native_dropout", "alpha_dropout", "feature_dropout",
                       "feature_alpha_dropout"})
-_SDPA_DROPOUT_ARG = 3  # scaled_dot_product_* (query, key, value, attn_mask, dropout_p, ...)
+# allocate without initializing: returned as they are, their contents are whatever memory held
+_UNINITIALIZED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+                            "empty_permuted"})
 
 
 def fresh(values):
@@ -88,6 +92,19 @@ def random_ops(program) -> list[str]:
     out: list[str] = []
     for node in graph.nodes:
         if node.op == "call_function" and _is_random(node):
+            name = f"aten.{_op_name(node)}"
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def uninitialized_outputs(program) -> list[str]:
+    """Ops like aten.empty whose uninitialized result is returned as an output as it is."""
+    graph = getattr(program, "graph", None)
+    out: list[str] = []
+    for node in graph.nodes if graph is not None else ():
+        if node.op == "call_function" and _op_name(node) in _UNINITIALIZED \
+                and any(u.op == "output" for u in node.users):
             name = f"aten.{_op_name(node)}"
             if name not in out:
                 out.append(name)
@@ -221,6 +238,9 @@ def explain(module, inputs, program=None) -> str | None:
         differ = False
     if ops:
         return f"random op {', '.join(ops)}"
+    empty = uninitialized_outputs(program) if program is not None else []
+    if empty:
+        return f"uninitialized memory returned ({', '.join(empty)})"
     if differ:
         return "random: PyTorch's own two runs on the same inputs differ"
     if program is not None:
