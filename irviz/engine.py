@@ -251,6 +251,7 @@ class Engine:
             "ok": bool(res.allclose), "max_abs_error": res.max_abs_error,
             "max_rel_error": res.max_rel_error,
             "allclose": None if res.allclose is None else bool(res.allclose),
+            "verdict": res.verdict, "not_comparable": res.not_comparable,
             "reference": self.ws.has_reference,
             "reference_name": self.ws.reference_name,
             "tvm_ms": res.tvm_ms, "torch_ms": res.torch_ms, "threads": res.threads,

@@ -192,6 +192,17 @@ class Workspace:
         self._import(spec, importer, loaded, captured, planned, at(0.6), at(0.9), maps, keep_params)
         self.stage_seconds.update(load=load_seconds, capture=captured.seconds)
 
+    def open_loaded(self, loaded, importer: str = DEFAULT_IMPORTER, planned=()):
+        """Capture and import a model built in memory (a LoadedModel a script made, e.g. from a
+        corpus of test modules that no file defines) as open() does for a model file."""
+        from irviz.core.frontend import capture as capture_mod
+
+        self.stage = "capture"
+        self.progress(f"Capturing {loaded.name} with torch.export", 0.25)
+        captured = capture_mod.capture(loaded)
+        self.log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes")
+        self._import(loaded.spec, importer, loaded, captured, planned, 0.6, 0.9)
+
     def reimport(self):
         """Import the kept capture again with the converter files as they are now: a new session at
         step 0 planning the same passes (applied and planned). No re-capture."""
@@ -519,8 +530,9 @@ class Workspace:
             result = self._run_ir(built, ir_inputs, func, int(repeats))
         else:
             self.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
+            program = self.captured.exported if self.captured is not None else None
             result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs,
-                                       params=self.kept_params)
+                                       params=self.kept_params, program=program)
         self.stage_seconds["run"] = time.perf_counter() - t
         if inputs is None:
             self.runs[st.index] = (st, result)

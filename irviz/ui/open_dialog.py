@@ -28,6 +28,8 @@ IMPORTERS = [("Auto (course for symbolic_trace, else TVM's)", None),
              ("Course importer (emit_te + TOPI)", "course")]
 
 
+UNTRUSTED_NOTE = ("Opening a .py model or pass file runs its code, as torch.load of a pickle would: "
+                  "open only files you trust. A .pt2 is loaded without running code it carries.")
 KEEP_PARAMS_TEXT = "Weights as inputs (--keep-params): main(x, weights…), bound later by BindParams"
 
 
@@ -98,9 +100,14 @@ class OpenDialog(QDialog):
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
 
+        untrusted = QLabel(UNTRUSTED_NOTE)
+        untrusted.setObjectName("untrusted_note")
+        untrusted.setWordWrap(True)
+
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(self.note)
+        layout.addWidget(untrusted)
         layout.addWidget(self.buttons)
         for w in (self.capture, self.importer):
             w.currentIndexChanged.connect(self._update)

@@ -90,6 +90,18 @@ class RunResult:
     tvm_timing: dict | None = None  # timing.Timing.as_dict(): median, min, quartiles, runs, load
     torch_timing: dict | None = None
     func: str = "main"  # the Relax function that ran
+    # why outputs that differ cannot match by nature (a random op, order-dependent writes); None
+    # for a genuine mismatch, and whenever the outputs match (see backend/nondeterminism.py)
+    not_comparable: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        """"pass", "mismatch", "not comparable", or "ran" (nothing to compare with)."""
+        if self.allclose is None:
+            return "ran"
+        if self.allclose:
+            return "pass"
+        return "not comparable" if self.not_comparable else "mismatch"
 
 
 def _run_hint(msg: str) -> str:
@@ -215,7 +227,7 @@ def tvm_threads() -> int:
 
 def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
                     params: dict | None = None, match_threads: bool = True,
-                    inputs=None) -> RunResult:
+                    inputs=None, program=None) -> RunResult:
     """Run main on the CPU VM with `loaded.example_inputs`; compare with torch; time both.
 
     `inputs`: run on these tensors instead of the example inputs (e.g. ``loaded.alt_inputs``:
@@ -226,13 +238,19 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     `match_threads`: run torch with as many threads as TVM's runtime uses while timing (restored
     afterwards), so the two figures compare like with like; on a loaded 2-core machine torch's
     default 2-thread pool can cost ~20 ms even for a tiny MLP.  False: torch keeps its own setting.
+    `program`: the captured ExportedProgram, read when the outputs differ to tell a random op or
+    an order-dependent write (RunResult.not_comparable) from a genuine mismatch.
     Raises RunError (VM creation, the call itself, output count/shape mismatch, bad inputs).
     """
     import torch
 
+    from irviz.core.backend import nondeterminism
+
     repeats = max(1, int(repeats))
     dev = tvm.cpu()
-    example = tuple(inputs) if inputs is not None else tuple(loaded.example_inputs)
+    # copies: a model that mutates its inputs must not change the caller's tensors, nor give the
+    # reference and TVM inputs that an earlier run left mutated
+    example = nondeterminism.fresh(inputs if inputs is not None else loaded.example_inputs)
     # python scalars in example_inputs were specialised into the graph by torch.export
     inputs = [x for x in example if not isinstance(x, (int, float, bool, str))]
     param_names = _main_params(build_result.mod)
@@ -266,7 +284,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     # --- torch reference
     try:
         with torch.no_grad():
-            ref_out = loaded.module(*example)
+            ref_out = loaded.module(*nondeterminism.fresh(example))
     except Exception as exc:  # noqa: BLE001
         raise RunError(f"PyTorch failed on the example inputs: {exc}",
                        "the model itself does not run with its example inputs.",
@@ -292,6 +310,10 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
         count_hint="the step changed what main returns; outputs are compared in order after "
                    "flattening tuples on both sides.",
         shape_hint="the step changed an output's shape.")
+    not_comparable = None
+    if not all(o["allclose"] for o in per_output):
+        not_comparable = nondeterminism.explain(loaded.module, example,
+                                                program if program is not None else loaded.exported)
 
     # --- timing: each runtime in a block of its own (see timing.py for why not interleaved)
     saved_threads = torch.get_num_threads()
@@ -330,6 +352,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
         per_output=per_output,
         tvm_timing=tvm_timing.as_dict(),
         torch_timing=torch_timing.as_dict(),
+        not_comparable=not_comparable,
     )
 
 
@@ -538,13 +561,14 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
 
 
 def run_built(built: BuildResult, loaded=None, *, repeats: int = 10, inputs=None,
-              params: dict | None = None) -> RunResult:
+              params: dict | None = None, program=None) -> RunResult:
     """Run a build: against PyTorch when `loaded` (a LoadedModel) is given, else on random inputs
     without a reference. `inputs` replaces the example inputs (only with `loaded`); `params`: the
-    weights main still takes as parameters (see run_and_compare)."""
+    weights main still takes as parameters; `program`: the captured ExportedProgram (see
+    run_and_compare)."""
     if loaded is None:
         return run_without_reference(built, repeats=repeats)
-    return run_and_compare(built, loaded, repeats=repeats, inputs=inputs, params=params)
+    return run_and_compare(built, loaded, repeats=repeats, inputs=inputs, params=params, program=program)
 
 
 def build_and_run(mod, loaded=None, *, repeats: int = 10, inputs=None, target=None,

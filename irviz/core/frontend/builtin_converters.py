@@ -29,6 +29,16 @@ inputs go to TVM's own converter. TVM's installed files are never patched.
   tokens per expert with it.
 * ``grouped_mm_fallback.default`` (transformers' own op for mixture-of-experts, no TVM converter):
   rows ``offs[i-1]:offs[i]`` of the input times ``weight[i]``; rows past ``offs[-1]`` are zero.
+* ``full`` / ``full_like`` / ``fill.Scalar`` with an infinite or NaN value (the causal mask
+  ``torch.full((n, n), float("-inf")).triu(1)``): TVM imports them as ``R.full``, whose
+  legalization (TVM 0.27, ``topi.full``) tests ``"float" in dtype`` on a PrimType and fails with
+  "argument of type 'PrimType' is not iterable".  The converter broadcasts a scalar constant of
+  torch's result dtype to the shape instead, which legalizes as any broadcast does.
+* ``elu.default`` with ``scale`` / ``input_scale`` (``F.selu`` decomposes to
+  ``elu(x, 1.6733, 1.0507)``, ``F.celu`` to ``elu(x, a, 1, 1/a)``): TVM 0.27's converter reads
+  ``alpha`` only and drops both scales, which gives wrong numbers with no error (max abs error 0.17
+  on SELU).  The converter computes torch's formula, ``scale * x`` above zero and
+  ``scale * alpha * (exp(x * input_scale) - 1)`` below.
 """
 from __future__ import annotations
 
@@ -280,7 +290,56 @@ def convert_grouped_mm_fallback(node, importer):
     return bb.emit(relax.op.where(in_a_group, out, relax.const(0, dtype)))
 
 
+def _nonfinite(value) -> bool:
+    import math  # noqa: PLC0415
+
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _make_nonfinite_full(key: str, like: bool):
+    def convert_nonfinite_full(node, importer):
+        """A tensor filled with inf/-inf/nan: a broadcast scalar, not R.full (see the docstring)."""
+        from tvm import relax  # noqa: PLC0415
+
+        value = node.args[1] if len(node.args) > 1 else node.kwargs.get("fill_value",
+                                                                           node.kwargs.get("value"))
+        dtype = _fx_dtype(node)
+        if not _nonfinite(value) or not dtype or not dtype.startswith(("float", "bfloat")):
+            return _tvm_converter(importer, key)(node)
+        if like:
+            shape = importer.env[node.args[0]].ty.shape
+        else:
+            size = importer.retrieve_args(node)[0]
+            shape = relax.ShapeExpr(size if isinstance(size, (list, tuple)) else (size,))
+        return importer.block_builder.emit(relax.op.broadcast_to(relax.const(value, dtype), shape))
+
+    convert_nonfinite_full.__name__ = f"convert_{key.split('.')[0]}_nonfinite"
+    return convert_nonfinite_full
+
+
+def convert_elu(node, importer):
+    """aten.elu(x, alpha, scale, input_scale) with both scales (see the module docstring)."""
+    from tvm import relax  # noqa: PLC0415
+
+    names = ("alpha", "scale", "input_scale")
+    given = list(node.args[1:]) + [None] * 3
+    alpha, scale, input_scale = (float(node.kwargs.get(n, given[i] if given[i] is not None else 1.0))
+                                 for i, n in enumerate(names))
+    x = importer.env[node.args[0]]
+    dtype = _relax_dtype(x) or "float32"
+    c = lambda v: relax.const(v, dtype)  # noqa: E731
+    scaled = x if input_scale == 1.0 else relax.op.multiply(x, c(input_scale))
+    negative = relax.op.multiply(c(scale * alpha), relax.op.subtract(relax.op.exp(scaled), c(1.0)))
+    positive = x if scale == 1.0 else relax.op.multiply(x, c(scale))
+    return importer.block_builder.emit(
+        relax.op.where(relax.op.greater(x, c(0.0)), positive, negative))
+
+
 BUILTIN_CONVERTERS: dict[str, Callable] = {
+    "elu.default": convert_elu,
+    "full.default": _make_nonfinite_full("full.default", like=False),
+    "full_like.default": _make_nonfinite_full("full_like.default", like=True),
+    "fill.Scalar": _make_nonfinite_full("fill.Scalar", like=True),
     "cat.default": convert_cat,
     "index.Tensor": convert_index_tensor,
     "cumsum.default": convert_cumsum,

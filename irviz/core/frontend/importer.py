@@ -143,6 +143,17 @@ def _wrap(fn, imp):
     return tracked
 
 
+def _wrap_custom(fn, imp):
+    # TVM 0.27 converts the branches of torch.cond (_import_branch_subgraph) without its list of
+    # custom ops and calls their converters as fn(node), without the importer: supply it
+    def tracked(node, importer=None):
+        imp.current_node = node
+        return fn(node, imp if importer is None else importer)
+
+    tracked.__wrapped__ = fn
+    return tracked
+
+
 def _import_exported_program(captured, custom_convert_map, keep_params=False) -> Imported:
     ep = captured.exported
     t0 = time.perf_counter()
@@ -170,7 +181,7 @@ def _import_exported_program(captured, custom_convert_map, keep_params=False) ->
 
     # 2. track which node each converter call is for
     imp.convert_map = {k: _wrap(v, imp) for k, v in imp.convert_map.items()}
-    wrapped_custom = {k: _wrap(v, imp) for k, v in custom.items()}
+    wrapped_custom = {k: _wrap_custom(v, imp) for k, v in custom.items()}
     try:
         mod = imp.from_exported_program(ep, bool(keep_params), True, False, wrapped_custom or None)
     except Exception as exc:  # noqa: BLE001  TVM raises many types (TVMError, AssertionError, ...)

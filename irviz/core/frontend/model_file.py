@@ -12,7 +12,9 @@ file and loading it again picks up the edits.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import re
 import sys
 import traceback
@@ -317,8 +319,14 @@ def _load_pt2(path: Path, spec: str) -> LoadedModel:
     shown = shown_path(path)
     quiet = _quiet_logger("torch.export")
     try:
-        with quiet:
+        with quiet, _without_arbitrary_code():
             ep = torch.export.load(str(path))
+    except _UnsafePayload as e:
+        raise LoadError(
+            f"{shown} holds pickled Python objects, which irviz does not load: {e}",
+            hint=f"Unpickling can run any code. If you trust the file, set {TRUST_PT2_ENV}=1 and open it "
+            "again; better, re-save it with torch.export.save from a model with tensor weights only.",
+        ) from None
     except Exception as e:  # noqa: BLE001
         logged = "\n".join(quiet.messages)
         cause = exception_line(e)
@@ -357,6 +365,52 @@ def _load_pt2(path: Path, spec: str) -> LoadedModel:
                             hint="Export with tensor inputs only.")
     _check_forward(module, inputs, shown, None)
     return LoadedModel(module=module, example_inputs=inputs, spec=spec, name=path.stem, exported=ep)
+
+
+TRUST_PT2_ENV = "IRVIZ_TRUST_PT2"
+
+
+class _UnsafePayload(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _without_arbitrary_code():
+    """torch.export.load (torch 2.13) has no weights_only switch: it unpickles some payloads with
+    torch.load(weights_only=False) or pickle.loads, and falls back to weights_only=False for the
+    example inputs.  While it runs, every torch.load is weights_only=True (tensors, containers and
+    plain values only) and a plain unpickle is refused, so opening a .pt2 cannot run code; the
+    graph itself is JSON.  IRVIZ_TRUST_PT2=1 loads with torch's own settings."""
+    if os.environ.get(TRUST_PT2_ENV) == "1":
+        yield
+        return
+    import pickle
+
+    from torch.export.pt2_archive import _package
+
+    real_load = torch.load
+
+    def weights_only_load(f, *args, **kwargs):
+        kwargs["weights_only"] = True
+        try:
+            return real_load(f, *args, **kwargs)
+        except pickle.UnpicklingError as e:
+            raise _UnsafePayload(str(e).splitlines()[0]) from None
+
+    class _NoPlainUnpickle:
+        def __getattr__(self, name):
+            return getattr(pickle, name)
+
+        @staticmethod
+        def loads(*_args, **_kwargs):
+            raise _UnsafePayload("an opaque object stored with pickle")
+
+    saved_pickle = _package.pickle
+    torch.load, _package.pickle = weights_only_load, _NoPlainUnpickle()
+    try:
+        yield
+    finally:
+        torch.load, _package.pickle = real_load, saved_pickle
 
 
 def _pt2_eval(module) -> None:

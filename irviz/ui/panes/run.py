@@ -447,7 +447,9 @@ class RunPane(Pane):
         self.result = r
         ok = bool(r.get("allclose", r.get("ok")))
         no_reference = r.get("reference") is False
-        self.verdict.setText("RAN" if no_reference else "PASS" if ok else "MISMATCH")
+        self.verdict.setText("RAN" if no_reference else "PASS" if ok else
+                             "NOT COMPARABLE" if r.get("not_comparable") else "MISMATCH")
+        self.verdict.setMinimumWidth(self.verdict.sizeHint().width())  # the wrapped status squeezed it
         self.verdict.setStyleSheet(f"color: {c.ok if ok or no_reference else c.bad};")
         tvm_ms, torch_ms = r.get("tvm_ms"), r.get("torch_ms")
         ratio = (tvm_ms / torch_ms) if tvm_ms and torch_ms else None
@@ -467,10 +469,11 @@ class RunPane(Pane):
         self.status.setText(
             f"{what}: ran; there is nothing to compare with (no PyTorch model, no reference())."
             if no_reference else f"{what}: outputs "
-            + (f"match {against}." if ok else f"differ from {against}: "
-               + (outputs_that_differ(r.get("per_output") or [])
-                  or f"max abs error {values['max_abs_error']}, max rel error {values['max_rel_error']}")
-               + "."))
+            + (f"match {against}." if ok else f"differ from {against}"
+               + (f" by nature: {r['not_comparable']}." if r.get("not_comparable") else
+                  ": " + (outputs_that_differ(r.get("per_output") or [])
+                          or f"max abs error {values['max_abs_error']}, max rel error {values['max_rel_error']}")
+                  + ".")))
         for key in ("max_abs_error", "max_rel_error"):
             self.fields[key].setStyleSheet(f"color: {c.bad};" if mismatch else "")
             self.fields[key].setToolTip("NaN or ∞ in the outputs where PyTorch has numbers, or integer "
