@@ -1,6 +1,6 @@
 """TVM's own frontend tests as a corpus: irviz's chain and bare TVM on every module, side by side.
 
-    python benchmarks/frontend_corpus.py ../shared/corpus/test_frontend_from_exported_program.py \
+    python benchmarks/frontend_corpus.py tests/data/tvm_frontend_corpus.py \
         [--limit N] [--filter RE] [--jobs 1] [--timeout 300] [--json OUT]
 
 The test file (apache/tvm tests/python/relax/test_frontend_from_exported_program.py) defines

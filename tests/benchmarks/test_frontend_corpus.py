@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "frontend_corpus.py"
 CORPUS = Path("/work/shared/corpus/test_frontend_from_exported_program.py")
-TESTS = REPO / "tests" / "data" / "test_frontend_from_exported_program.py"
+TESTS = REPO / "tests" / "data" / "tvm_frontend_corpus.py"
 
 
 def _corpus() -> Path:
