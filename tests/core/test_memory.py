@@ -70,26 +70,6 @@ def test_check_json_reports_memory(capsys):
     assert mem["tokens"] >= 1 and 0 < mem["peak_bytes"] <= mem["planned_bytes"] <= mem["tensor_bytes"]
 
 
-def test_export_has_memory_per_step(tmp_path):
-    assert main(["export", "sample:mlp", "--pipeline", "default_build", "--out", str(tmp_path)]) == 0
-    records = json.loads((tmp_path / "steps.json").read_text())["steps"]
-    ws = Workspace()
-    ws.open("sample:mlp", planned=parse_pipeline("default_build"))
-    ws.run_to_end()
-    for rec in records:
-        plan, own = memory.memory_of_step(ws.session.steps[rec["index"]].mod)
-        assert rec["memory"] == dict(plan.summary(), planned_by_step=own), rec["pass"]
-    by_pass = {r["pass"]: r["memory"] for r in records}
-    assert not by_pass["import"]["planned_by_step"] and by_pass["StaticPlanBlockMemory"]["planned_by_step"]
-    page = (tmp_path / "report.html").read_text()
-    table = page.split("<h2>Memory per step</h2>")[1].split("</table>")[0]
-    planned = by_pass["StaticPlanBlockMemory"]
-    assert table.count("<tr>") == len(records) + 1  # a header and one row per step
-    assert f'title="{planned["planned_bytes"]} bytes"' in table
-    assert f'title="{planned["peak_bytes"]} bytes"' in table
-    assert "planned on a copy" in table
-
-
 def test_a_module_without_main_gets_a_reason_not_a_crash():
     from types import SimpleNamespace
 

@@ -208,7 +208,7 @@ def _render_memory(session, memory: dict, shown: list[int]) -> str:
                        f'<td class="err">{_e(m["error"])}</td></tr>')
             continue
         planned, tensors = m.get("planned_bytes"), m.get("tensor_bytes")
-        saved = f"{100 * (1 - planned / tensors):.0f}%" if tensors else "–"
+        saved = f"{100 * (1 - planned / tensors):.1f}%" if tensors else "–"
         note = "" if m.get("planned_by_step") else "planned on a copy"
         out.append(f'<tr><td class=num>{i}</td><td>{name}</td><td class=num>{_e(m.get("tokens"))}</td>'
                    f'<td class=num title="{_e(planned)} bytes">{_bytes(planned)}</td>'
