@@ -63,6 +63,7 @@ class Engine:
             "list_samples": self.list_samples, "list_passes": self.list_passes,
             "list_pipelines": self.list_pipelines, "warm": self.warm, "ping": self.ping,
             "crash": self.crash, "compare": self.compare, "compare_diff": self.compare_diff,
+            "compare_graphs": self.compare_graphs,
             "intermediates": self.intermediates,
             "query": self.query, "memory": self.memory,
             "bisect": self.bisect, "write_repro": self.write_repro,
@@ -318,13 +319,24 @@ class Engine:
         at those steps did under A against under B (diff of diffs)."""
         from irviz.core.views import compare as compare_mod
 
-        cmp = self.comparison
-        if cmp is None or self.ws.imported is None or not cmp.steps[0][0].mod.same_as(self.ws.imported.mod):
-            raise BadRequest("No comparison of the open model", "run Compare with pipeline… again")
+        cmp = self._open_comparison()
         if mode not in ("pair", "pass"):
             raise BadRequest(f"compare_diff mode is 'pair' or 'pass', not {mode!r}")
         fn = compare_mod.pair_diff if mode == "pair" else compare_mod.pass_diff
         return fn(cmp, int(a), int(b))
+
+    def compare_graphs(self, a, b, func="main"):
+        """`func` at A's step a and B's step b, both laid out, with the nodes only in A / only in B /
+        changed (compare.pair_graphs)."""
+        from irviz.core.views import compare as compare_mod
+
+        return compare_mod.pair_graphs(self._open_comparison(), int(a), int(b), str(func))
+
+    def _open_comparison(self):
+        cmp = self.comparison
+        if cmp is None or self.ws.imported is None or not cmp.steps[0][0].mod.same_as(self.ws.imported.mod):
+            raise BadRequest("No comparison of the open model", "run Compare with pipeline… again")
+        return cmp
     def bisect(self, atol=None, rtol=None):
         """Apply the planned passes, then find the first step whose build mismatches the reference
         or fails to build or run (core.backend.bisect); one progress message per step checked."""

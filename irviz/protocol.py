@@ -55,6 +55,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("export", stage="export"),
     Command("compare", stage="pipeline"),
     Command("compare_diff"),
+    Command("compare_graphs"),
     Command("bisect", stage="build"),
     Command("write_repro", stage="export"),
     Command("list_samples"),

@@ -111,3 +111,20 @@ def test_reuses_the_open_session_and_rejects_bad_input(mlp):
         C.compare_pipelines(ws, ["zero"])
     with pytest.raises(RequestError):
         C.compare_pipelines(Workspace(), ["zero", "zero"])
+
+
+def test_pair_graphs_lay_out_both_mains_with_the_node_diff(mlp):
+    _, cmp = mlp
+    g = C.pair_graphs(cmp, 5, 4)
+    main = C.pair_diff(cmp, 5, 4)["graph"]["nodes"]["main"]
+    assert {k: g[k] for k in ("only_a", "only_b", "changed", "same")} == main
+    ids_a = {n["id"] for n in g["graph_a"]["nodes"]}
+    ids_b = {n["id"] for n in g["graph_b"]["nodes"]}
+    # every node the diff names is drawn on its side, and laid out
+    assert set(main["only_a"]) <= ids_a and set(main["only_b"]) <= ids_b and main["only_b"]
+    assert all({"x", "y", "w", "h"} <= set(n) for n in g["graph_b"]["nodes"])
+    callees_b = {n["id"]: n.get("callee") for n in g["graph_b"]["nodes"]}
+    assert sorted(callees_b[i] for i in main["only_b"] if callees_b[i]) == ["transpose", "transpose1"]
+    assert (g["a"], g["b"], g["func"]) == (5, 4, "main")
+    with pytest.raises(RequestError, match="No Relax function 'nope'"):
+        C.pair_graphs(cmp, 5, 4, func="nope")

@@ -68,3 +68,16 @@ def test_check_json_reports_memory(capsys):
     mem = json.loads(capsys.readouterr().out)["memory"]
     assert set(mem) == {"tokens", "planned_bytes", "tensor_bytes", "peak_bytes"}
     assert mem["tokens"] >= 1 and 0 < mem["peak_bytes"] <= mem["planned_bytes"] <= mem["tensor_bytes"]
+
+
+def test_a_module_without_main_gets_a_reason_not_a_crash():
+    from types import SimpleNamespace
+
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((2,), "float32"))
+    with bb.function("other", [x]):
+        bb.emit_func_output(x)
+    out = memory.step_memory_summaries([SimpleNamespace(index=0, mod=bb.get())])
+    assert out == {0: {"error": "no Relax function main to plan"}}

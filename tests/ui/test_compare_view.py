@@ -1,5 +1,7 @@
 """The compare view against a fake engine: aligned rows, one-sided colours, which steps a row
-diffs, and the diff-of-diffs mode refusing a one-sided row."""
+diffs, the diff-of-diffs mode refusing a one-sided row, and the graph diff drawn."""
+import os
+
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from irviz.ui.events import EventHub
@@ -65,3 +67,62 @@ def test_compare_view_rows_and_pairs(qtbot):
     assert len(bridge.sent) == n and "pass both pipelines ran" in pane.diff_info.text()
     pane.steps.selectRow(4)
     assert bridge.sent[-1] == ("compare_diff", {"a": 4, "b": 3, "mode": "pass"})
+
+
+def _graph(ids):
+    nodes = [dict(id=n, label=n.split("_")[0], sublabel="1×10", kind="op", x=10, y=10 + 60 * k, w=120, h=32,
+                  callee=n.split("_")[0] if "_" in n else None) for k, n in enumerate(ids)]
+    edges = [{"src": a, "dst": b, "label": "", "points": [[70, 42 + 60 * k], [70, 70 + 60 * k]]}
+             for k, (a, b) in enumerate(zip(ids, ids[1:]))]
+    return {"nodes": nodes, "edges": edges, "groups": [], "width": 200, "height": 60 * len(ids) + 20}
+
+
+class GraphBridge(FakeBridge):
+    def request(self, cmd, supersede=None, **args):
+        if cmd != "compare_graphs":
+            return super().request(cmd, supersede, **args)
+        self.sent.append((cmd, args))
+        rid = len(self.sent)
+        reply = {"a": args["a"], "b": args["b"], "pass_a": "FuseTIR", "pass_b": "FuseTIR", "func": "main",
+                 "graph_a": _graph(["x", "lv_fused", "c"]), "graph_b": _graph(["x", "lv_t", "lv1_fused", "gv"]),
+                 "only_a": ["c"], "only_b": ["lv_t", "gv"], "changed": [["lv_fused", "lv1_fused"]], "same": 1}
+        QTimer.singleShot(0, lambda: self.replied.emit(rid, cmd, reply))
+        return rid
+
+
+def test_graph_tab_draws_both_mains_with_one_sided_and_changed_nodes(qtbot):
+    bridge = GraphBridge()
+    pane = ComparePane(bridge, EventHub())
+    qtbot.addWidget(pane)
+    pane.resize(1300, 760)
+    bridge.stateChanged.emit({"model": "mlp", "pipeline_text": "zero"})
+    pane.compare("LegalizeOps,AnnotateTIROpPattern,FuseOps,FuseTIR")
+    qtbot.waitUntil(lambda: pane.diff_result is not None)
+    # the layout is asked for only once the Graph tab is shown
+    assert not any(cmd == "compare_graphs" for cmd, _ in bridge.sent)
+    pane.tabs.setCurrentWidget(pane.graphs)
+    assert bridge.sent[-1] == ("compare_graphs", {"a": 5, "b": 4})
+    qtbot.waitUntil(lambda: pane.graphs.result is not None)
+    ga, gb = pane.graphs.sides()
+    assert ga.highlighted("removed") == {"c"} and gb.highlighted("added") == {"lv_t", "gv"}
+    assert ga.highlighted("changed") == {"lv_fused"} and gb.highlighted("changed") == {"lv1_fused"}
+    assert pane.graphs.a.title.text().startswith("A · step 5 (FuseTIR) · 1 only here, 1 changed")
+    assert [pane.graphs.b.listing.item(i).text() for i in range(3)] == [
+        "only in B: lv_t · lv · 1×10", "only in B: gv · gv · 1×10", "changed: lv1_fused · lv1 · 1×10"]
+    # a changed node selects its partner; a listed node is selected in its graph
+    ga.select("lv_fused")
+    assert gb.selected() == "lv1_fused"
+    pane.graphs.b.listing.setCurrentRow(1)
+    assert gb.selected() == "gv"
+    folder = os.environ.get("IRVIZ_SHOTS")
+    if folder:
+        pane.grab().save(os.path.join(folder, "compare_graph.png"))
+    # the same pair is not laid out twice; another row is, and the pass mode has no graph
+    n = len(bridge.sent)
+    pane.tabs.setCurrentWidget(pane.view)
+    pane.tabs.setCurrentWidget(pane.graphs)
+    assert len(bridge.sent) == n
+    pane.steps.selectRow(3)
+    assert bridge.sent[-1] == ("compare_graphs", {"a": 3, "b": 2})
+    pane.mode.setCurrentIndex(1)
+    assert pane.graphs.result is None and "two steps" in pane.graphs.legend.text()

@@ -30,6 +30,8 @@ def test_query_box_counts_highlights_and_steps_through_matches(qtbot, win):
     assert relax.query_info.text().startswith("1 here")
     relax.goto_match(+1)
     assert relax.query_info.text().startswith("1/1 here")
+    assert [relax.query_list.itemText(i) for i in range(relax.query_list.count())] == ["1: lv1 → lv2 → lv3"]
+    assert relax.query_list.currentIndex() == 0 and relax.graph.selected() == "lv3"
     _shot(relax, "relax_query.png")
 
     relax.query_box.setText("matmul -> (relu")

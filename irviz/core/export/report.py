@@ -180,14 +180,55 @@ def _render_latency(session, trace) -> str:
     return "".join(out)
 
 
+def _bytes(n) -> str:
+    if not isinstance(n, int):
+        return "–"
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def _render_memory(session, memory: dict, shown: list[int]) -> str:
+    """One row per step: what StaticPlanBlockMemory allocates for main (views.memory)."""
+    out = ["<h2>Memory per step</h2>",
+           '<p class="meta">Storage planned for main by StaticPlanBlockMemory. A step before it is '
+           "planned on a copy (the rest of default_build up to StaticPlanBlockMemory). planned: the "
+           "storage allocated; tensors: what the same tensors need without sharing; peak: the most "
+           "tensor bytes alive at once, which no plan can go below.</p>",
+           "<table><tr><th>#</th><th>pass</th><th>tokens</th><th>planned bytes</th>"
+           "<th>tensor bytes</th><th>saved</th><th>peak bytes</th><th>note</th></tr>"]
+    for i in shown:
+        m = memory.get(i)
+        if m is None:
+            continue
+        name = _e(session.steps[i].pass_name)
+        if m.get("error"):
+            out.append(f'<tr><td class=num>{i}</td><td>{name}</td><td colspan=5></td>'
+                       f'<td class="err">{_e(m["error"])}</td></tr>')
+            continue
+        planned, tensors = m.get("planned_bytes"), m.get("tensor_bytes")
+        saved = f"{100 * (1 - planned / tensors):.1f}%" if tensors else "–"
+        note = "" if m.get("planned_by_step") else "planned on a copy"
+        out.append(f'<tr><td class=num>{i}</td><td>{name}</td><td class=num>{_e(m.get("tokens"))}</td>'
+                   f'<td class=num title="{_e(planned)} bytes">{_bytes(planned)}</td>'
+                   f'<td class=num title="{_e(tensors)} bytes">{_bytes(tensors)}</td>'
+                   f"<td class=num>{saved}</td>"
+                   f'<td class=num title="{_e(m.get("peak_bytes"))} bytes">{_bytes(m.get("peak_bytes"))}</td>'
+                   f'<td class="no">{note}</td></tr>')
+    out.append("</table>")
+    return "".join(out)
+
+
 def html_report(session, run_results=None, files: dict | None = None, steps=None,
-                latency=None) -> str:
+                latency=None, memory: dict | None = None) -> str:
     """The trace as one self-contained HTML page (inline CSS/JS, no external resources).
 
     run_results: a RunResult (for the cursor step) or {step index: RunResult}.  files: per-step
     export records (from export_trace) for links to the step files.  Diffs only, collapsed to
     hunks; the full text of each step is in the exported files.  latency: a latency trace
-    (``irviz.core.backend.latency.latency_trace``), shown as an SVG chart and a table."""
+    (``irviz.core.backend.latency.latency_trace``), shown as an SVG chart and a table.  memory:
+    {step index: views.memory summary or {"error"}}, shown as a table after the passes."""
     results = results_by_step(session, run_results)
     files = files or {}
     n = len(session.steps)
@@ -234,6 +275,8 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
                      f"<td>{_e(params)}</td><td class=num>{float(s.seconds):.4f}</td><td>{changed}</td>"
                      f"<td>{_e(funcs)}</td><td>{link}</td></tr>")
     table.append("</table>")
+    if memory:
+        table.append(_render_memory(session, memory, shown))
 
     body = ['<h2>Changes per pass</h2><p><button onclick="setAll(true)">expand all</button>'
             '<button onclick="setAll(false)">collapse all</button></p>']

@@ -10,7 +10,9 @@
                                per step: pass, params, seconds, changed, added/removed/changed functions, files, loadable, verified (its
                                file was run back), equal (what it loaded was structurally equal;
                                null when not run)
-      report.html              one self-contained page: the trace, diffs, build/run results
+                               memory: tokens, planned/tensor/peak bytes of main after memory
+                               planning (planned on a copy before StaticPlanBlockMemory)
+      report.html              one self-contained page: the trace, diffs, build/run results, memory
 
 A step is written as ``.py`` only when it is known to load: its file was run as
 ``python step_NN.py`` runs it and loaded a module (structurally equal to the step's, or else with
@@ -106,6 +108,9 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     except OSError as exc:
         raise ExportError(f"cannot write to {out}: {exc}", hint="choose a folder you can write to") from exc
 
+    from irviz.core.views.memory import step_memory_summaries
+
+    memory = step_memory_summaries([session.steps[i] for i in indices])
     records = []
     files: dict[int, dict] = {}
     written_params: dict = {}  # constant handles -> a .params file already holding exactly them
@@ -165,6 +170,7 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
             "equal": equal if verified else None, "constants": len(consts),
             "note": note or None, "export_seconds": round(time.perf_counter() - t0, 4),
         }
+        rec["memory"] = memory.get(i)
         if i in results:
             rec["run"] = run_dict(results[i])
         records.append(rec)
@@ -190,7 +196,7 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     try:
         (out / "steps.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         (out / "report.html").write_text(
-            html_report(session, results, files=files, steps=indices, latency=latency),
+            html_report(session, results, files=files, steps=indices, latency=latency, memory=memory),
             encoding="utf-8")
     except OSError as exc:
         raise ExportError(f"cannot write to {out}: {exc}") from exc

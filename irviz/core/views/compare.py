@@ -4,6 +4,7 @@
     cmp.aligned                  # [(0, 0), (1, 1), (2, 2), (3, None), (4, 3), (5, 4)]
     pair_diff(cmp, 5, 4)         # the IR at A's step 5 against B's step 4: text and graph
     pass_diff(cmp, 4, 3)         # what FuseOps did under A against what it did under B
+    pair_graphs(cmp, 5, 4)       # main at both steps laid out, its nodes marked by the graph diff
     measure(ws, cmp)             # build + run the last step of each: one row per pipeline
 
 Both sessions start from the workspace's one import (the same IRModule object), so step 0 of A and
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from irviz.core.errors import IrvizError, RequestError
 
 __all__ = ["Comparison", "compare_pipelines", "align_steps", "pair_diff", "pass_diff", "graph_diff",
-           "measure", "comparison_dict"]
+           "pair_graphs", "measure", "comparison_dict"]
 
 
 @dataclass
@@ -232,6 +233,34 @@ def pair_diff(cmp: Comparison, a: int, b: int) -> dict:
     out.update(_text_diff(sa.mod, sb.mod))
     out["graph"] = graph_diff(sa.mod, sb.mod)
     return out
+
+
+def _laid_out(mod, func: str, keep) -> dict:
+    from irviz.core.views import layout
+    from irviz.core.views.bookkeeping import without_bookkeeping
+    from irviz.core.views.graph import relax_digraph
+
+    # the graph the diff matched (fused calls not expanded), without aliases and scalar constants
+    # unless the diff names them: a one-sided node must not be hidden
+    g, _hidden = without_bookkeeping(relax_digraph(mod, func), "relax", keep=keep)
+    return layout.layout_graph(g, group_attr="group")
+
+
+def pair_graphs(cmp: Comparison, a: int, b: int, func: str = "main") -> dict:
+    """`func` at A's step `a` and at B's step `b`, each laid out as the Relax pane draws a graph,
+    with the node diff: {"a", "b", "func", "graph_a", "graph_b", "only_a", "only_b", "changed":
+    [[id in A, id in B]], "same"}."""
+    sa, sb = cmp.step(0, a), cmp.step(1, b)
+    missing = [w for w, st in (("A", sa), ("B", sb)) if func not in _relax_functions(st.mod)]
+    if missing:
+        raise RequestError(f"No Relax function {func!r} at the step of pipeline {' and '.join(missing)}",
+                           "pick a row where both steps have it")
+    nodes = _match_function(sa.mod, sb.mod, func)
+    keep_a = nodes["only_a"] + [x for x, _ in nodes["changed"]]
+    keep_b = nodes["only_b"] + [y for _, y in nodes["changed"]]
+    return {"a": sa.index, "b": sb.index, "pass_a": sa.pass_name, "pass_b": sb.pass_name, "func": func,
+            "graph_a": _laid_out(sa.mod, func, keep_a), "graph_b": _laid_out(sb.mod, func, keep_b),
+            **nodes}
 
 
 def _pass_effect(steps, index: int) -> dict:

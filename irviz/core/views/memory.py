@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, field
 import tvm
 from tvm import relax
 
-from irviz.core.tvm_compat import var_name
+from irviz.core.tvm_compat import structural_hash, var_name
 
-__all__ = ["MemoryPlan", "memory_plan", "memory_of_step", "plan_module"]
+__all__ = ["MemoryPlan", "memory_plan", "memory_of_step", "plan_module", "step_memory_summaries"]
 
 _STORAGE = ("relax.memory.alloc_storage", "relax.vm.alloc_storage")
 _TENSOR = ("relax.memory.alloc_tensor", "relax.vm.alloc_tensor")
@@ -190,3 +190,26 @@ def memory_of_step(mod, func: str = "main") -> tuple[MemoryPlan, bool]:
     """(the plan of `func`, whether the step had been planned itself or was planned here)."""
     planned = plan_module(mod)
     return memory_plan(planned, func), planned is mod
+
+
+def step_memory_summaries(steps, func: str = "main") -> dict[int, dict]:
+    """{step index: summary() + "planned_by_step"} for each step, or {"error": why} where it could
+    not be planned (no `func`, or a pass on the way failed). Steps with the same module (a pass
+    that changed nothing) are planned once."""
+    out: dict[int, dict] = {}
+    seen: dict[int, dict] = {}
+    for st in steps:
+        mod = st.mod
+        if func not in [gv.name_hint for gv, f in mod.functions.items() if isinstance(f, relax.Function)]:
+            out[st.index] = {"error": f"no Relax function {func} to plan"}
+            continue
+        key = structural_hash(mod)
+        if key not in seen:
+            try:
+                plan, own = memory_of_step(mod, func)
+                seen[key] = dict(plan.summary(), planned_by_step=own)
+            except Exception as exc:  # noqa: BLE001 - a module the build passes reject is reported, not fatal
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+                seen[key] = {"error": f"could not plan memory: {first[:300]}"}
+        out[st.index] = dict(seen[key])
+    return out

@@ -2,16 +2,20 @@
 own (Pipeline ▸ Compare with pipeline…). The engine runs B on the same import (`compare`); this
 view shows the two step lists aligned by pass name, one row per pipeline (latency, error, kernels,
 build time), and for the selected row either the IR at the two steps or what the pass did under A
-against under B (`compare_diff`)."""
+against under B (`compare_diff`), as text; the Graph tab draws main at the two steps side by side
+with the nodes only in A / only in B / changed coloured (`compare_graphs`, asked only while the
+tab is shown)."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QHBoxLayout, QLabel, QLineEdit,
-                               QPushButton, QSplitter, QTableWidgetItem, QVBoxLayout, QWidget)
+                               QPushButton, QSplitter, QTableWidgetItem, QTabWidget, QVBoxLayout,
+                               QWidget)
 
 from irviz.ui.panes.base import Pane, dim_label, row_table
 from irviz.ui.widgets.diff_view import DiffView
+from irviz.ui.widgets.graph_pair import GraphPair
 
 ONLY_A = QColor(255, 200, 200, 110)
 ONLY_B = QColor(160, 230, 170, 110)
@@ -50,6 +54,12 @@ class ComparePane(Pane):
         self.mode.currentIndexChanged.connect(lambda _i: self._row_selected())
         self.diff_info = dim_label("")
         self.view = DiffView()
+        self.graphs = GraphPair()
+        self.graph_pair: tuple | None = None  # the (a, b) the Graph tab shows or is waiting for
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.view, "Text")
+        self.tabs.addTab(self.graphs, "Graph")
+        self.tabs.currentChanged.connect(lambda _i: self._ask_graphs())
 
         top = QHBoxLayout()
         top.addWidget(QLabel("B:"))
@@ -63,7 +73,7 @@ class ComparePane(Pane):
         bar.addWidget(self.mode)
         bar.addWidget(self.diff_info, 1)
         rl.addLayout(bar)
-        rl.addWidget(self.view, 1)
+        rl.addWidget(self.tabs, 1)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.steps)
         split.addWidget(right)
@@ -98,11 +108,15 @@ class ComparePane(Pane):
             self.diff_result = result or {}
             self.view.set_diff(self.diff_result)
             self.diff_info.setText(self._diff_summary(self.diff_result))
+        elif purpose == "graphs":
+            self.graphs.set_pair(result or {})
 
     def on_error(self, purpose: str, error: dict) -> None:
         text = error.get("message", "failed") + (f" — {error['hint']}" if error.get("hint") else "")
         if purpose == "compare":
             self.info.setText(f"Compare failed: {text}")
+        elif purpose == "graphs":
+            self.graphs.clear(f"graph diff failed: {text}")
         else:
             self.view.clear()
             self.diff_info.setText(f"diff failed: {text}")
@@ -110,6 +124,8 @@ class ComparePane(Pane):
     # -- showing ----------------------------------------------------------------------------
     def show_comparison(self, result: dict) -> None:
         self.result = result
+        self.graphs.clear()  # its step numbers were another comparison's
+        self.graph_pair = None
         pipes = result.get("pipelines") or []
         self.rows.setRowCount(len(pipes))
         for r, p in enumerate(pipes):
@@ -162,6 +178,9 @@ class ComparePane(Pane):
         row = rows[0].row()
         i, j = self.result["aligned"][row]
         mode = self.mode.currentData()
+        self.graph_pair = None
+        if mode == "pass":
+            self.graphs.clear("The graph shows the IR at two steps: choose “IR at the two steps” above.")
         if mode == "pass" and (i is None or j is None or i == 0):
             self.view.clear()
             self.diff_info.setText("A pass both pipelines ran is needed for a diff of diffs: "
@@ -172,6 +191,20 @@ class ComparePane(Pane):
             return
         self.diff_info.setText("computing…")
         self.ask("diff", "compare_diff", a=a, b=b, mode=mode)
+        if mode == "pair":
+            self.graph_pair = (a, b)
+            self._ask_graphs()
+
+    def _ask_graphs(self) -> None:
+        """Lay out the pair's graphs when the Graph tab is shown (a layout costs the engine time)."""
+        if self.graph_pair is None or self.tabs.currentWidget() is not self.graphs:
+            return
+        shown = self.graphs.result
+        if shown and (shown.get("a"), shown.get("b")) == self.graph_pair:
+            return
+        a, b = self.graph_pair
+        self.graphs.clear(f"Laying out main at A's step {a} and B's step {b}…")
+        self.ask("graphs", "compare_graphs", a=a, b=b)
 
     @staticmethod
     def _diff_summary(d: dict) -> str:

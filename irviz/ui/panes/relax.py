@@ -82,6 +82,14 @@ class RelaxPane(Pane):
         self.query_next.setToolTip("Next match")
         self.query_prev.clicked.connect(lambda: self.goto_match(-1))
         self.query_next.clicked.connect(lambda: self.goto_match(+1))
+        # the matches at this step, by their bindings: choosing one centres and selects it
+        self.query_list = QComboBox()
+        self.query_list.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.query_list.setMinimumContentsLength(12)
+        self.query_list.setPlaceholderText("matches here")
+        self.query_list.setToolTip("The matches at this step, each by its bindings (first op first)")
+        self.query_list.activated.connect(self.choose_match)
+        self._listed: tuple | None = None
         self.query_info = dim_label("")
         self.query_result: dict | None = None
         self.query_pos = -1
@@ -111,10 +119,11 @@ class RelaxPane(Pane):
         qrow = QHBoxLayout()
         qrow.setContentsMargins(0, 0, 0, 0)
         qrow.addWidget(QLabel("Query"))
-        qrow.addWidget(self.query_box, 2)
+        qrow.addWidget(self.query_box, 3)
         qrow.addWidget(self.query_prev)
         qrow.addWidget(self.query_next)
-        qrow.addWidget(self.query_info, 3)
+        qrow.addWidget(self.query_list, 1)
+        qrow.addWidget(self.query_info, 2)
         lay.addLayout(qrow)
         lay.addWidget(self.info)
         lay.addWidget(self.split, 1)
@@ -238,6 +247,7 @@ class RelaxPane(Pane):
             self.query_info.setToolTip("<pre>" + "\n".join(message.splitlines()[1:]) + "</pre>")
             if self.graph_dict is not None:
                 self.graph.highlight([], "found")
+            self._list_matches([])
             return
         if purpose == "prev_graph":  # e.g. the function did not exist one step earlier
             self.prev_graph = {"nodes": []}
@@ -319,6 +329,7 @@ class RelaxPane(Pane):
                 self.query_info.setText("")
                 if self.graph_dict is not None:
                     self.graph.highlight([], "found")
+            self._list_matches([])
             return
         here = self.matches_here()
         steps = self.query_result.get("steps", [])
@@ -334,16 +345,40 @@ class RelaxPane(Pane):
         self.query_info.setToolTip("\n".join(f"step {r['index']} {r['pass']}: {r['matches']}" for r in steps))
         if self.graph_dict is not None:
             self.graph.highlight([i for chain in here for i in self._match_ids(chain)], "found")
+        self._list_matches(here)
+
+    def _list_matches(self, here: list[list[str]]) -> None:
+        key = ([list(c) for c in here], id(self.graph_dict))  # the ops in the tooltips come with the graph
+        if key != self._listed:
+            self._listed = key
+            ops = {n["id"]: n.get("label", "") for n in (self.graph_dict or {}).get("nodes", [])}
+            self.query_list.clear()
+            for k, chain in enumerate(here):
+                self.query_list.addItem(f"{k + 1}: " + " → ".join(chain))
+                self.query_list.setItemData(k, " → ".join(f"{b} ({ops.get(b, '?')})" for b in chain),
+                                            Qt.ItemDataRole.ToolTipRole)
+        self.query_list.setEnabled(bool(here))
+        self.query_list.setPlaceholderText(f"{len(here)} matches here" if here or self.query_result
+                                           else "matches here")
+        self.query_list.setCurrentIndex(self.query_pos if 0 <= self.query_pos < len(here) else -1)
 
     def goto_match(self, delta: int) -> None:
         here = self.matches_here()
-        if not here:
+        if here:
+            start = self.query_pos if self.query_pos >= 0 else (-1 if delta > 0 else 0)
+            self.choose_match((start + delta) % len(here))
+
+    def choose_match(self, index: int) -> None:
+        """Show match `index` of this step: centre the graph on it, select its last binding (as a
+        click would) and mark its bindings in the code."""
+        here = self.matches_here()
+        if not 0 <= index < len(here):
             return
-        self.query_pos = (self.query_pos + delta) % len(here)
-        ids = self._match_ids(here[self.query_pos])
+        self.query_pos = index
+        ids = self._match_ids(here[index])
         self._show_query()
         if ids and self.graph_dict is not None:
-            self.graph.center_on(ids[-1])
+            self.graph.select(ids[-1], center=True)
             self.code.highlight_words(ids, scroll=True)
 
     # -- selection -------------------------------------------------------------------------------
