@@ -138,7 +138,8 @@ class Engine:
                 capture=ws.capture, importer_maps=ws.importer_maps, keep_params=ws.keep_params)
         self.views.prune()
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
-                                     st.changes.added, st.changes.removed, st.changes.changed)
+                                     st.changes.added, st.changes.removed, st.changes.changed,
+                                     size=self.views.ir_size(st))
                  for st in s.steps]
         relax_names, tir_names = self.views.func_names(s.steps[s.cursor])
         return protocol.make_state(
