@@ -339,8 +339,21 @@ class Engine:
                 pass
         ref = reference_for(self.ws)
         result = bisect(s, ref, atol=atol, rtol=rtol, progress=self.progress).as_dict()
+        result["diverging"] = self._diverging(result.get("first_bad"), atol, rtol)
         self.progress("Bisect: done", 1.0)
         return result
+
+    def _diverging(self, fb, atol, rtol):
+        """The bad step's diverging bindings, for its diff (only wrong numbers have any)."""
+        from irviz.core.backend.diverging import diverging_at
+
+        if not fb or fb.get("stage") != "compare" or self.ws.captured is None:
+            return None
+        self.progress(f"Bisect: comparing intermediates at step {fb['index']}", 0.97)
+        try:
+            return diverging_at(self.ws, fb["index"], atol=atol, rtol=rtol)
+        except Exception as exc:  # noqa: BLE001 - the verdict stands without the marks
+            return {"error": (error_dict(exc, "intermediates")["message"] or "failed").splitlines()[0]}
 
     def write_repro(self, out_dir, step=None, pass_name=None, params=None, stage=None, reason="",
                     atol=None, rtol=None):
