@@ -606,3 +606,39 @@ def test_pipeline_shows_ir_size_and_each_steps_latency_and_error_after_a_trace(q
     qtbot.waitUntil(lambda: win.state["cursor"] == 2 and len(win.state["steps"]) == 3, timeout=5000)
     assert t.item(2, 1).text() == "FuseOps" and t.item(2, COL_ERR).text() == ""
     assert t.item(1, COL_ERR).text() == "1.0e-07"
+
+
+def test_diff_marks_the_bindings_a_bisect_found_diverging_at_that_step(qtbot, win):
+    open_mlp(qtbot, win)
+    win.run_to_end()
+    qtbot.waitUntil(lambda: win.state["cursor"] == 5 and win.all_filled(), timeout=5000)
+    marks = {"step": 1, "pass": "LegalizeOps", "first": "lv1", "first_fx": "linear", "compared": 2,
+             "bindings": {"lv1": {"fx_node": "linear", "max_abs": 2.0, "reason": ""},
+                          "lv2": {"fx_node": "relu", "max_abs": 1.5, "reason": ""}}}
+    win.hub.mark_diverging(marks)
+    win.hub.select_step(1)
+    qtbot.waitUntil(lambda: win.diff.result is not None and win.diff.pair == (0, 1), timeout=5000)
+    view = win.diff.view
+    right = view.right.toPlainText().split("\n")
+    assert [right[b].split("=")[0].strip() for b in view.marked_blocks] == ["lv1", "lv2"]
+    assert view.right._line_labels[view.marked_blocks[0]].startswith("✗▶")
+    assert "2 bindings of main whose values diverge" in win.diff.info.text()
+    qtbot.waitUntil(lambda: not view.right.colouring(), timeout=5000)
+    shots = os.environ.get("IRVIZ_SHOTS")
+    if shots:
+        win.diff.grab().save(os.path.join(shots, "diff_marked_fake.png"))
+    view.set_function("main")
+    view.set_mode("unified")
+    unified = view.unified.toPlainText().split("\n")
+    assert {unified[b][1:].split("=")[0].strip() for b in view.marked_blocks} == {"lv1", "lv2"}
+    view.set_mode("side")
+    view.set_function(None)
+
+    # another step's diff: nothing marked; a new bisect clears the marks
+    win.hub.select_step(2)
+    qtbot.waitUntil(lambda: win.diff.pair == (1, 2) and win.diff.result is not None, timeout=5000)
+    assert view.marked_blocks == [] and "diverge" not in win.diff.info.text()
+    win.hub.mark_diverging({})
+    win.hub.select_step(1)
+    qtbot.waitUntil(lambda: win.diff.pair == (0, 1) and win.diff.result is not None, timeout=5000)
+    assert view.marked_blocks == []

@@ -31,6 +31,19 @@ COLUMNS = [("#", "Step"), ("Pass", "The pass applied"), ("Pass ms", "Time the pa
 COL_RUN, COL_ERR = 7, 8
 
 
+def _diverging_text(d: dict | None) -> str:
+    """What the intermediates at the bad step say, for the status line after a bisect."""
+    if not d:
+        return ""
+    if d.get("error"):
+        return f" · intermediates not compared: {d['error']}"
+    n = len(d.get("bindings") or {})
+    if not n:
+        return " · no binding diverges from torch on its own"
+    return (f" · {n} binding{'s' if n != 1 else ''} diverge{'' if n != 1 else 's'} from torch, first "
+            f"{d.get('first')} (FX {d.get('first_fx')}): marked in the Diff pane")
+
+
 def _err_text(v) -> str:
     if v is None:
         return "–"
@@ -431,6 +444,7 @@ class PipelinePane(Pane):
         """Ask the engine to bisect (it applies the planned passes first); progress per step checked
         shows in the info line, then the pane jumps to the bad step and says why."""
         self.bisect_result = None
+        self.hub.mark_diverging({})
         self._bisect_rid = self.ask("bisect", "bisect")
         self.info.setText("Find first bad pass: applying the planned passes…")
         self._update_buttons()
@@ -455,7 +469,11 @@ class PipelinePane(Pane):
         else:
             why = (fb.get("reason") or "").splitlines()[0]
             text = f"First bad pass: step {fb['index']} {fb['pass']} ({fb['stage']}): {why}"
+            text += _diverging_text(result.get("diverging"))
             self.info.setToolTip(fb.get("reason") or "")
+            # before the jump: the diff of the bad step opens with them marked
+            self.hub.mark_diverging((result.get("diverging") or {}) if "bindings" in
+                                    (result.get("diverging") or {}) else {})
             # the engine applied the planned passes first: the step may be new to this pane
             target = fb["index"] if fb["stage"] != "pass" else fb["index"] - 1
             self.jump(target)
