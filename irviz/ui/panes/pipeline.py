@@ -478,6 +478,7 @@ class PipelinePane(Pane):
             target = fb["index"] if fb["stage"] != "pass" else fb["index"] - 1
             self.jump(target)
             self.hub.select_step(target)
+        self.info.setWordWrap(True)  # the verdict, its reason and the marks: all worth reading
         self.info.setText(text)
         self._bisect_text = text
         if self.state:
