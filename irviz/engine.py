@@ -139,7 +139,8 @@ class Engine:
                 capture=ws.capture, importer_maps=ws.importer_maps, keep_params=ws.keep_params)
         self.views.prune()
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
-                                     st.changes.added, st.changes.removed, st.changes.changed)
+                                     st.changes.added, st.changes.removed, st.changes.changed,
+                                     size=self.views.ir_size(st))
                  for st in s.steps]
         relax_names, tir_names = self.views.func_names(s.steps[s.cursor])
         return protocol.make_state(
@@ -350,8 +351,21 @@ class Engine:
                 pass
         ref = reference_for(self.ws)
         result = bisect(s, ref, atol=atol, rtol=rtol, progress=self.progress).as_dict()
+        result["diverging"] = self._diverging(result.get("first_bad"), atol, rtol)
         self.progress("Bisect: done", 1.0)
         return result
+
+    def _diverging(self, fb, atol, rtol):
+        """The bad step's diverging bindings, for its diff (only wrong numbers have any)."""
+        from irviz.core.backend.diverging import diverging_at
+
+        if not fb or fb.get("stage") != "compare" or self.ws.captured is None:
+            return None
+        self.progress(f"Bisect: comparing intermediates at step {fb['index']}", 0.97)
+        try:
+            return diverging_at(self.ws, fb["index"], atol=atol, rtol=rtol)
+        except Exception as exc:  # noqa: BLE001 - the verdict stands without the marks
+            return {"error": (error_dict(exc, "intermediates")["message"] or "failed").splitlines()[0]}
 
     def write_repro(self, out_dir, step=None, pass_name=None, params=None, stage=None, reason="",
                     atol=None, rtol=None):

@@ -84,11 +84,13 @@ class BadRequest(RequestError):
 
 
 def step_entry(index: int, pass_name: str, params: dict, seconds: float, changed: bool,
-               added=(), removed=(), changed_funcs=()) -> dict:
-    """One recorded step as the state lists it."""
+               added=(), removed=(), changed_funcs=(), size: dict | None = None) -> dict:
+    """One recorded step as the state lists it. `size`: {bindings, prim_funcs, tir_lines} of the
+    step's module (core.views.ir_size), None when not computed."""
     return {"index": int(index), "pass": pass_name, "params": clean(dict(params or {})),
             "seconds": float(seconds), "changed": bool(changed), "added": list(added),
-            "removed": list(removed), "changed_funcs": list(changed_funcs)}
+            "removed": list(removed), "changed_funcs": list(changed_funcs),
+            "size": dict(size) if size else None}
 
 
 def invocation(name: str, params: dict | None = None) -> dict:

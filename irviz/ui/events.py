@@ -15,6 +15,8 @@ Signals (all payloads are plain Python):
 - ``linked(object)``              a :class:`Selection` with every linked id
 - ``heatChanged(dict)``           binding var -> milliseconds, from the run pane
 - ``errorHeatChanged(dict)``      {"fx": {node: t}, "relax": {var: t}}: intermediates' error, t in [0, 1]
+- ``divergingMarked(dict)``       bindings whose values diverge at one step (backend.diverging),
+                                  from a bisect: the diff of that step marks them; {} clears
 - ``cleared()``                   selection cleared
 - ``sessionReset()``              a model was (re)opened: drop everything cached for the old one
 """
@@ -82,6 +84,7 @@ class EventHub(QObject):
     heatChanged = Signal(dict)
     # {"fx": {node: t}, "relax": {var: t}}, t in [0, 1] on the error overlay's log scale
     errorHeatChanged = Signal(dict)
+    divergingMarked = Signal(dict)
     cleared = Signal()
     sessionReset = Signal()
 
@@ -115,6 +118,9 @@ class EventHub(QObject):
 
     def set_error_heat(self, fx: dict, relax: dict) -> None:
         self.errorHeatChanged.emit({"fx": dict(fx), "relax": dict(relax)})
+
+    def mark_diverging(self, marks: dict | None) -> None:
+        self.divergingMarked.emit(dict(marks or {}))
 
     def clear(self) -> None:
         self.selection = None

@@ -155,6 +155,10 @@ def test_open_step_views_diff(engine):
     assert state["cursor"] == 1 and state["steps"][1]["pass"] == "LegalizeOps"
     assert state["steps"][1]["changed"] is True
     assert state["tir_functions"], "LegalizeOps lowers ops to PrimFuncs"
+    # IR size per step: the import has no TensorIR, LegalizeOps made the prim_funcs listed
+    sizes = [st["size"] for st in state["steps"]]
+    assert sizes[0]["prim_funcs"] == 0 and sizes[0]["tir_lines"] == 0 and sizes[0]["bindings"] > 0
+    assert sizes[1]["prim_funcs"] == len(state["tir_functions"]) and sizes[1]["tir_lines"] > 0
 
     rg = engine.ok("relax_graph", step=1, func="main")
     assert rg["nodes"] and rg["edges"]

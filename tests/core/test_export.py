@@ -177,3 +177,29 @@ def test_scalar_constants_print_inline(tmp_path):
     assert [r["constants"] for r in recs] == [2, 2] and all(r["loadable"] and r["verified"] for r in recs)
     for r in recs:
         assert structural_equal(load_exported(out / r["file"]), s.steps[r["index"]].mod)
+
+
+def test_report_has_a_per_step_table_with_ir_size_latency_and_error(zero_session):
+    from irviz.core.views.ir_size import ir_size
+
+    s = zero_session
+    last = len(s.steps) - 1
+    # the last step's outputs differ; step 1 did not build
+    trace = [{"step": i, "pass": st.pass_name, "ok": i != 1, "tvm_ms": None if i == 1 else 0.5 + i,
+              "torch_ms": 0.4, "max_abs_error": None if i == 1 else (0.125 if i == last else 3e-7),
+              "allclose": None if i == 1 else i != last, "error": "no kernel" if i == 1 else None}
+             for i, st in enumerate(s.steps)]
+    page = html_report(s, latency=trace)
+    table = page.split('<table class="per-step">', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr.*?</tr>", table)[1:]
+    assert len(rows) == len(s.steps)
+    for i, (st, row) in enumerate(zip(s.steps, rows)):
+        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        size = ir_size(st.mod)
+        assert cells[6:9] == [str(size["bindings"]), str(size["prim_funcs"]), str(size["tir_lines"])]
+        if i == 1:
+            assert cells[9:11] == ["not built", ""]
+        else:
+            assert cells[10] == ("1.25e-01" if i == last else "3.00e-07")
+    assert 'class="num bad">1.25e-01' in rows[last]
+    assert int(re.findall(r"<td[^>]*>(\d+)</td>", rows[last])[-1]) > 0  # lowered: TensorIR lines

@@ -14,6 +14,7 @@ pytest.importorskip("pytestqt")
 
 from irviz.ui.bridge import EngineBridge  # noqa: E402
 from irviz.ui.events import EventHub  # noqa: E402
+from irviz.ui.panes.diff import DiffPane  # noqa: E402
 from irviz.ui.panes.pipeline import PipelinePane  # noqa: E402
 
 SLOW = 300_000
@@ -27,6 +28,8 @@ def test_find_first_bad_pass_jumps_there_and_writes_a_repro(qtbot, qapp, tmp_pat
     try:
         hub = EventHub()
         pane = PipelinePane(bridge, hub)
+        diff = DiffPane(bridge, hub)
+        qtbot.addWidget(diff)
         pane.resize(560, 640)
         qtbot.addWidget(pane)
         done = []
@@ -48,6 +51,17 @@ def test_find_first_bad_pass_jumps_there_and_writes_a_repro(qtbot, qapp, tmp_pat
         assert pane.info.text().startswith("First bad pass: step 3 WrongAddToSubtract (compare)")
         assert pane.table.item(3, 0).text() == "✗ 3" and pane.table.item(0, 0).text() == "✓ 0"
         pane.grab().save(str(Path(os.environ.get("IRVIZ_SHOTS", tmp_path)) / "pipeline_bisect.png"))
+
+        # the bad pass's diff opens with the bindings whose values diverge marked, the subtract first
+        marks = pane.bisect_result["diverging"]
+        assert marks["step"] == 3 and marks["first"] in marks["bindings"]
+        assert "binding" in pane.info.text() and "marked in the Diff pane" in pane.info.text()
+        qtbot.waitUntil(lambda: diff.result is not None and diff.pair == (2, 3), timeout=SLOW)
+        right = diff.view.right.toPlainText().split("\n")
+        marked = [right[b] for b in diff.view.marked_blocks]
+        first = next(line for line in marked if line.strip().startswith(marks["first"]))
+        assert "R.subtract(" in first
+        assert "diverge from torch" in diff.info.text()
 
         pane.write_repro(str(tmp_path / "repro"), step=3)
         qtbot.waitUntil(lambda: "write_repro" in done, timeout=SLOW)

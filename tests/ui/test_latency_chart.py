@@ -1,4 +1,5 @@
 """LatencyChart: draws a trace, log-scale y, hover text, click -> step; Run pane asks the engine."""
+import pytest
 from PySide6.QtCore import QPointF, Qt
 
 from irviz.ui import themes
@@ -104,3 +105,31 @@ def test_run_pane_asks_for_a_latency_trace_and_shows_it(qtbot):
     hub.stepSelected.connect(selected.append)
     pane.chart.stepClicked.emit(0)
     assert selected == [0] and bridge.sent[-1] == ("jump", {"index": 0})
+
+
+def test_error_mode_plots_max_error_on_a_log_axis_and_an_exact_match_at_the_bottom(qtbot):
+    w = LatencyChart()
+    qtbot.addWidget(w)
+    w.resize(600, 360)
+    trace = [{"step": 0, "pass": "import", "ok": True, "tvm_ms": 3.0, "max_abs_error": 0.0, "allclose": True},
+             {"step": 1, "pass": "A", "ok": True, "tvm_ms": 2.0, "max_abs_error": 1e-6, "allclose": True},
+             {"step": 2, "pass": "Wrong", "ok": True, "tvm_ms": 1.0, "max_abs_error": 0.5, "allclose": False},
+             {"step": 3, "pass": "Broken", "ok": False, "tvm_ms": None, "error": "no kernel"}]
+    w.set_trace(trace)
+    latency_y = [w.y_of(w.plotted(e)) for e in trace[:3]]
+    assert latency_y[0] < latency_y[2]  # 3 ms above 1 ms
+    w.set_quantity("error")
+    assert w.line_value() is None and w.plotted(trace[3]) is None
+    assert w.plotted(trace[0]) == w.error_floor() == 1e-7
+    ys = [w.y_of(w.plotted(e)) for e in trace[:3]]
+    assert ys[2] < ys[1] < ys[0]  # the wrong step is highest, the exact match lowest
+    lo, hi, _ = w.axis()
+    assert lo <= 1e-7 and hi >= 0.5
+    assert w.tick_text(1e-3) == "1e-03"
+    img = w.grab().toImage()
+    assert _nonblank(img)
+    import os
+    if os.environ.get("IRVIZ_SHOTS"):
+        w.grab().save(os.path.join(os.environ["IRVIZ_SHOTS"], "chart_error_fake.png"))
+    with pytest.raises(ValueError):
+        w.set_quantity("speed")

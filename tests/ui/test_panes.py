@@ -122,12 +122,14 @@ class FakeBridge(QObject):
 
     def state(self):
         # built with the engine's own schema: a change to protocol.py breaks these tests too
-        steps = [step_entry(0, "import", {}, 0.1, True)]
+        steps = [step_entry(0, "import", {}, 0.1, True,
+                            size={"bindings": 3, "prim_funcs": 0, "tir_lines": 0})]
         for i, inv in enumerate(self.applied):
             changed = inv["name"] == "LegalizeOps"
             steps.append(step_entry(i + 1, inv["name"], inv.get("params", {}), 0.01, changed,
                                     added=["add", "matmul", "relu"] if changed else [],
-                                    changed_funcs=["main"] if changed else []))
+                                    changed_funcs=["main"] if changed else [],
+                                    size={"bindings": 3, "prim_funcs": 3, "tir_lines": 40 + i}))
         return make_state(model=self.model, spec=f"sample:{self.model}" if self.model else None,
                           importer="exported_program", cursor=self.cursor, steps=steps,
                           planned=[invocation(p["name"], p.get("params")) for p in self.planned],
@@ -210,6 +212,14 @@ class FakeBridge(QObject):
                     "kernels": [{"name": "matmul", "calls": 1, "ms": 0.3, "binding": "lv"},
                                 {"name": "add", "calls": 1, "ms": 0.05, "binding": "lv1"},
                                 {"name": "relu", "calls": 1, "ms": 0.05, "binding": "lv2"}]}
+        if cmd == "latency_trace":
+            # step 2 gives wrong numbers, step 3 does not build
+            trace = [{"step": i, "pass": st["pass"], "ok": i != 3, "tvm_ms": None if i == 3 else 1.0 + i,
+                      "torch_ms": 0.5, "max_abs_error": None if i == 3 else (0.25 if i == 2 else 1e-7 * i),
+                      "allclose": None if i == 3 else i != 2, "error": "no kernel" if i == 3 else None,
+                      "build_seconds": 0.1, "threads": 1, "cached": False}
+                     for i, st in enumerate(self.state()["steps"])]
+            return {"trace": trace, "torch_ms": 0.5, "threads": 1, "reference": True, "planned": 0}
         if cmd == "export":
             return {"path": a["out_dir"], "files": ["step_00_import.py", "steps.json"]}
         if cmd == "list_samples":
@@ -563,3 +573,72 @@ def test_cancelled_view_request_is_fetched_again_after_replay(qtbot, win):
     win.bridge.stateChanged.emit(win.bridge.state())  # the bridge re-emits the replayed state
     qtbot.waitUntil(lambda: win.tir.tree.topLevelItemCount() == 3, timeout=5000)
     assert sum(1 for cmd, _ in win.bridge.sent if cmd == "tir_functions") == n + 1
+
+
+def test_pipeline_shows_ir_size_and_each_steps_latency_and_error_after_a_trace(qtbot, win):
+    from irviz.ui.panes.pipeline import COL_ERR, COL_RUN
+
+    open_mlp(qtbot, win)
+    win.run_to_end()
+    qtbot.waitUntil(lambda: win.state["cursor"] == 5 and win.all_filled(), timeout=5000)
+    t = win.pipeline.table
+    headers = [t.horizontalHeaderItem(c).text() for c in range(t.columnCount())]
+    assert headers[4:] == ["Bind", "PF", "TIR ln", "Run ms", "Max err"]
+    assert [t.item(r, 6).text() for r in range(6)] == ["0", "40", "41", "42", "43", "44"]
+    assert t.item(1, 5).text() == "3" and t.item(0, 4).text() == "3"
+    assert t.item(2, COL_RUN).text() == ""  # no trace yet
+
+    win.run.latency_trace()
+    qtbot.waitUntil(lambda: bool(win.pipeline.trace), timeout=5000)
+    assert t.item(1, COL_RUN).text() == "2.00" and t.item(1, COL_ERR).text() == "1.0e-07"
+    assert t.item(2, COL_ERR).text() == "2.5e-01"
+    assert t.item(2, COL_ERR).toolTip() == "outputs differ from PyTorch"
+    assert t.item(3, COL_RUN).text() == "✗" and "no kernel" in t.item(3, COL_RUN).toolTip()
+    shots = os.environ.get("IRVIZ_SHOTS")
+    if shots:
+        win.pipeline.grab().save(os.path.join(shots, "pipeline_step_numbers_fake.png"))
+
+    # a step replaced by another pass no longer shows the old step's numbers
+    win.pipeline.jump(1)
+    qtbot.waitUntil(lambda: win.state["cursor"] == 1, timeout=5000)
+    win.pipeline.set_planned([{"name": "FuseOps", "params": {}}])
+    win.pipeline.step()
+    qtbot.waitUntil(lambda: win.state["cursor"] == 2 and len(win.state["steps"]) == 3, timeout=5000)
+    assert t.item(2, 1).text() == "FuseOps" and t.item(2, COL_ERR).text() == ""
+    assert t.item(1, COL_ERR).text() == "1.0e-07"
+
+
+def test_diff_marks_the_bindings_a_bisect_found_diverging_at_that_step(qtbot, win):
+    open_mlp(qtbot, win)
+    win.run_to_end()
+    qtbot.waitUntil(lambda: win.state["cursor"] == 5 and win.all_filled(), timeout=5000)
+    marks = {"step": 1, "pass": "LegalizeOps", "first": "lv1", "first_fx": "linear", "compared": 2,
+             "bindings": {"lv1": {"fx_node": "linear", "max_abs": 2.0, "reason": ""},
+                          "lv2": {"fx_node": "relu", "max_abs": 1.5, "reason": ""}}}
+    win.hub.mark_diverging(marks)
+    win.hub.select_step(1)
+    qtbot.waitUntil(lambda: win.diff.result is not None and win.diff.pair == (0, 1), timeout=5000)
+    view = win.diff.view
+    right = view.right.toPlainText().split("\n")
+    assert [right[b].split("=")[0].strip() for b in view.marked_blocks] == ["lv1", "lv2"]
+    assert view.right._line_labels[view.marked_blocks[0]].startswith("✗▶")
+    assert "2 bindings of main whose values diverge" in win.diff.info.text()
+    qtbot.waitUntil(lambda: not view.right.colouring(), timeout=5000)
+    shots = os.environ.get("IRVIZ_SHOTS")
+    if shots:
+        win.diff.grab().save(os.path.join(shots, "diff_marked_fake.png"))
+    view.set_function("main")
+    view.set_mode("unified")
+    unified = view.unified.toPlainText().split("\n")
+    assert {unified[b][1:].split("=")[0].strip() for b in view.marked_blocks} == {"lv1", "lv2"}
+    view.set_mode("side")
+    view.set_function(None)
+
+    # another step's diff: nothing marked; a new bisect clears the marks
+    win.hub.select_step(2)
+    qtbot.waitUntil(lambda: win.diff.pair == (1, 2) and win.diff.result is not None, timeout=5000)
+    assert view.marked_blocks == [] and "diverge" not in win.diff.info.text()
+    win.hub.mark_diverging({})
+    win.hub.select_step(1)
+    qtbot.waitUntil(lambda: win.diff.pair == (0, 1) and win.diff.result is not None, timeout=5000)
+    assert view.marked_blocks == []

@@ -254,10 +254,33 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
     for idx in sorted(results):
         head.append(_render_run(idx, results[idx]))
 
-    table = ["<h2>Passes</h2><table><tr><th>#</th><th>pass</th><th>params</th><th>seconds</th>"
-             "<th>changed</th><th>functions</th><th>file</th></tr>"]
+    from irviz.core.views.ir_size import ir_size
+    from irviz.core.views.latency_chart import fmt_ms
+
+    # one row per step: what the pass did, how big the module is after it, and (after a latency
+    # trace) how fast that step runs and how far its outputs are from PyTorch's
+    by_step = {e.get("step"): e for e in latency or []}
+    table = ['<h2>Passes</h2><table class="per-step"><tr><th>#</th><th>pass</th><th>params</th>'
+             "<th>seconds</th><th>changed</th><th>functions</th><th>bindings in main</th>"
+             "<th>prim_funcs</th><th>TensorIR lines</th><th>TVM ms</th><th>max abs error</th>"
+             "<th>file</th></tr>"]
     for i in shown:
         s = session.steps[i]
+        try:
+            size = ir_size(s.mod)
+        except Exception:  # noqa: BLE001 - a count for information never stops the report
+            size = {}
+        e = by_step.get(i)
+        e = e if e is not None and e.get("pass") == s.pass_name else None
+        tvm_ms = err = ""
+        if e is not None:
+            tvm_ms = fmt_ms(e.get("tvm_ms")) if e.get("ok") else "not built"
+            err = _fmt(e.get("max_abs_error"), ".2e") if e.get("ok") else ""
+        err_cls = ' class="num bad"' if e is not None and e.get("allclose") is False else " class=num"
+        numbers = (f"<td class=num>{_e(size.get('bindings', ''))}</td>"
+                   f"<td class=num>{_e(size.get('prim_funcs', ''))}</td>"
+                   f"<td class=num>{_e(size.get('tir_lines', ''))}</td>"
+                   f"<td class=num>{_e(tvm_ms)}</td><td{err_cls}>{_e(err)}</td>")
         ch = s.changes
         funcs = " ".join(x for x in (f"+{len(ch.added)}" if ch.added else "",
                                      f"−{len(ch.removed)}" if ch.removed else "",
@@ -273,7 +296,7 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
         cls = "" if s.changed else ' class="nochange"'
         table.append(f'<tr{cls}><td class=num><a href="#step{i}">{i}</a></td><td>{_e(s.pass_name)}</td>'
                      f"<td>{_e(params)}</td><td class=num>{float(s.seconds):.4f}</td><td>{changed}</td>"
-                     f"<td>{_e(funcs)}</td><td>{link}</td></tr>")
+                     f"<td>{_e(funcs)}</td>{numbers}<td>{link}</td></tr>")
     table.append("</table>")
     if memory:
         table.append(_render_memory(session, memory, shown))

@@ -61,6 +61,19 @@ class StepViews:
 
         return self._cached(step, "run_functions", compute)
 
+    def ir_size(self, step):
+        """{bindings, prim_funcs, tir_lines} of a step (views.ir_size); None if it cannot be
+        counted, so the state never fails over a number shown for information."""
+        def compute():
+            from irviz.core.views.ir_size import ir_size
+
+            try:
+                return ir_size(step.mod)
+            except Exception:  # noqa: BLE001
+                return None
+
+        return self._cached(step, "ir_size", compute)
+
     def fx_graph(self, fold_depth="auto", folded=(), bookkeeping=False):
         """FX graph grouped by module path; folded to <= 400 nodes by default (fold_depth="auto");
         asserts and copies of lifted constants left out unless ``bookkeeping``."""

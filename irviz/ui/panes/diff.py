@@ -16,6 +16,8 @@ class DiffPane(Pane):
         self.result: dict | None = None
         self.pair: tuple[int, int] | None = None
         self._shown = None
+        # the last bisect's diverging bindings (backend.diverging): marked in their step's diff
+        self.diverging: dict = {}
 
         self.a_box = QSpinBox()
         self.b_box = QSpinBox()
@@ -44,6 +46,25 @@ class DiffPane(Pane):
         lay.addWidget(self.view, 1)
 
         hub.stepSelected.connect(self.show_step)
+        hub.divergingMarked.connect(self.set_diverging)
+
+    def set_diverging(self, marks: dict) -> None:
+        self.diverging = dict(marks or {})
+        if self.result is not None:
+            self._mark()
+            self.view.set_diff(self.result)
+            self._say()
+
+    def on_reset(self) -> None:
+        super().on_reset()
+        self.diverging = {}
+
+    def _marks_here(self) -> dict:
+        d = self.diverging
+        return d.get("bindings") or {} if d and self.pair and self.pair[1] == d.get("step") else {}
+
+    def _mark(self) -> None:
+        self.view.set_marked_bindings(self._marks_here(), self.diverging.get("first"))
 
     def on_state(self, state: dict, prev: dict) -> None:
         cursor = self.cursor_of(state)
@@ -118,12 +139,22 @@ class DiffPane(Pane):
         if purpose != "diff":
             return
         self.result = result or {"unified": "", "functions": []}
+        self._mark()
         self.view.set_diff(self.result)
+        self._say()
+
+    def _say(self) -> None:
         names = {s.get("index"): s.get("pass") for s in (self.state or {}).get("steps") or []}
         a, b = self.pair or (0, 0)
         n = len(self.result.get("functions") or [])
-        self.info.setText(f"{names.get(a, a)} → {names.get(b, b)}: "
-                          + (f"{n} function{'s' if n != 1 else ''} differ" if n else "no change"))
+        text = (f"{names.get(a, a)} → {names.get(b, b)}: "
+                + (f"{n} function{'s' if n != 1 else ''} differ" if n else "no change"))
+        marks = self._marks_here()
+        if marks:
+            first = self.diverging.get("first")
+            text += (f" · ✗ marked: {len(marks)} binding{'s' if len(marks) != 1 else ''} of main whose "
+                     f"values diverge from torch (first {first}, FX {self.diverging.get('first_fx')})")
+        self.info.setText(text)
 
     def on_error(self, purpose: str, error: dict) -> None:
         self.result = {"unified": "", "functions": []}

@@ -15,10 +15,39 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDia
                                QSplitter, QTableWidgetItem, QToolButton, QVBoxLayout,
                                QWidget)
 
+from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
 
 CUSTOM = "(custom)"
+
+# (header, tooltip); the last five are the per-step numbers
+COLUMNS = [("#", "Step"), ("Pass", "The pass applied"), ("Pass ms", "Time the pass took to apply"),
+           ("Changed", "Whether the pass changed the module (+added −removed ~changed functions)"),
+           ("Bind", "Bindings in main"), ("PF", "TensorIR prim_funcs in the module"),
+           ("TIR ln", "Lines of TensorIR (TVMScript) in the module"),
+           ("Run ms", "TVM latency of the step built (Run ▸ Time every step)"),
+           ("Max err", "Largest absolute difference from PyTorch's outputs (Run ▸ Time every step)")]
+COL_RUN, COL_ERR = 7, 8
+
+
+def _diverging_text(d: dict | None) -> str:
+    """What the intermediates at the bad step say, for the status line after a bisect."""
+    if not d:
+        return ""
+    if d.get("error"):
+        return f" · intermediates not compared: {d['error']}"
+    n = len(d.get("bindings") or {})
+    if not n:
+        return " · no binding diverges from torch on its own"
+    return (f" · {n} binding{'s' if n != 1 else ''} diverge{'' if n != 1 else 's'} from torch, first "
+            f"{d.get('first')} (FX {d.get('first_fx')}): marked in the Diff pane")
+
+
+def _err_text(v) -> str:
+    if v is None:
+        return "–"
+    return "0" if v == 0 else f"{v:.1e}"
 
 
 def _params_text(params: dict | None) -> str:
@@ -58,12 +87,16 @@ class PipelinePane(Pane):
         # -- applied steps
         self.hide_unchanged = QCheckBox("Hide passes that changed nothing")
         self.hide_unchanged.toggled.connect(lambda _on: self._filter())
-        self.table = row_table(["#", "Pass", "ms", "Changed"])
+        self.table = row_table([h for h, _tip in COLUMNS])
+        for col, (_h, tip) in enumerate(COLUMNS):
+            self.table.horizontalHeaderItem(col).setToolTip(tip)
         hh = self.table.horizontalHeader()
-        hh.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
-        hh.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        hh.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
-        hh.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
+        for col in range(len(COLUMNS)):
+            hh.setSectionResizeMode(col, QHeaderView.ResizeMode.Stretch if col == 1 else
+                                    QHeaderView.ResizeMode.ResizeToContents)
+        # the last latency trace ("Time every step" in the Run pane), {step index: entry}
+        self.trace: dict[int, dict] = {}
+        bridge.replied.connect(self._on_any_reply)
         self.table.cellDoubleClicked.connect(lambda r, _c: self.jump(self._row_index(r)))
         self.table.itemSelectionChanged.connect(self._step_clicked)
         self.table.setToolTip("Double-click a step to jump to it")
@@ -289,10 +322,19 @@ class PipelinePane(Pane):
             for key, word in (("added", "+"), ("removed", "−"), ("changed_funcs", "~")):
                 if s.get(key):
                     details.append(f"{word}{len(s[key])}")
+            size = s.get("size") or {}
+            entry = self._trace_entry(s)
+            run_ms = err = ""
+            if entry is not None:
+                run_ms = fmt_ms(entry["tvm_ms"]) if entry.get("ok") and entry.get("tvm_ms") else "✗"
+                err = _err_text(entry.get("max_abs_error")) if entry.get("ok") else ""
             cells = [str(s.get("index", r)), s.get("pass", ""),
                      f"{1000 * float(s.get('seconds') or 0):.1f}",
                      ("yes " + " ".join(details)).strip() if s.get("changed") else
-                     ("—" if s.get("index") else "import")]
+                     ("—" if s.get("index") else "import"),
+                     *(str(size[k]) if size.get(k) is not None else "" for k in
+                       ("bindings", "prim_funcs", "tir_lines")),
+                     run_ms, err]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.ItemDataRole.UserRole, s.get("index", r))
@@ -311,6 +353,15 @@ class PipelinePane(Pane):
                     item.setBackground(QBrush(QColor(c.current_line)))
                 if col == 3 and s.get("changed") and s.get("index"):
                     item.setForeground(QBrush(QColor(c.ok)))
+                if col >= 4:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if col in (COL_RUN, COL_ERR) and entry is not None:
+                    if not entry.get("ok"):
+                        item.setForeground(QBrush(QColor(c.bad)))
+                        item.setToolTip(f"not built: {entry.get('error') or 'unknown error'}")
+                    elif entry.get("allclose") is False:
+                        item.setForeground(QBrush(QColor(c.bad)))
+                        item.setToolTip("outputs differ from PyTorch")
                 verdict = self._verdicts().get(s.get("index"))
                 if verdict is not None and col in (0, 1):
                     item.setForeground(QBrush(QColor(c.ok if verdict["ok"] else c.bad)))
@@ -323,6 +374,25 @@ class PipelinePane(Pane):
         self._filter()
         if cursor is not None and cursor < self.table.rowCount():
             self.table.scrollToItem(self.table.item(cursor, 0))
+
+    def _trace_entry(self, step: dict) -> dict | None:
+        """The latency trace's entry of a step, while the step is still the same pass."""
+        e = self.trace.get(step.get("index"))
+        return e if e is not None and e.get("pass") == step.get("pass") else None
+
+    def _on_any_reply(self, _rid: int, cmd: str, result) -> None:
+        # the Run pane asks for the trace; its reply reaches every listener of the bridge
+        if cmd == "latency_trace" and isinstance(result, dict):
+            self.set_trace(result.get("trace") or [])
+
+    def set_trace(self, trace: list[dict]) -> None:
+        self.trace = {int(e["step"]): dict(e) for e in trace if e.get("step") is not None}
+        if self.state:
+            self._fill_steps(self.state)
+
+    def on_reset(self) -> None:
+        super().on_reset()
+        self.trace = {}
 
     def _filter(self) -> None:
         hide = self.hide_unchanged.isChecked()
@@ -374,6 +444,7 @@ class PipelinePane(Pane):
         """Ask the engine to bisect (it applies the planned passes first); progress per step checked
         shows in the info line, then the pane jumps to the bad step and says why."""
         self.bisect_result = None
+        self.hub.mark_diverging({})
         self._bisect_rid = self.ask("bisect", "bisect")
         self.info.setText("Find first bad pass: applying the planned passes…")
         self._update_buttons()
@@ -398,11 +469,16 @@ class PipelinePane(Pane):
         else:
             why = (fb.get("reason") or "").splitlines()[0]
             text = f"First bad pass: step {fb['index']} {fb['pass']} ({fb['stage']}): {why}"
+            text += _diverging_text(result.get("diverging"))
             self.info.setToolTip(fb.get("reason") or "")
+            # before the jump: the diff of the bad step opens with them marked
+            self.hub.mark_diverging((result.get("diverging") or {}) if "bindings" in
+                                    (result.get("diverging") or {}) else {})
             # the engine applied the planned passes first: the step may be new to this pane
             target = fb["index"] if fb["stage"] != "pass" else fb["index"] - 1
             self.jump(target)
             self.hub.select_step(target)
+        self.info.setWordWrap(True)  # the verdict, its reason and the marks: all worth reading
         self.info.setText(text)
         self._bisect_text = text
         if self.state:

@@ -12,7 +12,7 @@ import json
 
 from PySide6.QtCore import Qt
 
-from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QHeaderView, QLabel,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QHBoxLayout, QHeaderView, QLabel,
                                QPushButton, QSizePolicy, QTableWidgetItem, QTabWidget, QVBoxLayout,
                                QWidget)
 
@@ -196,6 +196,10 @@ class RunPane(Pane):
         lat_top = QHBoxLayout()
         lat_top.setContentsMargins(0, 0, 0, 0)
         lat_top.addWidget(self.latency_button)
+        self.chart_error = QCheckBox("Show error")
+        self.chart_error.setToolTip("Plot each step's max abs error against PyTorch instead of its latency")
+        self.chart_error.toggled.connect(lambda on: self.chart.set_quantity("error" if on else "latency"))
+        lat_top.addWidget(self.chart_error)
         lat_top.addWidget(self.latency_status, 1)
         lat_page = QWidget()
         lat_lay = QVBoxLayout(lat_page)

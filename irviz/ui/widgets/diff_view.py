@@ -7,11 +7,21 @@ from PySide6.QtGui import QColor, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSplitter,
                                QStackedWidget, QTextEdit, QToolButton, QVBoxLayout, QWidget)
 
+import re
+
 from irviz.ui import themes
 from irviz.ui.widgets.code_view import CodeView
 from irviz.ui.widgets.idle_work import idle_work
 
 ALL = "All changed functions"
+
+# a line of TVMScript that binds a var: "lv3 = ..." or "lv3: R.Tensor(...) = ..."
+_BINDS = re.compile(r"^\s*([A-Za-z_]\w*)\s*[:=]")
+
+
+def _bound_var(line: str | None) -> str | None:
+    m = _BINDS.match(line or "")
+    return m.group(1) if m else None
 
 
 def _full_lines(doc, blocks: list[tuple[int, str]]) -> list[QTextEdit.ExtraSelection]:
@@ -83,6 +93,10 @@ class DiffView(QWidget):
         self._diff: dict = {"unified": "", "functions": []}
         self._hunks: list[int] = []  # block numbers where hunks start (current mode)
         self._hunk = -1
+        # Relax bindings of main to mark on the "after" side (values that diverge from torch)
+        self.marked: dict = {}
+        self.first_marked: str | None = None
+        self.marked_blocks: list[int] = []  # blocks marked in the current mode
 
         bar = QHBoxLayout()
         bar.setContentsMargins(0, 0, 0, 0)
@@ -155,6 +169,15 @@ class DiffView(QWidget):
     def clear(self) -> None:
         self.set_diff(None)
 
+    def set_marked_bindings(self, marks: dict | None, first: str | None = None) -> None:
+        """Mark the lines of main (after side) that bind these vars ({var: {"fx_node", "max_abs"}});
+        shown from the next set_diff or mode change."""
+        self.marked = dict(marks or {})
+        self.first_marked = first if first in self.marked else None
+
+    def _mark_label(self, var: str, label: str) -> str:
+        return ("✗▶" if var == self.first_marked else "✗") + " " + label
+
     def set_function(self, name: str | None) -> None:
         i = self.function_box.findData(name) if name else 0
         if i >= 0:
@@ -225,6 +248,7 @@ class DiffView(QWidget):
         left, right, llab, rlab = [], [], [], []
         marks = []  # (block, tag, lranges, rranges)
         hunks = []
+        diverging = []  # right-side blocks binding a marked var
         for f in self._selected_functions():
             header = f"@@ {f['name']} ({f.get('status', 'changed')})"
             marks.append((len(left), "header", [], []))
@@ -246,6 +270,10 @@ class DiffView(QWidget):
                 right.append(rt if rt is not None and rn is not None else "")
                 llab.append("" if ln is None else str(ln))
                 rlab.append("" if rn is None else str(rn))
+                var = _bound_var(rt) if f["name"] == "main" and rn is not None and self.marked else None
+                if var in self.marked:
+                    diverging.append(len(right) - 1)
+                    rlab[-1] = self._mark_label(var, rlab[-1])
         note = self._not_shown_note()
         if note:
             marks.append((len(left), "header", [], []))
@@ -254,6 +282,10 @@ class DiffView(QWidget):
             llab.append("")
             rlab.append("")
         self._hunks = hunks
+        self.marked_blocks = diverging
+        bad = QColor(c.bad)
+        bad.setAlpha(70)
+        bad_name = bad.name(QColor.NameFormat.HexArgb)
 
         def extras(side: str):
             def fn(doc, out):
@@ -276,6 +308,8 @@ class DiffView(QWidget):
                     for start, end in (lr if side == "left" else rr):
                         spans.append(_span(doc, block, int(start), int(end), strong))
                 yield
+                if side == "right":  # drawn last: over the diff's own colours
+                    lines.extend((b, bad_name) for b in diverging)
                 out.extend(_full_lines(doc, lines))
                 out.extend(spans)
             return fn
@@ -294,15 +328,28 @@ class DiffView(QWidget):
         self.unified._base_extra = []
         self.unified.set_text(text)
         lines = text.split("\n")
-        hunks, marked = [], []
+        hunks, marked, diverging = [], [], []
+        func = None
         for i, line in enumerate(lines):
             if line.startswith("@@"):
                 hunks.append(i)
                 marked.append((i, c.diff_hunk_bg))
+                head = line.strip("@ ").split()
+                if head and not head[0][0] in "+-":  # "@@ main (changed) @@"
+                    func = head[0]
+            elif line.startswith("+++ "):
+                func = line[4:].strip().removeprefix("b/")
             elif line.startswith("+") and not line.startswith("+++"):
                 marked.append((i, c.diff_add_bg))
             elif line.startswith("-") and not line.startswith("---"):
                 marked.append((i, c.diff_del_bg))
+            if (self.marked and func == "main" and line[:1] in ("+", " ")
+                    and not line.startswith("+++") and _bound_var(line[1:]) in self.marked):
+                diverging.append(i)
+        bad = QColor(c.bad)
+        bad.setAlpha(70)
+        marked.extend((i, bad.name(QColor.NameFormat.HexArgb)) for i in diverging)
+        self.marked_blocks = diverging
         self.unified._base_extra = _full_lines(self.unified.document(), marked)
         self.unified._refresh_extra()
         self._hunks = hunks

@@ -36,6 +36,9 @@ class LatencyChart(QWidget):
         super().__init__(parent)
         self.trace: list[dict] = []
         self.torch_ms: float | None = None
+        # not "metric": that name is QPaintDevice.metric, which Qt calls while painting
+        # "latency": TVM ms per step; "error": max abs error against PyTorch per step
+        self.quantity = "latency"
         self.current_step: int | None = None
         self._hover: int | None = None
         self.setMouseTracking(True)
@@ -50,6 +53,37 @@ class LatencyChart(QWidget):
         self.torch_ms = torch_ms if _num(torch_ms) else None
         self._hover = None
         self.update()
+
+    def set_quantity(self, quantity: str) -> None:
+        if quantity not in ("latency", "error"):
+            raise ValueError(f"the chart shows 'latency' or 'error', not {quantity!r}")
+        self.quantity = quantity
+        self._hover = None
+        self.update()
+
+    def error_floor(self) -> float:
+        """Where an exact match (error 0) sits on the log axis: a decade below the smallest
+        non-zero error."""
+        errs = [e["max_abs_error"] for e in self.trace if self.built(e) and _num(e.get("max_abs_error"))]
+        return min(errs) / 10 if errs else 1e-9
+
+    def plotted(self, e: dict) -> float | None:
+        """The value drawn for a step in the current quantity; None: no point."""
+        if not self.built(e):
+            return None
+        if self.quantity == "latency":
+            return e["tvm_ms"]
+        err = e.get("max_abs_error")
+        if not isinstance(err, (int, float)) or isinstance(err, bool) or not math.isfinite(err):
+            return None
+        return err if err > 0 else self.error_floor()
+
+    def line_value(self) -> float | None:
+        """The horizontal line: torch eager in latency mode, none for errors."""
+        return self.torch_ms if self.quantity == "latency" else None
+
+    def tick_text(self, t: float) -> str:
+        return tick_label(t) if self.quantity == "latency" else f"{t:.0e}"
 
     def set_current_step(self, step: int | None) -> None:
         self.current_step = step
@@ -74,12 +108,17 @@ class LatencyChart(QWidget):
         return out
 
     def axis(self) -> tuple[float, float, list[float]] | None:
-        vals = [e["tvm_ms"] for e in self.trace if self.built(e)]
-        if self.torch_ms:
-            vals.append(self.torch_ms)
+        vals = [v for v in (self.plotted(e) for e in self.trace) if v is not None]
+        if self.line_value():
+            vals.append(self.line_value())
         if not vals:
             return None
-        return log_ticks(min(vals), max(vals))
+        if self.quantity == "latency":
+            return log_ticks(min(vals), max(vals))
+        # log_ticks is made for milliseconds (it floors at 1e-6); the 1-2-5 grid scales by decades
+        scale = 1e12
+        lo, hi, ticks = log_ticks(min(vals) * scale, max(vals) * scale)
+        return lo / scale, hi / scale, [t / scale for t in ticks]
 
     def plot_rect(self) -> QRectF:
         fm = QFontMetrics(self.font())
@@ -87,7 +126,7 @@ class LatencyChart(QWidget):
         longest = max((fm.horizontalAdvance(s) for s in labels), default=0)
         ax = self.axis()
         ticks = ax[2] if ax else []
-        left = max((fm.horizontalAdvance(tick_label(t)) for t in ticks), default=30) + 12
+        left = max((fm.horizontalAdvance(self.tick_text(t)) for t in ticks), default=30) + 12
         # x labels are rotated 50°: their height is ~ sin(50°) of their length (elided to fit)
         bottom = min(self.height() * 0.4, longest * 0.77 + fm.height() + 8)
         top = fm.height() + 10
@@ -129,7 +168,8 @@ class LatencyChart(QWidget):
         if not self.trace or ax is None:
             p.setPen(QColor(c.dim_text))
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter,
-                       "No step could be built." if self.trace else
+                       ("No step has an error against PyTorch (no reference, or none built)."
+                        if self.quantity == "error" else "No step could be built.") if self.trace else
                        "Press “Time every step” to build and time every step.")
             p.end()
             return
@@ -154,7 +194,7 @@ class LatencyChart(QWidget):
         p.setPen(QColor(c.dim_text))
         for t in ticks:
             y = self.y_of(t)
-            text = tick_label(t)
+            text = self.tick_text(t)
             p.drawText(QPointF(r.left() - 6 - fm.horizontalAdvance(text), y + fm.ascent() / 2 - 1), text)
         p.setPen(QPen(QColor(c.dim_text), 1))
         p.drawRect(r)
@@ -179,8 +219,8 @@ class LatencyChart(QWidget):
             p.restore()
 
         # torch eager line
-        if self.torch_ms:
-            y = self.y_of(self.torch_ms)
+        if self.line_value():
+            y = self.y_of(self.line_value())
             pen = QPen(torch_c, 1.6, Qt.PenStyle.DashLine)
             p.setPen(pen)
             p.drawLine(QPointF(r.left(), y), QPointF(r.right(), y))
@@ -190,8 +230,8 @@ class LatencyChart(QWidget):
         path = QPainterPath()
         pen_down = False
         for k, e in enumerate(self.trace):
-            if self.built(e):
-                pt = QPointF(self.x_of(k), self.y_of(e["tvm_ms"]))
+            if self.plotted(e) is not None:
+                pt = QPointF(self.x_of(k), self.y_of(self.plotted(e)))
                 if pen_down:
                     path.lineTo(pt)
                 else:
@@ -202,14 +242,14 @@ class LatencyChart(QWidget):
         p.drawPath(path)
         for k, e in enumerate(self.trace):
             x = self.x_of(k)
-            if self.built(e):
-                pt = QPointF(x, self.y_of(e["tvm_ms"]))
+            if self.plotted(e) is not None:
+                pt = QPointF(x, self.y_of(self.plotted(e)))
                 wrong = e.get("allclose") is False
                 rad = 5.0 if k == self._hover else 3.8
                 p.setPen(QPen(bad_c if wrong else tvm_c, 1.6))
                 p.setBrush(QColor(c.base) if wrong else tvm_c)
                 p.drawEllipse(pt, rad, rad)
-            else:
+            elif not self.built(e):
                 y = r.bottom() - 9
                 p.setPen(QPen(bad_c, 2))
                 p.drawLine(QPointF(x - 4, y - 4), QPointF(x + 4, y + 4))
@@ -220,8 +260,9 @@ class LatencyChart(QWidget):
         p.end()
 
     def _paint_legend(self, p, r, fm, c, tvm_c, torch_c, bad_c) -> None:
-        items = [("tvm", "TVM")]
-        if self.torch_ms:
+        items = [("tvm", "TVM" if self.quantity == "latency" else
+                  "max |error| vs PyTorch (0 drawn at the bottom)")]
+        if self.line_value():
             items.append(("torch", f"torch eager {fmt_ms(self.torch_ms)} ms"))
         if any(not self.built(e) for e in self.trace):
             items.append(("unbuilt", "not built"))
