@@ -194,3 +194,17 @@ def test_remeasure_applies_the_passes_again_measuring_afresh(cache_dir, monkeypa
     recs = cpu_tuning.decisions_of(ws.session.module())
     assert {r["choice"] for r in recs} == {"tir"} and {r["tir_ms"] for r in recs} == {1.0}
     assert decision_cache.cache_enabled()
+
+
+def test_tile_search_passes_over_kernels_without_a_root_block(cache_dir):
+    # an extern kernel (TVM's sort, as Mixtral's top-k routing has) has no block to tile
+    from tvm import topi
+
+    bb = relax.BlockBuilder()
+    v = relax.Var("v", relax.TensorType((4, 8), "float32"))
+    with bb.function("main", [v]):
+        with bb.dataflow():
+            o = bb.emit_output(bb.emit_te(topi.sort, v, axis=1))
+        bb.emit_func_output(o)
+    out = apply_pass(PassInvocation("CPUTuneConv2d", {"lanes": 8}), bb.get())
+    assert cpu_tuning.decisions_of(out) == []

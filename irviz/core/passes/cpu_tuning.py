@@ -265,7 +265,10 @@ TUNE_NOTE_ATTR = "irviz.tile_search"  # JSON: candidates with their times, the c
 def _conv_extents(func) -> tuple[int, int] | None:
     """(output channels, output width) of the kernel's conv2d, if CPUTileConv2d would block it."""
     sch = tvm.s_tir.Schedule(func)
-    convs = schedules._conv_blocks(sch)
+    try:
+        convs = schedules._conv_blocks(sch)
+    except Exception:  # noqa: BLE001 - no root block (an extern kernel such as sort): no conv2d to tile
+        return None
     if not convs:
         return None
     loops = sch.get_loops(convs[0][0])

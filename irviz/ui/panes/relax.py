@@ -57,7 +57,7 @@ class RelaxPane(Pane):
         self.show_bookkeeping = False
 
         self.func_box = QComboBox()
-        self.func_box.setMinimumContentsLength(10)
+        self.func_box.setMinimumContentsLength(8)
         self.func_box.setToolTip("Relax function")
         self.func_box.activated.connect(lambda _i: self._reload(force=True))
         self.search = SearchBox("Search binding, op, shape…")
@@ -75,6 +75,7 @@ class RelaxPane(Pane):
         self.query_box = QLineEdit()
         self.query_box.setPlaceholderText("Pattern: conv2d -> batch_norm -> relu, matmul(dtype=float32) -> * -> softmax")
         self.query_box.setClearButtonEnabled(True)
+        self.query_box.setMinimumWidth(80)  # the pane shares the top row with three others
         self.query_box.returnPressed.connect(self.run_query)
         self.query_prev = QToolButton(text="◀")
         self.query_next = QToolButton(text="▶")
@@ -85,7 +86,7 @@ class RelaxPane(Pane):
         # the matches at this step, by their bindings: choosing one centres and selects it
         self.query_list = QComboBox()
         self.query_list.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.query_list.setMinimumContentsLength(12)
+        self.query_list.setMinimumContentsLength(6)
         self.query_list.setPlaceholderText("matches here")
         self.query_list.setToolTip("The matches at this step, each by its bindings (first op first)")
         self.query_list.activated.connect(self.choose_match)

@@ -101,7 +101,7 @@ class DiffView(QWidget):
         bar = QHBoxLayout()
         bar.setContentsMargins(0, 0, 0, 0)
         self.function_box = QComboBox()
-        self.function_box.setMinimumContentsLength(16)
+        self.function_box.setMinimumContentsLength(12)
         self.function_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.function_box.currentIndexChanged.connect(lambda _i: self._render())
         self.side_button = QToolButton(text="Side by side", checkable=True, checked=True)
