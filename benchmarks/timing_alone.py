@@ -2,7 +2,8 @@
 
     python benchmarks/timing_alone.py [--models mlp,small_cnn,gpt,resnet18] [--pipeline zero] [--repeats 20]
 
-For each model, three fresh processes:
+For each model, three kinds of fresh process, `--rounds` times each, interleaved (figures are the
+medians over rounds):
 1. `irviz check MODEL --pipeline P --json -`: irviz's torch and TVM figures (medians);
 2. torch eager alone: load the model, time it, nothing else (same thread count);
 3. TVM alone: the same pipeline and build, time vm["main"], no torch run in between.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -56,6 +58,9 @@ def main() -> int:
     ap.add_argument("--models", default="mlp,small_cnn,gpt,resnet18")
     ap.add_argument("--pipeline", default="zero")
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="fresh processes of each kind, interleaved (check, torch alone, TVM alone, again): "
+                         "the machine's own speed drifts between processes, the median over rounds does less")
     args = ap.parse_args()
     env = dict(os.environ, TVM_NUM_THREADS=os.environ.get("TVM_NUM_THREADS", str(os.cpu_count() or 1)))
     from irviz.core.backend.cpu_info import cpu_info
@@ -68,20 +73,30 @@ def main() -> int:
     worst = 1.0
     for name in args.models.split(","):
         spec = f"sample:{name}"
-        chk = subprocess.run([sys.executable, "-m", "irviz", "check", spec, "--pipeline", args.pipeline,
-                              "--json", "-", "--repeats", str(args.repeats)],
-                             capture_output=True, text=True, env=env)
-        try:
-            summary = json.loads(chk.stdout)
-        except ValueError:
-            print(f"{name:10} check failed: {chk.stderr.strip().splitlines()[-1:]}")
+        rounds = {"check_torch": [], "check_tvm": [], "torch": [], "tvm": []}
+        failed = None
+        for _ in range(max(1, args.rounds)):
+            chk = subprocess.run([sys.executable, "-m", "irviz", "check", spec, "--pipeline", args.pipeline,
+                                  "--json", "-", "--repeats", str(args.repeats)],
+                                 capture_output=True, text=True, env=env)
+            try:
+                summary = json.loads(chk.stdout)
+                rounds["check_torch"].append(summary["timing"]["torch"])
+                rounds["check_tvm"].append(summary["timing"]["tvm"])
+            except (ValueError, KeyError):
+                failed = chk.stderr.strip().splitlines()[-1:]
+                break
+            for which in ("torch", "tvm"):
+                p = subprocess.run([sys.executable, "-c", ALONE, which, spec, args.pipeline, str(args.repeats)],
+                                   capture_output=True, text=True, env=env)
+                rounds[which].append(_last_json(p.stdout))
+        if failed is not None:
+            print(f"{name:10} check failed: {failed}")
             continue
-        alone = {}
-        for which in ("torch", "tvm"):
-            p = subprocess.run([sys.executable, "-c", ALONE, which, spec, args.pipeline, str(args.repeats)],
-                               capture_output=True, text=True, env=env)
-            alone[which] = _last_json(p.stdout) if p.returncode == 0 else None
-        t, v = summary["timing"].get("torch"), summary["timing"]["tvm"]
+        med = lambda xs, k: statistics.median(x[k] for x in xs)  # noqa: E731
+        t = {k: med(rounds["check_torch"], k) for k in ("median_ms", "min_ms")}
+        v = {k: med(rounds["check_tvm"], k) for k in ("median_ms", "min_ms")}
+        alone = {w: {k: med(rounds[w], k) for k in ("median_ms", "min_ms")} for w in ("torch", "tvm")}
         rt = t["median_ms"] / alone["torch"]["median_ms"] if t and alone["torch"] else float("nan")
         rv = v["median_ms"] / alone["tvm"]["median_ms"] if alone["tvm"] else float("nan")
         worst = max(worst, rt, 1 / rt, rv, 1 / rv)

@@ -311,7 +311,7 @@ def _decisions(ws, log) -> list[dict]:
                 continue
             seen.add(key)
             out.append(d)
-            if d["kind"] == "library_or_tir":
+            if d["kind"] in ("library_or_tir", "whole_model"):
                 log(f"decide   {d['workload']}: {describe_decision(d)}")
             elif d.get("choice"):
                 log(f"tile     {d['kernel']}: vec {d['choice']['vec']} x reg {d['choice']['reg']} "

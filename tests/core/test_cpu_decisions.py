@@ -72,8 +72,9 @@ def test_library_dispatch_keeps_the_faster_and_reads_it_back_from_the_cache(
     from irviz.core.passes.library_dispatch import library_calls
 
     assert bool(library_calls(out)) == goes_to_torch
-    assert sorted(calls) == ["tir", "torch"]
-    [rec] = cpu_tuning.decisions_of(out)
+    # the call both ways; when torch wins, the whole model both ways too
+    assert sorted(calls) == (["tir", "tir", "torch", "torch"] if goes_to_torch else ["tir", "torch"])
+    [rec] = [d for d in cpu_tuning.decisions_of(out) if d["kind"] == "library_or_tir"]
     assert rec["torch_ms"] == torch_ms and rec["tir_ms"] == tir_ms
     assert rec["choice"] == ("torch" if goes_to_torch else "tir")
     assert cpu_tuning.describe_decision(rec).endswith("→ torch" if goes_to_torch else "→ TIR")
@@ -89,7 +90,7 @@ def test_library_dispatch_keeps_the_faster_and_reads_it_back_from_the_cache(
     # --no-cache: measured again
     decision_cache.set_cache_enabled(False)
     apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _conv_module())
-    assert sorted(calls) == ["tir", "torch"]
+    assert sorted(calls) == (["tir", "tir", "torch", "torch"] if goes_to_torch else ["tir", "torch"])
 
 
 def test_a_library_call_that_raises_is_never_chosen(cache_dir, monkeypatch):
@@ -208,3 +209,44 @@ def test_tile_search_passes_over_kernels_without_a_root_block(cache_dir):
         bb.emit_func_output(o)
     out = apply_pass(PassInvocation("CPUTuneConv2d", {"lanes": 8}), bb.get())
     assert cpu_tuning.decisions_of(out) == []
+
+
+
+def _two_convs():
+    """Two conv2d + relu in a row: a model where the whole can disagree with its calls."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8, 14, 14), "float32"))
+    rng = np.random.default_rng(0)
+    w1 = relax.const(rng.standard_normal((8, 8, 3, 3)).astype("float32"))
+    w2 = relax.const(rng.standard_normal((16, 8, 3, 3)).astype("float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, w1, padding=(1, 1))))
+            o = bb.emit_output(relax.op.nn.relu(relax.op.nn.conv2d(y, w2, padding=(1, 1))))
+        bb.emit_func_output(o)
+    return bb.get()
+
+
+def test_the_whole_model_overrules_calls_that_win_alone_but_lose_in_the_model(cache_dir, monkeypatch):
+    from irviz.core.passes.library_dispatch import library_calls
+
+    real = cpu_tuning._build_and_time
+
+    def timed(mod, inputs):
+        _, out = real(mod, inputs)
+        text = mod["main"].script()
+        is_torch = "irviz.torch." in text
+        whole = text.count("R.call_tir(") + text.count("R.call_dps_packed(") >= 2
+        # each call alone: torch 1 ms, TensorIR 2 ms; the whole model: torch 9 ms, TensorIR 3 ms
+        return ((9.0 if is_torch else 3.0) if whole else (1.0 if is_torch else 2.0)), out
+
+    monkeypatch.setattr(cpu_tuning, "_build_and_time", timed)
+    monkeypatch.setattr(cpu_tuning, "search_tile", lambda *a, **k: None)
+    out = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _two_convs())
+    assert library_calls(out) == []
+    recs = cpu_tuning.decisions_of(out)
+    [whole] = [r for r in recs if r["kind"] == "whole_model"]
+    assert (whole["torch_ms"], whole["tir_ms"], whole["choice"]) == (9.0, 3.0, "tir")
+    calls = [r for r in recs if r["kind"] == "library_or_tir"]
+    assert len(calls) == 2 and all(r["choice"] == "tir" for r in calls)
+    assert all("whole model ran faster all in TensorIR" in " ".join(r["notes"]) for r in calls)

@@ -71,9 +71,10 @@ class _Dispatcher(relax.PyExprMutator):
                 self.builder_.update_func(gv, self.visit_expr(func))
         out = self.builder_.get()
         if self.decisions:
-            from irviz.core.passes.cpu_tuning import with_decisions
+            from irviz.core.passes.cpu_tuning import mixture_or_tir, with_decisions
 
-            out = with_decisions(out, self.decisions)
+            out, whole = mixture_or_tir(self.mod_, out, self.decisions)
+            out = with_decisions(out, self.decisions + ([whole] if whole else []))
         return out
 
     def _measured_tir(self, call) -> bool:
