@@ -451,84 +451,15 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    """Open MODEL with pipeline A (its session is A), run B on the same import, write the pages."""
-    from irviz.core.export.compare_report import write_compare
-    from irviz.core.views import compare as compare_mod
+    from irviz.cli_compare import run_compare
 
-    failure = _Failure(args.verbose)
-    pipelines = args.pipeline or []
-    if len(pipelines) != 2:
-        print(f"irviz: compare needs exactly two pipelines, got {len(pipelines)}: "
-              "give --pipeline A --pipeline B", file=sys.stderr)
-        return 2
-    try:
-        from irviz.core.passes import parse_pipeline
-
-        for p in pipelines[1:]:
-            parse_pipeline(p)  # a bad B stops before the model is loaded; A is parsed by the open
-    except Exception as exc:
-        failure.record("pipeline", exc)
-        return 1
-    args.pipeline = pipelines[0]
-    ws = _open_workspace(args, failure, print)
-    if ws is None or ws.imported is None:
-        return 1
-    try:
-        cmp = compare_mod.compare_pipelines(ws, pipelines, progress=lambda text, *_a, **_k: print(text))
-        for k, err in enumerate(cmp.errors):
-            if err is not None and not (k == 0 and failure.stage):  # A's was reported by the open
-                failure.record("pipeline", err)
-        for i, j in cmp.aligned:
-            a = f"{i:2d} {cmp.steps[0][i].pass_name}" if i is not None else ""
-            b = f"{j:2d} {cmp.steps[1][j].pass_name}" if j is not None else ""
-            print(f"  {a:32} {b}")
-        if not args.no_build:
-            for k, r in enumerate(compare_mod.measure(ws, cmp, repeats=args.repeats)):
-                if r["error"]:
-                    print(f"{'AB'[k]}: {r['error']}", file=sys.stderr)
-                    failure.stage = failure.stage or "build"
-                else:
-                    print(f"{'AB'[k]}: tvm {r['tvm_ms']:.3f} ms  max abs error {r['max_abs_error']:.3g}  "
-                          f"{r['kernels']} kernels  built in {r['build_seconds']:.2f} s")
-        html_path, json_path = write_compare(cmp, args.out, ws.model_name or "model")
-    except Exception as exc:
-        failure.record(ws.stage or "compare", exc)
-        return 1
-    print(f"wrote {html_path}\nwrote {json_path}")
-    return 0 if failure.stage is None else 1
+    return run_compare(args)
 
 
 def _cmd_query(args) -> int:
-    from irviz.core.views import query
+    from irviz.cli_compare import run_query
 
-    failure = _Failure(args.verbose)
-    quiet = args.json == "-"
-    log = (lambda msg: print(msg, file=sys.stderr)) if quiet else print
-    try:  # a malformed pattern is a usage error: say where before paying for the model
-        query.parse(args.pattern)
-    except Exception as exc:
-        failure.record("query", exc)
-        return 2
-    ws = _open_workspace(args, failure, log)
-    if ws is None or ws.session is None:
-        return 1
-    try:
-        found = query.query_steps(ws.session.steps, args.pattern)
-    except Exception as exc:
-        failure.record("query", exc)
-        return 2
-    for row in found["steps"]:
-        shown = "; ".join(" -> ".join(b) for b in row["bindings"][:3])
-        more = f" (+{row['matches'] - 3} more)" if row["matches"] > 3 else ""
-        log(f"  {row['index']:2d} {row['pass']:28} {row['matches']:4d}  {shown}{more}")
-    if args.json:
-        text = json.dumps(found, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
-    return 1 if failure.stage is not None else 0
+    return run_query(args)
 
 
 def _cmd_bisect(args) -> int:
