@@ -562,29 +562,24 @@ class EngineBridge(QObject):
 
     def _take_state(self, state: dict) -> None:
         self._state = state
-        if state.get("spec") and state.get("steps"):
-            self._recipe = {
-                "spec": state["spec"],
-                "importer": state.get("importer") or "exported_program",
-                "keep_params": bool(state.get("keep_params")),
-                "applied": [{"name": s["pass"], "params": s.get("params") or {}} for s in state["steps"][1:]],
-                "planned": [{"name": p["name"], "params": p.get("params") or {}}
-                            for p in state.get("planned") or []],
-                "cursor": int(state.get("cursor") or 0),
-            }
-            self._recipe.update(_frontend_recipe(state))
-        elif state.get("spec") and state.get("import_error"):
-            # captured, import failed: a replay captures again (and shows the same failure)
-            self._recipe = {
-                "spec": state["spec"],
-                "importer": state.get("importer") or "exported_program",
-                "keep_params": bool(state.get("keep_params")),
-                "applied": [],
-                "planned": [{"name": p["name"], "params": p.get("params") or {}}
-                            for p in state.get("planned") or []],
-                "cursor": 0,
-            }
-            self._recipe.update(_frontend_recipe(state))
+        if not state.get("spec"):
+            return
+        if state.get("steps"):
+            applied = [{"name": s["pass"], "params": s.get("params") or {}} for s in state["steps"][1:]]
+            cursor = int(state.get("cursor") or 0)
+        elif state.get("import_error"):
+            applied, cursor = [], 0  # captured, import failed: a replay captures again (and shows the same failure)
+        else:
+            return
+        self._recipe = {
+            "spec": state["spec"],
+            "importer": state.get("importer") or "exported_program",
+            "keep_params": bool(state.get("keep_params")),
+            "applied": applied,
+            "planned": [{"name": p["name"], "params": p.get("params") or {}} for p in state.get("planned") or []],
+            "cursor": cursor,
+            **_frontend_recipe(state),
+        }
 
     def _on_error(self, eng: _Engine, err) -> None:
         if eng.retired:
