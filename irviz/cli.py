@@ -273,6 +273,18 @@ def _cmd_check(args) -> int:
     return _check(args, sys.stdout)
 
 
+def write_json(path: str | None, data: dict, out=None) -> None:
+    """`--json PATH`: the summary to PATH, or to `out` (stdout) for '-'; nothing without one."""
+    if not path:
+        return
+    text = json.dumps(data, indent=2)
+    if path == "-":
+        print(text, file=out or sys.stdout)
+    else:
+        with open(path, "w") as f:
+            f.write(text + "\n")
+
+
 def _cpu_fields() -> dict:
     from irviz.core.backend.cpu_info import cpu_info
 

@@ -5,7 +5,6 @@ be checked at all), 2 on a usage error (an unknown pipeline or pass, a model tha
 """
 from __future__ import annotations
 
-import json
 import sys
 
 
@@ -70,11 +69,6 @@ def run_bisect(args, out, open_workspace, Failure) -> int:
 
 
 def _write(args, summary: dict, out) -> None:
-    if not args.json:
-        return
-    text = json.dumps(summary, indent=2)
-    if args.json == "-":
-        print(text, file=out)
-    else:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
+    from irviz.cli import write_json
+
+    write_json(args.json, summary, out)

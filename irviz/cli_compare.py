@@ -2,10 +2,9 @@
 the argument parsing is in cli.py, the work in core.views.compare / core.views.query."""
 from __future__ import annotations
 
-import json
 import sys
 
-from irviz.cli import _Failure, _open_workspace
+from irviz.cli import _Failure, _open_workspace, write_json
 
 
 def run_compare(args) -> int:
@@ -79,11 +78,5 @@ def run_query(args) -> int:
         shown = "; ".join(" -> ".join(b) for b in row["bindings"][:3])
         more = f" (+{row['matches'] - 3} more)" if row["matches"] > 3 else ""
         log(f"  {row['index']:2d} {row['pass']:28} {row['matches']:4d}  {shown}{more}")
-    if args.json:
-        text = json.dumps(found, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
+    write_json(args.json, found)
     return 1 if failure.stage is not None else 0
