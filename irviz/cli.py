@@ -312,10 +312,11 @@ def _memory_fields(built, func: str):
 def _decisions(ws, log) -> list[dict]:
     """The measured CPU decisions of the pipeline (each once), logged as the kernel table shows them."""
     from irviz.core.passes.cpu_tuning import decisions_of, describe_decision
+    from irviz.core.passes.tile_search import describe_tile
 
     seen, out = set(), []
     for st in ws.session.steps[1:]:
-        if st.pass_name not in ("LibraryDispatch", "CPUTuneConv2d"):
+        if st.pass_name not in ("LibraryDispatch", "CPUTuneConv2d", "CPUTuneReductions"):
             continue
         for d in decisions_of(st.mod):
             key = (d["kind"], d.get("kernel"), d["workload"])
@@ -326,8 +327,7 @@ def _decisions(ws, log) -> list[dict]:
             if d["kind"] in ("library_or_tir", "whole_model"):
                 log(f"decide   {d['workload']}: {describe_decision(d)}")
             elif d.get("choice"):
-                log(f"tile     {d['kernel']}: vec {d['choice']['vec']} x reg {d['choice']['reg']} "
-                    f"of {len(d['candidates'])} measured")
+                log(f"tile     {d['kernel']}: {describe_tile(d)}")
     return out
 
 

@@ -11,7 +11,7 @@ import tvm
 from tvm import relax
 
 from irviz.core.backend import cpu_info
-from irviz.core.passes import cpu_tuning, decision_cache
+from irviz.core.passes import cpu_tuning, decision_cache, measuring, tile_search
 from irviz.core.passes.registry import PassInvocation, apply_pass
 
 
@@ -52,7 +52,7 @@ def _conv_module(out_channels=16):
 
 def _fake_timer(torch_ms, tir_ms, calls):
     """Stand-in for building and timing: torch's module calls irviz.torch.*, TensorIR's does not."""
-    real = cpu_tuning._build_and_time
+    real = measuring.build_and_time
 
     def timed(mod, inputs):
         _, out = real(mod, inputs)  # still built and run: the numbers are checked
@@ -66,8 +66,8 @@ def _fake_timer(torch_ms, tir_ms, calls):
 def test_library_dispatch_keeps_the_faster_and_reads_it_back_from_the_cache(
         cache_dir, monkeypatch, torch_ms, tir_ms, goes_to_torch):
     calls = []
-    monkeypatch.setattr(cpu_tuning, "_build_and_time", _fake_timer(torch_ms, tir_ms, calls))
-    monkeypatch.setattr(cpu_tuning, "search_tile", lambda *a, **k: None)  # tiles: another test
+    monkeypatch.setattr(measuring, "build_and_time", _fake_timer(torch_ms, tir_ms, calls))
+    monkeypatch.setattr(tile_search, "search", lambda *a, **k: None)  # tiles: another test
     out = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _conv_module())
     from irviz.core.passes.library_dispatch import library_calls
 
@@ -94,7 +94,7 @@ def test_library_dispatch_keeps_the_faster_and_reads_it_back_from_the_cache(
 
 
 def test_a_library_call_that_raises_is_never_chosen(cache_dir, monkeypatch):
-    real = cpu_tuning._build_and_time
+    real = measuring.build_and_time
 
     def timed(mod, inputs):
         from irviz.core.passes.library_dispatch import library_calls
@@ -103,8 +103,8 @@ def test_a_library_call_that_raises_is_never_chosen(cache_dir, monkeypatch):
             raise RuntimeError("torch refused this call")
         return 5.0, real(mod, inputs)[1]
 
-    monkeypatch.setattr(cpu_tuning, "_build_and_time", timed)
-    monkeypatch.setattr(cpu_tuning, "search_tile", lambda *a, **k: None)
+    monkeypatch.setattr(measuring, "build_and_time", timed)
+    monkeypatch.setattr(tile_search, "search", lambda *a, **k: None)
     out = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _conv_module())
     [rec] = cpu_tuning.decisions_of(out)
     assert rec["choice"] == "tir" and rec["torch_ms"] is None
@@ -120,7 +120,7 @@ def _fused_conv(out_channels=16):
 
 def test_tile_search_keeps_the_fastest_and_drops_a_failing_candidate(cache_dir, monkeypatch):
     mod = _fused_conv()
-    real = cpu_tuning._build_and_time
+    real = measuring.build_and_time
     seen = []
 
     def timed(m, inputs):
@@ -133,10 +133,10 @@ def test_tile_search_keeps_the_fastest_and_drops_a_failing_candidate(cache_dir, 
         ms, out = real(m, inputs)
         return (0.5 if len(seen) == 3 else 9.0), out
 
-    monkeypatch.setattr(cpu_tuning, "_build_and_time", timed)
+    monkeypatch.setattr(measuring, "build_and_time", timed)
     out = apply_pass(PassInvocation("CPUTuneConv2d", {"lanes": 8}), mod)
     [rec] = [d for d in cpu_tuning.decisions_of(out) if d["kind"] == "conv2d_tile"]
-    assert 2 < len(rec["candidates"]) <= cpu_tuning.MAX_CANDIDATES
+    assert 2 < len(rec["candidates"]) <= tile_search.MAX_CANDIDATES
     assert rec["candidates"][1]["error"] == "candidate did not build"
     assert rec["choice"] == {k: seen[2][k] for k in ("vec", "reg")}
     # CPUTileConv2d applies the measured tile, and the model still computes the same numbers
@@ -147,7 +147,7 @@ def test_tile_search_keeps_the_fastest_and_drops_a_failing_candidate(cache_dir, 
 
 
 def test_a_candidate_with_wrong_numbers_is_dropped(cache_dir, monkeypatch):
-    real = cpu_tuning._build_and_time
+    real = measuring.build_and_time
     n = [0]
 
     def timed(m, inputs):
@@ -155,7 +155,7 @@ def test_a_candidate_with_wrong_numbers_is_dropped(cache_dir, monkeypatch):
         n[0] += 1
         return (0.1, out + 1.0) if n[0] == 2 else (1.0, out)
 
-    monkeypatch.setattr(cpu_tuning, "_build_and_time", timed)
+    monkeypatch.setattr(measuring, "build_and_time", timed)
     out = apply_pass(PassInvocation("CPUTuneConv2d", {"lanes": 8}), _fused_conv())
     [rec] = [d for d in cpu_tuning.decisions_of(out) if d["kind"] == "conv2d_tile"]
     assert "numbers differ" in rec["candidates"][1]["error"]
@@ -186,8 +186,8 @@ def test_remeasure_applies_the_passes_again_measuring_afresh(cache_dir, monkeypa
     ws.step()
     assert [st.pass_name for st in ws.session.steps] == ["import", "LibraryDispatch"]
     calls = []
-    monkeypatch.setattr(cpu_tuning, "_build_and_time", _fake_timer(3.0, 1.0, calls))
-    monkeypatch.setattr(cpu_tuning, "search_tile", lambda *a, **k: None)
+    monkeypatch.setattr(measuring, "build_and_time", _fake_timer(3.0, 1.0, calls))
+    monkeypatch.setattr(tile_search, "search", lambda *a, **k: None)
     ws.remeasure()  # the cache holds the first decisions; remeasure times them again
     assert sorted(calls) == ["tir", "tir", "torch", "torch"]  # a conv2d and a matmul, both ways
     assert [st.pass_name for st in ws.session.steps] == ["import", "LibraryDispatch"]
@@ -230,7 +230,7 @@ def _two_convs():
 def test_the_whole_model_overrules_calls_that_win_alone_but_lose_in_the_model(cache_dir, monkeypatch):
     from irviz.core.passes.library_dispatch import library_calls
 
-    real = cpu_tuning._build_and_time
+    real = measuring.build_and_time
 
     def timed(mod, inputs):
         _, out = real(mod, inputs)
@@ -240,8 +240,8 @@ def test_the_whole_model_overrules_calls_that_win_alone_but_lose_in_the_model(ca
         # each call alone: torch 1 ms, TensorIR 2 ms; the whole model: torch 9 ms, TensorIR 3 ms
         return ((9.0 if is_torch else 3.0) if whole else (1.0 if is_torch else 2.0)), out
 
-    monkeypatch.setattr(cpu_tuning, "_build_and_time", timed)
-    monkeypatch.setattr(cpu_tuning, "search_tile", lambda *a, **k: None)
+    monkeypatch.setattr(measuring, "build_and_time", timed)
+    monkeypatch.setattr(tile_search, "search", lambda *a, **k: None)
     out = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _two_convs())
     assert library_calls(out) == []
     recs = cpu_tuning.decisions_of(out)
@@ -250,3 +250,68 @@ def test_the_whole_model_overrules_calls_that_win_alone_but_lose_in_the_model(ca
     calls = [r for r in recs if r["kind"] == "library_or_tir"]
     assert len(calls) == 2 and all(r["choice"] == "tir" for r in calls)
     assert all("whole model ran faster all in TensorIR" in " ".join(r["notes"]) for r in calls)
+
+
+def _fused_matmul(m=32, k=64, n=64):
+    """x @ w + b through the pipeline up to the matmul tile search: one fused matmul kernel."""
+    bb = relax.BlockBuilder()
+    rng = np.random.default_rng(1)
+    x = relax.Var("x", relax.TensorType((m, k), "float32"))
+    w = relax.const(rng.standard_normal((k, n)).astype("float32"))
+    b = relax.const(rng.standard_normal((n,)).astype("float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            o = bb.emit_output(relax.op.add(relax.op.matmul(x, w), b))
+        bb.emit_func_output(o)
+    mod = bb.get()
+    for name in ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR",
+                 "CPUInlineElementwise"):
+        mod = apply_pass(PassInvocation(name), mod)
+    return mod
+
+
+def test_matmul_tile_search_keeps_the_fastest_and_the_rule_applies_it(cache_dir, monkeypatch):
+    mod = _fused_matmul()
+    real = measuring.build_and_time
+    seen = []
+
+    def timed(m, inputs):
+        kernel = next(f for f in m.functions.values() if isinstance(f, tvm.tirx.PrimFunc)
+                      and f.attrs is not None and "irviz.reduction_tile" in f.attrs)
+        seen.append({str(k): int(v) for k, v in kernel.attrs["irviz.reduction_tile"].items()})
+        ms, out = real(m, inputs)
+        if len(seen) == 2:
+            raise RuntimeError("candidate did not build")
+        return (0.5 if len(seen) == 4 else 9.0), out
+
+    monkeypatch.setattr(measuring, "build_and_time", timed)
+    out = apply_pass(PassInvocation("CPUTuneReductions", {"lanes": 8}), mod)
+    [rec] = [d for d in cpu_tuning.decisions_of(out) if d["kind"] == "matmul_tile"]
+    assert 3 < len(rec["candidates"]) <= tile_search.MAX_CANDIDATES
+    assert rec["candidates"][0] == {"vec": 8, "reg": 4, "ms": 9.0}  # the rule's own tile first
+    assert rec["candidates"][1]["error"] == "candidate did not build"
+    assert rec["choice"] == seen[3] != seen[0]
+    assert "fastest of" in tile_search.describe_tile(rec)
+    # CPUTileReductions applies the measured tile; the numbers stay the same
+    tiled = apply_pass(PassInvocation("CPUTileReductions", {"lanes": 8}), out)
+    kernel = next(f for gv, f in tiled.functions.items() if gv.name_hint == rec["kernel"])
+    note = str(kernel.attrs["irviz.schedule_notes"]["CPUTileReductions"])
+    shown = (f"{rec['choice']['reg']}x" if rec["choice"]["reg"] > 1 else "") + f"{rec['choice']['vec']}"
+    assert f"tiled {shown} (tile measured)" in note
+    ins = [np.random.default_rng(2).standard_normal((32, 64)).astype("float32")]
+    untuned = apply_pass(PassInvocation("CPUTileReductions", {"lanes": 8}), mod)
+    assert np.allclose(real(tiled, ins)[1], real(untuned, ins)[1],
+                       rtol=1e-5, atol=1e-5)
+    # read back from the cache: nothing built the second time
+    seen.clear()
+    again = apply_pass(PassInvocation("CPUTuneReductions", {"lanes": 8}), _fused_matmul())
+    assert seen == []
+    [rec2] = [d for d in cpu_tuning.decisions_of(again) if d["kind"] == "matmul_tile"]
+    assert rec2["choice"] == rec["choice"]
+
+
+def test_small_matmuls_keep_the_rule_tile_without_measuring(cache_dir, monkeypatch):
+    calls = []
+    monkeypatch.setattr(measuring, "build_and_time", lambda *a: calls.append(a))
+    out = apply_pass(PassInvocation("CPUTuneReductions", {"lanes": 8}), _fused_matmul(4, 16, 16))
+    assert calls == [] and cpu_tuning.decisions_of(out) == []

@@ -7,7 +7,7 @@ from tvm import relax
 from irviz.core.passes import course as course_passes
 from irviz.core.passes import cpu_schedules as schedules
 from irviz.core.passes import bind_params
-from irviz.core.passes import cpu_tuning as tuning
+from irviz.core.passes import tile_search
 from irviz.core.passes import library_dispatch as dispatch
 from irviz.core.passes.registry import PassParam, PassSpec, register_pass
 
@@ -202,7 +202,7 @@ def _builtin_specs() -> list[PassSpec]:
             "CPUTuneConv2d",
             "Measure a few conv2d tiles (vector factor x register tile) on this machine and record the "
             "fastest on each kernel for CPUTileConv2d (cached per CPU)",
-            tuning.tune_conv2d,
+            tile_search.tune_conv2d,
             "cpu",
             params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target)")],
         ),
@@ -213,6 +213,14 @@ def _builtin_specs() -> list[PassSpec]:
             schedules.tile_conv2d,
             "cpu",
             params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target: 16 AVX-512, 8 AVX2, 4 NEON)")],
+        ),
+        _spec(
+            "CPUTuneReductions",
+            "Measure a few matmul tiles (vector factor x rows in registers) on this machine and record "
+            "the fastest on each kernel for CPUTileReductions (cached per CPU)",
+            tile_search.tune_reductions,
+            "cpu",
+            params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target)")],
         ),
         _spec(
             "CPUTileReductions",

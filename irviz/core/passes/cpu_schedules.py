@@ -13,7 +13,8 @@ The rules, in the order the `tir-cpu` / `fast-cpu` pipelines run them:
   output columns accumulated in a local buffer, kernel window unrolled, parallel outer loops,
   elementwise epilogue (bias, relu, ...) fused into the write-back.
 - CPUInlineElementwise: chains of elementwise blocks into one loop nest.
-- CPUTileReductions: matmul-like reductions tiled (vector-wide inner loop, small register tile);
+- CPUTileReductions: matmul-like reductions tiled (vector-wide inner loop, a few rows in registers,
+  or the tile CPUTuneReductions measured);
   pooling-like reductions (one input, window ≤ 64) with the padding inlined and the window unrolled.
 - CPUParallelVectorize: the remaining spatial loop nests: innermost loop vectorized, outer ones
   fused and parallel.
@@ -60,6 +61,7 @@ def target_lanes(lanes: int = 0) -> int:
 
 
 TILE_ATTR = "irviz.conv_tile"  # {"vec": v, "reg": r} chosen by CPUTuneConv2d for CPUTileConv2d
+REDUCTION_TILE_ATTR = "irviz.reduction_tile"  # {"vec": v, "reg": r} chosen by CPUTuneReductions
 
 
 # Below this many loop iterations (~1M: tens of µs of work) a kernel runs on one thread: waking the
@@ -287,10 +289,37 @@ def _tile_conv2d(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) -> s
 
 
 # ------------------------------------------------------------ rule: tile reductions (matmul/conv)
-def _tile_reductions(sch: s_tir.Schedule, lanes: int) -> str | None:
+def reduction_kind(sch, info) -> str:
+    """How CPUTileReductions treats a reduction block: "tile" (matmul-like), "window" (pooling-like:
+    one input, a window of at most 64), or why it leaves the block alone."""
+    kinds = "".join(i.kind for i in info.iters)
+    if "O" in kinds or "R" not in kinds or kinds.index("R") != kinds.count("S") or not kinds.startswith("S"):
+        return f"loop order {kinds} not S...SR...R"
+    r_ext = [_const(i.dom) for i in info.iters if i.kind == "R"]
+    if len(sch.get(info.block_rv).reads) == 1 and all(e is not None for e in r_ext) and _prod(r_ext) <= 64:
+        return "window"
+    return "tile"
+
+
+def reduction_tile_rule(s_ext: list, lanes: int) -> dict:
+    """The rule's tile for a matmul-like block with spatial extents `s_ext`: the vector factor along
+    the innermost spatial loop, the register tile along the one before it (None: no factor)."""
+    return {"vec": _pick_factor(s_ext[-1], vector_choices(lanes)),
+            "reg": _pick_factor(s_ext[-2], (4, 2)) if len(s_ext) >= 2 else None}
+
+
+def reduction_tile_of(func) -> dict | None:
+    """The tile CPUTuneReductions measured best for `func`, if any."""
+    if func is None or func.attrs is None or REDUCTION_TILE_ATTR not in func.attrs:
+        return None
+    return {str(k): int(v) for k, v in func.attrs[REDUCTION_TILE_ATTR].items()}
+
+
+def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) -> str | None:
     """S…S R…R blocks: split the innermost spatial loop by the vector width and a second spatial loop
-    by a small register tile, move both inside the reduction loops, vectorize, unroll, parallelize
-    the outer spatial loops, then split off the init (vectorize before decompose_reduction)."""
+    by a small register tile (the rule's, or the one `tile` measured), move both inside the
+    reduction loops, vectorize, unroll, parallelize the outer spatial loops, then split off the init
+    (vectorize before decompose_reduction)."""
     blocks = normalize_prim_func(sch)
     if blocks is None:
         if _scheduled_loops(sch):
@@ -300,19 +329,23 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int) -> str | None:
     for info in blocks:
         if not info.is_reduction():
             continue
-        kinds = "".join(i.kind for i in info.iters)
-        if "O" in kinds or kinds.index("R") != kinds.count("S") or not kinds.startswith("S"):
-            done.append(f"{info.name}: loop order {kinds} not S...SR...R")
+        how = reduction_kind(sch, info)
+        if how not in ("tile", "window"):
+            done.append(f"{info.name}: {how}")
             continue
         s_loops = [i.loop_rv for i in info.iters if i.kind == "S"]
         r_loops = [i.loop_rv for i in info.iters if i.kind == "R"]
         s_ext = [_const(i.dom) for i in info.iters if i.kind == "S"]
-        r_ext = [_const(i.dom) for i in info.iters if i.kind == "R"]
         block = info.block_rv
-        if len(sch.get(block).reads) == 1 and all(e is not None for e in r_ext) and _prod(r_ext) <= 64:
+        if how == "window":
             done.append(_window_reduction(sch, info.name, block, s_loops, r_loops))
             continue
-        vec = _pick_factor(s_ext[-1], vector_choices(lanes))
+        rule = reduction_tile_rule(s_ext, lanes)
+        measured = bool(tile and s_ext[-1] and s_ext[-1] % tile["vec"] == 0
+                        and (tile["reg"] == 1 or (len(s_ext) >= 2 and s_ext[-2] and s_ext[-2] % tile["reg"] == 0)))
+        if measured:
+            rule = {"vec": tile["vec"], "reg": tile["reg"] if tile["reg"] > 1 else None}
+        vec = rule["vec"]
         if vec is None:
             outer = sch.fuse(*s_loops) if len(s_loops) > 1 else s_loops[0]
             par = _parallel(sch, outer, block)
@@ -323,7 +356,7 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int) -> str | None:
         so, si = sch.split(s_loops[-1], [None, vec])
         tiles = []
         if len(s_loops) >= 2:
-            t = _pick_factor(s_ext[-2], (4, 2))
+            t = rule["reg"]
             if t:
                 to, ti = sch.split(s_loops[-2], [None, t])
                 outer_s = [*s_loops[:-2], to, so]
@@ -339,8 +372,9 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int) -> str | None:
         par = sch.fuse(*outer_s[:-1]) if len(outer_s) > 2 else outer_s[0]
         par = _parallel(sch, par, block)
         sch.decompose_reduction(block, r_loops[0])
-        tile = "x".join(str(x) for x in ([_const(sch.get(tiles[0]).extent)] if tiles else []) + [vec])
-        done.append(f"{info.name}: tiled {tile}, vectorized, {'parallel' if par else 'one thread (small)'}")
+        shown = "x".join(str(x) for x in ([_const(sch.get(tiles[0]).extent)] if tiles else []) + [vec])
+        done.append(f"{info.name}: tiled {shown}{' (tile measured)' if measured else ''}, vectorized, "
+                    f"{'parallel' if par else 'one thread (small)'}")
     return "; ".join(done) if done else None
 
 
@@ -420,7 +454,7 @@ def inline_elementwise():
 
 def tile_reductions(lanes: int = 0):
     n = target_lanes(lanes)
-    return _per_function("CPUTileReductions", lambda sch, func: _tile_reductions(sch, n))
+    return _per_function("CPUTileReductions", lambda sch, func: _tile_reductions(sch, n, reduction_tile_of(func)))
 
 
 def parallel_vectorize(lanes: int = 0):

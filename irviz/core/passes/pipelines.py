@@ -31,7 +31,8 @@ DEFAULT_BUILD_STEPS = (
     "AttachGlobalSymbol",
 )
 
-CPU_SCHEDULE_STEPS = ("CPUTuneConv2d", "CPUTileConv2d", "CPUInlineElementwise", "CPUTileReductions", "CPUParallelVectorize",
+CPU_SCHEDULE_STEPS = ("CPUTuneConv2d", "CPUTileConv2d", "CPUInlineElementwise", "CPUTuneReductions",
+                      "CPUTileReductions", "CPUParallelVectorize",
                       "CPUPrepackWeights")
 
 PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {

@@ -1,0 +1,120 @@
+"""Building one small module and timing it on this machine: what every measured decision rests on.
+
+Each call or kernel is built in a module of its own, ``main`` calling it once; constant arguments
+(weights) stay constants, as random arrays of the same shape, so CPUPrepackWeights folds their
+re-layout at compile time as it does in the model. Figures are the minimum of a few runs: on a busy
+machine the minimum is the least disturbed.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax, tirx
+
+from irviz.core.backend.timing import time_alone
+from irviz.core.tvm_compat import GenericConst
+
+RUNS = 5
+
+
+def shape_of(ty) -> list[int] | None:
+    """The static shape of a tensor type; None when it is not a tensor or a size is symbolic."""
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        return None
+    dims = ty.shape.values
+    return [int(d) for d in dims] if all(isinstance(d, tirx.IntImm) for d in dims) else None
+
+
+def random_array(shape, dtype, seed) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal(shape) * 0.1).astype(str(dtype))
+
+
+def _operands(exprs):
+    """(params, args, inputs) for `exprs`: a constant stays a (random) constant, anything else becomes
+    a parameter fed a random input. None when a shape is not static."""
+    params, args, inputs = [], [], []
+    for i, a in enumerate(exprs):
+        shape = shape_of(a.ty)
+        if shape is None:
+            return None
+        if isinstance(a, GenericConst):
+            args.append(relax.const(random_array(shape, a.ty.dtype, 100 + i)))
+        else:
+            v = relax.Var(f"a{i}", relax.TensorType(shape, a.ty.dtype))
+            params.append(v)
+            args.append(v)
+            inputs.append(random_array(shape, a.ty.dtype, i))
+    return params, args, inputs
+
+
+def single_call_module(call) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
+    """main(params...) = the Relax call alone; the module and random inputs for its params."""
+    ops = _operands(call.args)
+    if ops is None:
+        return None
+    params, args, inputs = ops
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit(relax.Call(call.op, args, call.attrs, call.ty_args))
+            gv = bb.emit_output(out)
+        bb.emit_func_output(gv)
+    return bb.get(), inputs
+
+
+def kernel_module(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
+    """main(...) = call_tir(gv, args) as `mod`'s main first calls it; None when main does not call
+    it with static shapes."""
+    found = []
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+
+    def visit(e):
+        if not found and isinstance(e, relax.Call) and e.op.same_as(call_tir) and e.args[0].same_as(gv):
+            found.append(e)
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    ops = _operands(found[0].args[1].fields) if found else None
+    if ops is None:
+        return None
+    params, args, inputs = ops
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            k = bb.add_func(mod[gv], gv.name_hint)
+            out = bb.emit(relax.call_tir(k, args, found[0].ty_args[0]))
+            res = bb.emit_output(out)
+        bb.emit_func_output(res)
+    return bb.get(), inputs
+
+
+def build_and_time(mod, inputs) -> tuple[float, np.ndarray]:
+    """(min ms over RUNS, output) of mod's main on `inputs`."""
+    from irviz.core.backend.build import build
+
+    built = build(mod)
+    vm = relax.VirtualMachine(built.executable, tvm.cpu())
+    fn = vm["main"]
+    args = [tvm.runtime.tensor(x) for x in inputs]
+    out = fn(*args).numpy()
+    t = time_alone(lambda: fn(*args), RUNS, warmup=1, settle=0)
+    return t.min_ms, out
+
+
+def apply_passes(mod, names, **params_by_pass):
+    from irviz.core.passes.registry import PassInvocation, apply_pass
+
+    for name in names:
+        mod = apply_pass(PassInvocation(name, params_by_pass.get(name, {})), mod)
+    return mod
+
+
+def close(a: np.ndarray, b: np.ndarray) -> bool:
+    scale = max(1.0, float(np.max(np.abs(b))) if b.size else 1.0)
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-3, atol=1e-3 * scale))
+
+
+def first_line(exc: BaseException) -> str:
+    from irviz.core.errors import tvm_error_text
+
+    text = (getattr(exc, "message", None) or tvm_error_text(exc)).strip()
+    return (text.splitlines() or [type(exc).__name__])[0][:200]

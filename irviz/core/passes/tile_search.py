@@ -1,0 +1,226 @@
+"""Tile search on this machine: the CPUTuneConv2d and CPUTuneReductions passes.
+
+For each conv2d kernel (CPUTileConv2d's blocks) and each matmul-like kernel (CPUTileReductions'
+tiled blocks), a few tiles — vector factor × register tile, at most ``MAX_CANDIDATES``, the rule's
+own first — are applied through the schedule rule that will use them, each built in a module of its
+own and timed (``measuring``). The fastest is written into the kernel (``TILE_ATTR`` /
+``REDUCTION_TILE_ATTR``) for that rule, with every candidate's time in ``TUNE_NOTE_ATTR``, so the
+TensorIR view and the decisions show what was chosen and why. A candidate that fails to schedule,
+build or run, or whose numbers differ from the first candidate's, is dropped with a note, never
+chosen. Results are cached per machine (``decision_cache``), keyed by what the kernel computes.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import tvm
+from tvm import s_tir, tirx
+from tvm.s_tir.dlight.analysis import normalize_prim_func
+
+from irviz.core.backend.timing import add_tune_seconds
+from irviz.core.passes import cpu_schedules as schedules
+from irviz.core.passes import measuring
+from irviz.core.passes.decision_cache import DecisionCache
+
+MAX_CANDIDATES = 8
+TUNE_NOTE_ATTR = "irviz.tile_search"  # JSON: candidates with their times, the choice
+# Kernels with fewer multiply-adds than this (a few µs) are left to the rule: the candidates'
+# differences would be below the timer's noise, and each candidate costs a build.
+MIN_TUNE_WORK = 1 << 16
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """One kind of kernel to tune: how to find its tile extents, name what it computes, list the
+    tiles to try, and which rules apply a tile."""
+    record: str  # the decision's kind, as decisions_of reports it
+    cache_prefix: str
+    attr: str  # the function attr the rule reads the tile from
+    extents: Callable  # func -> (a, b, block signature) or None: the extents the tile divides
+    candidates: Callable  # (a, b, lanes) -> [{"vec", "reg"}]
+    rules: tuple[str, ...]  # the rest of the pipeline, from the rule that reads the tile on
+    lanes_param: str  # the rule that takes `lanes`
+
+
+def _block_signature(sch, block_rv) -> str:
+    """What a block computes, whatever was fused around it: the shapes it reads and writes and the
+    dtype. A tile measured for a bare conv2d (LibraryDispatch's TensorIR side) is the tile for the
+    same conv2d fused with its bias and relu."""
+    block = sch.get(block_rv)
+    shapes = [[int(d) for d in reg.source.shape] for reg in (*block.reads, *block.writes)]
+    return " ".join("x".join(map(str, sh)) for sh in shapes) + f" {block.writes[0].source.dtype}"
+
+
+# ------------------------------------------------------------------------------------ conv2d
+def _conv_extents(func):
+    """(output channels, output width, signature) of the kernel's conv2d, if CPUTileConv2d blocks it."""
+    sch = s_tir.Schedule(func)
+    try:
+        convs = schedules._conv_blocks(sch)
+    except Exception:  # noqa: BLE001 - no root block (an extern kernel such as sort): no conv2d to tile
+        return None
+    if not convs:
+        return None
+    loops = sch.get_loops(convs[0][0])
+    if len(loops) < 6:
+        return None
+    F, W = schedules._const(sch.get(loops[-6]).extent), schedules._const(sch.get(loops[-4]).extent)
+    return (F, W, _block_signature(sch, convs[0][0])) if F and W else None
+
+
+def conv_candidates(F: int, W: int, lanes: int) -> list[dict]:
+    """Tiles to try, the rule's own first: vector factors of one, two or half a register, register
+    tiles that divide the output width (at most 14 accumulators)."""
+    default = {"vec": schedules._pick_factor(F, schedules.vector_choices(lanes)), "reg": schedules._reg_tile(W)}
+    vecs = [v for v in (default["vec"], lanes, 2 * lanes, lanes // 2) if v and v >= 2 and F % v == 0]
+    regs = [r for r in (default["reg"], 7, 14, 8, 4, 16, 2) if W % r == 0]
+    out = [default] if default["vec"] else []
+    for v in dict.fromkeys(vecs):
+        for r in dict.fromkeys(regs):
+            c = {"vec": v, "reg": r}
+            if c not in out and v * r <= 16 * lanes:  # accumulators beyond the register file spill
+                out.append(c)
+    return out[:MAX_CANDIDATES]
+
+
+# ------------------------------------------------------------------------- matmul-like reductions
+def _reduction_extents(func):
+    """(innermost spatial extent, the one before it, signature) of the kernel's first block that
+    CPUTileReductions tiles matmul-style; None when there is none, or it is too small to measure."""
+    sch = s_tir.Schedule(func)
+    try:
+        blocks = normalize_prim_func(sch)
+    except Exception:  # noqa: BLE001 - no root block: nothing to tile
+        return None
+    for info in blocks or []:
+        if not info.is_reduction() or schedules.reduction_kind(sch, info) != "tile":
+            continue
+        s_ext = [schedules._const(i.dom) for i in info.iters if i.kind == "S"]
+        if any(e is None for e in s_ext) or schedules._work(sch, info.block_rv) < MIN_TUNE_WORK:
+            return None
+        return s_ext[-1], (s_ext[-2] if len(s_ext) >= 2 else 1), _block_signature(sch, info.block_rv)
+    return None
+
+
+def reduction_candidates(N: int, M: int, lanes: int) -> list[dict]:
+    """Tiles to try, the rule's own first: a vector of one, two or half a register along the
+    innermost spatial loop (N), times 1–8 rows of the loop before it (M) in registers."""
+    rule = schedules.reduction_tile_rule([M, N], lanes)
+    if rule["vec"] is None:
+        return []
+    default = {"vec": rule["vec"], "reg": rule["reg"] or 1}
+    vecs = [v for v in (default["vec"], lanes, 2 * lanes, lanes // 2) if v >= 4 and N % v == 0]
+    regs = [r for r in (default["reg"], 8, 2, 1, 4) if M % r == 0]
+    out = [default]
+    for v in dict.fromkeys(vecs):
+        for r in dict.fromkeys(regs):
+            c = {"vec": v, "reg": r}
+            if c not in out and v * r <= 16 * lanes:
+                out.append(c)
+    return out[:MAX_CANDIDATES]
+
+
+CONV2D = _Kind("conv2d_tile", "conv2d-tile", schedules.TILE_ATTR, _conv_extents, conv_candidates,
+               ("CPUTileConv2d", "CPUInlineElementwise", "CPUTileReductions", "CPUParallelVectorize",
+                "CPUPrepackWeights"), "CPUTileConv2d")
+REDUCTION = _Kind("matmul_tile", "matmul-tile", schedules.REDUCTION_TILE_ATTR, _reduction_extents,
+                  reduction_candidates, ("CPUTileReductions", "CPUParallelVectorize", "CPUPrepackWeights"),
+                  "CPUTileReductions")
+
+
+# ------------------------------------------------------------------------------------ search
+def search(mod, gv, kind: _Kind, lanes: int) -> dict | None:
+    """Time the candidate tiles of kernel `gv`; the record (cached per machine and kernel), or None
+    when the kernel has nothing of this kind to tile."""
+    ext = kind.extents(mod[gv])
+    single = measuring.kernel_module(mod, gv) if ext else None
+    if single is None:
+        return None
+    small, inputs = single
+    small_gv = small.get_global_var(gv.name_hint)
+    key = f"{kind.cache_prefix} {ext[2]} lanes{lanes}"
+    cache = DecisionCache.shared()
+    hit = cache.get(key)
+    if hit is not None and isinstance(hit.get("choice"), dict):
+        return {**hit, "cached": True}
+    t0 = time.perf_counter()
+    tried, reference = [], None
+    for tile in kind.candidates(ext[0], ext[1], lanes):
+        entry = dict(tile)
+        try:
+            tiled = schedules.with_functions(small, {small_gv: small[small_gv].with_attr(
+                kind.attr, tvm.runtime.convert(tile))})
+            ms, out = measuring.build_and_time(
+                measuring.apply_passes(tiled, kind.rules, **{kind.lanes_param: {"lanes": lanes}}), inputs)
+        except Exception as exc:  # noqa: BLE001 - a candidate that fails is dropped, with why
+            entry["error"] = measuring.first_line(exc)
+        else:
+            if reference is None:
+                reference = out
+            if not measuring.close(out, reference):
+                entry["error"] = "numbers differ from the first candidate's"
+            else:
+                entry["ms"] = round(ms, 4)
+        tried.append(entry)
+    seconds = time.perf_counter() - t0
+    add_tune_seconds(seconds)
+    ok = [c for c in tried if "ms" in c]
+    if not ok:
+        return {"workload": key, "candidates": tried, "choice": None, "seconds": round(seconds, 3), "cached": False}
+    best = min(ok, key=lambda c: c["ms"])
+    rec = {"workload": key, "candidates": tried, "choice": {"vec": best["vec"], "reg": best["reg"]},
+           "seconds": round(seconds, 3)}
+    cache.put(key, rec)
+    return {**rec, "cached": False}
+
+
+def _tune_pass(kind: _Kind, name: str, lanes: int):
+    n = schedules.target_lanes(lanes)
+
+    @tvm.ir.transform.module_pass(opt_level=0, name=name)
+    def _pass(mod, ctx):
+        if "main" not in [g.name_hint for g in mod.get_global_vars()]:
+            return mod
+        updates = {}
+        for gv, func in mod.functions.items():
+            if not isinstance(func, tirx.PrimFunc) or (func.attrs is not None and kind.attr in func.attrs):
+                continue
+            rec = search(mod, gv, kind, n)
+            if rec is None:
+                continue
+            note = json.dumps({"kind": kind.record, **{k: v for k, v in rec.items() if k != "cached"}},
+                              sort_keys=True)
+            new = func.with_attr(TUNE_NOTE_ATTR, note)
+            if rec["choice"] is not None:
+                new = new.with_attr(kind.attr, tvm.runtime.convert(rec["choice"]))
+            updates[gv] = new
+        return schedules.with_functions(mod, updates)
+
+    return _pass
+
+
+def tune_conv2d(lanes: int = 0):
+    """Module pass CPUTuneConv2d: measure tiles for each conv2d kernel; record the best on it."""
+    return _tune_pass(CONV2D, "CPUTuneConv2d", lanes)
+
+
+def tune_reductions(lanes: int = 0):
+    """Module pass CPUTuneReductions: measure tiles for each matmul-like kernel; record the best on it."""
+    return _tune_pass(REDUCTION, "CPUTuneReductions", lanes)
+
+
+def describe_tile(rec: dict) -> str:
+    """"tile 8×7, fastest of 8 measured: 1.76 ms (the rule's 8×14: 2.42 ms)"."""
+    ok = [c for c in rec.get("candidates", []) if "ms" in c]
+    if not rec.get("choice") or not ok:
+        return "tile search: no candidate built" + (f" ({rec['candidates'][0].get('error')})"
+                                                    if rec.get("candidates") else "")
+    best = min(ok, key=lambda c: c["ms"])
+    first = rec["candidates"][0]
+    text = f"tile {best['vec']}×{best['reg']}, fastest of {len(rec['candidates'])} measured: {best['ms']:.3g} ms"
+    if first is not best and "ms" in first:
+        text += f" (the rule's {first['vec']}×{first['reg']}: {first['ms']:.3g} ms)"
+    return text
