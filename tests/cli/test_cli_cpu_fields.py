@@ -14,7 +14,7 @@ def test_check_json_names_the_cpu_the_timing_the_stages_and_the_decisions(capsys
     assert json.loads(cpu["target"])["kind"] == "llvm"
     for who in ("tvm", "torch"):
         t = summary["timing"][who]
-        assert t["runs"] == 4 and t["threads"] >= 1
+        assert t["runs"] >= 4 and t["threads"] >= 1
         assert t["min_ms"] <= t["median_ms"] and t["q1_ms"] <= t["q3_ms"]
     assert summary["tvm_ms"] == round(summary["timing"]["tvm"]["median_ms"], 4)
     stages = summary["stage_seconds"]

@@ -44,7 +44,7 @@ def test_torch_and_tvm_figures_agree_with_each_timed_alone():
     t, v = res.torch_timing, res.tvm_timing
     assert _close(t["min_ms"], torch_alone.min_ms), (t, torch_alone)
     assert _close(v["min_ms"], tvm_alone.min_ms), (v, tvm_alone)
-    assert t["runs"] == v["runs"] == 20 and t["q1_ms"] <= t["median_ms"] <= t["q3_ms"]
+    assert t["runs"] >= 20 and v["runs"] >= 20 and t["q1_ms"] <= t["median_ms"] <= t["q3_ms"]
     assert res.torch_ms == t["median_ms"] and res.tvm_ms == v["median_ms"]
 
 
@@ -56,3 +56,15 @@ def test_the_figures_say_how_they_were_taken():
     assert "TVM min" in text and "PyTorch min" in text
     busy = dict(t.as_dict(), load=64.0)
     assert machine_busy(64.0, 2) and "machine busy (load 64.0)" in describe({"TVM": busy}, 2)
+
+
+def test_a_figure_to_show_is_timed_for_long_enough_not_just_a_few_calls():
+    import time
+
+    t0 = time.perf_counter()
+    t = time_alone(lambda: time.sleep(0.002), repeats=3, warmup=1, settle=0.001)
+    elapsed = time.perf_counter() - t0
+    # millisecond calls: the counts are met at once, the block goes on for its minimum time
+    assert t.runs > 3 and t.warmup > 1 and elapsed >= 0.2
+    slow = time_alone(lambda: time.sleep(0.12), repeats=2, warmup=0, settle=0.001)
+    assert slow.runs == 2  # two calls already pass the minimum time: nothing added

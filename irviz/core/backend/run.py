@@ -12,8 +12,9 @@ with the model's example inputs and compares every output with PyTorch eager:
   (the absolute tolerance follows the output's scale, so deep models whose logits are in the tens
   do not fail on float32 rounding that accumulated over many layers); float16 uses 1e-2;
   integer and bool outputs must be equal.
-* timing: ``repeats`` runs of ``vm["main"]``, then ``repeats`` of torch eager, each block after its
-  own warm-up (``timing.time_alone``; interleaving them distorted torch's figure up to 100×); the
+* timing: at least ``repeats`` runs of ``vm["main"]`` (and at least 0.2 s of them), then the same of
+  torch eager, each block after its own warm-up (``timing.time_alone``; interleaving them distorted
+  torch's figure up to 100×); the
   median is the figure, ``tvm_timing``/``torch_timing`` keep min, quartiles and the load average.
 * kernels: per-kernel time from ``vm.set_instrument`` over ``min(repeats, 3)`` extra runs (kept
   apart from the timed runs, since the instrument adds overhead per call).  ``KernelTime.ms`` is

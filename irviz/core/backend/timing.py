@@ -24,6 +24,14 @@ from typing import Callable
 # TVM's pool spins for a while after a parallel launch before its workers sleep, and torch's OpenMP
 # threads do the same (GOMP_SPINCOUNT); 20 ms covers both on the machines measured so far.
 SETTLE_SECONDS = 0.02
+# A block shorter than this reads a sub-millisecond model up to 2x slow: right after an idle pause
+# (the settle above, or the other runtime's block) the first milliseconds of work run slower
+# (measured on a 2-core VM: the MLP sample read 0.04 ms in a 3000-run block and 0.07–0.09 ms in a
+# 300-run one after a pause). So warm-up and timed runs go on until these many seconds have passed
+# as well as until their counts are reached; a 40 ms model is not affected.
+WARMUP_SECONDS = 0.05
+MIN_BLOCK_SECONDS = 0.2
+MAX_RUNS = 20000
 
 
 @dataclass(frozen=True)
@@ -66,22 +74,29 @@ def _quartiles(xs: list[float]) -> tuple[float, float]:
 
 
 def time_alone(fn: Callable[[], object], repeats: int = 10, warmup: int = 2,
-               settle: float = SETTLE_SECONDS) -> Timing:
-    """Call `fn` `warmup` times untimed, then `repeats` times timed, after a pause of `settle`
-    seconds. Exceptions from `fn` propagate."""
+               settle: float = SETTLE_SECONDS, min_seconds: float | None = None) -> Timing:
+    """After a pause of `settle` seconds, call `fn` untimed at least `warmup` times, then timed at
+    least `repeats` times. When `settle` > 0 (a figure to show, not a quick comparison), both go on
+    until WARMUP_SECONDS / `min_seconds` (default MIN_BLOCK_SECONDS) have passed too, at most
+    MAX_RUNS timed calls. Exceptions from `fn` propagate."""
     repeats, warmup = max(1, int(repeats)), max(0, int(warmup))
+    if min_seconds is None:
+        min_seconds = MIN_BLOCK_SECONDS if settle > 0 else 0.0
+    warm_seconds = WARMUP_SECONDS if min_seconds > 0 else 0.0
     if settle > 0:
         time.sleep(settle)
-    for _ in range(warmup):
+    done, start = 0, time.perf_counter()
+    while done < warmup or (time.perf_counter() - start < warm_seconds and done < MAX_RUNS):
         fn()
-    times = []
-    for _ in range(repeats):
+        done += 1
+    times, start = [], time.perf_counter()
+    while len(times) < repeats or (time.perf_counter() - start < min_seconds and len(times) < MAX_RUNS):
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     q1, q3 = _quartiles(times)
     return Timing(median_ms=statistics.median(times), min_ms=min(times), q1_ms=q1, q3_ms=q3,
-                  runs=repeats, warmup=warmup, load=load_average())
+                  runs=len(times), warmup=done, load=load_average())
 
 
 def describe(timings: dict, threads: int | None = None) -> str:
