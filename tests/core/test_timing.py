@@ -54,8 +54,32 @@ def test_the_figures_say_how_they_were_taken():
     text = describe({"TVM": t, "PyTorch": t.as_dict()}, threads=2)
     assert text.startswith("each timed alone: median of 8 runs, 2 threads")
     assert "TVM min" in text and "PyTorch min" in text
-    busy = dict(t.as_dict(), load=64.0)
+    busy = dict(t.as_dict(), load=64.0, others=None)  # an OS without /proc/stat: the load decides
     assert machine_busy(64.0, 2) and "machine busy (load 64.0)" in describe({"TVM": busy}, 2)
+    taken = dict(t.as_dict(), load=3.0, others=0.6)
+    assert "machine busy (other processes took 60% of the CPU)" in describe({"TVM": taken}, 2)
+    # a high load average from this process's own threads is not a busy machine
+    own = dict(t.as_dict(), load=3.0, others=0.0)
+    assert "busy" not in describe({"TVM": own}, 2)
+
+
+def test_another_process_on_the_cores_is_seen_while_timing():
+    import os
+    import subprocess
+    import sys
+    import time
+
+    quiet = time_alone(lambda: time.sleep(0.002), repeats=50, settle=0.001)
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        busy = time_alone(lambda: time.sleep(0.002), repeats=100, settle=0.001)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    cores = os.cpu_count() or 1
+    assert busy.others is not None and busy.others >= 0.8 / cores
+    assert busy.others > quiet.others
 
 
 def test_a_figure_to_show_is_timed_for_long_enough_not_just_a_few_calls():

@@ -10,8 +10,9 @@ warm-up and a short pause that lets the other pool's workers go back to sleep.
     t.median_ms, t.min_ms, t.q1_ms, t.q3_ms, t.runs
 
 The median is the figure shown; min and the quartiles say how far a run strayed. On a busy machine
-the minimum is the closest to the runtime's own speed, so ``busy`` (the load average) travels with
-the figures and the views say when the machine was busy.
+the minimum is the closest to the runtime's own speed, so ``others`` (the CPU time other processes
+took while the block ran) and the load average travel with the figures, and the views say when the
+machine was busy.
 """
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ class Timing:
     runs: int
     warmup: int
     load: float | None  # 1-minute load average when timed (None where the OS has none)
+    # share of the machine's CPU time other processes took while the block ran (0: none, 1: every
+    # core); None where the OS does not say (no /proc/stat)
+    others: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -60,10 +64,38 @@ def load_average() -> float | None:
         return None
 
 
-def machine_busy(load: float | None, threads: int) -> bool:
-    """Whether other work competed for the cores: more runnable jobs than the cores left over."""
+BUSY_SHARE = 0.25
+
+
+def machine_busy(load: float | None, threads: int, others: float | None = None) -> bool:
+    """Whether other work competed for the cores while timing. `others` (what other processes took
+    during the block) decides where the OS gives it; the load average counts this process's own
+    threads as well, so it is only the fallback: more runnable jobs than the cores left over."""
+    if others is not None:
+        return others > BUSY_SHARE
     cores = os.cpu_count() or 1
     return load is not None and load > max(0.5, cores - threads + 0.5)
+
+
+def _cpu_seconds() -> tuple[float, float] | None:
+    """(CPU seconds all processes have used, CPU seconds this process has used), or None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()[1:]
+    except OSError:
+        return None
+    # user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait
+    ticks = [int(x) for x in fields[:8]]
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    t = os.times()
+    return busy / os.sysconf("SC_CLK_TCK"), t.user + t.system
+
+
+def _others_share(before, after, wall: float) -> float | None:
+    if before is None or after is None or wall <= 0:
+        return None
+    total, own = after[0] - before[0], after[1] - before[1]
+    return round(max(0.0, total - own) / (wall * (os.cpu_count() or 1)), 3)
 
 
 def _quartiles(xs: list[float]) -> tuple[float, float]:
@@ -89,14 +121,15 @@ def time_alone(fn: Callable[[], object], repeats: int = 10, warmup: int = 2,
     while done < warmup or (time.perf_counter() - start < warm_seconds and done < MAX_RUNS):
         fn()
         done += 1
-    times, start = [], time.perf_counter()
+    times, cpu_before, start = [], _cpu_seconds(), time.perf_counter()
     while len(times) < repeats or (time.perf_counter() - start < min_seconds and len(times) < MAX_RUNS):
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
+    others = _others_share(cpu_before, _cpu_seconds(), time.perf_counter() - start)
     q1, q3 = _quartiles(times)
     return Timing(median_ms=statistics.median(times), min_ms=min(times), q1_ms=q1, q3_ms=q3,
-                  runs=len(times), warmup=done, load=load_average())
+                  runs=len(times), warmup=done, load=load_average(), others=others)
 
 
 def describe(timings: dict, threads: int | None = None) -> str:
@@ -112,8 +145,11 @@ def describe(timings: dict, threads: int | None = None) -> str:
     parts = [head] + [f"{who} min {t['min_ms']:.3g} ms, middle half {t['q1_ms']:.3g}–{t['q3_ms']:.3g}"
                       for who, t in ts.items()]
     load = max((t["load"] for t in ts.values() if t.get("load") is not None), default=None)
-    if machine_busy(load, threads or 1):
-        parts.append(f"machine busy (load {load:.1f}): trust the min")
+    shares = [t["others"] for t in ts.values() if t.get("others") is not None]
+    others = max(shares) if shares else None
+    if machine_busy(load, threads or 1, others):
+        why = f"other processes took {others:.0%} of the CPU" if others is not None else f"load {load:.1f}"
+        parts.append(f"machine busy ({why}): trust the min")
     return " · ".join(parts)
 
 
