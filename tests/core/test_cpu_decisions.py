@@ -315,3 +315,22 @@ def test_small_matmuls_keep_the_rule_tile_without_measuring(cache_dir, monkeypat
     monkeypatch.setattr(measuring, "build_and_time", lambda *a: calls.append(a))
     out = apply_pass(PassInvocation("CPUTuneReductions", {"lanes": 8}), _fused_matmul(4, 16, 16))
     assert calls == [] and cpu_tuning.decisions_of(out) == []
+
+
+def test_the_kernel_table_names_the_measurements_of_a_matmul_kept_in_tensorir(cache_dir, monkeypatch):
+    # the kept matmul is legalized and fused with its bias and relu: its binding name is gone, the
+    # decision is found by the shapes the kernel's matmul block reads
+    from irviz.core.passes import get_pipeline
+    from irviz.core.workspace import Workspace
+
+    calls = []
+    monkeypatch.setattr(measuring, "build_and_time", _fake_timer(5.0, 1.0, calls))
+    ws = Workspace()
+    ws.open("sample:mlp")
+    ws.set_pipeline(get_pipeline("fast-cpu"))
+    ws.run_to_end()
+    built, res = ws.build_run(repeats=2)
+    decided = cpu_tuning.kernel_decisions(built.mod, res.kernels)
+    [(name, text)] = [(k, t) for k, t in decided.items() if "tile" in t]
+    assert "matmul" in name
+    assert text.startswith("torch 5 ms · TIR 1 ms → TIR") and "fastest of" in text

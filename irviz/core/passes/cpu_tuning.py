@@ -208,16 +208,51 @@ def decisions_of(mod) -> list[dict]:
     return out
 
 
+def _dims(text: str) -> list[int]:
+    return [int(x) for x in text.rstrip("c").split("x")] if text and text != "?" else []
+
+
+def _library_record_for_tile(tile: dict, library: list[dict]) -> dict | None:
+    """The LibraryDispatch decision for the call a tiled kernel computes, matched by shapes: the tile
+    signature (the shapes the conv2d / matmul block read, taken before tiling) against the call's
+    operand shapes, a conv2d's input padded as its attributes say."""
+    parts = tile.get("workload", "").split()
+    if len(parts) < 3:
+        return None
+    reads = [_dims(s) for s in parts[1:-2]]  # "conv2d-tile IN W OUT float32 lanes8": the shapes
+    for rec in library:
+        fields = rec["workload"].split()  # "conv2d 1x64x56x56*64x64x3x3c float32 s1_1.p1_1.d1_1.g1"
+        if len(fields) < 3:
+            continue
+        op, shapes, attrs = fields[0], fields[1], fields[3:]
+        operands = [_dims(s) for s in shapes.split("*")]
+        if tile["kind"] == "matmul_tile" and op == "matmul" and reads[:2] == operands[:2]:
+            return rec
+        if tile["kind"] == "conv2d_tile" and op == "conv2d" and len(operands) == 2 and len(reads) >= 2 and attrs:
+            pads = [int(p) for p in attrs[0].split(".")[1][1:].split("_")]  # s1_1.p1_1.d1_1.g1
+            (n, c, h, w), weight = operands
+            if reads[1] == weight and reads[0] == [n, c, h + 2 * pads[0], w + 2 * pads[1]]:
+                return rec
+    return None
+
+
 def kernel_decisions(mod, kernels) -> dict[str, str]:
-    """{kernel name: decision text} for a build's kernels (KernelTime-like: name, binding)."""
+    """{kernel name: decision text} for a build's kernels (KernelTime-like: name, binding): what
+    LibraryDispatch measured for the call (matched by binding for a torch call, by shapes for a
+    call kept in TensorIR and fused), then the tile search's choice."""
     texts = decision_texts(mod)
-    tiles = {d["kernel"]: d for d in decisions_of(mod) if d["kind"] in ("conv2d_tile", "matmul_tile")}
+    recs = decisions_of(mod)
+    library = [d for d in recs if d["kind"] == "library_or_tir"]
+    tiles = {d["kernel"]: d for d in recs if d["kind"] in ("conv2d_tile", "matmul_tile")}
     out = {}
     for k in kernels:
-        if k.name in tiles:
-            out[k.name] = describe_tile(tiles[k.name])
-            continue
         found = [texts[b] for b in (k.binding or "").split(", ") if b in texts]
-        if found:
-            out[k.name] = found[0] + (f" (+{len(found) - 1} more calls)" if len(found) > 1 else "")
+        parts = [found[0] + (f" (+{len(found) - 1} more calls)" if len(found) > 1 else "")] if found else []
+        if k.name in tiles:
+            rec = _library_record_for_tile(tiles[k.name], library)
+            if rec is not None and not parts:
+                parts.append(describe_decision(rec))
+            parts.append(describe_tile(tiles[k.name]))
+        if parts:
+            out[k.name] = " · ".join(parts)
     return out
