@@ -106,19 +106,21 @@ def _quartiles(xs: list[float]) -> tuple[float, float]:
 
 
 def time_alone(fn: Callable[[], object], repeats: int = 10, warmup: int = 2,
-               settle: float = SETTLE_SECONDS, min_seconds: float | None = None) -> Timing:
+               settle: float = SETTLE_SECONDS, min_seconds: float | None = None,
+               warmup_seconds: float | None = None) -> Timing:
     """After a pause of `settle` seconds, call `fn` untimed at least `warmup` times, then timed at
-    least `repeats` times. When `settle` > 0 (a figure to show, not a quick comparison), both go on
-    until WARMUP_SECONDS / `min_seconds` (default MIN_BLOCK_SECONDS) have passed too, at most
-    MAX_RUNS timed calls. Exceptions from `fn` propagate."""
+    least `repeats` times. Both also go on until `warmup_seconds` / `min_seconds` have passed (by
+    default WARMUP_SECONDS / MIN_BLOCK_SECONDS when `settle` > 0, a figure to show; none for a quick
+    comparison), at most MAX_RUNS calls each. Exceptions from `fn` propagate."""
     repeats, warmup = max(1, int(repeats)), max(0, int(warmup))
     if min_seconds is None:
         min_seconds = MIN_BLOCK_SECONDS if settle > 0 else 0.0
-    warm_seconds = WARMUP_SECONDS if min_seconds > 0 else 0.0
+    if warmup_seconds is None:
+        warmup_seconds = WARMUP_SECONDS if min_seconds > 0 else 0.0
     if settle > 0:
         time.sleep(settle)
     done, start = 0, time.perf_counter()
-    while done < warmup or (time.perf_counter() - start < warm_seconds and done < MAX_RUNS):
+    while done < warmup or (time.perf_counter() - start < warmup_seconds and done < MAX_RUNS):
         fn()
         done += 1
     times, cpu_before, start = [], _cpu_seconds(), time.perf_counter()
