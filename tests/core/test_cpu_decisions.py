@@ -111,11 +111,11 @@ def test_a_library_call_that_raises_is_never_chosen(cache_dir, monkeypatch):
     assert any("torch call failed: torch refused this call" in n for n in rec["notes"])
 
 
+FUSE_STEPS = ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR")
+
+
 def _fused_conv(out_channels=16):
-    mod = _conv_module(out_channels)
-    for name in ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR"):
-        mod = apply_pass(PassInvocation(name), mod)
-    return mod
+    return measuring.apply_passes(_conv_module(out_channels), FUSE_STEPS)
 
 
 def test_tile_search_keeps_the_fastest_and_drops_a_failing_candidate(cache_dir, monkeypatch):
@@ -263,11 +263,7 @@ def _fused_matmul(m=32, k=64, n=64):
         with bb.dataflow():
             o = bb.emit_output(relax.op.add(relax.op.matmul(x, w), b))
         bb.emit_func_output(o)
-    mod = bb.get()
-    for name in ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR",
-                 "CPUInlineElementwise"):
-        mod = apply_pass(PassInvocation(name), mod)
-    return mod
+    return measuring.apply_passes(bb.get(), FUSE_STEPS + ("CPUInlineElementwise",))
 
 
 def test_matmul_tile_search_keeps_the_fastest_and_the_rule_applies_it(cache_dir, monkeypatch):

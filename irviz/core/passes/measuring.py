@@ -55,19 +55,25 @@ def _operands(exprs):
     return params, args, inputs
 
 
-def single_call_module(call) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
-    """main(params...) = the Relax call alone; the module and random inputs for its params."""
-    ops = _operands(call.args)
+def _one_call_module(exprs, make_call) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
+    """main(params...) = make_call(bb, args) over `exprs` as operands; the module and random
+    inputs for its params. None when a shape is not static."""
+    ops = _operands(exprs)
     if ops is None:
         return None
     params, args, inputs = ops
     bb = relax.BlockBuilder()
     with bb.function("main", params):
         with bb.dataflow():
-            out = bb.emit(relax.Call(call.op, args, call.attrs, call.ty_args))
+            out = bb.emit(make_call(bb, args))
             gv = bb.emit_output(out)
         bb.emit_func_output(gv)
     return bb.get(), inputs
+
+
+def single_call_module(call) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
+    """main(params...) = the Relax call alone; the module and random inputs for its params."""
+    return _one_call_module(call.args, lambda bb, args: relax.Call(call.op, args, call.attrs, call.ty_args))
 
 
 def kernel_module(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
@@ -81,18 +87,10 @@ def kernel_module(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
             found.append(e)
 
     relax.analysis.post_order_visit(mod["main"], visit)
-    ops = _operands(found[0].args[1].fields) if found else None
-    if ops is None:
+    if not found:
         return None
-    params, args, inputs = ops
-    bb = relax.BlockBuilder()
-    with bb.function("main", params):
-        with bb.dataflow():
-            k = bb.add_func(mod[gv], gv.name_hint)
-            out = bb.emit(relax.call_tir(k, args, found[0].ty_args[0]))
-            res = bb.emit_output(out)
-        bb.emit_func_output(res)
-    return bb.get(), inputs
+    return _one_call_module(found[0].args[1].fields, lambda bb, args: relax.call_tir(
+        bb.add_func(mod[gv], gv.name_hint), args, found[0].ty_args[0]))
 
 
 def build_and_time(mod, inputs) -> tuple[float, np.ndarray]:
