@@ -5,10 +5,11 @@
                                    [--threads N] [--no-compile] [--fresh-cache] [--kernels K]
 
 All in one process. Each runtime is timed in a block of its own (``timing.time_alone``: warm-up,
-then ``--repeats`` runs), never call by call in one loop: timed that way torch read up to 100x too
-slow. The blocks are repeated for ``--rounds`` rounds, interleaved (eager, compile, each pipeline, then
-again), so a change in machine load hits every column; each figure is the median over rounds of the
-blocks' medians, and the spread column is the largest relative interquartile range of its blocks.
+then at least ``--repeats`` runs and 0.2 s), never call by call in one loop: timed that way torch
+read up to 100x too slow. The blocks are repeated for ``--rounds`` rounds, interleaved (eager,
+compile, each pipeline, then again), so a change in machine load hits every column; each figure is
+the median over rounds of the blocks' medians, and the spread column is the largest relative
+interquartile range of its blocks.
 
 The first lines name the CPU, its vector ISA and width, the threads and the load average, so figures
 from different machines can be told apart. ``tune s`` is the time the pipeline spent measuring on
@@ -75,7 +76,7 @@ def main() -> int:
     print(f"CPU: {info.model}; LLVM target {info.mcpu}; {info.isa}, {info.vector_lanes} float32 lanes; "
           f"{info.cores} cores")
     print(f"torch {torch.__version__}, TVM {tvm.__version__}; threads: {args.threads} (TVM_NUM_THREADS and "
-          f"torch.set_num_threads); {args.rounds} interleaved rounds of blocks of {args.repeats} runs, "
+          f"torch.set_num_threads); {args.rounds} interleaved rounds of blocks of at least {args.repeats} runs and 0.2 s, "
           f"each runtime timed alone; load average {_load()}")
     print()
     cols = ["eager ms", "compile ms", "tvm ms", "tvm/eager", "tvm/compile", "spread", "max err",
