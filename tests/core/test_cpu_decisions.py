@@ -330,3 +330,16 @@ def test_the_kernel_table_names_the_measurements_of_a_matmul_kept_in_tensorir(ca
     [(name, text)] = [(k, t) for k, t in decided.items() if "tile" in t]
     assert "matmul" in name
     assert text.startswith("torch 5 ms · TIR 1 ms → TIR") and "fastest of" in text
+
+
+def test_a_tiled_kernel_finds_the_measurement_of_the_call_it_computes():
+    conv = {"kind": "library_or_tir", "workload": "conv2d 1x8x14x14*16x8x3x3c float32 s1_1.p1_1.d1_1.g1"}
+    other = {"kind": "library_or_tir", "workload": "conv2d 1x8x14x14*16x8x3x3c float32 s1_1.p0_0.d1_1.g1"}
+    mm = {"kind": "library_or_tir", "workload": "matmul 16x64*64x256c float32"}
+    padded = {"kind": "conv2d_tile", "workload": "conv2d-tile 1x8x16x16 16x8x3x3 1x16x14x14 float32 lanes8"}
+    unpadded = {"kind": "conv2d_tile", "workload": "conv2d-tile 1x8x14x14 16x8x3x3 1x16x12x12 float32 lanes8"}
+    matmul = {"kind": "matmul_tile", "workload": "matmul-tile 16x64 64x256 16x256 float32 lanes8"}
+    assert cpu_tuning._library_record_for_tile(padded, [mm, other, conv]) is conv
+    assert cpu_tuning._library_record_for_tile(unpadded, [mm, conv, other]) is other
+    assert cpu_tuning._library_record_for_tile(matmul, [conv, mm]) is mm
+    assert cpu_tuning._library_record_for_tile(matmul, [conv]) is None

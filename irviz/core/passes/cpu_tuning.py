@@ -228,7 +228,8 @@ def _library_record_for_tile(tile: dict, library: list[dict]) -> dict | None:
         operands = [_dims(s) for s in shapes.split("*")]
         if tile["kind"] == "matmul_tile" and op == "matmul" and reads[:2] == operands[:2]:
             return rec
-        if tile["kind"] == "conv2d_tile" and op == "conv2d" and len(operands) == 2 and len(reads) >= 2 and attrs:
+        if (tile["kind"] == "conv2d_tile" and op == "conv2d" and len(operands) == 2 and len(operands[0]) == 4
+                and len(reads) >= 2 and attrs):
             pads = [int(p) for p in attrs[0].split(".")[1][1:].split("_")]  # s1_1.p1_1.d1_1.g1
             (n, c, h, w), weight = operands
             if reads[1] == weight and reads[0] == [n, c, h + 2 * pads[0], w + 2 * pads[1]]:
