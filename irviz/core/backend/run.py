@@ -287,7 +287,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     # block is the figure. In one process, with no other process running, torch read slower once
     # TVM's kernels had run on one model (hf_bert sample: 1.5 ms before the first TVM call, 2.1-2.9 ms
     # after) and right after the build on another (MLP sample: 0.074 ms against 0.041 ms alone);
-    # either only adds time, and the two blocks never both follow the same disturbance.
+    # either only adds time, and each slowed one of the two blocks, not both.
     try:
         with torch.no_grad():
             ref_out = loaded.module(*nondeterminism.fresh(example))
@@ -295,15 +295,9 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
         raise RunError(f"PyTorch failed on the example inputs: {exc}",
                        "the model itself does not run with its example inputs.",
                        detail=traceback_text(exc)) from exc
-    saved_threads = torch.get_num_threads()
     n_tvm = tvm_threads()
-    if match_threads and n_tvm > 0:
-        torch.set_num_threads(n_tvm)
-    used_torch_threads = torch.get_num_threads()
-    try:
-        torch_before = _time_torch(loaded, example, repeats)
-    finally:
-        torch.set_num_threads(saved_threads)
+    used_torch_threads = n_tvm if match_threads and n_tvm > 0 else torch.get_num_threads()
+    torch_before = _time_torch(loaded, example, repeats, used_torch_threads)
 
     # --- TVM
     try:
@@ -337,11 +331,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
         msg = tvm_error_text(exc)
         raise RunError(f"a timed run failed: {msg}", _run_hint(msg),
                        detail=traceback_text(exc)) from exc
-    torch.set_num_threads(used_torch_threads)
-    try:
-        torch_after = _time_torch(loaded, example, repeats)
-    finally:
-        torch.set_num_threads(saved_threads)
+    torch_after = _time_torch(loaded, example, repeats, used_torch_threads)
     torch_timing = min(torch_before, torch_after, key=lambda t: t.median_ms)
 
     kernels = _kernel_times(build_result, dev, tvm_inputs, runs=min(repeats, 3))
@@ -380,9 +370,12 @@ def _kernel_names(build_result: BuildResult) -> set[str]:
     return names
 
 
-def _time_torch(loaded, example, repeats: int):
+def _time_torch(loaded, example, repeats: int, threads: int):
+    """Torch eager timed alone on `threads` threads; the caller's thread count is restored."""
     import torch
 
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
     try:
         with torch.no_grad():
             return time_alone(lambda: loaded.module(*example), repeats)
@@ -390,6 +383,8 @@ def _time_torch(loaded, example, repeats: int):
         raise RunError(f"a timed PyTorch run failed: {exc}",
                        "the model ran once on the example inputs but failed when run again with them.",
                        detail=traceback_text(exc)) from exc
+    finally:
+        torch.set_num_threads(saved)
 
 
 def _kernel_times(build_result: BuildResult, dev, tvm_inputs, runs: int,
