@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import os
 
+from irviz.core.backend.bisect import bisect, reference_for
+from irviz.core.backend.diverging import diverging_at
+from irviz.core.export import repro
+from irviz.core.views import compare as compare_mod
 from irviz.engine.session import pipeline_text
 from irviz.protocol import BadRequest, error_dict
 
@@ -15,8 +19,6 @@ class AnalysisCommands:
     def compare(self, pipeline_b, pipeline_a=None, measure=True, repeats=5) -> dict:
         """Run two pipelines on the open model's import (A: by default the session's own pipeline)
         and align their steps; `measure` builds and runs the last step of each."""
-        from irviz.core.views import compare as compare_mod
-
         self.ws.need_session()
         if pipeline_a is None:
             pipeline_a = pipeline_text(self.session)
@@ -30,8 +32,6 @@ class AnalysisCommands:
     def compare_diff(self, a, b, mode="pair") -> dict:
         """`pair`: the IR at A's step a against B's step b (text and graph); `pass`: what the pass
         at those steps did under A against under B (diff of diffs)."""
-        from irviz.core.views import compare as compare_mod
-
         cmp = self._open_comparison()
         if mode not in ("pair", "pass"):
             raise BadRequest(f"compare_diff mode is 'pair' or 'pass', not {mode!r}")
@@ -41,8 +41,6 @@ class AnalysisCommands:
     def compare_graphs(self, a, b, func="main") -> dict:
         """`func` at A's step a and B's step b, both laid out, with the nodes only in A / only in B /
         changed (compare.pair_graphs)."""
-        from irviz.core.views import compare as compare_mod
-
         return compare_mod.pair_graphs(self._open_comparison(), int(a), int(b), str(func))
 
     def _open_comparison(self):
@@ -54,8 +52,6 @@ class AnalysisCommands:
     def bisect(self, atol=None, rtol=None) -> dict:
         """Apply the planned passes, then find the first step whose build mismatches the reference
         or fails to build or run (core.backend.bisect); one progress message per step checked."""
-        from irviz.core.backend.bisect import bisect, reference_for
-
         s = self.ws.need_session()
         if s.pipeline:
             try:
@@ -70,8 +66,6 @@ class AnalysisCommands:
 
     def _diverging(self, fb, atol, rtol):
         """The bad step's diverging bindings, for its diff (only wrong numbers have any)."""
-        from irviz.core.backend.diverging import diverging_at
-
         if not fb or fb.get("stage") != "compare" or self.ws.captured is None:
             return None
         self.progress(f"Bisect: comparing intermediates at step {fb['index']}", 0.97)
@@ -84,8 +78,6 @@ class AnalysisCommands:
                     atol=None, rtol=None) -> dict:
         """The repro folder of a step's pass (`step`, None: the cursor), or, after a crash (stage
         "pass" with `pass_name`, or "build"), of what killed the engine (core.export.repro)."""
-        from irviz.core.export import repro
-
         if stage == "pass" and pass_name:
             path = repro.repro_for_crash(self.ws, out_dir, pass_name, params, stage="pass",
                                          reason=reason)

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import os
 
+from irviz.core.backend.cpu_info import cpu_info
+from irviz.core.backend.timing import describe
+from irviz.core.frontend.ir_file import parse_dims
+from irviz.core.views.latency_chart import torch_ms_of
 from irviz.protocol import BadRequest, BuildRunResult
 
 # irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
@@ -17,12 +21,8 @@ class BuildCommands:
         if dims is not None:
             if not isinstance(dims, dict):
                 raise BadRequest("`dims` must be an object {name: int}")
-            from irviz.core.frontend.ir_file import parse_dims
-
             self.ws.dims = {**self.ws.dims, **parse_dims(",".join(f"{k}={v}" for k, v in dims.items()))}
         built, res = self.ws.build_run(self.ws.step_at(step).index, repeats=int(repeats), func=func)
-        from irviz.core.backend.cpu_info import cpu_info
-        from irviz.core.backend.timing import describe
         from irviz.core.passes.cpu_tuning import kernel_decisions
 
         decided = kernel_decisions(built.mod, res.kernels)
@@ -71,8 +71,6 @@ class BuildCommands:
 
     def latency_trace(self, steps="all", repeats=10) -> dict:
         """Build and time every recorded step (or `steps`); one progress message per step."""
-        from irviz.core.views.latency_chart import torch_ms_of
-
         sel = None if steps in (None, "all") else [int(i) for i in steps]
         trace = self.ws.latency_trace(sel, repeats=int(repeats))
         return {"trace": trace, "torch_ms": torch_ms_of(trace),

@@ -5,6 +5,8 @@ import os
 import time
 
 from irviz import protocol
+from irviz.core.frontend.samples import list_samples
+from irviz.core.workspace import Workspace
 from irviz.protocol import clean
 
 # irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
@@ -14,8 +16,6 @@ class CatalogueCommands:
     """Mixed into irviz.engine.dispatch.Engine."""
 
     def list_samples(self) -> list[dict]:
-        from irviz.core.frontend.samples import list_samples
-
         return [{"name": n, "description": d} for n, d in list_samples()]
 
     def list_passes(self) -> list[dict]:
@@ -33,8 +33,6 @@ class CatalogueCommands:
     def warm(self, spec="sample:mul_add") -> dict:
         """Pay the one-time costs in advance: the bridge's spare engine runs this so that a restart
         and replay is quick. Keeps nothing."""
-        from irviz.core.workspace import Workspace
-
         t0 = time.perf_counter()
         prewarm()
         t1 = time.perf_counter()
