@@ -1,8 +1,10 @@
 """What the GUI and the engine say to each other (docs/engine_protocol.md).
 
-The command table, the state a session command answers with, and the encoding of results and
-errors as strict JSON. The engine, the GUI's bridge and the pane tests' fake bridge all build from
-here, so a change to the schema shows up in all three. Plain Python only: the GUI imports this and
+The command table (each command's arguments, reply, stage and handler), the shapes of the state
+and the main results as TypedDicts, and the encoding of results and errors as strict JSON. The
+engine binds its handlers from the table (irviz/engine/dispatch.py), the doc's command tables are
+written from it (irviz/protocol_doc.py), and the GUI's bridge and the pane tests' fake bridge build
+from here too, so a change to the schema shows up in all of them. Plain Python only: the GUI imports this and
 must never load torch or TVM.
 """
 from __future__ import annotations

@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    # Qt is imported only after the platform is chosen, and never by the other subcommands
     from irviz.ui.display_check import display_problem
 
     problem = display_problem()   # only an explicit platform that needs a display can fail here

@@ -10,8 +10,10 @@ and events on stdout; logs on stderr (docs/engine_protocol.md).
 """
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
 import sys
 import threading
 from collections import deque
@@ -50,9 +52,6 @@ def _redirect_stdout():
 
 def main(argv=None) -> int:
     proto = _redirect_stdout()
-    import faulthandler
-    import signal
-
     faulthandler.enable(file=sys.stderr)  # a TVM segfault leaves a Python traceback in the log
     # Ctrl-C in the terminal that started the GUI reaches the whole process group: the GUI decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
