@@ -5,12 +5,32 @@ be checked at all), 2 on a usage error (an unknown pipeline or pass, a model tha
 """
 from __future__ import annotations
 
-import sys
+import argparse
+
+from irviz.cli_common import Failure, add_model_arguments, log_for, open_workspace, \
+    with_json_stdout, write_json
+
+# irviz.core modules that load torch, TVM or numpy are imported inside the functions (see cli_common).
+
+BISECT_HELP = ("find the first pass whose build gives wrong numbers, or fails to build or run; "
+               "exit 0: every step matches, 1: found one")
 
 
-def run_bisect(args, out, open_workspace, Failure) -> int:
-    quiet = args.json == "-"
-    log = (lambda msg: print(msg, file=sys.stderr)) if quiet else print
+def add_bisect_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_arguments(p)
+    p.add_argument("--atol", type=float, default=None,
+                   help="absolute tolerance (default: 1e-4 x max(1, max |expected|) per output)")
+    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-4)")
+    p.add_argument("--out", metavar="DIR", help="write the repro folder of the bad pass here")
+    p.add_argument("--json", metavar="PATH", help="write the result as JSON to PATH ('-' = stdout)")
+
+
+def run_bisect(args) -> int:
+    return with_json_stdout(args, lambda out: _bisect(args, out))
+
+
+def _bisect(args, out) -> int:
+    log = log_for(args)
     failure = Failure(args.verbose)
     summary = {"first_bad": None, "steps_checked": [], "repro": None, "model": args.model,
                "pipeline": args.pipeline, "error": None}
@@ -69,6 +89,4 @@ def run_bisect(args, out, open_workspace, Failure) -> int:
 
 
 def _write(args, summary: dict, out) -> None:
-    from irviz.cli import write_json
-
     write_json(args.json, summary, out)

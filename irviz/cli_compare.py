@@ -1,18 +1,39 @@
 """`irviz compare` (two pipelines, steps aligned) and `irviz query` (a pattern counted at every step):
-the argument parsing is in cli.py, the work in core.views.compare / core.views.query."""
+the work is in core.views.compare / core.views.query."""
 from __future__ import annotations
 
+import argparse
 import sys
 
-from irviz.cli import _Failure, _open_workspace, write_json
+from irviz.cli_common import Failure, add_model_arguments, log_for, open_workspace, write_json
+from irviz.core.views import compare as compare_mod
+
+# irviz.core modules that load torch or TVM are imported inside the functions (see cli_common).
+
+COMPARE_HELP = ("run two pipelines on the same model, steps aligned by pass name; write compare.html "
+                "and compare.json")
+QUERY_HELP = "count a pattern (conv2d -> add -> relu) in the Relax graph at every step"
+
+
+def add_compare_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_arguments(p, pipelines=2)
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--no-build", action="store_true", help="skip building and running the last steps")
+    p.add_argument("--repeats", type=int, default=10, help="timed runs of each pipeline's last step")
+
+
+def add_query_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_arguments(p)
+    p.add_argument("pattern", help="op names joined by '->', '*' for any op, constraints in parentheses: "
+                                   "'matmul(dtype=float32) -> * -> softmax', 'conv2d(shape=[1,64,56,56]) -> add'")
+    p.add_argument("--json", metavar="PATH", help="write the matches per step as JSON to PATH ('-' = stdout)")
 
 
 def run_compare(args) -> int:
     """Open MODEL with pipeline A (its session is A), run B on the same import, write the pages."""
     from irviz.core.export.compare_report import write_compare
-    from irviz.core.views import compare as compare_mod
 
-    failure = _Failure(args.verbose)
+    failure = Failure(args.verbose)
     pipelines = args.pipeline or []
     if len(pipelines) != 2:
         print(f"irviz: compare needs exactly two pipelines, got {len(pipelines)}: "
@@ -27,7 +48,7 @@ def run_compare(args) -> int:
         failure.record("pipeline", exc)
         return 1
     args.pipeline = pipelines[0]
-    ws = _open_workspace(args, failure, print)
+    ws = open_workspace(args, failure, print)
     if ws is None or ws.imported is None:
         return 1
     try:
@@ -58,15 +79,14 @@ def run_compare(args) -> int:
 def run_query(args) -> int:
     from irviz.core.views import query
 
-    failure = _Failure(args.verbose)
-    quiet = args.json == "-"
-    log = (lambda msg: print(msg, file=sys.stderr)) if quiet else print
+    failure = Failure(args.verbose)
+    log = log_for(args)
     try:  # a malformed pattern is a usage error: say where before paying for the model
         query.parse(args.pattern)
     except Exception as exc:
         failure.record("query", exc)
         return 2
-    ws = _open_workspace(args, failure, log)
+    ws = open_workspace(args, failure, log)
     if ws is None or ws.session is None:
         return 1
     try:

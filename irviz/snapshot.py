@@ -10,8 +10,10 @@ import sys
 import time
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="irviz snapshot")
+HELP = "render the main window after N steps to a PNG, offscreen"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model")
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--out", required=True)
@@ -22,7 +24,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="FX node to select, showing the cross-links ('auto': the first op that maps to a kernel)")
     p.add_argument("--build-run", action="store_true", help="also Build & Run the last step")
     p.add_argument("--timeout", type=float, default=600.0)
-    return p
 
 
 def wait_until(app, predicate, timeout: float) -> bool:
@@ -36,8 +37,14 @@ def wait_until(app, predicate, timeout: float) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    p = argparse.ArgumentParser(prog="irviz snapshot", description=HELP)
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    # Qt is imported only after the platform is chosen, and never by the other subcommands
     from irviz.ui.display_check import display_problem
 
     problem = display_problem()   # only an explicit platform that needs a display can fail here

@@ -1,9 +1,14 @@
 """Shared fixtures (keep minimal)."""
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
+
+# Engines started by the tests (in-process, as subprocesses or by the bridge) get the test-only
+# commands (`crash`, for the restart path); a user's engine never has them.
+os.environ["IRVIZ_TEST_COMMANDS"] = "1"
 
 
 @pytest.fixture

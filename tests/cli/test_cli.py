@@ -97,3 +97,75 @@ def test_entry_point_exit_code_and_stderr_message(tmp_path):
     assert proc.returncode == 1
     assert "load failed" in proc.stderr and "bad.py" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _fake_gui(monkeypatch):
+    """Replace the app by a recorder: these tests must never open a window."""
+    from irviz import cli
+
+    opened = []
+    monkeypatch.setitem(cli.COMMANDS, "gui", cli.COMMANDS["gui"]._replace(
+        run=lambda args: opened.append(args.model) or 0))
+    return opened
+
+
+def test_an_unknown_first_word_is_an_error_listing_the_commands(capsys, monkeypatch):
+    from irviz import cli
+
+    opened = _fake_gui(monkeypatch)
+    assert main(["chekc", "sample:mlp"]) == 2
+    err = capsys.readouterr().err
+    assert "'chekc'" in err and all(name in err for name in cli.COMMANDS)
+    assert main(["nope.py:get_model"]) == 2       # FILE.py:NAME of a file that is not there
+    assert opened == []
+
+
+def test_a_model_as_first_word_opens_the_app(monkeypatch, tmp_path):
+    opened = _fake_gui(monkeypatch)
+    model = tmp_path / "m.py"
+    model.write_text("")
+    for word in ("sample:mlp", str(model), f"{model}:get_model"):
+        assert main([word]) == 0
+    assert main([]) == 0 and main(["gui", "sample:mlp"]) == 0
+    assert opened == ["sample:mlp", str(model), f"{model}:get_model", None, "sample:mlp"]
+
+
+def test_every_command_in_the_table_has_help(capsys):
+    from irviz import cli
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    listing = capsys.readouterr().out
+    for name, command in cli.COMMANDS.items():
+        assert command.help and name in listing
+        with pytest.raises(SystemExit) as exc:
+            main([name, "--help"])
+        assert exc.value.code == 0
+        assert f"usage: irviz {name}" in capsys.readouterr().out
+
+
+def test_entry_point_refuses_an_unknown_word_and_lists_samples():
+    proc = subprocess.run([sys.executable, "-m", "irviz", "frobnicate"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "check" in proc.stderr and "samples" in proc.stderr
+    assert proc.stdout == ""
+    proc = subprocess.run([sys.executable, "-m", "irviz", "samples"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("mlp\t")
+
+
+def test_no_cli_module_imports_cli_and_each_subcommand_imports_cli_common():
+    """cli.py imports the subcommand modules; they import cli_common and core, never cli."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "irviz"
+    for name in ("cli_common", "cli_check", "cli_compare", "cli_bisect"):
+        tree = ast.parse((root / f"{name}.py").read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
+            {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        irviz_mods = {m for m in imported if m and m.startswith("irviz")}
+        assert all(m == "irviz.cli_common" or m.startswith("irviz.core") for m in irviz_mods), name
+        if name != "cli_common":
+            assert "irviz.cli_common" in irviz_mods, name

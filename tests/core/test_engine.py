@@ -20,8 +20,13 @@ TIMEOUT = 240.0
 class EngineProc:
     """A running engine: `call(cmd, **args)` -> (reply, [progress messages])."""
 
-    def __init__(self, log_path: Path):
+    def __init__(self, log_path: Path, **env_overrides):
         env = dict(os.environ)
+        for k, v in env_overrides.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
         env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen([sys.executable, "-m", "irviz.engine"], cwd=str(ROOT), env=env,
@@ -312,6 +317,17 @@ def test_crash_command_kills_the_engine(tmp_path):
     try:
         e.send("crash")
         assert e.proc.wait(30) == -signal.SIGSEGV
+    finally:
+        e.close()
+
+
+def test_a_users_engine_answers_crash_as_an_unknown_command(tmp_path):
+    e = EngineProc(tmp_path / "no-crash.log", IRVIZ_TEST_COMMANDS=None, IRVIZ_ENGINE_NO_PREWARM="1")
+    try:
+        reply, _ = e.call("crash")
+        assert reply["ok"] is False and reply["error"]["stage"] == "request"
+        assert "Unknown command 'crash'" in reply["error"]["message"]
+        assert e.ok("ping")["pid"] == e.proc.pid
     finally:
         e.close()
 

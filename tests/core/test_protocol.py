@@ -10,13 +10,82 @@ from irviz import protocol
 from irviz.core.errors import IRImportError, PassError
 
 
-def test_every_protocol_command_has_an_engine_handler_and_back():
+def _engine(test_commands=False):
     pytest.importorskip("tvm")
     from irviz.engine import Engine
 
-    eng = Engine(type("C", (), {"send": lambda self, m: None})())
+    return Engine(type("C", (), {"send": lambda self, m: None})(), test_commands=test_commands)
+
+
+def test_every_protocol_command_has_an_engine_handler_and_back():
+    eng = _engine()
     # `shutdown` is answered by the loop itself, before a handler is looked up
-    assert set(eng.commands) == set(protocol.COMMANDS) - {"shutdown"}
+    loop = {n for n, c in protocol.COMMANDS.items() if c.on == "loop"}
+    assert loop == {"shutdown"}
+    assert set(eng.commands) == set(protocol.COMMANDS) - loop
+    assert set(_engine(test_commands=True).commands) == \
+        set(protocol.COMMANDS) - loop | set(protocol.TEST_COMMANDS)
+
+
+def test_the_table_declares_each_handlers_arguments():
+    """Names, order, required or not, and defaults: the table and the handlers agree."""
+    import inspect
+
+    eng = _engine(test_commands=True)
+    for name, fn in eng.commands.items():
+        command = eng.table[name]
+        params = list(inspect.signature(fn).parameters.values())
+        assert [p.name for p in params] == [a.name for a in command.args], name
+        for p, a in zip(params, command.args):
+            assert (p.default is inspect.Parameter.empty) == a.required, (name, a.name)
+            if not a.required:
+                assert p.default == a.default, (name, a.name)
+
+
+def test_an_unknown_or_missing_argument_is_a_bad_request_naming_it():
+    eng = _engine()
+    bad = eng.handle({"id": 1, "cmd": "jump", "args": {"index": 1, "idx": 2}})
+    err = bad["error"]
+    assert bad["ok"] is False and err["stage"] == "request"
+    assert "`idx`" in err["message"] and "`jump`" in err["message"] and "`index`" in err["message"]
+    err = eng.handle({"id": 2, "cmd": "export", "args": {"steps": "all"}})["error"]
+    assert err["stage"] == "request" and "Missing argument `out_dir`" in err["message"]
+    assert "`steps`" in err["message"]
+    assert eng.handle({"id": 3, "cmd": "ping", "args": {}})["ok"]
+
+
+def test_crash_exists_only_in_a_test_engine(monkeypatch):
+    assert "crash" not in protocol.COMMANDS and "crash" in protocol.TEST_COMMANDS
+    monkeypatch.delenv(protocol.TEST_COMMANDS_ENV, raising=False)
+    reply = _engine(test_commands=None).handle({"id": 1, "cmd": "crash"})
+    assert reply["ok"] is False and reply["error"]["stage"] == "request"
+    assert "Unknown command 'crash'" in reply["error"]["message"]
+    monkeypatch.setenv(protocol.TEST_COMMANDS_ENV, "1")
+    assert "crash" in _engine(test_commands=None).commands
+
+
+def test_the_docs_command_tables_are_written_from_the_table():
+    from irviz import protocol_doc
+
+    text = protocol_doc.DOC.read_text(encoding="utf-8")
+    assert protocol_doc.render(text) == text, "docs/engine_protocol.md is stale: " \
+        "run python -m irviz.protocol_doc"
+    for c in (*protocol.COMMANDS.values(), *protocol.TEST_COMMANDS.values()):
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{c.name}` |"))
+        for a in c.args:
+            assert f"`{a.name}`" in row, (c.name, a.name)
+    for key in protocol.STATE_KEYS:
+        assert f"| `{key}`" in text or f", `{key}`" in text, key
+
+
+def test_the_typed_dicts_match_what_the_builders_make():
+    assert set(protocol.State.__annotations__) == protocol.STATE_KEYS
+    entry = protocol.step_entry(0, "import", {}, 0.1, True)
+    assert set(protocol.StepEntry.__annotations__) == set(entry)
+    assert set(protocol.ProgressMessage.__annotations__) == \
+        set(protocol.progress_message(1, "x", 0.5, pass_name="P"))
+    err = protocol.error_dict(IRImportError("no converter", node="n", op="o"))
+    assert set(protocol.ErrorDict.__annotations__) == set(err)
 
 
 def test_bridge_takes_its_tables_from_the_protocol():

@@ -1,0 +1,232 @@
+"""`irviz check` (load → capture → import → every pass → build → run → compare with torch, one
+verdict) and `irviz export` (every step as a script, its params and diffs, steps.json, report.html)."""
+from __future__ import annotations
+
+import argparse
+
+from irviz.cli_common import Failure, add_model_arguments, finite, log_for, open_workspace, \
+    with_json_stdout, write_json
+from irviz.core.backend.cpu_info import cpu_info
+
+# irviz.core modules that load torch or TVM are imported inside the functions (see cli_common).
+
+CHECK_HELP = "load, import, run a pipeline pass by pass, build, run, compare"
+EXPORT_HELP = "write step scripts, parameters, diffs, steps.json, report.html"
+
+
+def add_check_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_arguments(p)
+    p.add_argument("--json", metavar="PATH", help="write a JSON summary to PATH ('-' = stdout)")
+    p.add_argument("--repeats", type=int, default=10, help="timed runs for the medians")
+    p.add_argument("--intermediates", action="store_true",
+                   help="compare every FX node with its Relax binding at the last step; print the "
+                        "first divergence and the worst nodes")
+    p.add_argument("--atol", type=float, default=None,
+                   help="with --intermediates: one absolute tolerance for every node (default: per dtype)")
+    p.add_argument("--rtol", type=float, default=None,
+                   help="with --intermediates: one relative tolerance for every node (default: per dtype)")
+
+
+def run_check(args) -> int:
+    return with_json_stdout(args, lambda out: _check(args, out))
+
+
+def add_export_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_arguments(p)
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--no-build", action="store_true", help="skip build+run in the report")
+    p.add_argument("--latency", action="store_true",
+                   help="build and time every step; report.html gets a latency-per-step chart")
+    p.add_argument("--repeats", type=int, default=10, help="timed runs per step for --latency")
+
+
+def _check_alt_sizes(ws, args, failure: Failure, summary: dict, log) -> None:
+    """A model file with get_alt_inputs(): run the same model on those sizes and compare with
+    torch. Adds summary["alt_sizes"] = [{shapes, max_abs_error, allclose}]; a mismatch fails
+    `compare`."""
+    alt = ws.loaded.alt_inputs if ws.loaded is not None else None
+    if alt is None:
+        return
+    summary["alt_sizes"] = []
+    try:
+        _, res = ws.build_run(repeats=max(1, min(args.repeats, 3)), inputs=alt)
+    except Exception as exc:
+        failure.record(ws.stage, exc)
+        return
+    shapes = [list(t.shape) for t in alt if hasattr(t, "shape")]
+    summary["alt_sizes"].append({"shapes": shapes, "max_abs_error": finite(res.max_abs_error),
+                                 "allclose": res.allclose})
+    log(f"run      other sizes {shapes}: max abs error {res.max_abs_error:.3g}"
+        f"{'' if res.allclose else '  DIFFERS'}")
+    if not res.allclose:
+        failure.mismatch(f"outputs differ from PyTorch on the other input sizes {shapes}: "
+                         f"max abs error {res.max_abs_error:.3g}")
+
+
+def _cpu_fields() -> dict:
+    return cpu_info().as_dict()
+
+
+def _timing_fields(res) -> dict:
+    """How each figure was taken: median, min, quartiles, runs, load average, threads."""
+    out = {"tvm": dict(res.tvm_timing or {}, threads=res.threads)}
+    if res.torch_timing:
+        out["torch"] = dict(res.torch_timing, threads=res.torch_threads)
+    return out
+
+
+def _memory_fields(built, func: str):
+    """StaticPlanBlockMemory's figures for the module the build lowered (None if unreadable)."""
+    from irviz.core.views.memory import memory_plan
+
+    try:
+        return memory_plan(built.lowered, func).summary()
+    except Exception:  # noqa: BLE001 - the figures are extra; a check does not fail over them
+        return None
+
+
+def _decisions(ws, log) -> list[dict]:
+    """The measured CPU decisions of the pipeline (each once), logged as the kernel table shows them."""
+    from irviz.core.passes.cpu_tuning import decisions_of, describe_decision
+    from irviz.core.passes.tile_search import describe_tile
+
+    seen, out = set(), []
+    for st in ws.session.steps[1:]:
+        if st.pass_name not in ("LibraryDispatch", "CPUTuneConv2d", "CPUTuneReductions"):
+            continue
+        for d in decisions_of(st.mod):
+            key = (d["kind"], d.get("kernel"), d["workload"])
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(d)
+            if d["kind"] in ("library_or_tir", "whole_model"):
+                log(f"decide   {d['workload']}: {describe_decision(d)}")
+            elif d.get("choice"):
+                log(f"tile     {d['kernel']}: {describe_tile(d)}")
+    return out
+
+
+def _check(args, out) -> int:
+    quiet = args.json == "-"
+    log = log_for(args)
+    failure = Failure(args.verbose)
+    summary = {"ok": False, "failed_stage": None, "error": None, "model": args.model,
+               "pipeline": args.pipeline, "importer": args.importer, "steps": [],
+               "max_abs_error": None, "max_rel_error": None, "allclose": None,
+               "tvm_ms": None, "torch_ms": None, "threads": None, "build_seconds": None,
+               "reference": None, "func": args.func, "verdict": None, "not_comparable": None}
+    ws = open_workspace(args, failure, log)
+    if ws is not None and failure.stage is None:
+        try:
+            built, res = ws.build_run(repeats=args.repeats, func=args.func)
+        except Exception as exc:
+            failure.record(ws.stage, exc)
+        else:
+            summary.update(build_seconds=round(built.seconds, 4),
+                           max_abs_error=finite(res.max_abs_error),
+                           max_rel_error=finite(res.max_rel_error), allclose=res.allclose,
+                           tvm_ms=round(res.tvm_ms, 4), torch_ms=finite(round(res.torch_ms, 4)),
+                           threads=res.threads, timing=_timing_fields(res))
+            summary["memory"] = _memory_fields(built, args.func)
+            # "torch" rather than "PyTorch": the JSON's values are short identifiers
+            summary["reference"] = {"PyTorch": "torch", None: "none"}.get(ws.reference_name, ws.reference_name)
+            if res.allclose is None:
+                log(f"run      tvm {res.tvm_ms:.3f} ms  ({res.threads} threads)  "
+                    "no reference to compare with")
+            else:
+                torch_part = f"torch {res.torch_ms:.3f} ms  " if finite(res.torch_ms) is not None else ""
+                log(f"run      tvm {res.tvm_ms:.3f} ms  {torch_part}"
+                    f"({res.threads} threads)  max abs error {res.max_abs_error:.3g} "
+                    f"against {ws.reference_name}")
+            summary.update(verdict=res.verdict, not_comparable=res.not_comparable)
+            if res.allclose is False and res.not_comparable:
+                # differs by nature (random op, order-dependent writes): not a compiler bug, no pass
+                failure.mismatch(f"not comparable: {res.not_comparable} (outputs differ from "
+                                 f"{ws.reference_name}: max abs error {res.max_abs_error:.3g})")
+            elif res.allclose is False:
+                failure.mismatch(f"outputs differ from {ws.reference_name}: max abs error {res.max_abs_error:.3g}, "
+                                 f"max rel error {res.max_rel_error:.3g}")
+            else:
+                _check_alt_sizes(ws, args, failure, summary, log)
+    if getattr(args, "intermediates", False) and ws is not None and ws.session is not None:
+        _check_intermediates(ws, args, failure, summary, log)
+    if ws is not None and ws.session is not None:
+        from irviz.core.passes import pipeline_text
+
+        summary["pipeline_text"] = pipeline_text(ws.session.full_pipeline())
+        summary["params_file"] = ws.params_file
+    if ws is not None:
+        summary["importer"] = ws.importer
+        summary["capture"] = ws.capture
+    if ws is not None and ws.session is not None:
+        summary["steps"] = [{"pass": s.pass_name, "changed": s.changed, "seconds": round(s.seconds, 6)}
+                            for s in ws.session.steps[1:]]
+        summary["decisions"] = _decisions(ws, log)
+    if ws is not None:
+        summary["stage_seconds"] = {k: round(v, 4) for k, v in ws.stage_seconds.items()}
+    summary["cpu"] = _cpu_fields()
+    summary.update(failed_stage=failure.stage, error=failure.error, ok=failure.stage is None)
+    write_json(args.json, summary, out)
+    if not quiet:
+        print("OK" if summary["ok"] else f"NOT COMPARABLE: {summary['not_comparable']}"
+              if summary.get("verdict") == "not comparable" and failure.stage == "compare"
+              else f"FAILED at {summary['failed_stage']}")
+    return 0 if summary["ok"] else 1
+
+
+def _check_intermediates(ws, args, failure: Failure, summary: dict, log) -> None:
+    """--intermediates: summary["intermediates"] (one entry per compared FX node) and
+    summary["first_divergence"]; a divergence fails `compare` (when nothing failed before)."""
+    try:
+        res = ws.compare_intermediates(rtol=args.rtol, atol=args.atol)
+    except Exception as exc:
+        if failure.stage is None:
+            failure.record(ws.stage or "run", exc)
+        return
+    summary["intermediates"] = [
+        {"fx_node": n.fx_node, "relax_var": n.relax_var, "max_abs": finite(n.max_abs),
+         "max_rel": finite(n.max_rel), "status": n.status, "reason": n.reason}
+        for n in res.nodes]
+    summary["first_divergence"] = res.first_divergence
+    matched = [n for n in res.nodes if n.status != "unmatched"]
+    log(f"nodes    {len(matched)} of {len(res.nodes)} FX nodes compared at step {res.step} "
+        f"({res.pass_name}), {sum(res.seconds.values()):.2f} s")
+    if res.first_divergence is None:
+        log("nodes    every compared node is within tolerance")
+    else:
+        n = next(x for x in res.nodes if x.fx_node == res.first_divergence)
+        log(f"first divergence: {n.fx_node} (relax {n.relax_var}): {n.reason}")
+    log(f"  {'fx node':32} {'relax var':12} {'max abs':>10} {'max rel':>10}  status")
+    for n in res.worst(10):
+        log(f"  {n.fx_node[:32]:32} {str(n.relax_var)[:12]:12} {n.max_abs:10.3g} {n.max_rel:10.3g}  {n.status}")
+    if res.first_divergence is not None and failure.stage is None:
+        failure.mismatch(f"intermediates diverge from torch first at {res.first_divergence}")
+
+
+def run_export(args) -> int:
+    failure = Failure(args.verbose)
+    ws = open_workspace(args, failure, print)
+    if ws is None:
+        return 1
+    if failure.stage is None and not args.no_build:
+        try:
+            ws.build_run(func=args.func)
+        except Exception as exc:  # the trace is still worth exporting; the report says why
+            failure.record("build", exc)
+    if args.latency:
+        ws.progress = lambda text, fraction=None, **_: print(text) if fraction < 1 else None
+        trace = ws.latency_trace(repeats=args.repeats)
+        ws.progress = lambda *_, **__: None
+        for e in trace:
+            what = (f"tvm {e['tvm_ms']:.3f} ms  torch {e['torch_ms']:.3f} ms"
+                    if e["ok"] and e.get("torch_ms") is not None else
+                    f"tvm {e['tvm_ms']:.3f} ms" if e["ok"] else f"not built: {e['error']}")
+            print(f"  {e['step']:2d} {e['pass']:28} {what}")
+    try:
+        out = ws.export(args.out)
+    except Exception as exc:
+        failure.record("export", exc)
+        return 1
+    print(f"wrote {out}")
+    return 0 if failure.stage is None else 1

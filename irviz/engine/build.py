@@ -1,0 +1,86 @@
+"""Building, running, timing and exporting steps."""
+from __future__ import annotations
+
+import os
+
+from irviz.core.backend.cpu_info import cpu_info
+from irviz.core.backend.timing import describe
+from irviz.core.frontend.ir_file import parse_dims
+from irviz.core.views.latency_chart import torch_ms_of
+from irviz.protocol import BadRequest, BuildRunResult
+
+# irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
+
+
+class BuildCommands:
+    """Mixed into irviz.engine.dispatch.Engine (uses its ws and progress)."""
+
+    def build_run(self, step=None, repeats=10, func="main", dims=None) -> BuildRunResult:
+        """`func`: the Relax function to run; `dims`: {size: int} for made-up inputs (from the
+        app's sizes dialog), kept for later runs and replays in this engine."""
+        if dims is not None:
+            if not isinstance(dims, dict):
+                raise BadRequest("`dims` must be an object {name: int}")
+            self.ws.dims = {**self.ws.dims, **parse_dims(",".join(f"{k}={v}" for k, v in dims.items()))}
+        built, res = self.ws.build_run(self.ws.step_at(step).index, repeats=int(repeats), func=func)
+        from irviz.core.passes.cpu_tuning import kernel_decisions
+
+        decided = kernel_decisions(built.mod, res.kernels)
+        return {
+            "func": res.func,
+            "ok": bool(res.allclose), "max_abs_error": res.max_abs_error,
+            "max_rel_error": res.max_rel_error,
+            "allclose": None if res.allclose is None else bool(res.allclose),
+            "verdict": res.verdict, "not_comparable": res.not_comparable,
+            "reference": self.ws.has_reference,
+            "reference_name": self.ws.reference_name,
+            "tvm_ms": res.tvm_ms, "torch_ms": res.torch_ms, "threads": res.threads,
+            "torch_threads": res.torch_threads,
+            "build_seconds": built.seconds, "target": str(built.target),
+            "outputs": res.outputs, "per_output": list(res.per_output or []),
+            "kernels": [{"name": k.name, "calls": k.calls, "ms": k.ms, "binding": k.binding,
+                         "decision": decided.get(k.name)} for k in res.kernels],
+            "tvm_timing": res.tvm_timing, "torch_timing": res.torch_timing, "cpu": cpu_info().as_dict(),
+            "timing_text": describe({"TVM": res.tvm_timing, "PyTorch": res.torch_timing}, res.threads),
+        }
+
+    def intermediates(self, step=None, rtol=None, atol=None) -> dict:
+        """Every FX node against its Relax binding at a step (Workspace.compare_intermediates)."""
+        tol = {}
+        for name, v in (("rtol", rtol), ("atol", atol)):
+            if v is not None:
+                try:
+                    tol[name] = float(v)
+                except (TypeError, ValueError):
+                    raise BadRequest(f"`{name}` must be a number, got {v!r}") from None
+        return self.ws.compare_intermediates(self.ws.step_at(step).index, **tol).as_dict()
+
+    def run_sizes(self, step=None, func="main") -> dict:
+        """What a run of `func` needs before it can start: its symbolic sizes and where its inputs
+        come from (Workspace.run_sizes)."""
+        return self.ws.run_sizes(self.ws.step_at(step).index, func=func)
+
+    def memory(self, step=None, func: str = "main") -> dict:
+        """Storage tokens, tensors and lifetimes of a step (planned on a copy if it is not yet)."""
+        from irviz.core.views.memory import memory_of_step
+
+        st = self.ws.step_at(step)
+        self.progress(f"Planning memory of step {st.index}", 0.2)
+        plan, own = memory_of_step(st.mod, func)
+        return dict(plan.as_dict(), step=st.index, planned_by_step=own)
+
+    def latency_trace(self, steps="all", repeats=10) -> dict:
+        """Build and time every recorded step (or `steps`); one progress message per step."""
+        sel = None if steps in (None, "all") else [int(i) for i in steps]
+        trace = self.ws.latency_trace(sel, repeats=int(repeats))
+        return {"trace": trace, "torch_ms": torch_ms_of(trace),
+                "threads": next((e.get("threads") for e in trace if e.get("threads")), None),
+                "reference": self.ws.loaded is not None, "planned": len(self.ws.planned())}
+
+    def export(self, out_dir, steps="all") -> dict:
+        sel = None if steps in (None, "all") else [int(i) for i in steps]
+        path = os.fspath(self.ws.export(out_dir, steps=sel))
+        root = path if os.path.isdir(path) else os.path.dirname(path)
+        files = sorted(os.path.relpath(os.path.join(d, f), root)
+                       for d, _, fs in os.walk(root) for f in fs)
+        return {"path": path, "files": files}

@@ -1,0 +1,63 @@
+"""What there is (samples, passes, pipelines) and housekeeping (warm, ping)."""
+from __future__ import annotations
+
+import os
+import time
+
+from irviz import protocol
+from irviz.core.frontend.samples import list_samples
+from irviz.core.workspace import Workspace
+from irviz.protocol import clean
+
+# irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
+
+
+class CatalogueCommands:
+    """Mixed into irviz.engine.dispatch.Engine."""
+
+    def list_samples(self) -> list[dict]:
+        return [{"name": n, "description": d} for n, d in list_samples()]
+
+    def list_passes(self) -> list[dict]:
+        from irviz.core.passes import list_passes
+
+        return [pass_dict(p) for p in list_passes()]
+
+    def list_pipelines(self) -> list[dict]:
+        from irviz.core.passes import PIPELINES
+
+        return [{"name": name, "description": desc,
+                 "passes": [protocol.invocation(i.name, i.params) for i in invs]}
+                for name, (desc, invs) in PIPELINES.items()]
+
+    def warm(self, spec="sample:mul_add") -> dict:
+        """Pay the one-time costs in advance: the bridge's spare engine runs this so that a restart
+        and replay is quick. Keeps nothing."""
+        t0 = time.perf_counter()
+        prewarm()
+        t1 = time.perf_counter()
+        Workspace.warm(spec)
+        return {"import_seconds": t1 - t0, "open_seconds": time.perf_counter() - t1}
+
+    def ping(self) -> dict:
+        return {"pid": os.getpid(), "time": time.time()}
+
+
+def pass_dict(spec) -> dict:
+    return {
+        "name": spec.name, "description": spec.description, "category": spec.category,
+        "roundtrip_ok": bool(spec.roundtrip_ok),
+        "params": [{"name": p.name, "kind": p.kind, "default": clean(p.default), "help": p.help,
+                    "choices": list(p.choices) if p.choices is not None else None}
+                   for p in spec.params],
+    }
+
+
+def prewarm() -> None:
+    """Import torch and TVM while the engine waits for its first request."""
+    try:
+        import irviz.core.frontend.capture  # noqa: F401
+        import irviz.core.frontend.importer  # noqa: F401
+        import irviz.core.session  # noqa: F401
+    except Exception:  # noqa: BLE001 - the first command reports the real import error
+        pass

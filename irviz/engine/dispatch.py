@@ -1,0 +1,89 @@
+"""Engine: one Workspace, and the protocol's commands bound to their handlers.
+
+The binding rule: protocol command NAME with `on="engine"` is answered by the Engine method NAME
+(defined in one of the subject mixins), `on="views"` by StepViews.NAME, `on="testing"` by
+irviz.engine.testing.NAME (only in an engine started with IRVIZ_TEST_COMMANDS=1), and
+`on="loop"` by the request loop itself. No other list of command names exists; a command without
+its handler stops the engine at start-up.
+"""
+from __future__ import annotations
+
+import os
+
+from irviz import protocol
+from irviz.core.views.step_views import StepViews
+from irviz.core.workspace import Workspace
+from irviz.engine import testing
+from irviz.engine.analysis import AnalysisCommands
+from irviz.engine.build import BuildCommands
+from irviz.engine.catalogue import CatalogueCommands
+from irviz.engine.session import SessionCommands
+from irviz.protocol import BadRequest, Command, Reply, clean, error_dict
+
+
+def command_table(test_commands: bool) -> dict[str, Command]:
+    """The commands an engine answers: the protocol's, and the test ones when asked for."""
+    return {**protocol.COMMANDS, **(protocol.TEST_COMMANDS if test_commands else {})}
+
+
+def test_commands_enabled() -> bool:
+    return os.environ.get(protocol.TEST_COMMANDS_ENV) == "1"
+
+
+class Engine(SessionCommands, BuildCommands, AnalysisCommands, CatalogueCommands):
+    """Answers one request at a time."""
+
+    def __init__(self, channel, test_commands: bool | None = None):
+        self.channel = channel
+        self.ws = Workspace(progress=self.progress)
+        self._req_id = None
+        self.views = StepViews(self.ws, self.progress)
+        self.comparison = None  # the last `compare`: its two step lists, for compare_diff
+        self.table = command_table(test_commands_enabled() if test_commands is None else test_commands)
+        self.commands = self._bind(self.table)
+
+    def _bind(self, table: dict[str, Command]) -> dict:
+        owners = {"engine": self, "views": self.views, "testing": testing}
+        handlers = {}
+        for name, command in table.items():
+            if command.on == "loop":
+                continue
+            fn = getattr(owners[command.on], name, None)
+            if not callable(fn):
+                raise TypeError(f"protocol command `{name}` has no handler {command.on}.{name}")
+            handlers[name] = fn
+        return handlers
+
+    @property
+    def session(self):
+        return self.ws.session
+
+    def progress(self, text: str, fraction: float | None = None, pass_name: str | None = None) -> None:
+        self.channel.send(protocol.progress_message(self._req_id, text, fraction, pass_name))
+
+    def handle(self, req: dict) -> Reply:
+        rid, cmd, args = req.get("id"), req.get("cmd"), req.get("args") or {}
+        self._req_id = rid
+        fn = self.commands.get(cmd) if isinstance(cmd, str) else None
+        try:
+            if fn is None:
+                raise BadRequest(f"Unknown command {cmd!r}")
+            if not isinstance(args, dict):
+                raise BadRequest("`args` must be an object")
+            self.table[cmd].check_args(args)
+            return {"id": rid, "ok": True, "result": clean(fn(**args))}
+        except BaseException as exc:  # noqa: BLE001 - a failing command never kills the loop
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            reply = {"id": rid, "ok": False,
+                     "error": clean(error_dict(exc, cmd if isinstance(cmd, str) else ""))}
+            command = self.table.get(cmd) if isinstance(cmd, str) else None
+            if command is not None and command.returns_state and \
+                    (self.ws.session is not None or self.ws.import_error is not None):
+                try:
+                    reply["state"] = clean(self.state())
+                except Exception:  # noqa: BLE001
+                    pass
+            return reply
+        finally:
+            self._req_id = None

@@ -1,0 +1,133 @@
+"""The session commands: open, step, jump, replay, ... Each answers with the state."""
+from __future__ import annotations
+
+from irviz import protocol
+from irviz.protocol import BadRequest, State, error_dict, import_error_fields
+
+# Imports of irviz.core modules that load torch or TVM stay inside the handlers: the engine says
+# `ready` at once and imports them on a prewarm thread while the GUI is still drawing.
+
+
+class SessionCommands:
+    """Mixed into irviz.engine.dispatch.Engine (uses its ws, views and progress)."""
+
+    def state(self) -> State:
+        ws, s = self.ws, self.ws.session
+        planned = [protocol.invocation(i.name, i.params) for i in ws.planned()]
+        if s is None:
+            if ws.import_error is None:
+                return protocol.make_state(spec=ws.spec, importer=ws.importer)
+            err = error_dict(ws.import_error)
+            return protocol.make_state(
+                spec=ws.spec, importer=ws.importer, error=err, planned=planned,
+                import_error=import_error_fields(ws.import_error, ws.loaded), converter_files=ws.converter_files,
+                capture=ws.capture, importer_maps=ws.importer_maps, keep_params=ws.keep_params)
+        self.views.prune()
+        steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
+                                     st.changes.added, st.changes.removed, st.changes.changed,
+                                     size=self.views.ir_size(st))
+                 for st in s.steps]
+        relax_names, tir_names = self.views.func_names(s.steps[s.cursor])
+        return protocol.make_state(
+            model=ws.model_name, spec=ws.spec, importer=ws.importer, cursor=s.cursor,
+            error=error_dict(s.error) if s.error is not None else None, steps=steps,
+            planned=planned, relax_functions=relax_names, tir_functions=tir_names,
+            converter_files=ws.converter_files, run_functions=self.views.run_functions(s.steps[s.cursor]),
+            capture=ws.capture, importer_maps=ws.importer_maps, pipeline_text=pipeline_text(s),
+            keep_params=ws.keep_params, params_file=ws.params_file)
+
+    def open(self, spec, importer=None, pipeline="zero", capture=None, importer_maps=None,
+             keep_params=False) -> State:
+        from irviz.core.passes import parse_pipeline
+
+        self.ws.open(spec, importer, planned=parse_pipeline(pipeline) if pipeline else [],
+                     capture=capture, importer_maps=importer_maps, keep_params=bool(keep_params))
+        self.progress("Ready", 1.0)
+        return self.state()
+
+    def set_pipeline(self, pipeline=None, passes=None, text=None) -> State:
+        """`pipeline`: a name, replacing the passes after the cursor; `passes`: [{name, params}],
+        the same; `text`: a pipeline text for the whole pipeline from the import (a bad text
+        changes nothing)."""
+        from irviz.core.passes import get_pass, get_pipeline, parse_pipeline
+
+        self.ws.need_session()
+        if text is not None:
+            self.ws.set_whole_pipeline(parse_pipeline(text))
+            return self.state()
+        if passes is not None:
+            invs = invocations(passes)
+            for inv in invs:
+                get_pass(inv.name)  # an unknown name fails now, not when it is stepped to
+        elif pipeline is not None:
+            invs = get_pipeline(pipeline)
+        else:
+            raise BadRequest("set_pipeline needs `pipeline` (a name), `passes` [{name, params}] or `text`")
+        self.ws.set_pipeline(invs)
+        return self.state()
+
+    def step(self) -> State:
+        self.ws.step()
+        return self.state()
+
+    def back(self) -> State:
+        self.ws.back()
+        return self.state()
+
+    def jump(self, index) -> State:
+        self.ws.jump(index)
+        return self.state()
+
+    def run_to_end(self) -> State:
+        self.ws.run_to_end()
+        return self.state()
+
+    def replay(self, spec, importer=None, applied=(), planned=(), cursor=None, pass_files=(),
+               converter_files=(), capture=None, importer_maps=(), keep_params=False) -> State:
+        self.ws.replay(spec, importer, invocations(applied), invocations(planned), cursor,
+                       pass_files, converter_files, capture=capture, importer_maps=importer_maps,
+                       keep_params=bool(keep_params))
+        self.progress("Replayed", 1.0)
+        return self.state()
+
+    def remeasure(self) -> State:
+        self.ws.remeasure()
+        self.progress("Ready", 1.0)
+        return self.state()
+
+    def reimport(self) -> State:
+        self.ws.reimport()
+        self.progress("Ready", 1.0)
+        return self.state()
+
+    def load_converters(self, path) -> dict:
+        """Execute a converter file (afresh) and keep it for every later import."""
+        table = self.ws.add_converter_file(path)
+        files = self.ws.converter_files
+        return {"path": files[-1], "ops": sorted(table), "files": list(files)}
+
+    def load_pass_file(self, path) -> list[dict]:
+        from irviz.core.passes import load_pass_file
+
+        load_pass_file(path)
+        return self.list_passes()
+
+
+def pipeline_text(session) -> str:
+    from irviz.core.passes import pipeline_text as text_of
+
+    return text_of(session.full_pipeline())
+
+
+def invocations(items) -> list:
+    from irviz.core.passes import PassInvocation
+
+    out = []
+    for it in items or []:
+        if isinstance(it, str):
+            out.append(PassInvocation(it, {}))
+        elif isinstance(it, dict) and "name" in it:
+            out.append(PassInvocation(it["name"], dict(it.get("params") or {})))
+        else:
+            raise BadRequest(f"Bad pass entry {it!r}: expected {{name, params}}")
+    return out
