@@ -57,11 +57,10 @@ def _params_text(params: dict | None) -> str:
 
 
 class PipelinePane(Pane):
-    title = "Pipeline"
     passFileRequested = Signal()
 
-    def __init__(self, bridge, hub, parent=None):
-        super().__init__(bridge, hub, parent)
+    def __init__(self, bridge, hub, parent=None, settings=None):
+        super().__init__(bridge, hub, parent, settings=settings)
         self.passes: list[dict] = []
         self.pipelines: list[dict] = []
         self.steps: list[dict] = []
@@ -304,8 +303,14 @@ class PipelinePane(Pane):
     def is_filled(self) -> bool:
         return bool(self.steps)
 
+    def restore_settings(self, settings) -> None:
+        self.hide_unchanged.setChecked(settings.value("pipeline/hide_unchanged", False, type=bool))
+
+    def save_settings(self, settings) -> None:
+        settings.setValue("pipeline/hide_unchanged", self.hide_unchanged.isChecked())
+
     def restyle(self) -> None:
-        """Repaint after a theme change: the step rows carry colours of the old theme."""
+        """The step rows carry colours of the old theme."""
         if self.state:
             self._fill_steps(self.state)
 

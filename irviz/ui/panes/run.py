@@ -109,15 +109,12 @@ def outputs_that_differ(per_output: list[dict], most: int = 3) -> str:
 
 
 class RunPane(Pane):
-    title = "Build and Run"
-
     def __init__(self, bridge, hub, parent=None, settings=None):
-        super().__init__(bridge, hub, parent)
+        super().__init__(bridge, hub, parent, settings=settings)
         self.result: dict | None = None
         self.error: dict | None = None
         self.built_step: int | None = None
         self.built_func: str | None = None
-        self.settings = settings            # a QSettings; None keeps the sizes for this window only
         self._sizes_memory: dict = {}
         # (names, values, func=, model=, parent=) -> {name: int} or None; tests replace it
         self.ask_sizes = ask_sizes
