@@ -18,7 +18,7 @@ from typing import Iterable
 from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPainterPath, QPalette, QPen
 from PySide6.QtWidgets import (QApplication, QGraphicsPathItem, QGraphicsScene, QGraphicsView,
-                               QToolTip, QVBoxLayout, QWidget)
+                               QMenu, QToolTip, QVBoxLayout, QWidget)
 
 from irviz.ui.widgets import palette as pal
 from irviz.ui.widgets.graph_items import (
@@ -102,8 +102,6 @@ class _View(QGraphicsView):
         if not choices:
             super().contextMenuEvent(event)
             return
-        from PySide6.QtWidgets import QMenu
-
         menu = QMenu(self)
         for text, signal, arg in choices:
             act = menu.addAction(text)
