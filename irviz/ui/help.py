@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayo
 import irviz
 from irviz.ui import pane_table
 
-# (shortcut, what it does) - main_window builds its actions from the same table.
+# (shortcut, what it does): the keys of the actions in window_chrome, written for people
 SHORTCUTS = [
     ("Ctrl+O", "Open a model file (.py with get_model(), an IR file, a .pt2 exported program, or a step_NN_*.py exported by irviz), choosing the capture (torch.export or symbolic_trace), the importer and course map files; or drop it on the window"),
     ("F10", "Step: apply the next planned pass"),
