@@ -1,11 +1,19 @@
-"""`run_app(spec=None) -> int`: the desktop application (called by `irviz [MODEL]`)."""
+"""`run_app(spec=None) -> int`: the desktop application (called by `irviz [MODEL]`).
+
+Qt's GUI modules are imported inside the functions, after :func:`display_problem` said they can
+load here: a missing system library of Qt's fails at import (or aborts), before any message of ours.
+"""
 from __future__ import annotations
 
 import sys
 
+from irviz.ui.display_check import display_problem
+
 
 def make_app(argv: list[str] | None = None):
     from PySide6.QtWidgets import QApplication
+
+    from irviz.ui.widgets.code_view import warm_up_lexer
 
     app = QApplication.instance()
     if app is None:
@@ -13,16 +21,12 @@ def make_app(argv: list[str] | None = None):
     app.setOrganizationName("irviz")
     app.setApplicationName("irviz")
     app.setApplicationDisplayName("irviz")
-    from irviz.ui.widgets.code_view import warm_up_lexer
-
     warm_up_lexer()  # while the engine imports torch, before the first code view needs it
     return app
 
 
 def run_app(spec: str | None = None) -> int:
     """The app's exit code; 2, with what to do, when Qt could not open a window here."""
-    from irviz.ui.display_check import display_problem
-
     # before QApplication: Qt's answer to a missing display or library is abort() and a core dump
     problem = display_problem()
     if problem:

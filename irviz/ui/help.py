@@ -1,4 +1,5 @@
-"""Built-in help: what each pane shows and the keyboard shortcuts (Help ▸ Shortcuts / About)."""
+"""Built-in help: what each pane shows (from the pane table) and the keyboard shortcuts
+(Help ▸ Shortcuts / About)."""
 from __future__ import annotations
 
 import html
@@ -7,8 +8,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayout
 
 import irviz
+from irviz.ui import pane_table
 
-# (shortcut, what it does) - main_window builds its actions from the same table.
+# (shortcut, what it does): the keys of the actions in window_chrome, written for people
 SHORTCUTS = [
     ("Ctrl+O", "Open a model file (.py with get_model(), an IR file, a .pt2 exported program, or a step_NN_*.py exported by irviz), choosing the capture (torch.export or symbolic_trace), the importer and course map files; or drop it on the window"),
     ("F10", "Step: apply the next planned pass"),
@@ -27,25 +29,6 @@ SHORTCUTS = [
     ("Ctrl+Q", "Quit"),
 ]
 
-PANES = [
-    ("FX graph", "The torch.fx graph captured by torch.export (after run_decompositions, so it is the "
-                 "graph that was imported). Graph view grouped by nn.Module path (click a group's title to fold "
-                 "it, double-click a folded box to open it) or a table like print_tabular: name, op, target, args, shape, module."),
-    ("Relax", "The Relax function at the current step: its dataflow graph and its TVMScript. Nodes "
-              "the step added are marked as added, nodes whose call changed as changed. After Build & "
-              "Run, nodes are coloured by the time their kernels took."),
-    ("TensorIR", "Every prim_func at the current step with its signature and loop nest; the selected "
-                 "one's TVMScript below."),
-    ("Pipeline", "Applied steps (pass, time, whether it changed the module) and the passes still "
-                 "planned. Choose a named pipeline or compose your own: add, remove, reorder, edit "
-                 "parameters, load passes from a file. Double-click a step to jump to it; tick 'Hide "
-                 "passes that changed nothing' to see only the passes that mattered."),
-    ("Diff", "What a step changed, per function: side by side or unified, with the changed characters "
-             "marked. Follows the cursor, or pick any two steps."),
-    ("Build & Run", "Compiles the current step, runs it, compares outputs with PyTorch (max error, "
-                    "pass/fail), TVM vs PyTorch latency and the time of every kernel."),
-]
-
 LINKING = ("Selecting an FX node highlights the Relax bindings it became and the TensorIR functions "
            "they call; selecting a Relax binding or a TensorIR function highlights the rest. The "
            "links follow the passes (provenance is carried through fusion).")
@@ -54,7 +37,8 @@ LINKING = ("Selecting an FX node highlights the Relax bindings it became and the
 def help_html() -> str:
     rows = "".join(f"<tr><td style='padding-right:14px'><b>{html.escape(k)}</b></td>"
                    f"<td>{html.escape(v)}</td></tr>" for k, v in SHORTCUTS)
-    panes = "".join(f"<p><b>{html.escape(n)}</b> — {html.escape(t)}</p>" for n, t in PANES)
+    panes = "".join(f"<p><b>{html.escape(r.title)}</b> — {html.escape(r.help)}</p>"
+                    for r in pane_table.rows())
     return (f"<h3>Panes</h3>{panes}<h3>Cross-linking</h3><p>{html.escape(LINKING)}</p>"
             f"<h3>Shortcuts</h3><table>{rows}</table>")
 

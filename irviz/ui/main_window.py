@@ -1,7 +1,8 @@
-"""The main window: docks for the six panes, menus, toolbar, shortcuts, status bar with progress
+"""The main window: a dock for every pane of the pane table, menus, toolbar, shortcuts, status bar with progress
 and Cancel, notifications, drag and drop, settings (geometry, dock layout, recent files, theme).
 
-Actions, menus, toolbar and status bar are in :mod:`irviz.ui.window_chrome`.
+Actions, menus, toolbar and status bar are in :mod:`irviz.ui.window_chrome`; which panes there
+are, and where they dock, is :mod:`irviz.ui.pane_table`.
 It owns the bridge and the event hub and hands both to every pane; the panes never talk to each
 other. The window itself only routes: open/step commands out, state/provenance/errors in."""
 from __future__ import annotations
@@ -11,14 +12,11 @@ import os
 from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow
 
-from irviz.ui import themes
+from irviz.ui import pane_table, themes
+from irviz.ui.bridge import EngineBridge
 from irviz.ui.events import EventHub
-from irviz.ui.panes.diff import DiffPane
-from irviz.ui.panes.fx import FxPane
-from irviz.ui.panes.pipeline import PipelinePane
-from irviz.ui.panes.relax import RelaxPane
-from irviz.ui.panes.run import RunPane
-from irviz.ui.panes.tir import TirPane
+from irviz.ui.open_dialog import OpenDialog
+from irviz.ui.panes.compare import CompareDialog
 from irviz.ui.window_chrome import Toast, WindowChrome
 
 LAYOUT_VERSION = 1
@@ -37,8 +35,6 @@ class MainWindow(WindowChrome, QMainWindow):
     def __init__(self, bridge=None, settings: QSettings | None = None, parent=None):
         super().__init__(parent)
         if bridge is None:
-            from irviz.ui.bridge import EngineBridge
-
             bridge = EngineBridge(self)
         self.bridge = bridge
         self.hub = EventHub(self)
@@ -56,15 +52,13 @@ class MainWindow(WindowChrome, QMainWindow):
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowNestedDocks
                             | QMainWindow.DockOption.AllowTabbedDocks)
 
-        self.fx = FxPane(bridge, self.hub)
-        self.relax = RelaxPane(bridge, self.hub)
-        self.tir = TirPane(bridge, self.hub)
-        self.pipeline = PipelinePane(bridge, self.hub)
-        self.diff = DiffPane(bridge, self.hub)
-        self.run = RunPane(bridge, self.hub, settings=self.settings)
-        self.panes = [self.fx, self.relax, self.tir, self.pipeline, self.diff, self.run]
-        for p in self.panes:
-            p.filledChanged.connect(self._check_filled)
+        self.pane_rows = pane_table.rows()
+        self.panes = []
+        for row in self.pane_rows:
+            pane = row.cls(bridge, self.hub, settings=self.settings)
+            setattr(self, row.key, pane)   # window.fx, window.relax, ...
+            self.panes.append(pane)
+            pane.filledChanged.connect(self._check_filled)
         self.docks: dict[str, QDockWidget] = {}
         self._build_docks()
         self._build_actions()
@@ -88,37 +82,29 @@ class MainWindow(WindowChrome, QMainWindow):
         self._update_actions()
 
     # -- construction ------------------------------------------------------------------------------
-    def _dock(self, key: str, pane, area) -> QDockWidget:
-        dock = QDockWidget(pane.title, self)
-        dock.setObjectName(f"dock_{key}")
-        dock.setWidget(pane)
-        dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
-                         | QDockWidget.DockWidgetFeature.DockWidgetFloatable
-                         | QDockWidget.DockWidgetFeature.DockWidgetClosable)
-        self.addDockWidget(area, dock)
-        self.docks[key] = dock
-        return dock
-
     def _build_docks(self) -> None:
         # Everything lives in one dock area, nested, and there is no central widget: with docks
         # in several areas around an empty centre, Qt hands all spare width to one area whenever
-        # a size hint changes. The order of the splits makes Diff|Run span the three IR panes.
+        # a size hint changes. The table's dock order makes Diff|Run span the three IR panes.
         area = Qt.DockWidgetArea.LeftDockWidgetArea
-        H, V = Qt.Orientation.Horizontal, Qt.Orientation.Vertical
-        pipeline = self._dock("pipeline", self.pipeline, area)
-        fx = self._dock("fx", self.fx, area)
-        self.splitDockWidget(pipeline, fx, H)
-        diff = self._dock("diff", self.diff, area)
-        self.splitDockWidget(fx, diff, V)
-        relax = self._dock("relax", self.relax, area)
-        self.splitDockWidget(fx, relax, H)
-        tir = self._dock("tir", self.tir, area)
-        self.splitDockWidget(relax, tir, H)
-        run = self._dock("run", self.run, area)
-        self.splitDockWidget(diff, run, H)
+        sides = {"right": Qt.Orientation.Horizontal, "below": Qt.Orientation.Vertical}
+        for row in sorted(self.pane_rows, key=lambda r: r.dock.order):
+            dock = QDockWidget(row.title, self)
+            dock.setObjectName(f"dock_{row.key}")   # the saved layout finds the dock by this name
+            dock.setWidget(getattr(self, row.key))
+            dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
+                             | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+                             | QDockWidget.DockWidgetFeature.DockWidgetClosable)
+            self.addDockWidget(area, dock)
+            if row.dock.of is not None:
+                self.splitDockWidget(self.docks[row.dock.of], dock, sides[row.dock.side])
+            self.docks[row.key] = dock
         self._apply_default_sizes()
 
     def _apply_default_sizes(self) -> None:
+        # Tuned for the built-in panes; a pane added to the table keeps the size Qt gives it.
+        if not {"pipeline", "fx", "relax", "tir", "diff", "run"} <= set(self.docks):
+            return
         d = self.docks
         w, h = max(self.width(), 800), max(self.height(), 500)
         left = min(300, int(w * 0.19))
@@ -140,11 +126,8 @@ class MainWindow(WindowChrome, QMainWindow):
         if isinstance(st, (QByteArray, bytes)) and st:
             self._layout_restored = self.restoreState(QByteArray(st), LAYOUT_VERSION)
         self.set_theme(str(s.value("theme", "light")), save=False)
-        self.diff.view.set_mode(str(s.value("diff/mode", "side")))
-        self.pipeline.hide_unchanged.setChecked(s.value("pipeline/hide_unchanged", False, type=bool))
-        mode = str(s.value("relax/view", "split"))
-        self.relax.set_view(mode if mode in self.relax.mode_buttons else "split")
-        self.fx.tabs.setCurrentIndex(1 if s.value("fx/tab", "graph") == "table" else 0)
+        for p in self.panes:
+            p.restore_settings(s)
         self.act_bookkeeping.setChecked(s.value("graphs/bookkeeping", False, type=bool))
 
     def save_settings(self) -> None:
@@ -152,10 +135,8 @@ class MainWindow(WindowChrome, QMainWindow):
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState(LAYOUT_VERSION))
         s.setValue("theme", themes.colors().name)
-        s.setValue("diff/mode", self.diff.view.mode)
-        s.setValue("pipeline/hide_unchanged", self.pipeline.hide_unchanged.isChecked())
-        s.setValue("relax/view", self.relax.view_mode())
-        s.setValue("fx/tab", "table" if self.fx.tabs.currentIndex() == 1 else "graph")
+        for p in self.panes:
+            p.save_settings(s)
         s.setValue("graphs/bookkeeping", self.act_bookkeeping.isChecked())
         s.sync()
 
@@ -173,13 +154,8 @@ class MainWindow(WindowChrome, QMainWindow):
     def set_theme(self, name: str, save: bool = True) -> None:
         themes.apply_theme(name)
         self.theme_actions.get(name, self.theme_actions["light"]).setChecked(True)
-        for view in (self.relax.code, self.tir.code):
-            view.restyle()
-        self.diff.view.restyle()
-        for g in (self.fx.graph, self.relax.graph):
-            g.set_dark(name == "dark")
-        self.pipeline.restyle()
-        self.tir.restyle()
+        for p in self.panes:
+            p.restyle()
         if save:
             self.settings.setValue("theme", name)
 
@@ -215,8 +191,6 @@ class MainWindow(WindowChrome, QMainWindow):
         return self._ask("open", "open", spec=spec, pipeline=pipeline, **extra)
 
     def open_dialog(self) -> None:
-        from irviz.ui.open_dialog import OpenDialog
-
         start = os.path.dirname(self.recent_files()[0]) if self.recent_files() else ""
         if start.startswith("sample:"):
             start = ""
@@ -253,8 +227,6 @@ class MainWindow(WindowChrome, QMainWindow):
         """Pipeline ▸ Compare with pipeline…: a window comparing the open pipeline with another."""
         if not self._has_model():
             return None
-        from irviz.ui.panes.compare import CompareDialog
-
         dlg = getattr(self, "compare_widget", None)
         if dlg is None:
             dlg = self.compare_widget = CompareDialog(self.bridge, self.hub, self.state, self)
@@ -304,7 +276,7 @@ class MainWindow(WindowChrome, QMainWindow):
 
     def set_show_bookkeeping(self, on: bool) -> None:
         """Draw (or leave out) asserts, copies of lifted constants, aliases and scalar constants."""
-        for p in (self.fx, self.relax):
+        for p in self.panes:
             p.set_show_bookkeeping(bool(on))
         self.settings.setValue("graphs/bookkeeping", bool(on))
 

@@ -148,8 +148,8 @@ class WindowChrome:
         m = mb.addMenu("&Edit")
         m.addAction(self.act_find)
         m = mb.addMenu("&View")
-        for key in ("fx", "relax", "tir", "pipeline", "diff", "run"):
-            m.addAction(self.docks[key].toggleViewAction())
+        for row in self.pane_rows:
+            m.addAction(self.docks[row.key].toggleViewAction())
         m.addSeparator()
         m.addAction(self.act_fit)
         m.addAction(self.act_bookkeeping)

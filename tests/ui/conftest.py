@@ -7,6 +7,29 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 
 
+@pytest.fixture
+def settings(tmp_path):
+    """A settings file of this test alone."""
+    from PySide6.QtCore import QSettings
+
+    yield QSettings(str(tmp_path / "irviz.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def win(qtbot, settings):
+    """A shown MainWindow on the fake engine (tests/ui/fake_bridge.py)."""
+    from fake_bridge import FakeBridge
+
+    from irviz.ui.main_window import MainWindow
+
+    w = MainWindow(bridge=FakeBridge(), settings=settings)
+    qtbot.addWidget(w)
+    w.resize(1600, 1000)
+    w.show()
+    yield w
+    w.close()
+
+
 @pytest.fixture(scope="module")
 def real_window(tmp_path_factory):
     """A MainWindow with its own engine and settings file, shared by one test module."""

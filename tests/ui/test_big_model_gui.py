@@ -20,7 +20,7 @@ from irviz.core.views.layout import layout_graph  # noqa: E402
 from irviz.protocol import make_state  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_panes import FX_GRAPH, FakeBridge, _node, open_mlp  # noqa: E402
+from fake_bridge import FX_GRAPH, FakeBridge, _node, open_mlp  # noqa: E402
 
 CHECK = _node("check", "_assert_tensor_metadata", "op", 200, 0, name="check", op="call_function",
               target="aten._assert_tensor_metadata.default", module_path="", args=["x"])

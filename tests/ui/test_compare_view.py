@@ -1,46 +1,11 @@
-"""The compare view against a fake engine: aligned rows, one-sided colours, which steps a row
+"""The compare view against the shared fake engine: aligned rows, one-sided colours, which steps a row
 diffs, the diff-of-diffs mode refusing a one-sided row, and the graph diff drawn."""
 import os
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from fake_bridge import FakeBridge
 
 from irviz.ui.events import EventHub
 from irviz.ui.panes.compare import ONLY_A, ComparePane
-
-RESULT = {
-    "pipelines": [
-        {"pipeline": "zero", "steps": ["import", "LegalizeOps", "AnnotateTIROpPattern", "FoldConstant",
-                                       "FuseOps", "FuseTIR"], "tvm_ms": 0.2, "max_abs_error": 2e-7,
-         "kernels": 2, "build_seconds": 0.3, "error": None},
-        {"pipeline": "LegalizeOps,AnnotateTIROpPattern,FuseOps,FuseTIR",
-         "steps": ["import", "LegalizeOps", "AnnotateTIROpPattern", "FuseOps", "FuseTIR"], "tvm_ms": 0.3,
-         "max_abs_error": 2e-7, "kernels": 4, "build_seconds": 0.5, "error": None},
-    ],
-    "aligned": [[0, 0], [1, 1], [2, 2], [3, None], [4, 3], [5, 4]],
-}
-
-
-class FakeBridge(QObject):
-    replied = Signal(int, str, object)
-    failed = Signal(int, str, dict)
-    stateChanged = Signal(dict)
-
-    def __init__(self):
-        super().__init__()
-        self.sent = []
-
-    def request(self, cmd, supersede=None, **args):
-        self.sent.append((cmd, args))
-        rid = len(self.sent)
-        if cmd == "compare":
-            QTimer.singleShot(0, lambda: self.replied.emit(rid, cmd, RESULT))
-        else:
-            reply = {"a": args["a"], "b": args["b"], "pass_a": "x", "pass_b": "y", "unified": "",
-                     "functions": [], "graph": {"functions": {"only_a": [], "only_b": ["transpose"],
-                                                             "changed": ["main"], "same": 2},
-                                                "nodes": {}}}
-            QTimer.singleShot(0, lambda: self.replied.emit(rid, cmd, reply))
-        return rid
 
 
 def test_compare_view_rows_and_pairs(qtbot):
@@ -78,16 +43,12 @@ def _graph(ids):
 
 
 class GraphBridge(FakeBridge):
-    def request(self, cmd, supersede=None, **args):
+    def _compute(self, cmd, a):
         if cmd != "compare_graphs":
-            return super().request(cmd, supersede, **args)
-        self.sent.append((cmd, args))
-        rid = len(self.sent)
-        reply = {"a": args["a"], "b": args["b"], "pass_a": "FuseTIR", "pass_b": "FuseTIR", "func": "main",
-                 "graph_a": _graph(["x", "lv_fused", "c"]), "graph_b": _graph(["x", "lv_t", "lv1_fused", "gv"]),
-                 "only_a": ["c"], "only_b": ["lv_t", "gv"], "changed": [["lv_fused", "lv1_fused"]], "same": 1}
-        QTimer.singleShot(0, lambda: self.replied.emit(rid, cmd, reply))
-        return rid
+            return super()._compute(cmd, a)
+        return {"a": a["a"], "b": a["b"], "pass_a": "FuseTIR", "pass_b": "FuseTIR", "func": "main",
+                "graph_a": _graph(["x", "lv_fused", "c"]), "graph_b": _graph(["x", "lv_t", "lv1_fused", "gv"]),
+                "only_a": ["c"], "only_b": ["lv_t", "gv"], "changed": [["lv_fused", "lv1_fused"]], "same": 1}
 
 
 def test_graph_tab_draws_both_mains_with_one_sided_and_changed_nodes(qtbot):

@@ -1,4 +1,4 @@
-"""The panes on an IR file, against the fake bridge of test_panes answering as the engine does for
+"""The panes on an IR file, against the shared fake bridge answering as the engine does for
 a course module: the Run pane's function selector and sizes dialog (asked before any build,
 remembered per file, cancel sends nothing), the FX pane's "no FX graph", the Relax pane's
 all-functions graph with an unregistered extern, symbolic sizes in the TensorIR list."""
@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 
 pytest.importorskip("pytestqt")
 
-from test_panes import FakeBridge, _node  # noqa: E402
+from fake_bridge import FakeBridge, _node  # noqa: E402
 
 from irviz.protocol import make_state, step_entry  # noqa: E402
 

@@ -5,7 +5,7 @@ import os
 
 from PySide6.QtWidgets import QLabel
 
-from test_panes import FakeBridge, settings  # noqa: F401 - fixture
+from fake_bridge import FakeBridge
 
 
 def test_open_dialog_warns_that_python_files_run(qtbot, settings, tmp_path):  # noqa: F811

@@ -2,7 +2,7 @@
 shown step, by its bindings; choosing one centres and selects it, and ◀ ▶ keep the list in step."""
 import os
 
-from test_panes import FakeBridge, open_mlp, settings, win  # noqa: F401 - fixtures
+from fake_bridge import FakeBridge, open_mlp
 
 MATCHES = {0: [["lv", "lv1"], ["lv1", "lv2"]], 1: []}
 

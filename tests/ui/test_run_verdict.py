@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from test_panes import FakeBridge, open_mlp, settings, win  # noqa: F401 - fixtures
+from fake_bridge import FakeBridge, open_mlp
 
 
 def _build_run_reply(**extra):

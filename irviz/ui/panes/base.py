@@ -1,5 +1,6 @@
 """What every pane shares: the bridge and the event hub given in the constructor, request
-bookkeeping (a reply to a request that a newer one replaced is dropped), a search box."""
+bookkeeping (a reply to a request that a newer one replaced is dropped), a search box, and the
+hooks the main window calls on every pane of the pane table (:mod:`irviz.ui.pane_table`)."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
@@ -7,18 +8,29 @@ from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (QAbstractItemView, QLabel, QLineEdit, QSizePolicy, QTableWidget,
                                QWidget)
 
+from irviz.ui import themes
+
 
 class Pane(QWidget):
-    """Subclasses implement ``on_state(state)``, ``on_reply(purpose, result)`` and may override
-    ``on_error(purpose, error)`` and ``is_filled()``."""
+    """One view of the session, docked by the main window from its row in the pane table.
 
-    title = "Pane"
+    Lifecycle: built as ``cls(bridge, hub, settings=settings)`` (it connects to both there and may
+    send its first requests) -> ``restore_settings(settings)`` -> ``on_state`` for every state the
+    engine reports, ``on_reply`` / ``on_error`` for its own requests (sent with :meth:`ask`),
+    ``on_reset`` when a model is opened, ``restyle`` after a theme change -> ``save_settings``
+    when the window closes.
+
+    Must implement: ``on_state(state, prev)`` and ``on_reply(purpose, result)`` (the base raises
+    NotImplementedError). May override: ``on_error``, ``is_filled``, ``restyle``,
+    ``save_settings`` / ``restore_settings``, ``set_show_bookkeeping``, ``on_reset``."""
+
     filledChanged = Signal()
 
-    def __init__(self, bridge, hub, parent=None):
+    def __init__(self, bridge, hub, parent=None, settings=None):
         super().__init__(parent)
         self.bridge = bridge
         self.hub = hub
+        self.settings = settings            # a QSettings, or None: nothing outlives the window
         self.state: dict | None = None
         self._pending: dict[int, str] = {}
         self._latest: dict[str, int] = {}
@@ -81,16 +93,31 @@ class Pane(QWidget):
                 setattr(self, attr, None)
 
     def on_state(self, state: dict, prev: dict) -> None:
-        pass
+        """Show `state` (the engine's whole state; `prev` the one shown before, {} at first)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement on_state")
 
     def on_reply(self, purpose: str, result) -> None:
-        pass
+        """The answer to this pane's newest ``ask(purpose, ...)``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement on_reply")
 
     def on_error(self, purpose: str, error: dict) -> None:
         pass
 
     def is_filled(self) -> bool:
+        """Whether the pane shows the current step (tests and snapshots wait for every pane)."""
         return True
+
+    def restyle(self) -> None:
+        """The theme changed (:func:`themes.colors` is the new one): repaint what kept old colours."""
+
+    def save_settings(self, settings) -> None:
+        """Write the pane's own choices (a view mode, a tab) to the QSettings `settings`."""
+
+    def restore_settings(self, settings) -> None:
+        """Read back what :meth:`save_settings` wrote; called once, after the theme is set."""
+
+    def set_show_bookkeeping(self, on: bool) -> None:
+        """Draw (or leave out) bookkeeping nodes, for panes that draw a graph."""
 
     def refresh(self) -> None:
         """Show the last state again from scratch (after a failed open said "Opening…")."""
@@ -112,8 +139,6 @@ class Pane(QWidget):
         label = getattr(self, "info", None)
         if label is None:
             return
-        from irviz.ui import themes
-
         self._problem_shown = text is not None
         label.setWordWrap(text is not None)
         label.setStyleSheet(f"color: {themes.colors().bad};" if text is not None else "")

@@ -27,10 +27,8 @@ def _fmt(v, spec=".3g") -> str:
 
 
 class ComparePane(Pane):
-    title = "Compare"
-
-    def __init__(self, bridge, hub, parent=None):
-        super().__init__(bridge, hub, parent)
+    def __init__(self, bridge, hub, parent=None, settings=None):
+        super().__init__(bridge, hub, parent, settings=settings)
         self.result: dict | None = None
         self.diff_result: dict | None = None
         self.a_label = dim_label("A: the open pipeline")

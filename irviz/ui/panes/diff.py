@@ -9,10 +9,8 @@ from irviz.ui.widgets.diff_view import DiffView
 
 
 class DiffPane(Pane):
-    title = "Diff"
-
-    def __init__(self, bridge, hub, parent=None):
-        super().__init__(bridge, hub, parent)
+    def __init__(self, bridge, hub, parent=None, settings=None):
+        super().__init__(bridge, hub, parent, settings=settings)
         self.result: dict | None = None
         self.pair: tuple[int, int] | None = None
         self._shown = None
@@ -161,6 +159,15 @@ class DiffPane(Pane):
         self._shown = None
         self.view.clear()
         self.info.setText(f"diff failed: {error.get('message', '')}")
+
+    def restore_settings(self, settings) -> None:
+        self.view.set_mode(str(settings.value("diff/mode", "side")))
+
+    def save_settings(self, settings) -> None:
+        settings.setValue("diff/mode", self.view.mode)
+
+    def restyle(self) -> None:
+        self.view.restyle()
 
     def is_filled(self) -> bool:
         return self.cursor_of(self.state) is None or self.result is not None

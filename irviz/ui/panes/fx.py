@@ -58,10 +58,8 @@ def fx_row(node: dict) -> list[str]:
 
 
 class FxPane(Pane):
-    title = "FX graph"
-
-    def __init__(self, bridge, hub, parent=None):
-        super().__init__(bridge, hub, parent)
+    def __init__(self, bridge, hub, parent=None, settings=None):
+        super().__init__(bridge, hub, parent, settings=settings)
         self.graph_dict: dict | None = None
         self._loaded_key = None
         self._linked: list[str] = []
@@ -238,6 +236,15 @@ class FxPane(Pane):
 
     def unfold_all(self) -> None:
         self.ask("refold", "fx_graph", fold_depth=None, folded=[], bookkeeping=self.show_bookkeeping)
+
+    def restore_settings(self, settings) -> None:
+        self.tabs.setCurrentIndex(1 if settings.value("fx/tab", "graph") == "table" else 0)
+
+    def save_settings(self, settings) -> None:
+        settings.setValue("fx/tab", "table" if self.tabs.currentIndex() == 1 else "graph")
+
+    def restyle(self) -> None:
+        self.graph.set_dark(themes.colors().name == "dark")
 
     def set_show_bookkeeping(self, on: bool) -> None:
         """Lay the graph out again with (or without) asserts and copies of lifted constants,

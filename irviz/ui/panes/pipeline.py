@@ -5,19 +5,18 @@ and pasted as text (`irviz check --pipeline` takes the same text) and the steppi
 from __future__ import annotations
 
 import html
-import json
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QFont, QGuiApplication
-from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
-                               QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-                               QListWidget, QListWidgetItem, QMenu, QPushButton, QSpinBox,
-                               QSplitter, QTableWidgetItem, QToolButton, QVBoxLayout,
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QHBoxLayout,
+                               QHeaderView, QLabel, QListWidget, QListWidgetItem, QMenu,
+                               QPushButton, QSplitter, QTableWidgetItem, QToolButton, QVBoxLayout,
                                QWidget)
 
 from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
+from irviz.ui.panes.pass_params import PassParamsBox, params_text
 
 CUSTOM = "(custom)"
 
@@ -50,18 +49,11 @@ def _err_text(v) -> str:
     return "0" if v == 0 else f"{v:.1e}"
 
 
-def _params_text(params: dict | None) -> str:
-    if not params:
-        return ""
-    return ", ".join(f"{k}={v!r}" for k, v in params.items())
-
-
 class PipelinePane(Pane):
-    title = "Pipeline"
     passFileRequested = Signal()
 
-    def __init__(self, bridge, hub, parent=None):
-        super().__init__(bridge, hub, parent)
+    def __init__(self, bridge, hub, parent=None, settings=None):
+        super().__init__(bridge, hub, parent, settings=settings)
         self.passes: list[dict] = []
         self.pipelines: list[dict] = []
         self.steps: list[dict] = []
@@ -172,10 +164,8 @@ class PipelinePane(Pane):
         text_bar.addWidget(self.copy_text_button)
         text_bar.addWidget(self.paste_text_button)
         text_bar.addStretch(1)
-        self.params_box = QGroupBox("Parameters")
-        self.params_form = QFormLayout(self.params_box)
-        self.params_form.setContentsMargins(6, 4, 6, 4)
-        self.params_box.setVisible(False)
+        self.params_box = PassParamsBox(on_invalid=lambda text: self.info.setText(text))
+        self.params_form = self.params_box.form
 
         planned = QWidget()
         pl = QVBoxLayout(planned)
@@ -304,8 +294,14 @@ class PipelinePane(Pane):
     def is_filled(self) -> bool:
         return bool(self.steps)
 
+    def restore_settings(self, settings) -> None:
+        self.hide_unchanged.setChecked(settings.value("pipeline/hide_unchanged", False, type=bool))
+
+    def save_settings(self, settings) -> None:
+        settings.setValue("pipeline/hide_unchanged", self.hide_unchanged.isChecked())
+
     def restyle(self) -> None:
-        """Repaint after a theme change: the step rows carry colours of the old theme."""
+        """The step rows carry colours of the old theme."""
         if self.state:
             self._fill_steps(self.state)
 
@@ -341,7 +337,7 @@ class PipelinePane(Pane):
                 if col == 1:
                     tip = s.get("pass", "")
                     if s.get("params"):
-                        tip += f"({_params_text(s['params'])})"
+                        tip += f"({params_text(s['params'])})"
                     for key in ("added", "removed", "changed_funcs"):
                         if s.get(key):
                             tip += f"\n{key.replace('_funcs', '')}: {', '.join(s[key][:12])}"
@@ -418,7 +414,7 @@ class PipelinePane(Pane):
         for p in self.planned:
             text = p.get("name", "")
             if p.get("params"):
-                text += f"  ({_params_text(p['params'])})"
+                text += f"  ({params_text(p['params'])})"
             item = QListWidgetItem(text)
             self.planned_list.addItem(item)
         self.planned_list.blockSignals(False)
@@ -584,59 +580,12 @@ class PipelinePane(Pane):
         return next((p for p in self.passes if p.get("name") == name), None)
 
     def _show_params(self, row: int) -> None:
-        while self.params_form.rowCount():
-            self.params_form.removeRow(0)
         if not (0 <= row < len(self.planned)):
-            self.params_box.setVisible(False)
+            self.params_box.show_pass(None, {}, lambda name, value: None)
             return
         inv = self.planned[row]
-        spec = self._spec(inv.get("name", "")) or {}
-        params = spec.get("params") or []
-        self.params_box.setTitle(f"{inv.get('name')} parameters")
-        self.params_box.setToolTip(spec.get("description", ""))
-        if not params:
-            self.params_form.addRow(dim_label("This pass has no parameters."))
-        for p in params:
-            value = (inv.get("params") or {}).get(p["name"], p.get("default"))
-            w = self._editor(row, p, value)
-            w.setToolTip(p.get("help", ""))
-            self.params_form.addRow(p["name"], w)
-        self.params_box.setVisible(True)
-
-    def _editor(self, row: int, p: dict, value) -> QWidget:
-        kind = p.get("kind")
-        name = p["name"]
-        if kind == "bool":
-            w = QCheckBox()
-            w.setChecked(bool(value))
-            w.toggled.connect(lambda v: self._set_param(row, name, bool(v)))
-        elif kind == "int":
-            w = QSpinBox()
-            w.setRange(-1_000_000, 1_000_000)
-            w.setValue(int(value or 0))
-            w.editingFinished.connect(lambda: self._set_param(row, name, w.value()))
-        elif kind == "choice" and p.get("choices"):
-            w = QComboBox()
-            for ch in p["choices"]:
-                w.addItem(str(ch), ch)
-            w.setCurrentIndex(max(0, w.findData(value)))
-            w.activated.connect(lambda i: self._set_param(row, name, w.itemData(i)))
-        else:
-            w = QLineEdit(json.dumps(value) if kind == "json" else ("" if value is None else str(value)))
-
-            def done():
-                text = w.text()
-                if kind == "json":
-                    try:
-                        v = json.loads(text or "null")
-                    except ValueError:
-                        self.info.setText(f"{name}: not valid JSON")
-                        return
-                else:
-                    v = text
-                self._set_param(row, name, v)
-            w.editingFinished.connect(done)
-        return w
+        self.params_box.show_pass(inv, self._spec(inv.get("name", "")) or {},
+                                  lambda name, value: self._set_param(row, name, value))
 
     def _set_param(self, row: int, name: str, value) -> None:
         if not (0 <= row < len(self.planned)):

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QLi
                                QToolButton, QVBoxLayout)
 
 from irviz.protocol import ALL_FUNCTIONS
+from irviz.ui import themes
 from irviz.ui.panes.base import Pane, SearchBox, dim_label
 from irviz.ui.widgets.code_view import CodeView
 from irviz.ui.widgets.graph_view import GraphView
@@ -40,10 +41,8 @@ def graph_changes(graph: dict, prev: dict | None, step: dict | None) -> tuple[li
 
 
 class RelaxPane(Pane):
-    title = "Relax"
-
-    def __init__(self, bridge, hub, parent=None):
-        super().__init__(bridge, hub, parent)
+    def __init__(self, bridge, hub, parent=None, settings=None):
+        super().__init__(bridge, hub, parent, settings=settings)
         self.graph_dict: dict | None = None
         self.prev_graph: dict | None = None
         self.text: str | None = None
@@ -134,6 +133,17 @@ class RelaxPane(Pane):
         hub.cleared.connect(lambda: self._on_linked(None))
         hub.heatChanged.connect(self._on_heat)
         hub.errorHeatChanged.connect(lambda d: self._on_heat(d.get("relax") or {}, vmax=1.0))
+
+    def restore_settings(self, settings) -> None:
+        mode = str(settings.value("relax/view", "split"))
+        self.set_view(mode if mode in self.mode_buttons else "split")
+
+    def save_settings(self, settings) -> None:
+        settings.setValue("relax/view", self.view_mode())
+
+    def restyle(self) -> None:
+        self.code.restyle()
+        self.graph.set_dark(themes.colors().name == "dark")
 
     def view_mode(self) -> str:
         return next((m for m, b in self.mode_buttons.items() if b.isChecked()), "split")

@@ -11,16 +11,16 @@ from __future__ import annotations
 import json
 
 from PySide6.QtCore import Qt
-
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QHBoxLayout, QHeaderView, QLabel,
-                               QPushButton, QSizePolicy, QTableWidgetItem, QTabWidget, QVBoxLayout,
-                               QWidget)
+                               QPushButton, QScrollArea, QSizePolicy, QTableWidgetItem, QTabWidget,
+                               QVBoxLayout, QWidget)
 
 from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
 from irviz.ui.panes.intermediates_tab import IntermediatesTab
 from irviz.ui.widgets.latency_chart import LatencyChart
+from irviz.ui.widgets.memory_view import MemoryView
 from irviz.ui.widgets.sizes_dialog import ask_sizes
 
 SIZES_KEY = "run/sizes"   # settings: {spec: {size name: value}}, the sizes given per opened file
@@ -109,15 +109,12 @@ def outputs_that_differ(per_output: list[dict], most: int = 3) -> str:
 
 
 class RunPane(Pane):
-    title = "Build and Run"
-
     def __init__(self, bridge, hub, parent=None, settings=None):
-        super().__init__(bridge, hub, parent)
+        super().__init__(bridge, hub, parent, settings=settings)
         self.result: dict | None = None
         self.error: dict | None = None
         self.built_step: int | None = None
         self.built_func: str | None = None
-        self.settings = settings            # a QSettings; None keeps the sizes for this window only
         self._sizes_memory: dict = {}
         # (names, values, func=, model=, parent=) -> {name: int} or None; tests replace it
         self.ask_sizes = ask_sizes
@@ -398,10 +395,6 @@ class RunPane(Pane):
             self.bridge.request("jump", index=int(step))
 
     def _memory_page(self) -> QWidget:
-        from PySide6.QtWidgets import QScrollArea
-
-        from irviz.ui.widgets.memory_view import MemoryView
-
         self.memory_button = QPushButton("Plan memory of this step")
         self.memory_button.setToolTip("StaticPlanBlockMemory's storage tokens and tensor lifetimes "
                                       "(a step before it is planned on a copy)")

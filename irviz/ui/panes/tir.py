@@ -29,10 +29,8 @@ def loop_summary(func: dict, most: int = 3) -> str:
 
 
 class TirPane(Pane):
-    title = "TensorIR"
-
-    def __init__(self, bridge, hub, parent=None):
-        super().__init__(bridge, hub, parent)
+    def __init__(self, bridge, hub, parent=None, settings=None):
+        super().__init__(bridge, hub, parent, settings=settings)
         self.functions: list[dict] | None = None
         self.selected: str | None = None
         self.text: str | None = None
@@ -199,7 +197,8 @@ class TirPane(Pane):
                 item.setBackground(col, QBrush(QColor(c.highlight_line)) if on else QBrush())
 
     def restyle(self) -> None:
-        """Repaint after a theme change: the linked rows carry the old theme's highlight."""
+        """The linked rows carry the old theme's highlight."""
+        self.code.restyle()
         self._paint_linked()
 
     def linked_ids(self) -> list[str]:

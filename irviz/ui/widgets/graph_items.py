@@ -6,7 +6,7 @@ Items are light ``QGraphicsItem`` subclasses whose ``paint`` checks the level of
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import (QBrush, QColor, QFont, QFontMetricsF, QImage, QPainter, QPainterPath,
@@ -14,9 +14,6 @@ from PySide6.QtGui import (QBrush, QColor, QFont, QFontMetricsF, QImage, QPainte
 from PySide6.QtWidgets import QGraphicsItem
 
 from irviz.ui.widgets import palette as pal
-
-if TYPE_CHECKING:
-    from irviz.ui.widgets.graph_view import GraphView
 
 LOD_TEXT = 0.42       # below this zoom, node text is not drawn
 LOD_SHAPE = 0.22      # below this, nodes are plain rectangles, edges have no arrows
@@ -211,7 +208,7 @@ class GroupItem(QGraphicsItem):
     Type = QGraphicsItem.UserType + 3
     HEADER = 20.0
 
-    def __init__(self, data: dict, style: GraphStyle, view: "GraphView",
+    def __init__(self, data: dict, style: GraphStyle, on_fold: Callable[[str], None],
                  parent: QGraphicsItem | None = None):
         super().__init__(parent)
         self.gid = str(data["id"])
@@ -220,7 +217,7 @@ class GroupItem(QGraphicsItem):
         self.depth = int(data.get("depth", 1))
         self.members = data.get("members", [])
         self.style = style
-        self.view_ = view
+        self.on_fold = on_fold      # called with fold_id when the title is clicked
         self.rect = QRectF(float(data["x"]), float(data["y"]), float(data["w"]), float(data["h"]))
         self.header = QRectF(self.rect.x(), self.rect.y(), self.rect.width(), self.HEADER)
         self._br = self.rect.adjusted(-1.0, -1.0, 1.0, 1.0)
@@ -269,7 +266,7 @@ class GroupItem(QGraphicsItem):
     def mousePressEvent(self, event):
         if self.header.contains(event.pos()):
             event.accept()
-            self.view_.foldToggled.emit(self.fold_id)
+            self.on_fold(self.fold_id)
         else:
             event.ignore()
 

@@ -5,8 +5,9 @@ heads, dashed titled group frames whose header folds/unfolds, level of detail, z
 fit, minimap, search, cross-pane highlights, heat overlay, PNG/SVG export.
 
 Scale: the items (:mod:`graph_items`) check the level of detail before painting, tooltips
-are computed on demand by the view (no per-item ``setToolTip``), and the minimap draws from
-the graph data into a cached image instead of rendering the scene a second time.
+are computed on demand by the view (no per-item ``setToolTip``), and the minimap
+(:mod:`graph_minimap`) draws from the graph data into a cached image instead of rendering the
+scene a second time. Export to PNG/SVG is :mod:`graph_export`.
 """
 from __future__ import annotations
 
@@ -14,120 +15,25 @@ import contextlib
 import math
 from typing import Iterable
 
-from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPainterPath, QPalette, QPen
 from PySide6.QtWidgets import (QApplication, QGraphicsPathItem, QGraphicsScene, QGraphicsView,
-                               QToolTip, QVBoxLayout, QWidget)
+                               QMenu, QToolTip, QVBoxLayout, QWidget)
 
 from irviz.ui.widgets import palette as pal
-from irviz.ui.widgets.idle_work import idle_work
 from irviz.ui.widgets.graph_items import (
     ARROW_BAND, LOD_TEXT, OVERVIEW_NODES, OVERVIEW_ZOOM, GraphStyle, GroupItem, NodeItem,
     add_arrow, edge_path, esc_html, overview_image,
 )
+from irviz.ui.widgets.graph_export import render_png, render_svg
+from irviz.ui.widgets.graph_minimap import Minimap
+from irviz.ui.widgets.idle_work import idle_work
 
 __all__ = ["GraphView"]
 
 # graphs with more items than this get their scene items built a slice at a time between events
 # (GPT-2's 1,000-node Relax graph took 130-170 ms at once); smaller ones are built at once
 SYNC_ITEMS = 700
-
-# --------------------------------------------------------------------------- minimap
-
-class _Minimap(QWidget):
-    """Overview in the corner: the whole graph from a cached image plus the visible rect."""
-
-    MAX_W, MAX_H = 170, 210
-
-    def __init__(self, owner: "GraphView"):
-        # a child of the GraphView, not of the viewport: viewport scrolling moves its children
-        super().__init__(owner)
-        self.owner = owner
-        self.image: QImage | None = None
-        self.sx = self.sy = 1.0
-        self.setCursor(Qt.PointingHandCursor)
-        self.hide()
-
-    def rebuild(self) -> None:
-        g = self.owner._graph
-        if not g or not g.get("nodes"):
-            self.image = None
-            self.hide()
-            return
-        W = max(1.0, float(g.get("width", 1)))
-        H = max(1.0, float(g.get("height", 1)))
-        self._limits = self._max_size()
-        s = min(self._limits[0] / W, self._limits[1] / H)
-        mw, mh = max(36.0, W * s), max(36.0, H * s)
-        self.sx, self.sy = mw / W, mh / H
-        self.resize(int(mw) + 2, int(mh) + 2)
-        st = self.owner._style
-        img = QImage(QSize(int(mw), int(mh)), QImage.Format_ARGB32_Premultiplied)
-        img.fill(st.minimap_bg)
-        p = QPainter(img)
-        p.scale(self.sx, self.sy)
-        for grp in g.get("groups", ()):
-            if grp.get("depth", 1) == 1:
-                p.fillRect(QRectF(grp["x"], grp["y"], grp["w"], grp["h"]), st.group_fills[3])
-        for nd in g["nodes"]:
-            brush, pen, _t, _f = st.kind(nd.get("kind", "op"))
-            r = QRectF(nd["x"], nd["y"], nd["w"], nd["h"])
-            # keep tiny nodes visible: at least 1.5 minimap pixels
-            if r.width() * self.sx < 1.5:
-                r.setWidth(1.5 / self.sx)
-            if r.height() * self.sy < 1.5:
-                r.setHeight(1.5 / self.sy)
-            p.fillRect(r, pen.color())
-        p.end()
-        self.image = img
-        self.place()
-        self.show()
-
-    def _max_size(self) -> tuple[int, int]:
-        # a fixed-size overview hid a quarter of narrow panes: keep it to a corner of the viewport
-        vp = self.owner.view.viewport()
-        return (int(min(self.MAX_W, max(60, vp.width() * 0.18))),
-                int(min(self.MAX_H, max(60, vp.height() * 0.28))))
-
-    def place(self) -> None:
-        if self.image is not None and getattr(self, "_limits", None) != self._max_size():
-            self.rebuild()  # calls place() again with the new size
-            return
-        vp = self.owner.view.viewport()
-        br = vp.mapTo(self.owner, vp.rect().bottomRight())
-        self.move(br.x() - self.width() - 8, br.y() - self.height() - 8)
-        self.raise_()
-
-    def paintEvent(self, event):
-        if self.image is None:
-            return
-        p = QPainter(self)
-        st = self.owner._style
-        p.fillRect(self.rect(), st.minimap_bg)
-        p.drawImage(1, 1, self.image)
-        p.setPen(QPen(st.group_pen.color(), 1))
-        p.drawRect(self.rect().adjusted(0, 0, -1, -1))
-        vis = self.owner.visible_scene_rect()
-        r = QRectF(1 + vis.x() * self.sx, 1 + vis.y() * self.sy,
-                   max(3.0, vis.width() * self.sx), max(3.0, vis.height() * self.sy))
-        c = QColor(st.minimap_view)
-        fill = QColor(c)
-        fill.setAlpha(40)
-        p.setBrush(fill)
-        p.setPen(QPen(c, 1.5))
-        p.drawRect(r)
-        p.end()
-
-    def _jump(self, pos) -> None:
-        self.owner.view.centerOn(QPointF((pos.x() - 1) / self.sx, (pos.y() - 1) / self.sy))
-
-    def mousePressEvent(self, event):
-        self._jump(event.position())
-
-    def mouseMoveEvent(self, event):
-        if event.buttons() & Qt.LeftButton:
-            self._jump(event.position())
-
 
 # --------------------------------------------------------------------------- view
 
@@ -196,8 +102,6 @@ class _View(QGraphicsView):
         if not choices:
             super().contextMenuEvent(event)
             return
-        from PySide6.QtWidgets import QMenu
-
         menu = QMenu(self)
         for text, signal, arg in choices:
             act = menu.addAction(text)
@@ -251,7 +155,7 @@ class GraphView(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.view)
-        self._minimap = _Minimap(self)
+        self._minimap = Minimap(self)
         self._graph: dict | None = None
         self.nodes: dict[str, NodeItem] = {}
         # edges are plain QGraphicsPathItems (painted in C++); per-edge data lives here,
@@ -345,7 +249,7 @@ class GraphView(QWidget):
         # while building and back afterwards makes every later paint visit all items.  No
         # common parent item either: the index only culls top-level items.)
         for k, g in enumerate(sorted(graph.get("groups", ()), key=lambda g: g.get("depth", 1))):
-            item = GroupItem(g, self._style, self)
+            item = GroupItem(g, self._style, self.foldToggled.emit)
             add(item)
             item.setZValue(-1.0 + g.get("depth", 1) * 0.01)
             item.setVisible(not self._overview_on)
@@ -650,38 +554,13 @@ class GraphView(QWidget):
     def export_png(self, path: str, *, max_side: int = 12000, scale: float = 2.0) -> bool:
         """Render the whole graph to a PNG (2x, capped at ``max_side`` pixels)."""
         self.finish_building()
-        r = self.scene.sceneRect()
-        if r.isEmpty():
-            return False
-        s = min(scale, max_side / max(r.width(), r.height()))
-        s = min(s, math.sqrt(120e6 / max(1.0, r.width() * r.height())))
-        img = QImage(QSize(max(1, int(r.width() * s)), max(1, int(r.height() * s))),
-                     QImage.Format_ARGB32_Premultiplied)
-        img.fill(self._style.background)
-        p = QPainter(img)
-        p.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
         with self._items_visible():
-            self.scene.render(p, QRectF(img.rect()), r)
-        p.end()
-        return img.save(str(path), "PNG")
+            return render_png(self.scene, self._style.background, path, max_side=max_side, scale=scale)
 
     def export_svg(self, path: str) -> bool:
-        from PySide6.QtSvg import QSvgGenerator
         self.finish_building()
-        r = self.scene.sceneRect()
-        if r.isEmpty():
-            return False
-        gen = QSvgGenerator()
-        gen.setFileName(str(path))
-        gen.setSize(QSize(int(r.width()), int(r.height())))
-        gen.setViewBox(QRectF(0, 0, r.width(), r.height()))
-        gen.setTitle("irviz graph")
-        p = QPainter(gen)
-        p.fillRect(QRectF(0, 0, r.width(), r.height()), self._style.background)
         with self._items_visible():
-            self.scene.render(p, QRectF(0, 0, r.width(), r.height()), r)
-        p.end()
-        return True
+            return render_svg(self.scene, self._style.background, path)
 
     def _set_items_visible(self, on: bool) -> None:
         for coll in (self.groups.values(), self.edges, self._arrows, self.nodes.values()):

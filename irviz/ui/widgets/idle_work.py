@@ -46,10 +46,6 @@ class IdleWork(QObject):
             for _ in work:
                 pass
 
-    def finish_all(self) -> None:
-        for key in list(self._tasks):
-            self.finish(key)
-
     def _turn(self) -> None:
         deadline = time.perf_counter() + self.budget_s
         # round robin: every task moves on each turn, the first one does not starve the rest

@@ -1,0 +1,592 @@
+"""The engine process's life: start `python -m irviz.engine` under QProcess, keep a warm spare,
+restart after a crash and replay the session to the last good step, cancel by killing it.
+
+The bridge keeps the session *recipe* (spec, importer, applied passes, planned passes, cursor)
+from the last state it saw. When the engine dies (TVM segfaults) it starts a new one, sends
+`replay` with the recipe, re-emits the state and says what happened with `engineRestarted`.
+`cancel()` is the same with a deliberate kill, so it works in the middle of a pass.
+Requests and replies are routed by :class:`irviz.ui.request_routing.RequestRouter`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+
+from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, QTimer
+
+from irviz.protocol import empty_state
+from irviz.ui.request_routing import RequestRouter, Request
+
+# Give up replaying after this many engines in a row died while replaying.
+MAX_REPLAY_FAILURES = 2
+# Stop restarting when the engine dies this many times in a row before saying "ready".
+MAX_START_FAILURES = 3
+
+# The spare engine starts this long after the bridge goes idle with a model open.
+SPARE_DELAY_MS = 3000
+WARM_ID = -1     # request id of the spare's `warm` (its reply is ignored by the promoted engine)
+
+_REPO_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class _Engine:
+    """One engine process and what the bridge knows about it."""
+
+    def __init__(self, qp: QProcess, spare: bool = False):
+        self.qp = qp
+        self.spare = spare        # started in advance; not answering requests yet
+        self.ready = False        # said {"event": "ready"}
+        self.warm = False         # (spare) torch + TVM imported
+        self.pid = 0
+        self.out = bytearray()
+        self.scanned = 0  # bytes of `out` known to hold no newline
+        self.err = b""
+        self.retired = False      # killed or replaced: every signal from it is ignored
+        self.accepting = False    # replay (if any) sent: new requests may go straight to it
+
+
+class EngineBridge(RequestRouter):
+    """Requests in, signals out. One engine process at a time; restarted and replayed on death."""
+
+    def __init__(self, parent: QObject | None = None, *, program: str | None = None,
+                 arguments: list[str] | None = None, env: dict | None = None,
+                 autostart: bool = True, spare: bool | None = None):
+        super().__init__(parent)
+        self._program = program or sys.executable
+        self._arguments = list(arguments) if arguments is not None else ["-m", "irviz.engine"]
+        self._extra_env = dict(env or {})
+        self._eng: _Engine | None = None            # the engine answering requests
+        self._spare: _Engine | None = None          # a warm engine waiting to take over
+        self._use_spare = (os.environ.get("IRVIZ_ENGINE_SPARE", "1") != "0") if spare is None else spare
+        self._spare_timer = QTimer(self)
+        self._spare_timer.setSingleShot(True)
+        self._spare_timer.timeout.connect(self._start_spare)
+        self._stderr_tail: deque[str] = deque(maxlen=200)
+        self._recipe: dict | None = None
+        self._pass_files: list[str] = []            # loaded with load_pass_file: replayed first
+        self._converter_files: list[str] = []       # loaded with load_converters: replayed too
+        self._pending_reason: str | None = None     # emitted with engineRestarted once replayed
+        self._replay_failures = 0
+        self._crash_repro: dict | None = None       # what died (pass or build): written after replay
+        self._repro_text, self._repro_state = "", None
+        self._start_failures = 0
+        self._dead_reason: str | None = None
+        self._restarts = 0
+        self.last_restart_seconds: float | None = None
+        self._restart_t0 = 0.0
+        self._shutting_down = False
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
+        if autostart:
+            self.start()
+
+    # ------------------------------------------------------------------------------ public API
+
+    @property
+    def ready(self) -> bool:
+        return self._eng is not None and self._eng.ready
+
+    @property
+    def pid(self) -> int:
+        """pid of the running engine (0 while starting)."""
+        return self._eng.pid if self.ready else 0
+
+    @property
+    def spare_warm(self) -> bool:
+        """True when a spare engine has torch + TVM loaded and has run one import (fast restarts)."""
+        return self._spare is not None and self._spare.warm
+
+    @property
+    def spare_pid(self) -> int:
+        """pid of the warm spare engine (0 when there is none yet)."""
+        return self._spare.pid if self._spare is not None and self._spare.ready else 0
+
+    @property
+    def recipe(self) -> dict | None:
+        """What `replay` needs to rebuild the last good state: spec, importer, applied, planned,
+        cursor (and pass_files / converter_files, the user files loaded so far)."""
+        if self._recipe is None:
+            return None
+        return dict(self._recipe, pass_files=list(self._pass_files),
+                    converter_files=list(self._converter_files))
+
+    @property
+    def converter_files(self) -> list[str]:
+        """Converter files loaded (load_converters) so far, in order; re-sent on replay."""
+        return list(self._converter_files)
+
+    @property
+    def restarts(self) -> int:
+        return self._restarts
+
+    def stderr_tail(self, lines: int = 40) -> str:
+        return "\n".join(list(self._stderr_tail)[-lines:])
+
+    def start(self) -> None:
+        """Start the engine (no-op when one is running or starting)."""
+        if self._eng is not None:
+            return
+        self._dead_reason = None
+        self._shutting_down = False
+        self._spawn()
+
+    def _submit(self, req: Request) -> None:
+        rid, cmd = req.id, req.cmd
+        if self._dead_reason is not None:
+            # no engine: answer asynchronously so callers always get their signal after request()
+            err = {"stage": "engine", "message": self._dead_reason,
+                   "hint": "Restart the engine (File ▸ Restart engine) or check the log.", "detail": self.stderr_tail()}
+            QTimer.singleShot(0, self, lambda: self.failed.emit(rid, cmd, err))
+            return
+        if self._eng is not None and self._eng.accepting:
+            self._send(req)
+        else:
+            self._queue.append(req)
+            if self._eng is None:
+                self._shutting_down = False
+                self._spawn()
+
+    def cancel(self) -> bool:
+        """Stop whatever the engine is doing: kill it, start a new one, replay to the last state.
+
+        Every request sent or queued fails with stage "cancelled". Returns False when idle."""
+        if not self._busy or self._eng is None:
+            return False
+        running = next((r for r in self._inflight.values() if not r.stale), None)
+        replaying = any(r.internal for r in self._inflight.values()) or any(r.internal for r in self._queue)
+        what = self._describe(running) if running is not None else "the queued requests"
+        doomed = [r for r in list(self._inflight.values()) + self._queue if not r.internal and not r.stale]
+        self._inflight.clear()
+        self._queue.clear()
+        if replaying:
+            # cancelling the replay itself: come back with no model rather than replay again
+            self._recipe = None
+            self._state = None
+            self._pending_reason = f"Cancelled replaying {self._describe_recipe()}."
+        else:
+            self._pending_reason = f"Cancelled {what}."
+        self._kill_current()
+        self._spawn()
+        self._update_busy()
+        for r in doomed:
+            self.failed.emit(r.id, r.cmd, {"stage": "cancelled", "message": f"Cancelled {what}.",
+                                           "hint": None, "detail": None})
+        return True
+
+    def restart(self, reason: str = "Restarted the engine.") -> None:
+        """Kill and restart the engine, replaying the session (queued requests are kept)."""
+        requeue = [r for r in self._inflight.values() if not r.internal and not r.stale]
+        self._inflight.clear()
+        self._queue = [r for r in self._queue if not r.internal]
+        self._queue[0:0] = requeue
+        self._pending_reason = reason
+        self._kill_current()
+        self._dead_reason = None
+        self._spawn()
+        self._update_busy()
+
+    def shutdown(self, timeout_ms: int = 2000) -> None:
+        """Ask the engine (and the spare) to exit (EOF on stdin); kill them if they do not.
+        Blocks up to timeout_ms: meant for application exit and tests."""
+        self._shutting_down = True
+        self._spare_timer.stop()
+        if self._spare is not None:       # nothing to save in the spare
+            self._retire(self._spare)
+            self._spare = None
+        engines = [e for e in (self._eng,) if e is not None]
+        self._eng = None
+        for e in engines:
+            e.retired = True
+            try:
+                e.qp.closeWriteChannel()
+            except RuntimeError:  # already deleted by Qt
+                pass
+        for e in engines:
+            try:
+                if e.qp.state() != QProcess.ProcessState.NotRunning and not e.qp.waitForFinished(timeout_ms):
+                    e.qp.kill()
+                    e.qp.waitForFinished(1000)
+            except RuntimeError:
+                pass
+
+    def kill_engine(self) -> None:
+        """Kill the engine process as a crash would (SIGKILL); the bridge restarts and replays."""
+        if self._eng is not None:
+            self._eng.qp.kill()
+
+    # ------------------------------------------------------------------------------ process
+
+    def _new_process(self, spare: bool = False) -> _Engine:
+        qp = QProcess(self)
+        env = QProcessEnvironment.systemEnvironment()
+        pp = env.value("PYTHONPATH", "")
+        env.insert("PYTHONPATH", _REPO_ROOT + (os.pathsep + pp if pp else ""))
+        env.insert("PYTHONUNBUFFERED", "1")
+        for k, v in self._extra_env.items():
+            env.insert(str(k), str(v))
+        qp.setProcessEnvironment(env)
+        qp.setProgram(self._program)
+        qp.setArguments(self._arguments)
+        eng = _Engine(qp, spare=spare)
+        qp.readyReadStandardOutput.connect(lambda: self._on_stdout(eng))
+        qp.readyReadStandardError.connect(lambda: self._on_stderr(eng))
+        qp.finished.connect(lambda code, status: self._on_finished(eng, code, status))
+        qp.errorOccurred.connect(lambda err: self._on_error(eng, err))
+        qp.start()
+        return eng
+
+    def _spawn(self) -> None:
+        """Make a new current engine: the warm spare when there is one, else a fresh process."""
+        self._restart_t0 = time.perf_counter()
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.qp.state() != QProcess.ProcessState.NotRunning:
+            spare.spare = False
+            self._eng = spare
+            if spare.ready:
+                # deferred: callers finish their own bookkeeping (and signals) first
+                QTimer.singleShot(0, self, lambda: self._on_ready(spare) if spare is self._eng else None)
+            return
+        if spare is not None:
+            self._retire(spare)
+        self._eng = self._new_process()
+
+    def _retire(self, eng: _Engine) -> None:
+        eng.retired = True
+        try:
+            if eng.qp.state() != QProcess.ProcessState.NotRunning:
+                eng.qp.kill()
+                eng.qp.finished.connect(eng.qp.deleteLater)
+            else:
+                eng.qp.deleteLater()
+        except RuntimeError:
+            pass
+
+    def _kill_current(self) -> None:
+        eng, self._eng = self._eng, None
+        if eng is not None:
+            self._retire(eng)
+
+    def _schedule_spare(self) -> None:
+        if (not self._use_spare or self._spare is not None or self._spare_timer.isActive()
+                or self._recipe is None or self._dead_reason is not None or self._shutting_down):
+            return
+        self._spare_timer.start(SPARE_DELAY_MS)
+
+    def _start_spare(self) -> None:
+        if self._spare is not None or self._shutting_down or self._dead_reason is not None \
+                or self._eng is None or not self._use_spare:
+            return
+        if self._busy:
+            self._spare_timer.start(SPARE_DELAY_MS)   # do not compete with real work on 2 cores
+            return
+        self._spare = self._new_process(spare=True)
+
+    def _write(self, line: bytes) -> None:
+        self._eng.qp.write(line)
+
+    def _on_stderr(self, eng: _Engine) -> None:
+        if eng.retired:
+            return
+        try:
+            eng.err += bytes(eng.qp.readAllStandardError())
+        except RuntimeError:
+            return
+        *lines, eng.err = eng.err.split(b"\n")
+        for raw in lines:
+            text = raw.decode("utf-8", "replace").rstrip()
+            if eng.spare:
+                text = "[spare] " + text
+            self._stderr_tail.append(text)
+            self.logLine.emit(text)
+            if os.environ.get("IRVIZ_ENGINE_LOG"):
+                print(f"[engine {eng.pid}] {text}", file=sys.stderr)
+
+    def _on_stdout(self, eng: _Engine) -> None:
+        if eng.retired:
+            return
+        try:
+            eng.out += eng.qp.readAllStandardOutput().data()
+        except RuntimeError:
+            return
+        while True:
+            # a reply of several MB arrives in 64 KB reads: search only the new bytes, and cut
+            # the buffer once per line (re-scanning and re-copying it per read took ~0.3 s)
+            nl = eng.out.find(b"\n", eng.scanned)
+            if nl < 0:
+                eng.scanned = len(eng.out)
+                break
+            raw = bytes(eng.out[:nl])
+            del eng.out[:nl + 1]
+            eng.scanned = 0
+            if eng.retired:
+                return
+            if not raw.strip():
+                continue
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                self._stderr_tail.append("[stdout] " + raw.decode("utf-8", "replace"))
+                continue
+            if eng.spare:
+                self._on_spare_message(eng, msg)
+            elif eng is self._eng:
+                self._on_message(msg)
+                if eng is not self._eng:
+                    return      # a handler restarted the engine
+
+    def _on_spare_message(self, eng: _Engine, msg: dict) -> None:
+        if msg.get("event") == "ready":
+            eng.ready = True
+            eng.pid = int(msg.get("pid") or 0)
+            eng.qp.write((json.dumps({"id": WARM_ID, "cmd": "warm", "args": {}}) + "\n").encode())
+        elif msg.get("id") == WARM_ID and "progress" not in msg:
+            eng.warm = bool(msg.get("ok"))
+
+    def _on_message(self, msg: dict) -> None:
+        if msg.get("event") == "ready":
+            self._eng.ready = True
+            self._eng.pid = int(msg.get("pid") or 0)
+            self._on_ready(self._eng)
+            return
+        self._route(msg)
+
+    def _note_reply(self, req: Request, result) -> None:
+        if req.cmd == "load_pass_file" and req.args.get("path"):
+            path = str(req.args["path"])
+            if path not in self._pass_files:
+                self._pass_files.append(path)
+        if req.cmd == "load_converters":
+            res = result or {}
+            path = str(res.get("path") or req.args.get("path") or "")
+            if path:
+                if path in self._converter_files:
+                    self._converter_files.remove(path)
+                self._converter_files.append(path)   # the engine's order: later files win
+
+    def _on_internal_reply(self, req: Request, ok: bool, msg: dict, state: dict | None) -> None:
+        if req.cmd == "write_repro":
+            self._on_repro_reply(ok, msg)
+        else:
+            self._on_replay_reply(ok, msg, state)
+
+    def _on_ready(self, eng: _Engine) -> None:
+        if eng.accepting:
+            return
+        eng.accepting = True
+        self._start_failures = 0
+        self.engineReady.emit(eng.pid)
+        if self._pending_reason is not None and self._recipe is not None:
+            args = dict(self._recipe)
+            if self._pass_files:
+                args["pass_files"] = list(self._pass_files)
+            if self._converter_files:
+                args["converter_files"] = list(self._converter_files)
+            self._send(Request(self._new_id(), "replay", args, internal=True))
+        elif self._pending_reason is not None:
+            self._finish_restart(self._pending_reason + " Restarted with no model open.", None)
+        queue, self._queue = self._queue, []
+        for r in queue:
+            self._send(r)
+        self._update_busy()
+
+    def _on_replay_reply(self, ok: bool, msg: dict, state: dict | None) -> None:
+        reason = self._pending_reason or "The engine restarted."
+        if ok and state is not None:
+            self._replay_failures = 0
+            self._take_state(state)
+            text = f"{reason} Restarted and replayed to step {state.get('cursor', 0)}."
+            if self._crash_repro is not None:
+                self._request_crash_repro(text, state)
+                return
+            self._finish_restart(text, state)
+        elif state is not None and state.get("import_error"):
+            # the session was captured but did not import before either: that is where we were
+            self._replay_failures = 0
+            self._take_state(state)
+            self._finish_restart(f"{reason} Restarted; the model is captured again but its import "
+                                 "still fails.", state)
+        else:
+            err = msg.get("error") or {}
+            self._recipe = None
+            if state is not None:
+                self._take_state(state)
+            self._finish_restart(f"{reason} Restarted, but replaying the session failed: "
+                                 f"{err.get('message', 'unknown error')}", state)
+
+    def _request_crash_repro(self, text: str, state: dict) -> None:
+        """Ask the new engine (the GUI has no TVM) to write the repro folder of what killed the old
+        one; the restart is announced once it answers, with where the folder is."""
+        what, self._crash_repro = self._crash_repro, None
+        try:
+            out = tempfile.mkdtemp(prefix="irviz-crash-repro-")
+        except OSError:
+            self._finish_restart(text, state)
+            return
+        args = {"out_dir": out, "reason": text, **what}
+        self._repro_text, self._repro_state = text, state   # announced once the folder is written
+        self._send(Request(self._new_id(), "write_repro", args, internal=True))
+
+    def _on_repro_reply(self, ok: bool, msg: dict) -> None:
+        state, text = self._repro_state, self._repro_text
+        self._repro_state = None
+        if ok:
+            path = (msg.get("result") or {}).get("path")
+            text += f" Repro folder: {path} (python {path}/repro.py)."
+        else:
+            text += f" (No repro folder: {(msg.get('error') or {}).get('message', 'unknown error')})"
+        self._finish_restart(text, state)
+
+    def _finish_restart(self, text: str, state: dict | None) -> None:
+        self._pending_reason = None
+        self._crash_repro = None
+        self._restarts += 1
+        self.last_restart_seconds = time.perf_counter() - self._restart_t0
+        if state is not None:
+            self.stateChanged.emit(state)
+        elif self._recipe is None:
+            self._state = None
+            self.stateChanged.emit(empty_state())
+        self.engineRestarted.emit(text)
+
+    def _take_state(self, state: dict) -> None:
+        super()._take_state(state)
+        if not state.get("spec"):
+            return
+        if state.get("steps"):
+            applied = [{"name": s["pass"], "params": s.get("params") or {}} for s in state["steps"][1:]]
+            cursor = int(state.get("cursor") or 0)
+        elif state.get("import_error"):
+            applied, cursor = [], 0  # captured, import failed: a replay captures again (and shows the same failure)
+        else:
+            return
+        self._recipe = {
+            "spec": state["spec"],
+            "importer": state.get("importer") or "exported_program",
+            "keep_params": bool(state.get("keep_params")),
+            "applied": applied,
+            "planned": [{"name": p["name"], "params": p.get("params") or {}} for p in state.get("planned") or []],
+            "cursor": cursor,
+            **_frontend_recipe(state),
+        }
+
+    def _on_error(self, eng: _Engine, err) -> None:
+        if eng.retired:
+            return
+        if err == QProcess.ProcessError.FailedToStart:
+            if eng.spare:
+                self._spare = None
+                self._use_spare = False
+                return
+            self._declare_dead(f"Could not start the engine ({self._program} "
+                               f"{' '.join(self._arguments)}): {eng.qp.errorString()}")
+        # Crashed / read/write errors are followed by `finished`, handled there.
+
+    def _on_finished(self, eng: _Engine, code: int, status) -> None:
+        if eng.retired or self._shutting_down:
+            return
+        if eng.spare:
+            eng.retired = True
+            if eng is self._spare:
+                self._spare = None
+            eng.qp.deleteLater()
+            return
+        if eng is not self._eng:
+            return
+        # replies written just before dying are still worth reading
+        self._on_stdout(eng)
+        self._on_stderr(eng)
+        if eng is not self._eng:
+            return
+        was_ready = eng.ready
+        eng.retired = True
+        self._eng = None
+        eng.qp.deleteLater()
+        if status == QProcess.ExitStatus.CrashExit:
+            how = f"crashed (signal {code})" if code else "crashed"
+        else:
+            how = f"exited (code {code})"
+        if not was_ready:
+            self._start_failures += 1
+            if self._start_failures >= MAX_START_FAILURES:
+                self._declare_dead(f"The engine {how} before it was ready, {self._start_failures} times "
+                                   f"in a row. Last log lines:\n{self.stderr_tail(15)}")
+                return
+        inflight = list(self._inflight.values())
+        self._inflight.clear()
+        culprit = inflight[0] if inflight else None     # the engine answers in order
+        if culprit is not None and culprit.internal:
+            self._replay_failures += 1
+            if self._replay_failures >= MAX_REPLAY_FAILURES:
+                prev = self._pending_reason or ""
+                self._pending_reason = (f"{prev} The engine {how} again while replaying "
+                                        f"{self._describe_recipe()}; gave up replaying.").strip()
+                self._recipe = None
+            # else: the same reason is kept, and the replay is tried once more
+            reason_set = True
+        else:
+            reason_set = False
+        culprit_error = None
+        if culprit is not None and culprit.internal and culprit.cmd == "write_repro":
+            self._crash_repro = None  # writing the repro killed it too: replay without one
+        elif culprit is not None and not culprit.internal:
+            self._crash_repro = self._what_died(culprit)
+        if culprit is not None and not culprit.internal:
+            text = f"The engine {how} while running {self._describe(culprit)}."
+            self._pending_reason = text
+            if not culprit.stale:   # a superseded culprit: nobody waits for it (nor is it re-sent)
+                culprit_error = {
+                    "stage": "engine", "message": text,
+                    "hint": "The engine was restarted and the session replayed to the last good step.",
+                    "detail": self.stderr_tail()}
+        elif culprit is None and not reason_set and self._pending_reason is None:
+            self._pending_reason = f"The engine {how} while idle." if was_ready else \
+                f"The engine {how} while starting."
+        # innocent requests sent after the culprit are sent again once the engine is back
+        requeue = [r for r in inflight if r is not culprit and not r.stale and not r.internal]
+        self._queue[0:0] = requeue
+        self._spawn()
+        self._update_busy()
+        if culprit_error is not None:
+            self.failed.emit(culprit.id, culprit.cmd, culprit_error)
+
+    def _declare_dead(self, reason: str) -> None:
+        self._dead_reason = reason
+        for eng in (self._eng, self._spare):
+            if eng is not None:
+                self._retire(eng)
+        self._eng = None
+        self._spare = None
+        self._pending_reason = None
+        self._fail_all({"stage": "engine", "message": reason, "hint": "Check the log; restart the engine.",
+                        "detail": self.stderr_tail()})
+
+    # ------------------------------------------------------------------------------ helpers
+
+    def _describe_recipe(self) -> str:
+        r = self._recipe
+        if not r:
+            return "the session"
+        return f"{r['spec']} to step {r['cursor']}"
+
+    def _restarting(self) -> bool:
+        return self._pending_reason is not None
+
+    def _on_idle(self) -> None:
+        self._schedule_spare()
+
+
+def _frontend_recipe(state: dict) -> dict:
+    """How the model was captured and which course map files it used: a replay needs them to
+    rebuild a symbolic_trace session (absent for older engines and for IR files)."""
+    out = {}
+    if state.get("capture"):
+        out["capture"] = state["capture"]
+    if state.get("importer_maps"):
+        out["importer_maps"] = list(state["importer_maps"])
+    return out

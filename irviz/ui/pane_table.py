@@ -1,0 +1,86 @@
+"""The one table of the main window's panes.
+
+Each row says what the pane is (key, class), how it is named (title) and explained (help), and
+where its dock goes. The main window builds the panes and docks from it, the View menu lists it,
+the F1 help page describes it and the saved layout names its docks after the keys. Adding a pane
+is its file under ``panes/``, one row here and its test.
+
+The panes are built in table order, which is also the View menu's and the help page's order; the
+docks are placed in ``Dock.order``, because where a dock ends up depends on which splits came first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from irviz.ui.panes.base import Pane
+from irviz.ui.panes.diff import DiffPane
+from irviz.ui.panes.fx import FxPane
+from irviz.ui.panes.pipeline import PipelinePane
+from irviz.ui.panes.relax import RelaxPane
+from irviz.ui.panes.run import RunPane
+from irviz.ui.panes.tir import TirPane
+
+
+@dataclass(frozen=True)
+class Dock:
+    """Where a pane's dock goes in the default layout: the `order`-th dock placed, split off the
+    dock of pane `of` to its "right" or "below" it (`of` None: the first dock, alone)."""
+    order: int
+    side: str | None = None
+    of: str | None = None
+
+
+@dataclass(frozen=True)
+class PaneRow:
+    key: str             # the window's attribute (window.fx), the dock's name (dock_fx)
+    cls: type[Pane]
+    title: str           # the dock's title and the View menu entry
+    help: str            # the pane's paragraph on the F1 help page
+    dock: Dock
+
+
+PANES: list[PaneRow] = [
+    PaneRow("fx", FxPane, "FX graph",
+            "The torch.fx graph captured by torch.export (after run_decompositions, so it is the "
+            "graph that was imported). Graph view grouped by nn.Module path (click a group's title "
+            "to fold it, double-click a folded box to open it) or a table like print_tabular: name, "
+            "op, target, args, shape, module.",
+            Dock(1, "right", "pipeline")),
+    PaneRow("relax", RelaxPane, "Relax",
+            "The Relax function at the current step: its dataflow graph and its TVMScript. Nodes "
+            "the step added are marked as added, nodes whose call changed as changed. After Build & "
+            "Run, nodes are coloured by the time their kernels took.",
+            Dock(3, "right", "fx")),
+    PaneRow("tir", TirPane, "TensorIR",
+            "Every prim_func at the current step with its signature and loop nest; the selected "
+            "one's TVMScript below.",
+            Dock(4, "right", "relax")),
+    PaneRow("pipeline", PipelinePane, "Pipeline",
+            "Applied steps (pass, time, whether it changed the module) and the passes still "
+            "planned. Choose a named pipeline or compose your own: add, remove, reorder, edit "
+            "parameters, load passes from a file. Double-click a step to jump to it; tick 'Hide "
+            "passes that changed nothing' to see only the passes that mattered.",
+            Dock(0)),
+    PaneRow("diff", DiffPane, "Diff",
+            "What a step changed, per function: side by side or unified, with the changed "
+            "characters marked. Follows the cursor, or pick any two steps.",
+            Dock(2, "below", "fx")),
+    PaneRow("run", RunPane, "Build and Run",
+            "Compiles the current step, runs it, compares outputs with PyTorch (max error, "
+            "pass/fail), TVM vs PyTorch latency and the time of every kernel.",
+            Dock(5, "right", "diff")),
+]
+
+
+def rows() -> list[PaneRow]:
+    """The table as it is now (tests append a row to ``PANES``), checked: unique keys, and every
+    dock split off a pane placed before it."""
+    keys = [r.key for r in PANES]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"pane keys must be unique: {keys}")
+    placed: set[str] = set()
+    for r in sorted(PANES, key=lambda r: r.dock.order):
+        if r.dock.of is not None and r.dock.of not in placed:
+            raise ValueError(f"pane {r.key!r} docks beside {r.dock.of!r}, which is not placed before it")
+        placed.add(r.key)
+    return list(PANES)

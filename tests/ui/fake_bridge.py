@@ -1,0 +1,262 @@
+"""The fake engine the ui tests share: a QObject with the bridge's signals that answers every
+command from canned, protocol-shaped dicts (built with irviz.protocol's make_state, so a change
+to the state schema breaks these tests too). Fast, no engine process; end-to-end tests with the
+real engine are in test_main_window.py."""
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from irviz.protocol import COMMANDS, STATE_CMDS, STATE_KEYS, invocation, make_state, step_entry
+
+def _node(id_, label, kind="op", x=0, y=0, **attrs):
+    return dict(id=id_, label=label, sublabel=attrs.pop("sublabel", ""), kind=kind, x=x, y=y, w=120, h=32,
+                **attrs)
+
+
+FX_GRAPH = {
+    "nodes": [
+        _node("x", "x", "input", 0, 0, name="x", op="placeholder", target="x", shapes=[[1, 16]],
+              module_path="", args=[]),
+        _node("linear", "linear", "op", 0, 60, name="linear", op="call_function", target="aten.linear.default",
+              args=["x"], arg_repr="(x, p_fc1_weight, p_fc1_bias)", shapes=[[1, 32]], module_path="fc1",
+              module_type="Linear"),
+        _node("relu", "relu", "op", 0, 120, name="relu", op="call_function", target="aten.relu.default",
+              args=["linear"], arg_repr="(linear,)", shapes=[[1, 32]], module_path="act", module_type="ReLU"),
+        _node("output", "output", "output", 0, 180, name="output", op="output", target="output", args=["relu"]),
+    ],
+    "edges": [{"src": "x", "dst": "linear", "label": "1×16", "points": [[60, 32], [60, 60]]},
+              {"src": "linear", "dst": "relu", "label": "1×32", "points": [[60, 92], [60, 120]]},
+              {"src": "relu", "dst": "output", "label": "", "points": [[60, 152], [60, 180]]}],
+    "groups": [], "width": 200, "height": 240,
+}
+
+
+def relax_graph(step):
+    if step == 0:
+        nodes = [_node("x", "x", "param"), _node("lv", "matmul", "op", callee=None),
+                 _node("lv1", "add", "op", callee=None), _node("lv2", "relu", "op", callee=None),
+                 _node("gv", "output", "output")]
+    else:
+        nodes = [_node("x", "x", "param"), _node("lv", "call_tir", "call_tir", callee="matmul"),
+                 _node("lv1", "call_tir", "call_tir", callee="add"),
+                 _node("lv2", "call_tir", "call_tir", callee="relu"), _node("gv", "output", "output")]
+    edges = [{"src": a, "dst": b, "label": "", "points": []}
+             for a, b in (("x", "lv"), ("lv", "lv1"), ("lv1", "lv2"), ("lv2", "gv"))]
+    return {"nodes": nodes, "edges": edges, "groups": [], "width": 200, "height": 300}
+
+
+TEXT0 = '''@R.function
+def main(x: R.Tensor((1, 16), dtype="float32")):
+    with R.dataflow():
+        lv = R.matmul(x, w)
+        lv1 = R.add(lv, b)
+        lv2 = R.nn.relu(lv1)
+        gv = lv2
+        R.output(gv)
+    return gv'''
+TEXT1 = TEXT0.replace("R.matmul(x, w)", "R.call_tir(cls.matmul, (x, w), out_ty=R.Tensor((1, 32)))") \
+             .replace("R.add(lv, b)", "R.call_tir(cls.add, (lv, b), out_ty=R.Tensor((1, 32)))") \
+             .replace("R.nn.relu(lv1)", "R.call_tir(cls.relu, (lv1,), out_ty=R.Tensor((1, 32)))")
+TIR = [{"name": n, "signature": '(A: T.Buffer((1, 32), "float32"), B: T.Buffer((1, 32), "float32"))',
+        "loops": ["i0 1 serial", "i1 32 serial"], "blocks": [n]} for n in ("add", "matmul", "relu")]
+
+
+def diff_rows():
+    rows = []
+    a, b = TEXT0.split("\n"), TEXT1.split("\n")
+    for i, (l, r) in enumerate(zip(a, b)):
+        tag = "equal" if l == r else "replace"
+        rows.append([i + 1, l, i + 1, r, tag, [[8, 14]] if tag != "equal" else [], [[8, 18]] if tag != "equal" else []])
+    return rows
+
+
+# two pipelines compared: B skipped FoldConstant
+COMPARE_RESULT = {
+    "pipelines": [
+        {"pipeline": "zero", "steps": ["import", "LegalizeOps", "AnnotateTIROpPattern", "FoldConstant",
+                                       "FuseOps", "FuseTIR"], "tvm_ms": 0.2, "max_abs_error": 2e-7,
+         "kernels": 2, "build_seconds": 0.3, "error": None},
+        {"pipeline": "LegalizeOps,AnnotateTIROpPattern,FuseOps,FuseTIR",
+         "steps": ["import", "LegalizeOps", "AnnotateTIROpPattern", "FuseOps", "FuseTIR"], "tvm_ms": 0.3,
+         "max_abs_error": 2e-7, "kernels": 4, "build_seconds": 0.5, "error": None},
+    ],
+    "aligned": [[0, 0], [1, 1], [2, 2], [3, None], [4, 3], [5, 4]],
+}
+
+
+def compare_diff(args):
+    return {"a": args["a"], "b": args["b"], "pass_a": "x", "pass_b": "y", "unified": "",
+            "functions": [], "graph": {"functions": {"only_a": [], "only_b": ["transpose"],
+                                                    "changed": ["main"], "same": 2},
+                                       "nodes": {}}}
+
+
+class FakeBridge(QObject):
+    replied = Signal(int, str, object)
+    failed = Signal(int, str, dict)
+    progress = Signal(int, str, float)
+    busyChanged = Signal(bool)
+    engineRestarted = Signal(str)
+    stateChanged = Signal(dict)
+
+    PASSES = ["LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR"]
+
+    def __init__(self):
+        super().__init__()
+        self._id = 0
+        self.busy = False
+        self.sent: list[tuple[str, dict]] = []
+        self.model = None
+        self.cursor = 0
+        self.applied: list[dict] = []
+        self.planned: list[dict] = []
+        self.fail_next: dict | None = None
+
+    def request(self, cmd, supersede=None, **args):
+        assert cmd in COMMANDS, f"the panes sent {cmd!r}, which is not a protocol command"
+        self._id += 1
+        rid = self._id
+        self.sent.append((cmd, args))
+        QTimer.singleShot(0, lambda: self._answer(rid, cmd, args))
+        return rid
+
+    def cancel(self):
+        return False
+
+    def restart(self, reason=""):
+        self.engineRestarted.emit(reason)
+
+    def shutdown(self):
+        pass
+
+    def state(self):
+        # built with the engine's own schema: a change to protocol.py breaks these tests too
+        steps = [step_entry(0, "import", {}, 0.1, True,
+                            size={"bindings": 3, "prim_funcs": 0, "tir_lines": 0})]
+        for i, inv in enumerate(self.applied):
+            changed = inv["name"] == "LegalizeOps"
+            steps.append(step_entry(i + 1, inv["name"], inv.get("params", {}), 0.01, changed,
+                                    added=["add", "matmul", "relu"] if changed else [],
+                                    changed_funcs=["main"] if changed else [],
+                                    size={"bindings": 3, "prim_funcs": 3, "tir_lines": 40 + i}))
+        return make_state(model=self.model, spec=f"sample:{self.model}" if self.model else None,
+                          importer="exported_program", cursor=self.cursor, steps=steps,
+                          planned=[invocation(p["name"], p.get("params")) for p in self.planned],
+                          relax_functions=["main"],
+                          tir_functions=[t["name"] for t in TIR] if self.cursor > 0 else [])
+
+    def _answer(self, rid, cmd, args):
+        if self.fail_next is not None and cmd == self.fail_next.get("cmd"):
+            err = dict(self.fail_next["error"])
+            self.fail_next = None
+            self.failed.emit(rid, cmd, err)
+            return
+        result = self._compute(cmd, args)
+        if isinstance(result, Exception):
+            self.failed.emit(rid, cmd, {"stage": "request", "message": str(result), "hint": None})
+            return
+        self.replied.emit(rid, cmd, result)
+        if cmd in STATE_CMDS:
+            assert set(result) == STATE_KEYS
+            self.stateChanged.emit(result)
+
+    def _compute(self, cmd, a):
+        if cmd == "open":
+            if "missing" in a["spec"]:
+                return Exception("No such file")
+            self.model = a["spec"].split(":")[-1]
+            self.cursor, self.applied = 0, []
+            self.planned = [{"name": n, "params": {}} for n in self.PASSES]
+            return self.state()
+        if cmd == "step":
+            if self.cursor < len(self.applied):
+                self.cursor += 1
+            elif self.planned:
+                self.applied.append(self.planned.pop(0))
+                self.cursor += 1
+            return self.state()
+        if cmd == "back":
+            self.cursor = max(0, self.cursor - 1)
+            return self.state()
+        if cmd == "jump":
+            self.cursor = int(a["index"])
+            return self.state()
+        if cmd == "run_to_end":
+            self.applied += self.planned
+            self.planned = []
+            self.cursor = len(self.applied)
+            return self.state()
+        if cmd == "set_pipeline":
+            self.applied = self.applied[:self.cursor]
+            self.planned = [dict(p) for p in a.get("passes") or []] if "passes" in a else \
+                [{"name": n, "params": {}} for n in self.PASSES]
+            return self.state()
+        if cmd == "state":
+            return self.state()
+        if cmd == "fx_graph":
+            return FX_GRAPH
+        if cmd == "relax_graph":
+            return relax_graph(a.get("step", 0))
+        if cmd == "function_text":
+            if a["name"] == "main":
+                return {"name": "main", "text": TEXT0 if a.get("step") == 0 else TEXT1}
+            return {"name": a["name"], "text": f"@T.prim_func\ndef {a['name']}(A, B):\n    for i0, i1 in T.grid(1, 32):\n        B[i0, i1] = A[i0, i1]"}
+        if cmd == "tir_functions":
+            return TIR if a.get("step", 0) > 0 else []
+        if cmd == "diff":
+            if a["b"] == 0 or a["a"] == a["b"]:
+                return {"unified": "", "functions": []}
+            return {"unified": "--- a\n+++ b\n@@ main @@\n-        lv = R.matmul(x, w)\n+        lv = R.call_tir(cls.matmul)",
+                    "functions": [{"name": "main", "status": "changed", "rows": diff_rows()},
+                                  {"name": "matmul", "status": "added",
+                                   "rows": [[None, None, 1, "@T.prim_func", "insert", [], []]]}]}
+        if cmd == "provenance":
+            if a.get("step", 0) == 0:
+                return {"fx_to_relax": {"linear": ["lv", "lv1"], "relu": ["lv2"]}, "relax_to_callee": {}}
+            return {"fx_to_relax": {"linear": ["lv", "lv1"], "relu": ["lv2"]},
+                    "relax_to_callee": {"lv": "matmul", "lv1": "add", "lv2": "relu"}}
+        if cmd == "build_run":
+            return {"ok": True, "max_abs_error": 1e-7, "max_rel_error": 2e-7, "allclose": True,
+                    "tvm_ms": 0.5, "torch_ms": 0.25, "threads": 1, "build_seconds": 0.8,
+                    "kernels": [{"name": "matmul", "calls": 1, "ms": 0.3, "binding": "lv"},
+                                {"name": "add", "calls": 1, "ms": 0.05, "binding": "lv1"},
+                                {"name": "relu", "calls": 1, "ms": 0.05, "binding": "lv2"}]}
+        if cmd == "latency_trace":
+            # step 2 gives wrong numbers, step 3 does not build
+            trace = [{"step": i, "pass": st["pass"], "ok": i != 3, "tvm_ms": None if i == 3 else 1.0 + i,
+                      "torch_ms": 0.5, "max_abs_error": None if i == 3 else (0.25 if i == 2 else 1e-7 * i),
+                      "allclose": None if i == 3 else i != 2, "error": "no kernel" if i == 3 else None,
+                      "build_seconds": 0.1, "threads": 1, "cached": False}
+                     for i, st in enumerate(self.state()["steps"])]
+            return {"trace": trace, "torch_ms": 0.5, "threads": 1, "reference": True, "planned": 0}
+        if cmd == "export":
+            return {"path": a["out_dir"], "files": ["step_00_import.py", "steps.json"]}
+        if cmd == "list_samples":
+            return [{"name": "mlp", "description": "two linear layers"},
+                    {"name": "resnet18", "description": "torchvision ResNet-18"}]
+        if cmd == "list_passes":
+            return [{"name": n, "description": n, "category": "tvm", "params": []} for n in self.PASSES] + [
+                {"name": "FuseOpsByPattern", "description": "d", "category": "course",
+                 "params": [{"name": "patterns", "kind": "json", "default": [], "help": "", "choices": None},
+                            {"name": "bind_constants", "kind": "bool", "default": True, "help": "", "choices": None}]}]
+        if cmd == "compare":
+            return COMPARE_RESULT
+        if cmd == "compare_diff":
+            return compare_diff(a)
+        if cmd == "list_pipelines":
+            return [{"name": "zero", "description": "TVM zero pipeline",
+                     "passes": [{"name": n, "params": {}} for n in self.PASSES]}]
+        return Exception(f"the fake engine does not answer {cmd}")
+
+
+def open_mlp(qtbot, win):
+    win.open_spec("sample:mlp")
+    qtbot.waitUntil(lambda: win.all_filled(), timeout=5000)
+
+
+def step(qtbot, win, n=1):
+    for _ in range(n):
+        before = win.state["cursor"]
+        win.act_step.trigger()
+        qtbot.waitUntil(lambda: win.state["cursor"] == before + 1, timeout=5000)
+    qtbot.waitUntil(lambda: win.all_filled(), timeout=5000)
