@@ -202,7 +202,7 @@ def _open_workspace(args, failure: _Failure, log):
 
     ws = Workspace(log=log)
     if getattr(args, "no_cache", False):
-        from irviz.core.passes.decision_cache import set_cache_enabled
+        from irviz.core.tuning.decision_cache import set_cache_enabled
 
         set_cache_enabled(False)
     try:
@@ -286,7 +286,7 @@ def write_json(path: str | None, data: dict, out=None) -> None:
 
 
 def _cpu_fields() -> dict:
-    from irviz.core.backend.cpu_info import cpu_info
+    from irviz.core.target import cpu_info
 
     return cpu_info().as_dict()
 
@@ -301,7 +301,7 @@ def _timing_fields(res) -> dict:
 
 def _memory_fields(built, func: str):
     """StaticPlanBlockMemory's figures for the module the build lowered (None if unreadable)."""
-    from irviz.core.views.memory import memory_plan
+    from irviz.core.backend.memory import memory_plan
 
     try:
         return memory_plan(built.lowered, func).summary()
@@ -311,8 +311,7 @@ def _memory_fields(built, func: str):
 
 def _decisions(ws, log) -> list[dict]:
     """The measured CPU decisions of the pipeline (each once), logged as the kernel table shows them."""
-    from irviz.core.passes.cpu_tuning import decisions_of, describe_decision
-    from irviz.core.passes.tile_search import describe_tile
+    from irviz.core.views.decisions import decisions_of, describe_decision, describe_tile
 
     seen, out = set(), []
     for st in ws.session.steps[1:]:

@@ -1,5 +1,5 @@
 """`irviz compare` (two pipelines, steps aligned) and `irviz query` (a pattern counted at every step):
-the argument parsing is in cli.py, the work in core.views.compare / core.views.query."""
+the argument parsing is in cli.py, the work in core.compare / core.views.query."""
 from __future__ import annotations
 
 import sys
@@ -10,7 +10,7 @@ from irviz.cli import _Failure, _open_workspace, write_json
 def run_compare(args) -> int:
     """Open MODEL with pipeline A (its session is A), run B on the same import, write the pages."""
     from irviz.core.export.compare_report import write_compare
-    from irviz.core.views import compare as compare_mod
+    from irviz.core import compare as compare_mod
 
     failure = _Failure(args.verbose)
     pipelines = args.pipeline or []

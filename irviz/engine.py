@@ -42,7 +42,7 @@ class Engine:
     """Answers one request at a time: the command table maps each protocol command to a method."""
 
     def __init__(self, channel: Channel):
-        from irviz.core.views.step_views import StepViews
+        from irviz.step_views import StepViews
         from irviz.core.workspace import Workspace
 
         self.channel = channel
@@ -117,7 +117,7 @@ class Engine:
 
     def memory(self, step=None, func: str = "main") -> dict:
         """Storage tokens, tensors and lifetimes of a step (planned on a copy if it is not yet)."""
-        from irviz.core.views.memory import memory_of_step
+        from irviz.core.backend.memory import memory_of_step
 
         st = self.ws.step_at(step)
         self.progress(f"Planning memory of step {st.index}", 0.2)
@@ -243,9 +243,9 @@ class Engine:
 
             self.ws.dims = {**self.ws.dims, **parse_dims(",".join(f"{k}={v}" for k, v in dims.items()))}
         built, res = self.ws.build_run(self.ws.step_at(step).index, repeats=int(repeats), func=func)
-        from irviz.core.backend.cpu_info import cpu_info
+        from irviz.core.target import cpu_info
         from irviz.core.backend.timing import describe
-        from irviz.core.passes.cpu_tuning import kernel_decisions
+        from irviz.core.views.decisions import kernel_decisions
 
         decided = kernel_decisions(built.mod, res.kernels)
         return {
@@ -303,7 +303,7 @@ class Engine:
     def compare(self, pipeline_b, pipeline_a=None, measure=True, repeats=5):
         """Run two pipelines on the open model's import (A: by default the session's own pipeline)
         and align their steps; `measure` builds and runs the last step of each."""
-        from irviz.core.views import compare as compare_mod
+        from irviz.core import compare as compare_mod
 
         self.ws.need_session()
         if pipeline_a is None:
@@ -318,7 +318,7 @@ class Engine:
     def compare_diff(self, a, b, mode="pair"):
         """`pair`: the IR at A's step a against B's step b (text and graph); `pass`: what the pass
         at those steps did under A against under B (diff of diffs)."""
-        from irviz.core.views import compare as compare_mod
+        from irviz.core import compare as compare_mod
 
         cmp = self._open_comparison()
         if mode not in ("pair", "pass"):
@@ -329,7 +329,7 @@ class Engine:
     def compare_graphs(self, a, b, func="main"):
         """`func` at A's step a and B's step b, both laid out, with the nodes only in A / only in B /
         changed (compare.pair_graphs)."""
-        from irviz.core.views import compare as compare_mod
+        from irviz.core import compare as compare_mod
 
         return compare_mod.pair_graphs(self._open_comparison(), int(a), int(b), str(func))
 

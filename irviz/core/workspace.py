@@ -411,7 +411,7 @@ class Workspace:
     def remeasure(self) -> None:
         """Apply the applied passes again from the import, measuring every CPU decision afresh
         (library or TensorIR, conv2d tiles) instead of reading the cache; the new figures are cached."""
-        from irviz.core.passes.decision_cache import set_cache_enabled
+        from irviz.core.tuning.decision_cache import set_cache_enabled
         from irviz.core.session import Session
 
         self.need_session()

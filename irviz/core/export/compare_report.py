@@ -8,7 +8,7 @@ import os
 
 from irviz.core.export.report import _CSS, _JS, _e, _fmt, _render_rows
 from irviz.core.export.step_files import jsonable
-from irviz.core.views import compare as compare_mod
+from irviz.core import compare as compare_mod
 from irviz.core.views.diff import FunctionDiff
 from irviz.core.views.highlight import html_style_defs
 

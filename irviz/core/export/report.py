@@ -98,7 +98,7 @@ def run_dict(rr) -> dict:
 
 def _how_timed(d: dict) -> str:
     """How the figures were taken and on which CPU, so a ratio is never read without them."""
-    from irviz.core.backend.cpu_info import cpu_info
+    from irviz.core.target import cpu_info
     from irviz.core.backend.timing import describe
 
     text = describe({"TVM": d.get("tvm_timing"), "PyTorch": d.get("torch_timing")}, d.get("threads"))

@@ -67,7 +67,7 @@ def _versions() -> dict:
     if torch is not None:
         out["torch"] = torch.__version__
     try:
-        from irviz.core.backend.cpu_info import cpu_info
+        from irviz.core.target import cpu_info
 
         out["cpu"] = cpu_info().as_dict().get("name") or cpu_info().as_dict().get("model")
     except Exception:  # noqa: BLE001 - a detail of the README

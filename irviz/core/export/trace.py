@@ -108,7 +108,7 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     except OSError as exc:
         raise ExportError(f"cannot write to {out}: {exc}", hint="choose a folder you can write to") from exc
 
-    from irviz.core.views.memory import step_memory_summaries
+    from irviz.core.backend.memory import step_memory_summaries
 
     memory = step_memory_summaries([session.steps[i] for i in indices])
     records = []

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from tvm import relax
 
-from irviz.core.passes import course as course_passes
-from irviz.core.passes import cpu_schedules as schedules
+from irviz.core import schedules
+from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
 from irviz.core.passes import bind_params
-from irviz.core.passes import tile_search
+from irviz.core.passes import course as course_passes
 from irviz.core.passes import library_dispatch as dispatch
 from irviz.core.passes.registry import PassParam, PassSpec, register_pass
+from irviz.core.tuning import tile_search
 
 def _split_names(value) -> list[str]:
     if value is None:
@@ -25,7 +26,7 @@ RT = relax.transform
 
 def _legalize(enable_warning=False, skip_ops=""):
     return RT.LegalizeOps(
-        customize_legalize_map=dict(course_passes.CUSTOM_LEGALIZE_MAP),
+        customize_legalize_map=dict(CUSTOM_LEGALIZE_MAP),
         skip_ops=_split_names(skip_ops) or None,
         enable_warning=bool(enable_warning),
     )

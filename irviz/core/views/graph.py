@@ -287,7 +287,7 @@ def relax_digraph(mod, func: str = "main", expand_fused: bool = False) -> nx.DiG
 
 def mark_decisions(g: nx.DiGraph, mod, func: str = "main") -> None:
     """conv2d / matmul nodes LibraryDispatch measured get ``decision``: "torch 1.2 ms · TIR 0.9 ms → TIR"."""
-    from irviz.core.passes.cpu_tuning import decision_texts
+    from irviz.core.views.decisions import decision_texts
 
     texts = decision_texts(mod, func)
     if not texts:

@@ -55,7 +55,7 @@ class StepViews:
     def run_functions(self, step):
         """The Relax functions of a step that a build can run (backend.run.entry_functions)."""
         def compute():
-            from irviz.core.backend.run import entry_functions
+            from irviz.core.frontend.inputs import entry_functions
 
             return entry_functions(step.mod)
 
