@@ -17,8 +17,19 @@ import os
 import time
 from contextlib import contextmanager
 
+from irviz.core.backend.latency import latency_trace
 from irviz.core.backend.timing import tune_seconds
-from irviz.core.errors import IrvizError, RequestError
+from irviz.core.errors import (
+    IRImportError,
+    IrvizError,
+    RequestError,
+    RunError,
+    traceback_text,
+)
+from irviz.core.export import step_files
+from irviz.core.frontend.converters import load_converter_file
+from irviz.core.tuning.decision_cache import set_cache_enabled
+from irviz.core.user_code import exception_line
 
 DEFAULT_IMPORTER = "exported_program"
 
@@ -32,8 +43,6 @@ def choose_frontend(loaded, capture=None, importer=None, maps=()) -> tuple[str, 
     IRVIZ_IMPORTER, else: symbolic_trace when course maps are given, and the course importer for
     a symbolic_trace graph (TVM's exported_program importer reads torch.export graphs only).
     `why` says what was chosen and why when it was not asked for ("" otherwise)."""
-    from irviz.core.errors import IRImportError
-
     why = []
     has_maps = bool(maps) or bool(getattr(loaded, "course_maps", ()))
     if capture is None:
@@ -153,10 +162,8 @@ class Workspace:
         `choose_frontend`). `importer_maps`: course map files (call_function_map /
         call_module_map), kept and executed afresh by every later import.
         keep_params: main takes the weights as parameters, written to `params_file`."""
-        from irviz.core.export import step_files
         from irviz.core.frontend import capture as capture_mod
-        from irviz.core.frontend import ir_file
-        from irviz.core.frontend import model_file
+        from irviz.core.frontend import ir_file, model_file
 
         a, b = fraction_span
         at = lambda x: a + (b - a) * x  # noqa: E731
@@ -267,8 +274,6 @@ class Workspace:
 
         import numpy as np
 
-        from irviz.core.errors import IRImportError
-
         name = getattr(loaded, "name", None) or "model"
         if self.params_dir is not None:
             folder, fname = str(self.params_dir), f"{name}.params.npz"
@@ -290,7 +295,6 @@ class Workspace:
 
     def _open_step_file(self, spec, planned, at):
         """An exported TVMScript step: a session on its IRModule, with no FX graph or torch model."""
-        from irviz.core.export import step_files
         from irviz.core.frontend.imported import Imported
         from irviz.core.session import Session
 
@@ -342,8 +346,6 @@ class Workspace:
     def add_converter_file(self, path) -> dict:
         """Execute a converter file now (a broken one raises with file:line) and keep it: every later
         import executes it afresh. Later files win for the same op. Returns its table."""
-        from irviz.core.frontend.converters import load_converter_file
-
         table = load_converter_file(path)
         path = os.path.abspath(os.path.expanduser(str(path)))
         if path in self.converter_files:
@@ -354,7 +356,6 @@ class Workspace:
     def convert_map(self, importer: str = DEFAULT_IMPORTER):
         if not self.converter_files:
             return None
-        from irviz.core.frontend.converters import load_converter_file
 
         out = {}
         for path in self.converter_files:
@@ -411,7 +412,6 @@ class Workspace:
     def remeasure(self) -> None:
         """Apply the applied passes again from the import, measuring every CPU decision afresh
         (library or TensorIR, conv2d tiles) instead of reading the cache; the new figures are cached."""
-        from irviz.core.tuning.decision_cache import set_cache_enabled
         from irviz.core.session import Session
 
         self.need_session()
@@ -572,7 +572,6 @@ class Workspace:
     def _run_ir(self, built, inputs, func: str, repeats: int):
         """An IR file or step file: its get_inputs() or made-up inputs; its reference(), if any."""
         from irviz.core.backend import run as run_mod
-        from irviz.core.errors import RunError
 
         reference = None
         if self.ir_file is not None and self.ir_file.reference is not None:
@@ -580,8 +579,6 @@ class Workspace:
             try:
                 reference = self.ir_file.reference(*inputs)
             except Exception as exc:  # noqa: BLE001
-                from irviz.core.errors import traceback_text
-                from irviz.core.user_code import exception_line
 
                 raise RunError(f"reference() raised {exception_line(exc)}",
                                "run the file in plain Python to see the full error",
@@ -616,8 +613,6 @@ class Workspace:
     def latency_trace(self, steps=None, repeats: int = 10) -> list[dict]:
         """Build and time every recorded step (or `steps`). A module measured before (same
         structural hash) since this model was opened is not built again."""
-        from irviz.core.backend.latency import latency_trace
-
         s = self.need_session()
         if steps is not None:
             for i in steps:

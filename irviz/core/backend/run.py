@@ -41,7 +41,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
 import tvm
 import tvm_ffi
 from tvm import relax

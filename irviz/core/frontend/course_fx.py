@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from irviz.core.errors import IRImportError, LoadError, tvm_error_text
+from irviz.core.frontend.converters import converter_error_location
+from irviz.core.frontend.imported import Imported, compute_provenance, node_message
 from irviz.core.user_code import exception_line, exec_file
 
 if TYPE_CHECKING:  # imported.py loads TVM: model files read MAP_NAMES without paying for it
@@ -151,8 +153,6 @@ def _flatten(x):
 def _placeholder_type(node):
     from tvm import relax
 
-    from irviz.core.frontend.imported import node_message
-
     tm = node.meta.get("tensor_meta")
     if tm is None or not hasattr(tm, "shape"):
         raise IRImportError(node_message(None, node, "the input has no tensor shape"),
@@ -167,7 +167,6 @@ def import_fx(captured, layers=()) -> Imported:
     from tvm import relax
 
     from irviz.core.frontend.course_maps import map_param
-    from irviz.core.frontend.imported import Imported, compute_provenance
 
     t0 = time.perf_counter()
     gm = captured.fx_module
@@ -205,8 +204,6 @@ def import_fx(captured, layers=()) -> Imported:
 def _convert(captured, bb, node_map, node, fmap, mmap, named):
     from tvm import relax
 
-    from irviz.core.frontend.imported import node_message
-
     if node.op == "call_module":
         nn_mod = named[node.target]
         cls = type(nn_mod)
@@ -228,7 +225,6 @@ def _convert(captured, bb, node_map, node, fmap, mmap, named):
     try:
         value = fn(*args)
     except Exception as exc:  # noqa: BLE001 - a map function can raise anything
-        from irviz.core.frontend.converters import converter_error_location
 
         where = converter_error_location(exc, fn)
         reason = tvm_error_text(exc, head=0, tail=6, with_type=True)

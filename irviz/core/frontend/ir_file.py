@@ -24,8 +24,13 @@ from pathlib import Path
 from typing import Callable
 
 from irviz.core.errors import LoadError, RunError
-from irviz.core.frontend.files import FACTORY, exec_model_file, is_ir_file, parse_spec, shown_path
-from irviz.core.frontend.inputs import random_inputs
+from irviz.core.frontend.files import (
+    FACTORY,
+    exec_model_file,
+    is_ir_file,
+    parse_spec,
+    shown_path,
+)
 from irviz.core.frontend.samples import is_ir_sample, samples_dir
 from irviz.core.user_code import exception_line
 
@@ -140,11 +145,16 @@ def inputs_for(ir: IRFile, mod, func: str = "main", dims: dict | None = None, se
         values = list(values) if isinstance(values, (tuple, list)) else [values]
         check_inputs(mod, func, values)
         return values
+    from irviz.core.frontend.inputs import (
+        random_inputs,  # lazy: keeps tvm out of importing ir_file
+    )
+
     return random_inputs(mod, seed=seed, func=func, dims=dims or {})
 
 
 def check_inputs(mod, func: str, values: list) -> None:
     """get_inputs() against the function's parameters: count, rank, static sizes, dtype."""
+    # lazy: TVM loads only when an IR file is run; telling an IR file from a model file does not need it
     from tvm import relax, tirx
 
     from irviz.core.tvm_compat import var_name
