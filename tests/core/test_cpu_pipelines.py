@@ -13,8 +13,8 @@ from tvm import relax
 
 from irviz.core.backend import build as build_mod
 from irviz.core.backend import run as run_mod
-from irviz.core.passes import cpu_tuning
-from irviz.core.passes import library_dispatch as dispatch
+from irviz.core.backend import library_functions as dispatch
+from irviz.core.views import decisions as cpu_tuning
 from irviz.core.frontend import hf
 from irviz.core import passes
 from irviz.core.frontend.capture import capture
