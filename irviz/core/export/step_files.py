@@ -2,11 +2,13 @@
 constants (``.params``), or a text-only ``.txt``; and loading such a ``.py`` back.
 
 Round trip: ``mod.script()`` prints tensor constants as ``metadata["ir.GenericConst"][k]`` and
-omits them; the parser accepts them back through ``extra_vars`` in the same order (shared
-NOTES.md, examples/16).  Scalar -inf/inf/nan constants are printed inline as
+omits them; the parser accepts them back through ``extra_vars`` in the same order.  Scalar -inf/inf/nan constants are printed inline as
 ``R.const("-inf", "float32")``, which the parser rejects ("value has to be scalar or Tensor"), so
 they travel the same way: appended to the table and referenced as metadata entries.
 Never ``tvm.ir.save_json`` / ``script(show_meta=True)`` (both segfault in TVM 0.27).
+
+TVM is imported inside the functions that use it: the workspace imports this module to recognise a
+step file, and importing TVM loads torch too.
 """
 from __future__ import annotations
 
@@ -20,15 +22,6 @@ import runpy
 from pathlib import Path
 
 from irviz.core.errors import ExportError, tvm_error_text
-from irviz.core.tvm_compat import (
-    GenericConst,
-    I,
-    R,
-    RuntimeTensor,
-    T,
-    relax,
-    structural_equal,
-)
 
 __all__ = ["module_script", "parse_script", "tensor_constants_in_print_order", "metadata_count",
            "roundtrip_check", "add_header_note", "run_step_file", "write_step_file",
@@ -57,6 +50,8 @@ def _printed_inline(value) -> bool:
 
 def tensor_constants_in_print_order(mod, text: str | None = None) -> list:
     """The GenericConsts ``mod.script()`` prints as metadata entries, in the order it numbers them."""
+    from irviz.core.tvm_compat import GenericConst, RuntimeTensor, relax
+
     if text is None:
         text = mod.script()
     order: list = []
@@ -93,6 +88,8 @@ def _nonfinite_scalars(mod) -> dict[tuple[str, str], object]:
     """(printed value, dtype) -> the first 0-d constant of the module printed that way."""
     import math
 
+    from irviz.core.tvm_compat import GenericConst, RuntimeTensor, relax
+
     found: dict[tuple[str, str], object] = {}
 
     def visit(e):
@@ -111,6 +108,8 @@ def _nonfinite_scalars(mod) -> dict[tuple[str, str], object]:
 
 def _nonfinite_to_metadata(mod, text: str, consts: list) -> tuple[str, list]:
     import numpy as np
+
+    from irviz.core.tvm_compat import relax
 
     scalars = _nonfinite_scalars(mod)
     table = list(consts)
@@ -143,6 +142,8 @@ def parse_script(text: str, consts) -> object:
     """TVMScript text + constants (GenericConst or tensors, print order) -> IRModule."""
     from tvm.script import from_source
 
+    from irviz.core.tvm_compat import GenericConst, I, R, T, relax
+
     table = [c if isinstance(c, GenericConst) else relax.const(c) for c in consts]
     return from_source(text, extra_vars={"metadata": {"ir.GenericConst": table},
                                          "I": I, "R": R, "T": T})
@@ -171,6 +172,8 @@ def write_params(path: Path, consts, written: dict) -> None:
 
 def load_params(path) -> list:
     import tvm
+
+    from irviz.core.tvm_compat import relax
 
     with open(path, "rb") as f:
         table = tvm.runtime.load_param_dict(f.read())
@@ -219,6 +222,8 @@ def roundtrip_check(path, mod) -> tuple[bool, bool, str]:
     ``mod`` -> (loads, structurally equal, note).  A file can load a module that differs in
     what the printer does not show (a TIR region extent's int32 vs int64 after LegalizeOps of
     a take with int32 indices): it stays loadable and the note says so."""
+    from irviz.core.tvm_compat import structural_equal
+
     back, message = run_step_file(path)
     if back is None:
         return False, False, _parse_error_note(message)

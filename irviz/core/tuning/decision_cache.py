@@ -17,8 +17,6 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from irviz.core.target import cpu_info
-
 FORMAT = "irviz-cpu-decisions/1"
 _state = {"enabled": True, "shared": None}
 
@@ -46,6 +44,7 @@ def machine_key() -> str:
     import tvm
 
     from irviz.core.backend.run import tvm_threads
+    from irviz.core.target import cpu_info
 
     info = cpu_info()
     return json.dumps({"cpu": info.model, "mcpu": info.mcpu, "isa": info.isa, "lanes": info.vector_lanes,
