@@ -3,20 +3,14 @@
 Results are protocol dicts (irviz/protocol.py, plain Python like this module). Steps are
 immutable snapshots, so a view of a step is computed once; a pass applied again makes a
 new Step object, and its views are computed afresh.
+
+The core modules are imported inside the methods that use them: the engine makes its StepViews
+before it tells the window it is ready, and importing TVM (which loads torch) takes seconds; the
+engine loads them in the background meanwhile.
 """
 from __future__ import annotations
 
 from irviz.core.errors import RequestError
-from irviz.core.frontend.inputs import entry_functions
-from irviz.core.tvm_compat import PrimFunc, relax
-from irviz.core.views import diff as diff_mod
-from irviz.core.views import graph as graph_mod
-from irviz.core.views import layout
-from irviz.core.views.bookkeeping import without_bookkeeping
-from irviz.core.views.graph import ALL_FUNCTIONS, module_relax_digraph
-from irviz.core.views.ir_size import ir_size
-from irviz.core.views.provenance import relax_to_callee
-from irviz.protocol import import_error_fields
 
 FX_FOLD_THRESHOLD = 400
 
@@ -49,6 +43,8 @@ class StepViews:
 
     def func_names(self, step):
         def compute():
+            from irviz.core.tvm_compat import PrimFunc, relax
+
             relax_names, tir_names = [], []
             for gv, func in step.mod.functions.items():
                 if isinstance(func, PrimFunc):
@@ -63,6 +59,8 @@ class StepViews:
     def run_functions(self, step):
         """The Relax functions of a step that a build can run (backend.run.entry_functions)."""
         def compute():
+            from irviz.core.frontend.inputs import entry_functions
+
             return entry_functions(step.mod)
 
         return self._cached(step, "run_functions", compute)
@@ -71,6 +69,8 @@ class StepViews:
         """{bindings, prim_funcs, tir_lines} of a step (views.ir_size); None if it cannot be
         counted, so the state never fails over a number shown for information."""
         def compute():
+            from irviz.core.views.ir_size import ir_size
+
             try:
                 return ir_size(step.mod)
             except Exception:  # noqa: BLE001
@@ -93,10 +93,15 @@ class StepViews:
                bool(bookkeeping))
         if self._fx_graph is None or any(a is not b for a, b in zip(self._fx_graph[0][:2], key[:2])) \
                 or self._fx_graph[0][2:] != key[2:]:
+            from irviz.core.views import graph as graph_mod
+            from irviz.core.views import layout
+
             g = graph_mod.fx_digraph(captured.graph)
             total = g.number_of_nodes()
             hidden = []
             if not bookkeeping:
+                from irviz.core.views.bookkeeping import without_bookkeeping
+
                 failed = getattr(self._ws.import_error, "node", None)
                 g, hidden = without_bookkeeping(g, "fx", keep=[failed] if failed else ())
             depth = fold_depth
@@ -115,9 +120,7 @@ class StepViews:
 
     def _dim_names(self) -> dict:
         try:
-            from irviz.core.frontend.importer import (
-                dim_names,  # lazy: loads torch, which an IR file's session never needs
-            )
+            from irviz.core.frontend.importer import dim_names
 
             return dict(dim_names(self._ws.captured))
         except Exception:  # noqa: BLE001 - labels are a nicety
@@ -131,6 +134,7 @@ class StepViews:
         result["import_error"] = None
         if exc is None:
             return
+        from irviz.protocol import import_error_fields
 
         err = import_error_fields(exc, self._ws.loaded)
         result["import_error"] = err
@@ -152,6 +156,9 @@ class StepViews:
         st = self._step(step)
 
         def compute():
+            from irviz.core.views import graph as graph_mod
+            from irviz.core.views import layout
+
             names = self.func_names(st)[0]
             if func == graph_mod.ALL_FUNCTIONS:
                 g = graph_mod.module_relax_digraph(st.mod, expand_fused=bool(expand_fused))
@@ -163,6 +170,8 @@ class StepViews:
             g = graph_mod.relax_digraph(st.mod, func, expand_fused=bool(expand_fused))
             hidden = []
             if not bookkeeping:
+                from irviz.core.views.bookkeeping import without_bookkeeping
+
                 g, hidden = without_bookkeeping(g, "relax")
             self._progress(f"Laying out {g.number_of_nodes()} Relax nodes", 0.1)
             result = layout.layout_graph(g, group_attr="group")
@@ -175,6 +184,8 @@ class StepViews:
         st = self._step(step)
 
         def compute():
+            from irviz.core.views import graph as graph_mod
+
             return [dict(d) for d in graph_mod.tir_functions(st.mod)]
 
         return self._cached(st, "tir_functions", compute)
@@ -183,6 +194,9 @@ class StepViews:
         st = self._step(step)
 
         def compute():
+            from irviz.core.views import diff as diff_mod
+            from irviz.core.views.graph import ALL_FUNCTIONS, module_relax_digraph
+
             if name == ALL_FUNCTIONS:   # every function the all-functions graph shows
                 names = list(dict.fromkeys(d["function"] for _, d in
                                            module_relax_digraph(st.mod).nodes(data=True)))
@@ -203,6 +217,8 @@ class StepViews:
         sb = self._step(b if b is not None else s.cursor)
 
         def compute():
+            from irviz.core.views import diff as diff_mod
+
             return {"unified": diff_mod.unified_diff(sa.mod, sb.mod),
                     "functions": [fd.to_dict() for fd in diff_mod.side_by_side(sa.mod, sb.mod)]}
 
@@ -214,6 +230,8 @@ class StepViews:
         st = self._step(step)
 
         def compute():
+            from irviz.core.views.provenance import relax_to_callee
+
             return {"fx_to_relax": {k: list(v) for k, v in (st.provenance or {}).items()},
                     "relax_to_callee": relax_to_callee(st)}
 

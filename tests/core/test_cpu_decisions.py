@@ -97,7 +97,7 @@ def test_a_library_call_that_raises_is_never_chosen(cache_dir, monkeypatch):
     real = measuring.build_and_time
 
     def timed(mod, inputs):
-            if library_calls(mod):
+        if library_calls(mod):
             raise RuntimeError("torch refused this call")
         return 5.0, real(mod, inputs)[1]
 

@@ -27,6 +27,8 @@ from irviz.core.frontend.converters import (
     converter_error_location,
     normalize_key,
 )
+from irviz.core.frontend.course_fx import import_fx
+from irviz.core.frontend.course_importer import import_course
 from irviz.core.frontend.imported import (
     Imported,
     compute_provenance,
@@ -70,8 +72,6 @@ def import_model(captured, importer: str = "exported_program", custom_convert_ma
                 "symbolic_trace",
                 hint="import a symbolic_trace graph with the course importer (--importer course, or "
                      "leave --importer out), or capture with --capture export")
-        from irviz.core.frontend.course_fx import import_fx
-
         return import_fx(captured, course_maps)
     if course_maps:
         raise IRImportError(
@@ -79,8 +79,6 @@ def import_model(captured, importer: str = "exported_program", custom_convert_ma
             "this model was captured with torch.export",
             hint="capture with --capture symbolic_trace (or leave --capture out: a map file chooses it)")
     if importer == "course":
-        from irviz.core.frontend.course_importer import import_course
-
         if custom_convert_map:
             raise IRImportError(
                 "custom_convert_map is only used by the exported_program importer",
