@@ -57,7 +57,7 @@ class StepViews:
         return self._cached(step, "func_names", compute)
 
     def run_functions(self, step):
-        """The Relax functions of a step that a build can run (backend.run.entry_functions)."""
+        """The Relax functions of a step that a build can run (frontend.inputs.entry_functions)."""
         def compute():
             from irviz.core.frontend.inputs import entry_functions
 

@@ -1,4 +1,4 @@
-"""compare.html and compare.json: two pipelines on one model (irviz.core.views.compare), as one
+"""compare.html and compare.json: two pipelines on one model (irviz.core.compare), as one
 self-contained page (inline CSS, like report.html) and the JSON scripts read."""
 from __future__ import annotations
 

@@ -189,7 +189,7 @@ def _bytes(n) -> str:
 
 
 def _render_memory(session, memory: dict, shown: list[int]) -> str:
-    """One row per step: what StaticPlanBlockMemory allocates for main (views.memory)."""
+    """One row per step: what StaticPlanBlockMemory allocates for main (backend.memory)."""
     out = ["<h2>Memory per step</h2>",
            '<p class="meta">Storage planned for main by StaticPlanBlockMemory. A step before it is '
            "planned on a copy (the rest of default_build up to StaticPlanBlockMemory). planned: the "
@@ -227,7 +227,7 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
     export records (from export_trace) for links to the step files.  Diffs only, collapsed to
     hunks; the full text of each step is in the exported files.  latency: a latency trace
     (``irviz.core.backend.latency.latency_trace``), shown as an SVG chart and a table.  memory:
-    {step index: views.memory summary or {"error"}}, shown as a table after the passes."""
+    {step index: backend.memory summary or {"error"}}, shown as a table after the passes."""
     results = results_by_step(session, run_results)
     files = files or {}
     n = len(session.steps)

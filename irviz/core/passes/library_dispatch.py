@@ -150,7 +150,7 @@ def library_dispatch(ops=("conv2d", "matmul"), min_macs: int = 0, keep_tileable_
                      measure: bool = False):
     """Module pass: send `ops` to torch through call_dps_packed; the rest stays for TensorIR.
 
-    `measure`: decide each call by timing it both ways on this machine (``cpu_tuning``; cached per
+    `measure`: decide each call by timing it both ways on this machine (``tuning.library_or_tir``; cached per
     machine), instead of `min_macs` / `keep_tileable_conv`.
 
     `min_macs` > 0: only calls with at least that many multiply-adds go to torch (smaller ones are
