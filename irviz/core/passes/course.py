@@ -18,10 +18,9 @@ import tvm
 import tvm_ffi
 from tvm import IRModule, relax, topi
 
-from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP, legalize_ewise_fma, te_ewise_fma
+from irviz.core.backend.legalize import te_ewise_fma
 
 __all__ = [
-    "CUSTOM_LEGALIZE_MAP",
     "EwiseFMA",
     "EwiseFMARewriter",
     "LOWER_OP_MAP",
@@ -29,7 +28,6 @@ __all__ = [
     "LowerToTensorIRMutator",
     "MatmulAddFuse",
     "MatmulAddFusor",
-    "legalize_ewise_fma",
 ]
 
 
