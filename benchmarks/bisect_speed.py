@@ -21,7 +21,7 @@ def main() -> int:
     args = ap.parse_args()
     from irviz.core import passes
     from irviz.core.backend.bisect import bisect, reference_for
-    from irviz.core.passes.pipelines import DEFAULT_BUILD_STEPS
+    from irviz.core.backend.build import DEFAULT_BUILD_STEPS
     from irviz.core.workspace import Workspace
 
     passes.load_pass_file(ROOT / "tests" / "core" / "data" / "bisect_passes.py")

@@ -62,7 +62,7 @@ def main() -> int:
     from tvm import relax
 
     from irviz.core.backend import build as build_mod
-    from irviz.core.backend.cpu_info import cpu_info
+    from irviz.core.target import cpu_info
     from irviz.core.backend.run import run_and_compare
     from irviz.core.backend.timing import time_alone, tune_seconds
     from irviz.core.frontend.capture import capture

@@ -86,7 +86,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from irviz.core.passes import get_pipeline
-    from irviz.core.views.step_views import StepViews
+    from irviz.step_views import StepViews
     from irviz.core.workspace import Workspace
 
     base = rss_bytes()

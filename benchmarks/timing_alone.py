@@ -63,7 +63,7 @@ def main() -> int:
                          "the machine's own speed drifts between processes, the median over rounds does less")
     args = ap.parse_args()
     env = dict(os.environ, TVM_NUM_THREADS=os.environ.get("TVM_NUM_THREADS", str(os.cpu_count() or 1)))
-    from irviz.core.backend.cpu_info import cpu_info
+    from irviz.core.target import cpu_info
 
     info = cpu_info()
     print(f"CPU: {info.model}, {info.mcpu}, {info.isa} ({info.vector_lanes} float32 lanes); "

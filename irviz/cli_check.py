@@ -6,7 +6,7 @@ import argparse
 
 from irviz.cli_common import Failure, add_model_arguments, finite, log_for, open_workspace, \
     with_json_stdout, write_json
-from irviz.core.backend.cpu_info import cpu_info
+from irviz.core.target import cpu_info
 
 # irviz.core modules that load torch or TVM are imported inside the functions (see cli_common).
 
@@ -77,7 +77,7 @@ def _timing_fields(res) -> dict:
 
 def _memory_fields(built, func: str):
     """StaticPlanBlockMemory's figures for the module the build lowered (None if unreadable)."""
-    from irviz.core.views.memory import memory_plan
+    from irviz.core.backend.memory import memory_plan
 
     try:
         return memory_plan(built.lowered, func).summary()
@@ -87,8 +87,7 @@ def _memory_fields(built, func: str):
 
 def _decisions(ws, log) -> list[dict]:
     """The measured CPU decisions of the pipeline (each once), logged as the kernel table shows them."""
-    from irviz.core.passes.cpu_tuning import decisions_of, describe_decision
-    from irviz.core.passes.tile_search import describe_tile
+    from irviz.core.views.decisions import decisions_of, describe_decision, describe_tile
 
     seen, out = set(), []
     for st in ws.session.steps[1:]:

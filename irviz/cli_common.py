@@ -97,7 +97,7 @@ def open_workspace(args, failure: Failure, log):
 
     ws = Workspace(log=log)
     if getattr(args, "no_cache", False):
-        from irviz.core.passes.decision_cache import set_cache_enabled
+        from irviz.core.tuning.decision_cache import set_cache_enabled
 
         set_cache_enabled(False)
     try:

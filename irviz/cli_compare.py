@@ -1,12 +1,12 @@
 """`irviz compare` (two pipelines, steps aligned) and `irviz query` (a pattern counted at every step):
-the work is in core.views.compare / core.views.query."""
+the work is in core.compare / core.views.query."""
 from __future__ import annotations
 
 import argparse
 import sys
 
 from irviz.cli_common import Failure, add_model_arguments, log_for, open_workspace, write_json
-from irviz.core.views import compare as compare_mod
+from irviz.core import compare as compare_mod
 
 # irviz.core modules that load torch or TVM are imported inside the functions (see cli_common).
 

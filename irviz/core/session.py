@@ -39,8 +39,10 @@ import traceback
 import weakref
 from dataclasses import dataclass, field
 
-from irviz.core.views import diff as diff_mod
+from irviz.core import passes
 from irviz.core.errors import IrvizError, PassError
+from irviz.core.tvm_compat import host_target
+from irviz.core.views import diff as diff_mod
 from irviz.core.views.provenance import carry_provenance, clear_caches, relax_to_callee
 
 log = logging.getLogger(__name__)
@@ -65,8 +67,6 @@ class Step:
 
 
 def _as_invocation(item):
-    from irviz.core import passes
-
     if isinstance(item, passes.PassInvocation):
         return passes.PassInvocation(item.name, dict(item.params or {}))
     if isinstance(item, str):
@@ -107,8 +107,6 @@ class Session:
     @property
     def target(self):
         if self._target is None:
-            from irviz.core.tvm_compat import host_target
-
             self._target = host_target()
         return self._target
 
@@ -125,8 +123,6 @@ class Session:
 
     def full_pipeline(self) -> list:
         """Applied passes (steps[1:]) followed by the planned ones, as PassInvocations."""
-        from irviz.core import passes
-
         return [passes.PassInvocation(s.pass_name, dict(s.params)) for s in self.steps[1:]] + list(self.pipeline)
 
     def diff(self, i: int, j: int):
@@ -189,8 +185,6 @@ class Session:
         return st
 
     def _apply_next(self) -> Step | None:
-        from irviz.core import passes
-
         inv = self.pipeline[0]
         prev = self.steps[-1]
         self._emit("applying", {"pass": inv.name, "index": len(self.steps)})

@@ -60,3 +60,11 @@ def var_name(var) -> str:
 def shallow_copy(mod):
     """copy/deepcopy/pickle of an IRModule segfault in 0.27; this is the safe copy."""
     return tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+
+
+def static_shape(ty) -> list[int] | None:
+    """The shape of a Relax tensor type as ints; None when it is not a tensor or a size is symbolic."""
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        return None
+    dims = ty.shape.values
+    return [int(d) for d in dims] if all(isinstance(d, tirx.IntImm) for d in dims) else None

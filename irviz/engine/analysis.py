@@ -6,7 +6,7 @@ import os
 from irviz.core.backend.bisect import bisect, reference_for
 from irviz.core.backend.diverging import diverging_at
 from irviz.core.export import repro
-from irviz.core.views import compare as compare_mod
+from irviz.core import compare as compare_mod
 from irviz.engine.session import pipeline_text
 from irviz.protocol import BadRequest, error_dict
 

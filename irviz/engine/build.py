@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from irviz.core.backend.cpu_info import cpu_info
+from irviz.core.target import cpu_info
 from irviz.core.backend.timing import describe
 from irviz.core.frontend.ir_file import parse_dims
 from irviz.core.views.latency_chart import torch_ms_of
@@ -23,7 +23,7 @@ class BuildCommands:
                 raise BadRequest("`dims` must be an object {name: int}")
             self.ws.dims = {**self.ws.dims, **parse_dims(",".join(f"{k}={v}" for k, v in dims.items()))}
         built, res = self.ws.build_run(self.ws.step_at(step).index, repeats=int(repeats), func=func)
-        from irviz.core.passes.cpu_tuning import kernel_decisions
+        from irviz.core.views.decisions import kernel_decisions
 
         decided = kernel_decisions(built.mod, res.kernels)
         return {
@@ -62,7 +62,7 @@ class BuildCommands:
 
     def memory(self, step=None, func: str = "main") -> dict:
         """Storage tokens, tensors and lifetimes of a step (planned on a copy if it is not yet)."""
-        from irviz.core.views.memory import memory_of_step
+        from irviz.core.backend.memory import memory_of_step
 
         st = self.ws.step_at(step)
         self.progress(f"Planning memory of step {st.index}", 0.2)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 
 from irviz import protocol
-from irviz.core.views.step_views import StepViews
+from irviz.step_views import StepViews
 from irviz.core.workspace import Workspace
-from irviz.engine import testing
+import irviz.engine.testing as testing
 from irviz.engine.analysis import AnalysisCommands
 from irviz.engine.build import BuildCommands
 from irviz.engine.catalogue import CatalogueCommands

@@ -1,10 +1,10 @@
 """`irviz export` writes what memory planning decided for main at each step: in steps.json
-the same numbers as irviz.core.views.memory, and a row per step in report.html."""
+the same numbers as irviz.core.backend.memory, and a row per step in report.html."""
 import json
 
 from irviz.cli import main
 from irviz.core.passes import parse_pipeline
-from irviz.core.views import memory
+from irviz.core.backend import memory
 from irviz.core.workspace import Workspace
 
 

@@ -10,9 +10,11 @@ import pytest
 import tvm
 from tvm import relax
 
-from irviz.core.backend import cpu_info
-from irviz.core.passes import cpu_tuning, decision_cache, measuring, tile_search
+from irviz.core import target as cpu_info
+from irviz.core.backend.library_functions import library_calls
 from irviz.core.passes.registry import PassInvocation, apply_pass
+from irviz.core.tuning import decision_cache, measuring, tile_search
+from irviz.core.views import decisions
 
 
 @pytest.fixture
@@ -56,7 +58,7 @@ def _fake_timer(torch_ms, tir_ms, calls):
 
     def timed(mod, inputs):
         _, out = real(mod, inputs)  # still built and run: the numbers are checked
-        is_torch = bool(__import__("irviz.core.passes.library_dispatch", fromlist=["x"]).library_calls(mod))
+        is_torch = bool(library_calls(mod))
         calls.append("torch" if is_torch else "tir")
         return (torch_ms if is_torch else tir_ms), out
     return timed
@@ -69,15 +71,13 @@ def test_library_dispatch_keeps_the_faster_and_reads_it_back_from_the_cache(
     monkeypatch.setattr(measuring, "build_and_time", _fake_timer(torch_ms, tir_ms, calls))
     monkeypatch.setattr(tile_search, "search", lambda *a, **k: None)  # tiles: another test
     out = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _conv_module())
-    from irviz.core.passes.library_dispatch import library_calls
-
     assert bool(library_calls(out)) == goes_to_torch
     # the call both ways; when torch wins, the whole model both ways too
     assert sorted(calls) == (["tir", "tir", "torch", "torch"] if goes_to_torch else ["tir", "torch"])
-    [rec] = [d for d in cpu_tuning.decisions_of(out) if d["kind"] == "library_or_tir"]
+    [rec] = [d for d in decisions.decisions_of(out) if d["kind"] == "library_or_tir"]
     assert rec["torch_ms"] == torch_ms and rec["tir_ms"] == tir_ms
     assert rec["choice"] == ("torch" if goes_to_torch else "tir")
-    assert cpu_tuning.describe_decision(rec).endswith("→ torch" if goes_to_torch else "→ TIR")
+    assert decisions.describe_decision(rec).endswith("→ torch" if goes_to_torch else "→ TIR")
     # the file names the machine; a second run measures nothing
     saved = json.loads((cache_dir / "cpu_decisions.json").read_text())
     assert saved["format"] == decision_cache.FORMAT
@@ -97,8 +97,6 @@ def test_a_library_call_that_raises_is_never_chosen(cache_dir, monkeypatch):
     real = measuring.build_and_time
 
     def timed(mod, inputs):
-        from irviz.core.passes.library_dispatch import library_calls
-
         if library_calls(mod):
             raise RuntimeError("torch refused this call")
         return 5.0, real(mod, inputs)[1]
@@ -106,7 +104,7 @@ def test_a_library_call_that_raises_is_never_chosen(cache_dir, monkeypatch):
     monkeypatch.setattr(measuring, "build_and_time", timed)
     monkeypatch.setattr(tile_search, "search", lambda *a, **k: None)
     out = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _conv_module())
-    [rec] = cpu_tuning.decisions_of(out)
+    [rec] = decisions.decisions_of(out)
     assert rec["choice"] == "tir" and rec["torch_ms"] is None
     assert any("torch call failed: torch refused this call" in n for n in rec["notes"])
 
@@ -114,8 +112,14 @@ def test_a_library_call_that_raises_is_never_chosen(cache_dir, monkeypatch):
 FUSE_STEPS = ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR")
 
 
+def _apply(mod, names):
+    for name in names:
+        mod = apply_pass(PassInvocation(name), mod)
+    return mod
+
+
 def _fused_conv(out_channels=16):
-    return measuring.apply_passes(_conv_module(out_channels), FUSE_STEPS)
+    return _apply(_conv_module(out_channels), FUSE_STEPS)
 
 
 def test_tile_search_keeps_the_fastest_and_drops_a_failing_candidate(cache_dir, monkeypatch):
@@ -135,7 +139,7 @@ def test_tile_search_keeps_the_fastest_and_drops_a_failing_candidate(cache_dir, 
 
     monkeypatch.setattr(measuring, "build_and_time", timed)
     out = apply_pass(PassInvocation("CPUTuneConv2d", {"lanes": 8}), mod)
-    [rec] = [d for d in cpu_tuning.decisions_of(out) if d["kind"] == "conv2d_tile"]
+    [rec] = [d for d in decisions.decisions_of(out) if d["kind"] == "conv2d_tile"]
     assert 2 < len(rec["candidates"]) <= tile_search.MAX_CANDIDATES
     assert rec["candidates"][1]["error"] == "candidate did not build"
     assert rec["choice"] == {k: seen[2][k] for k in ("vec", "reg")}
@@ -157,7 +161,7 @@ def test_a_candidate_with_wrong_numbers_is_dropped(cache_dir, monkeypatch):
 
     monkeypatch.setattr(measuring, "build_and_time", timed)
     out = apply_pass(PassInvocation("CPUTuneConv2d", {"lanes": 8}), _fused_conv())
-    [rec] = [d for d in cpu_tuning.decisions_of(out) if d["kind"] == "conv2d_tile"]
+    [rec] = [d for d in decisions.decisions_of(out) if d["kind"] == "conv2d_tile"]
     assert "numbers differ" in rec["candidates"][1]["error"]
     assert rec["choice"] != {k: rec["candidates"][1][k] for k in ("vec", "reg")}
 
@@ -192,7 +196,7 @@ def test_remeasure_applies_the_passes_again_measuring_afresh(cache_dir, monkeypa
     assert sorted(calls) == ["tir", "tir", "torch", "torch"]  # a conv2d and a matmul, both ways
     assert [st.pass_name for st in ws.session.steps] == ["import", "LibraryDispatch"]
     assert [i.name for i in ws.planned()] == ["LegalizeOps"]
-    recs = cpu_tuning.decisions_of(ws.session.module())
+    recs = decisions.decisions_of(ws.session.module())
     assert {r["choice"] for r in recs} == {"tir"} and {r["tir_ms"] for r in recs} == {1.0}
     assert decision_cache.cache_enabled()
 
@@ -208,7 +212,7 @@ def test_tile_search_passes_over_kernels_without_a_root_block(cache_dir):
             o = bb.emit_output(bb.emit_te(topi.sort, v, axis=1))
         bb.emit_func_output(o)
     out = apply_pass(PassInvocation("CPUTuneConv2d", {"lanes": 8}), bb.get())
-    assert cpu_tuning.decisions_of(out) == []
+    assert decisions.decisions_of(out) == []
 
 
 
@@ -228,8 +232,6 @@ def _two_convs():
 
 
 def test_the_whole_model_overrules_calls_that_win_alone_but_lose_in_the_model(cache_dir, monkeypatch):
-    from irviz.core.passes.library_dispatch import library_calls
-
     real = measuring.build_and_time
 
     def timed(mod, inputs):
@@ -244,7 +246,7 @@ def test_the_whole_model_overrules_calls_that_win_alone_but_lose_in_the_model(ca
     monkeypatch.setattr(tile_search, "search", lambda *a, **k: None)
     out = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _two_convs())
     assert library_calls(out) == []
-    recs = cpu_tuning.decisions_of(out)
+    recs = decisions.decisions_of(out)
     [whole] = [r for r in recs if r["kind"] == "whole_model"]
     assert (whole["torch_ms"], whole["tir_ms"], whole["choice"]) == (9.0, 3.0, "tir")
     calls = [r for r in recs if r["kind"] == "library_or_tir"]
@@ -263,7 +265,7 @@ def _fused_matmul(m=32, k=64, n=64):
         with bb.dataflow():
             o = bb.emit_output(relax.op.add(relax.op.matmul(x, w), b))
         bb.emit_func_output(o)
-    return measuring.apply_passes(bb.get(), FUSE_STEPS + ("CPUInlineElementwise",))
+    return _apply(bb.get(), FUSE_STEPS + ("CPUInlineElementwise",))
 
 
 def test_matmul_tile_search_keeps_the_fastest_and_the_rule_applies_it(cache_dir, monkeypatch):
@@ -282,12 +284,12 @@ def test_matmul_tile_search_keeps_the_fastest_and_the_rule_applies_it(cache_dir,
 
     monkeypatch.setattr(measuring, "build_and_time", timed)
     out = apply_pass(PassInvocation("CPUTuneReductions", {"lanes": 8}), mod)
-    [rec] = [d for d in cpu_tuning.decisions_of(out) if d["kind"] == "matmul_tile"]
+    [rec] = [d for d in decisions.decisions_of(out) if d["kind"] == "matmul_tile"]
     assert 3 < len(rec["candidates"]) <= tile_search.MAX_CANDIDATES
     assert rec["candidates"][0] == {"vec": 8, "reg": 4, "ms": 9.0}  # the rule's own tile first
     assert rec["candidates"][1]["error"] == "candidate did not build"
     assert rec["choice"] == seen[3] != seen[0]
-    assert "fastest of" in tile_search.describe_tile(rec)
+    assert "fastest of" in decisions.describe_tile(rec)
     # CPUTileReductions applies the measured tile; the numbers stay the same
     tiled = apply_pass(PassInvocation("CPUTileReductions", {"lanes": 8}), out)
     kernel = next(f for gv, f in tiled.functions.items() if gv.name_hint == rec["kernel"])
@@ -302,7 +304,7 @@ def test_matmul_tile_search_keeps_the_fastest_and_the_rule_applies_it(cache_dir,
     seen.clear()
     again = apply_pass(PassInvocation("CPUTuneReductions", {"lanes": 8}), _fused_matmul())
     assert seen == []
-    [rec2] = [d for d in cpu_tuning.decisions_of(again) if d["kind"] == "matmul_tile"]
+    [rec2] = [d for d in decisions.decisions_of(again) if d["kind"] == "matmul_tile"]
     assert rec2["choice"] == rec["choice"]
 
 
@@ -310,7 +312,7 @@ def test_small_matmuls_keep_the_rule_tile_without_measuring(cache_dir, monkeypat
     calls = []
     monkeypatch.setattr(measuring, "build_and_time", lambda *a: calls.append(a))
     out = apply_pass(PassInvocation("CPUTuneReductions", {"lanes": 8}), _fused_matmul(4, 16, 16))
-    assert calls == [] and cpu_tuning.decisions_of(out) == []
+    assert calls == [] and decisions.decisions_of(out) == []
 
 
 def test_the_kernel_table_names_the_measurements_of_a_matmul_kept_in_tensorir(cache_dir, monkeypatch):
@@ -326,7 +328,7 @@ def test_the_kernel_table_names_the_measurements_of_a_matmul_kept_in_tensorir(ca
     ws.set_pipeline(get_pipeline("fast-cpu"))
     ws.run_to_end()
     built, res = ws.build_run(repeats=2)
-    decided = cpu_tuning.kernel_decisions(built.mod, res.kernels)
+    decided = decisions.kernel_decisions(built.mod, res.kernels)
     [(name, text)] = [(k, t) for k, t in decided.items() if "tile" in t]
     assert "matmul" in name
     assert text.startswith("torch 5 ms · TIR 1 ms → TIR") and "fastest of" in text
@@ -339,7 +341,15 @@ def test_a_tiled_kernel_finds_the_measurement_of_the_call_it_computes():
     padded = {"kind": "conv2d_tile", "workload": "conv2d-tile 1x8x16x16 16x8x3x3 1x16x14x14 float32 lanes8"}
     unpadded = {"kind": "conv2d_tile", "workload": "conv2d-tile 1x8x14x14 16x8x3x3 1x16x12x12 float32 lanes8"}
     matmul = {"kind": "matmul_tile", "workload": "matmul-tile 16x64 64x256 16x256 float32 lanes8"}
-    assert cpu_tuning._library_record_for_tile(padded, [mm, other, conv]) is conv
-    assert cpu_tuning._library_record_for_tile(unpadded, [mm, conv, other]) is other
-    assert cpu_tuning._library_record_for_tile(matmul, [conv, mm]) is mm
-    assert cpu_tuning._library_record_for_tile(matmul, [conv]) is None
+    assert decisions._library_record_for_tile(padded, [mm, other, conv]) is conv
+    assert decisions._library_record_for_tile(unpadded, [mm, conv, other]) is other
+    assert decisions._library_record_for_tile(matmul, [conv, mm]) is mm
+    assert decisions._library_record_for_tile(matmul, [conv]) is None
+
+
+def test_the_measured_tensorir_side_runs_the_pipelines_steps():
+    # tuning builds its TensorIR side from the passes directly (it sits below the registry)
+    from irviz.core.passes import CPU_SCHEDULE_STEPS, ZERO_STEPS
+    from irviz.core.tuning.library_or_tir import TIR_STEPS
+
+    assert tuple(name for name, _ in TIR_STEPS) == ZERO_STEPS + CPU_SCHEDULE_STEPS

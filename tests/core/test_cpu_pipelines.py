@@ -13,8 +13,8 @@ from tvm import relax
 
 from irviz.core.backend import build as build_mod
 from irviz.core.backend import run as run_mod
-from irviz.core.passes import cpu_tuning
-from irviz.core.passes import library_dispatch as dispatch
+from irviz.core.backend import library_functions as dispatch
+from irviz.core.views import decisions
 from irviz.core.frontend import hf
 from irviz.core import passes
 from irviz.core.frontend.capture import capture
@@ -113,7 +113,7 @@ def test_fast_cpu_keeps_convs_that_tensorir_blocks():
 
 def test_fast_cpu_measures_each_conv_and_matmul_and_records_why():
     _, mod = _run_pipeline("small_cnn", "fast-cpu")
-    recs = [d for d in cpu_tuning.decisions_of(mod) if d["kind"] == "library_or_tir"]
+    recs = [d for d in decisions.decisions_of(mod) if d["kind"] == "library_or_tir"]
     ops = sorted(r["workload"].split()[0] for r in recs)
     assert ops == ["conv2d", "matmul"], recs
     sent = {c.split(".")[2] for c in dispatch.library_calls(mod)}

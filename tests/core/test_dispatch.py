@@ -6,7 +6,8 @@ from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from irviz.core.passes.library_dispatch import library_calls, library_dispatch, register_library_functions
+from irviz.core.backend.library_functions import library_calls, register_library_functions
+from irviz.core.passes.library_dispatch import library_dispatch
 
 
 @I.ir_module

@@ -278,7 +278,7 @@ def test_failing_pass_reply_carries_state(engine, tmp_path):
 def test_fx_graph_folds_by_module_when_big(monkeypatch):
     """In-process: with the threshold lowered, fx_graph folds module groups by default."""
     import irviz.engine as engine_mod
-    from irviz.core.views import step_views
+    from irviz import step_views
 
     sent = []
     monkeypatch.setattr(step_views, "FX_FOLD_THRESHOLD", 6)

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("tvm")
 
 import irviz.engine as engine_mod  # noqa: E402
-from irviz.core.views import step_views  # noqa: E402
+from irviz import step_views  # noqa: E402
 from irviz.core.frontend.samples import sample_path  # noqa: E402
 
 EXAMPLE = str(sample_path("example_converter"))

@@ -203,3 +203,14 @@ def test_report_has_a_per_step_table_with_ir_size_latency_and_error(zero_session
             assert cells[10] == ("1.25e-01" if i == last else "3.00e-07")
     assert 'class="num bad">1.25e-01' in rows[last]
     assert int(re.findall(r"<td[^>]*>(\d+)</td>", rows[last])[-1]) > 0  # lowered: TensorIR lines
+
+
+def test_passes_declare_whether_they_keep_a_round_trip():
+    # export skips re-checking a step after a pass declared keeps_roundtrip: the TVM and build
+    # passes that round-trip (checked on ResNet-18); course, CPU and user passes are always checked
+    for spec in passes.list_passes():
+        if spec.category in ("tvm", "build"):
+            assert spec.keeps_roundtrip == spec.roundtrip_ok, spec.name
+        elif spec.category in ("course", "cpu", "user"):
+            assert not spec.keeps_roundtrip, spec.name
+    assert passes.PassSpec("p", "", [], lambda: None).keeps_roundtrip is False

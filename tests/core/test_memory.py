@@ -6,7 +6,7 @@ import pytest
 
 from irviz.cli import main
 from irviz.core.passes import parse_pipeline
-from irviz.core.views import memory
+from irviz.core.backend import memory
 from irviz.core.workspace import Workspace
 
 

@@ -24,6 +24,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from irviz.core.backend import build as build_mod
+from irviz.core.backend.outputs import flatten as _flatten
+from irviz.core.backend.outputs import to_numpy as _to_numpy
+from irviz.core.backend.outputs import to_tvm as _to_tvm
+from irviz.core.backend.outputs import tolerances as _tolerances
+from irviz.core.errors import IrvizError, RunError, tvm_error_text
+from irviz.core.tvm_compat import var_name
+from irviz.core.user_code import exception_line
+
 __all__ = ["Reference", "StepCheck", "BisectResult", "reference_for", "check_module", "bisect",
            "module_inputs"]
 
@@ -82,16 +91,12 @@ def _finite(x):
 
 
 def _numpy_outputs(obj) -> list[np.ndarray]:
-    from irviz.core.backend.run import _flatten, _to_numpy
-
     return [_to_numpy(x) for x in _flatten(obj) if x is not None]
 
 
 def reference_for(ws, func: str = "main") -> Reference:
     """Inputs and expected outputs of the open model: PyTorch's outputs on the example inputs, an
     IR file's reference() on its inputs, or (no reference at all) what step 0 computes."""
-    from irviz.core.errors import RunError
-
     session = ws.need_session()
     if ws.loaded is not None:
         import torch
@@ -111,7 +116,6 @@ def reference_for(ws, func: str = "main") -> Reference:
         try:
             out = ws.ir_file.reference(*inputs)
         except Exception as exc:  # noqa: BLE001
-            from irviz.core.user_code import exception_line
 
             raise RunError(f"reference() raised {exception_line(exc)}",
                            "run the file in plain Python to see the full error") from exc
@@ -126,9 +130,6 @@ def reference_for(ws, func: str = "main") -> Reference:
 
 def module_inputs(mod, ref: Reference, func: str = "main") -> list:
     """The arguments `func` of `mod` takes: the reference inputs, then kept weights by name."""
-    from irviz.core.errors import RunError
-    from irviz.core.tvm_compat import var_name
-
     names = [var_name(p) for p in mod[func].params]
     args = list(ref.inputs)
     if len(names) < len(args):
@@ -144,8 +145,6 @@ def module_inputs(mod, ref: Reference, func: str = "main") -> list:
 
 def tolerances(expected: np.ndarray, atol=None, rtol=None) -> tuple[float, float]:
     """(atol, rtol) for one output: the given ones, else run.py's (atol scales with the output)."""
-    from irviz.core.backend.run import _tolerances
-
     if not np.issubdtype(expected.dtype, np.floating):
         return 0.0, 0.0
     r_default, a_default = _tolerances(expected)
@@ -182,10 +181,6 @@ def check_module(mod, ref: Reference, *, index: int = 0, pass_name: str = "", at
     says in which stage it went wrong."""
     import tvm
     from tvm import relax
-
-    from irviz.core.backend import build as build_mod
-    from irviz.core.backend.run import _to_tvm
-    from irviz.core.errors import IrvizError, tvm_error_text
 
     def text(exc):
         return exc.message if isinstance(exc, IrvizError) else tvm_error_text(exc, with_type=True)

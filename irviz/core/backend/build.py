@@ -9,8 +9,8 @@ behind (see :func:`default_build_progress`); only the remaining passes run, then
 once more (most of its passes are idempotent), and the first error is reported.
 
 ``R.ewise_fma`` (the course's op, no legalization in TVM 0.27) is lowered with
-``irviz.core.passes.course.CUSTOM_LEGALIZE_MAP`` by the LegalizeOps step of the build.
-``irviz.torch.*`` library functions (``irviz.core.passes.library_dispatch``) are registered before building.
+``backend.legalize.CUSTOM_LEGALIZE_MAP`` by the LegalizeOps step of the build.
+``irviz.torch.*`` library functions (``backend.library_functions``) are registered before building.
 
 ``BuildResult.bindings`` maps each kernel to the Relax var(s) in ``main`` whose ``call_tir`` /
 ``call_dps_packed`` (or, after CallTIRRewrite, direct call; or call of a fused sub-function that
@@ -28,20 +28,38 @@ import tvm
 from tvm import relax
 
 from irviz.core.errors import BuildError, traceback_text, tvm_error_text
-from irviz.core.passes import library_dispatch
-from irviz.core.passes.course import CUSTOM_LEGALIZE_MAP
-from irviz.core.passes.pipelines import DEFAULT_BUILD_STEPS
+from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
+from irviz.core.backend.library_functions import register_library_functions
 from irviz.core.tvm_compat import as_target, callee_name, var_name
 
 __all__ = [
     "BuildResult",
     "DEFAULT_BUILD_PASSES",
+    "DEFAULT_BUILD_STEPS",
     "build",
     "default_build_progress",
     "kernel_bindings",
 ]
 
-# tvm/relax/pipeline.py default_build_pipeline(), in order: the registry's list, one source of truth
+# tvm/relax/pipeline.py default_build_pipeline(), in order; the default_build pipeline of the pass
+# registry steps through this same list
+DEFAULT_BUILD_STEPS = (
+    "DispatchSampling",
+    "DispatchSortScan",
+    "LegalizeOps",
+    "RewriteDataflowReshape",
+    "ToNonDataflow",
+    "RemovePurityChecking",
+    "CallTIRRewrite",
+    "StaticPlanBlockMemory",
+    "RewriteCUDAGraph",
+    "LowerAllocTensor",
+    "KillAfterLastUse",
+    "LowerRuntimeBuiltin",
+    "ComputePrimValue",
+    "VMShapeLower",
+    "AttachGlobalSymbol",
+)
 DEFAULT_BUILD_PASSES = DEFAULT_BUILD_STEPS
 _LEGALIZE_INDEX = DEFAULT_BUILD_PASSES.index("LegalizeOps")
 
@@ -173,7 +191,7 @@ def default_build_progress(mod) -> int:
 
 def _register_library_functions(mod) -> None:
     try:
-        library_dispatch.register_library_functions(mod)
+        register_library_functions(mod)
     except Exception:  # unknown irviz.torch.* name: let the build/run report it
         pass
 

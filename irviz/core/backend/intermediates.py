@@ -30,6 +30,14 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from irviz.core.backend import build as build_mod
+from irviz.core.backend.outputs import compare as _compare
+from irviz.core.backend.outputs import flatten as _flatten
+from irviz.core.backend.outputs import to_numpy as _to_numpy
+from irviz.core.backend.outputs import to_tvm as _to_tvm
+from irviz.core.errors import RequestError, RunError
+from irviz.core.tvm_compat import callee_name, var_name
+
 __all__ = ["IntermediatesResult", "NodeError", "compare_intermediates", "torch_values"]
 
 _SKIP_KINDS = {"parameter": "a weight", "buffer": "a buffer", "constant": "a constant",
@@ -117,8 +125,6 @@ def torch_values(captured) -> dict[str, object]:
 
 def _flat_arrays(value) -> list[np.ndarray] | None:
     """Tensors of a value (a tensor, or a tuple/list of them) as numpy; None if any is not one."""
-    from irviz.core.backend.run import _to_numpy
-
     if isinstance(value, (list, tuple)):
         out = []
         for v in value:
@@ -152,7 +158,6 @@ def _with_extra_outputs(mod, names: list[str]):
     """(copy of mod whose main returns (result, *values of names), the names it could return)."""
     import tvm
     from tvm import relax
-    from irviz.core.tvm_compat import var_name
 
     main = mod["main"]
     body = main.body
@@ -192,9 +197,6 @@ def _tvm_inputs(mod, loaded, params):
     """main's arguments: the example inputs (python scalars dropped: torch.export specialised
     them), then the kept weights main still takes."""
     import tvm
-    from irviz.core.backend.run import _to_tvm
-    from irviz.core.errors import RunError
-    from irviz.core.tvm_compat import var_name
 
     dev = tvm.cpu()
     inputs = [x for x in loaded.example_inputs if not isinstance(x, (int, float, bool, str))]
@@ -210,10 +212,8 @@ def _tvm_inputs(mod, loaded, params):
 
 
 def _run_outputs(mod, names, loaded, params):
-    from tvm import relax
     import tvm
-    from irviz.core.backend import build as build_mod
-    from irviz.core.backend.run import _flatten, _to_numpy
+    from tvm import relax
 
     new_mod, order = _with_extra_outputs(mod, names)
     t = time.perf_counter()
@@ -233,7 +233,6 @@ def _dps_calls(mod) -> tuple[list[tuple[str, list[int], list[str]]], list]:
     names); plus main's bindings (for the numpy evaluation of aliases, tuples and reshapes)."""
     import tvm
     from tvm import relax
-    from irviz.core.tvm_compat import callee_name, var_name
 
     bindings = _main_bindings(mod)
     fresh: set[int] = set()
@@ -267,7 +266,6 @@ def _run_instrumented(step_mod, built, loaded, params):
     import tvm
     import tvm_ffi
     from tvm import relax
-    from irviz.core.tvm_compat import var_name
 
     calls, bindings = _dps_calls(step_mod)
     values: dict[str, list[np.ndarray]] = {}
@@ -310,7 +308,6 @@ def _run_instrumented(step_mod, built, loaded, params):
 
 def _derived(value, values):
     from tvm import relax
-    from irviz.core.tvm_compat import var_name
 
     if isinstance(value, relax.Var):
         return values.get(var_name(value))
@@ -367,8 +364,6 @@ def _shape_of(var):
 
 def _value_vars(step, graph) -> tuple[dict[str, str], dict[str, str]]:
     """(fx node -> the binding that holds its value, fx node -> why it has none)."""
-    from irviz.core.tvm_compat import var_name
-
     main = step.mod["main"]
     index = {var_name(p): -1 for p in main.params}
     shapes = {var_name(p): _ty_shapes(p.ty) for p in main.params}
@@ -403,8 +398,6 @@ def _value_vars(step, graph) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _compare_one(got: list[np.ndarray], ref: list[np.ndarray], rtol, atol) -> tuple[dict | None, str]:
-    from irviz.core.backend.run import _compare
-
     if len(got) != len(ref):
         return None, f"shape differs: torch gives {len(ref)} tensors, Relax {len(got)}"
     worst = None
@@ -439,9 +432,6 @@ def compare_intermediates(step, captured, *, params=None, built=None, rtol=None,
     """Every FX node against its Relax binding at `step` (see the module docstring). `built`: a
     BuildResult of this step to reuse (used by the "instrument" way only). `rtol`/`atol`: one
     tolerance for every node (default: per dtype, as the whole-model comparison does)."""
-    from irviz.core.backend import build as build_mod
-    from irviz.core.errors import RequestError
-
     say = progress or (lambda *a, **k: None)
     if captured is None or getattr(captured, "loaded", None) is None:
         raise RequestError("comparing intermediates needs a PyTorch model: this session has no FX graph",

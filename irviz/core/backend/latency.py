@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import math
 
+from irviz.core.backend.run import build_and_run
+from irviz.core.errors import IrvizError, tvm_error_text
+from irviz.core.views import diff as diff_mod
+
 __all__ = ["latency_trace", "module_key"]
 
 
 def module_key(mod) -> int:
     """A structural hash of the whole module (order of functions does not matter)."""
-    from irviz.core.views import diff as diff_mod
-
     return hash(tuple(sorted(diff_mod.function_hashes(mod).items()))) & 0xFFFFFFFFFFFFFFFF
 
 
@@ -40,9 +42,6 @@ def _finite(x):
 
 def _measure(mod, loaded, repeats: int, params=None) -> dict:
     """Build + run one module; never raises (the error goes into the entry)."""
-    from irviz.core.backend.run import build_and_run
-    from irviz.core.errors import IrvizError, tvm_error_text
-
     out = {"ok": False, "tvm_ms": None, "torch_ms": None, "max_abs_error": None, "allclose": None,
            "build_seconds": None, "threads": None, "error": None}
 

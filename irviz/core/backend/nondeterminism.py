@@ -20,6 +20,8 @@ a genuine mismatch stays a mismatch.  It is called only after a comparison faile
 """
 from __future__ import annotations
 
+from irviz.core.backend.outputs import flatten as _flatten
+
 __all__ = ["explain", "fresh", "random_ops", "duplicate_writes", "torch_runs_differ"]
 
 # ops whose outputs are random whatever their arguments
@@ -114,8 +116,6 @@ def uninitialized_outputs(program) -> list[str]:
 def torch_runs_differ(module, inputs) -> bool:
     """Whether torch's own two runs on fresh copies of the same inputs give different outputs."""
     import torch
-
-    from irviz.core.backend.run import _flatten
 
     with torch.no_grad():
         a = [x for x in _flatten(module(*fresh(inputs))) if isinstance(x, torch.Tensor)]

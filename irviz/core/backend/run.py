@@ -41,15 +41,20 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
 import tvm
 import tvm_ffi
 from tvm import relax
 
 from irviz.core.backend import build as build_mod
 from irviz.core.backend.build import BuildResult
+from irviz.core.backend import nondeterminism
+from irviz.core.backend.outputs import compare as _compare
+from irviz.core.backend.outputs import flatten as _flatten
+from irviz.core.backend.outputs import to_numpy as _to_numpy
+from irviz.core.backend.outputs import to_tvm as _to_tvm
 from irviz.core.backend.timing import time_alone
 from irviz.core.errors import RunError, traceback_text, tvm_error_text
+from irviz.core.frontend.inputs import check_func, entry_functions, random_inputs, symbolic_sizes
 from irviz.core.tvm_compat import var_name
 
 __all__ = [
@@ -118,79 +123,6 @@ def _run_hint(msg: str) -> str:
 
 
 
-def _flatten(obj) -> list:
-    if isinstance(obj, dict):
-        return [x for v in obj.values() for x in _flatten(v)]
-    if isinstance(obj, (list, tuple)):
-        return [x for v in obj for x in _flatten(v)]
-    if hasattr(obj, "numpy") or obj is None or isinstance(obj, (int, float, bool, np.ndarray)):
-        return [obj]
-    # tvm_ffi Array / other sequences of tensors
-    try:
-        items = list(obj)
-    except TypeError:
-        return [obj]
-    return [x for v in items for x in _flatten(v)]
-
-
-def _to_numpy(x) -> np.ndarray:
-    if hasattr(x, "detach"):  # torch
-        import torch
-
-        x = x.detach().cpu()
-        if x.dtype == torch.bfloat16:
-            x = x.float()
-        return x.numpy()
-    if hasattr(x, "numpy"):
-        return np.asarray(x.numpy())
-    return np.asarray(x)
-
-
-def _to_tvm(t, dev):
-    import torch
-
-    if isinstance(t, torch.Tensor):
-        t = t.detach().cpu().contiguous()
-        if t.dtype == torch.bfloat16:  # numpy has no bfloat16: go through DLPack
-            return tvm.runtime.from_dlpack(t)
-        return tvm.runtime.tensor(t.numpy(), dev)
-    if isinstance(t, np.ndarray):
-        return tvm.runtime.tensor(t, dev)
-    return t  # python scalars: passed as-is (R.Prim / R.Shape params)
-
-
-def _tolerances(ref: np.ndarray) -> tuple[float, float]:
-    if ref.dtype in (np.float16,):
-        return 1e-2, 1e-2
-    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-    if not np.isfinite(scale):
-        scale = 1.0
-    return 1e-4, 1e-4 * max(1.0, scale)
-
-
-def _compare(got: np.ndarray, ref: np.ndarray) -> dict:
-    rec = {"shape": tuple(ref.shape), "dtype": str(ref.dtype)}
-    if not np.issubdtype(ref.dtype, np.floating):
-        eq = bool(np.array_equal(got, ref))
-        diff = np.abs(got.astype(np.float64) - ref.astype(np.float64)) if ref.size else np.zeros(0)
-        rec.update(max_abs=float(diff.max()) if diff.size else 0.0, max_rel=0.0 if eq else float("inf"),
-                   allclose=eq, rtol=0.0, atol=0.0)
-        return rec
-    rtol, atol = _tolerances(ref)
-    g = got.astype(np.float64)
-    r = ref.astype(np.float64)
-    diff = np.abs(g - r)
-    # nan in both places counts as equal (np.allclose equal_nan); elsewhere nan -> inf error
-    both_nan = np.isnan(g) & np.isnan(r)
-    diff = np.where(both_nan, 0.0, np.where(np.isnan(diff), np.inf, diff))
-    max_abs = float(diff.max()) if diff.size else 0.0
-    mask = np.abs(r) > atol
-    max_rel = float((diff[mask] / np.abs(r[mask])).max()) if mask.any() else 0.0
-    ok = bool(np.allclose(g, r, rtol=rtol, atol=atol, equal_nan=True))
-    rec.update(max_abs=max_abs, max_rel=max_rel, allclose=ok, rtol=rtol, atol=atol)
-    return rec
-
-
 def _compare_outputs(got, ref, against: str, *, count_hint: str, shape_hint: str) -> list[dict]:
     """Flatten both sides' outputs, check count and shapes, compare each (see _compare)."""
     refs = [_to_numpy(x) for x in _flatten(ref) if x is not None]
@@ -244,9 +176,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     an order-dependent write (RunResult.not_comparable) from a genuine mismatch.
     Raises RunError (VM creation, the call itself, output count/shape mismatch, bad inputs).
     """
-    import torch
-
-    from irviz.core.backend import nondeterminism
+    import torch  # lazy: an IR file builds and runs without loading torch
 
     repeats = max(1, int(repeats))
     dev = tvm.cpu()
@@ -462,73 +392,6 @@ def _callee_hint(callee: str, msg: str) -> str:
         return (f"{callee} is a function registered in Python (tvm.register_global_func) and "
                 "called through call_dps_packed: run it on its own with these inputs to see the error")
     return _run_hint(msg)
-
-
-def entry_functions(mod) -> list[str]:
-    """The Relax functions a build can run: public (a global_symbol) and not fused ("Primitive")
-    sub-functions; "main" first."""
-    names = []
-    for gv, f in mod.functions.items():
-        if not isinstance(f, relax.Function):
-            continue
-        attrs = f.attrs if f.attrs is not None else {}
-        if "Primitive" in attrs and int(attrs["Primitive"]):
-            continue
-        if "global_symbol" in attrs or gv.name_hint == "main":
-            names.append(gv.name_hint)
-    return sorted(names, key=lambda n: (n != "main", n))
-
-
-def check_func(mod, func: str) -> None:
-    """RunError naming the functions there are when `func` is not one of them."""
-    names = entry_functions(mod)
-    if func not in names:
-        raise RunError(f"the module has no Relax function {func!r} to run; it has: "
-                       f"{', '.join(names) or 'none'}",
-                       f"pick one of them (irviz check FILE --func {names[0] if names else 'main'})")
-
-
-def symbolic_sizes(mod, func: str = "main") -> list[str]:
-    """The symbolic sizes in `func`'s parameter shapes, in the order they first appear."""
-    out: list[str] = []
-    for p in mod[func].params:
-        ty = p.ty
-        if isinstance(ty, relax.TensorType) and ty.shape is not None:
-            for d in ty.shape.values:
-                if not isinstance(d, tvm.tirx.IntImm) and str(d) not in out:
-                    out.append(str(d))
-    return out
-
-
-def random_inputs(mod, seed: int = 0, *, func: str = "main", dims: dict | None = None) -> list[np.ndarray]:
-    """One random array per parameter of `func`; symbolic sizes take their values from `dims`
-    (RunError listing the sizes that have none)."""
-    rng = np.random.default_rng(seed)
-    dims = dims or {}
-    params = mod[func].params
-    missing = sorted({str(d) for p in params if isinstance(p.ty, relax.TensorType) and p.ty.shape is not None
-                      for d in p.ty.shape.values
-                      if not isinstance(d, tvm.tirx.IntImm) and str(d) not in dims})
-    if missing:
-        example = ",".join(f"{m}=1" for m in missing)
-        raise RunError(f"{func} has symbolic sizes with no value: {', '.join(missing)}",
-                       f"give them values (irviz check FILE --dim {example}), or define get_inputs() "
-                       "in the file; a model file's example inputs fix them too")
-    arrays = []
-    for p in params:
-        ty = p.ty
-        if not isinstance(ty, relax.TensorType) or ty.shape is None:
-            raise RunError(f"parameter {var_name(p)} of {func} is not a tensor with a known shape ({ty})",
-                           "define get_inputs() in the file to give its value")
-        shape = [int(d) if isinstance(d, tvm.tirx.IntImm) else int(dims[str(d)]) for d in ty.shape.values]
-        dtype = str(ty.dtype)
-        if dtype.startswith("float"):
-            arrays.append(rng.standard_normal(shape).astype(dtype))
-        elif dtype == "bool":
-            arrays.append(rng.integers(0, 2, shape).astype(bool))
-        else:
-            arrays.append(rng.integers(0, 8, shape).astype(dtype))
-    return arrays
 
 
 def run_without_reference(build_result, repeats: int = 10) -> RunResult:

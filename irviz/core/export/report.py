@@ -6,9 +6,13 @@ import datetime as _dt
 import html
 import json
 
+from irviz.core.backend.timing import describe
 from irviz.core.export.step_files import jsonable
+from irviz.core.target import cpu_info
 from irviz.core.views import diff as diff_mod
 from irviz.core.views.highlight import highlighted_html, html_style_defs
+from irviz.core.views.ir_size import ir_size
+from irviz.core.views.latency_chart import fmt_ms, latency_svg, torch_ms_of
 
 __all__ = ["html_report", "results_by_step", "run_dict"]
 
@@ -98,9 +102,6 @@ def run_dict(rr) -> dict:
 
 def _how_timed(d: dict) -> str:
     """How the figures were taken and on which CPU, so a ratio is never read without them."""
-    from irviz.core.backend.cpu_info import cpu_info
-    from irviz.core.backend.timing import describe
-
     text = describe({"TVM": d.get("tvm_timing"), "PyTorch": d.get("torch_timing")}, d.get("threads"))
     return " · ".join(x for x in (text, cpu_info().summary()) if x)
 
@@ -153,8 +154,6 @@ def _render_run(idx: int, rr) -> str:
 
 def _render_latency(session, trace) -> str:
     """The latency chart (inline SVG) and a table of its numbers."""
-    from irviz.core.views.latency_chart import fmt_ms, latency_svg, torch_ms_of
-
     out = ["<h2>Latency per step</h2>", '<div class="chart">',
            latency_svg(trace, width=960, height=400), "</div>"]
     torch_ms = torch_ms_of(trace)
@@ -190,7 +189,7 @@ def _bytes(n) -> str:
 
 
 def _render_memory(session, memory: dict, shown: list[int]) -> str:
-    """One row per step: what StaticPlanBlockMemory allocates for main (views.memory)."""
+    """One row per step: what StaticPlanBlockMemory allocates for main (backend.memory)."""
     out = ["<h2>Memory per step</h2>",
            '<p class="meta">Storage planned for main by StaticPlanBlockMemory. A step before it is '
            "planned on a copy (the rest of default_build up to StaticPlanBlockMemory). planned: the "
@@ -228,7 +227,7 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
     export records (from export_trace) for links to the step files.  Diffs only, collapsed to
     hunks; the full text of each step is in the exported files.  latency: a latency trace
     (``irviz.core.backend.latency.latency_trace``), shown as an SVG chart and a table.  memory:
-    {step index: views.memory summary or {"error"}}, shown as a table after the passes."""
+    {step index: backend.memory summary or {"error"}}, shown as a table after the passes."""
     results = results_by_step(session, run_results)
     files = files or {}
     n = len(session.steps)
@@ -253,9 +252,6 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
         head.append(_render_latency(session, latency))
     for idx in sorted(results):
         head.append(_render_run(idx, results[idx]))
-
-    from irviz.core.views.ir_size import ir_size
-    from irviz.core.views.latency_chart import fmt_ms
 
     # one row per step: what the pass did, how big the module is after it, and (after a latency
     # trace) how fast that step runs and how far its outputs are from PyTorch's

@@ -30,15 +30,21 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from irviz.core.errors import ExportError
+from irviz.core.backend import bisect as bisect_mod
+from irviz.core.backend.bisect import reference_for
+from irviz.core.backend.build import DEFAULT_BUILD_PASSES, default_build_progress
+from irviz.core.errors import ExportError, RequestError
+from irviz.core.export import step_files as sf
+from irviz.core.export.step_files import jsonable
+from irviz.core.passes import PassInvocation, apply_pass, find_pass
+from irviz.core.target import cpu_info
+from irviz.core.tvm_compat import var_name
 
 __all__ = ["write_repro"]
 
 
 def _write_module(out: Path, session, step, stem: str) -> dict:
     """``stem``.py + .params when it loads back, else ``stem``.txt. -> {file, loadable, note}."""
-    from irviz.core.export import step_files as sf
-
     text, consts = sf.module_script(step.mod)
     loadable = sf.metadata_count(text) == len(consts)
     note = "" if loadable else "the constants found do not match the script's metadata table"
@@ -53,8 +59,6 @@ def _write_module(out: Path, session, step, stem: str) -> dict:
 
 
 def _main_param_names(mod) -> list[str]:
-    from irviz.core.tvm_compat import var_name
-
     return [var_name(p) for p in mod["main"].params]
 
 
@@ -67,8 +71,6 @@ def _versions() -> dict:
     if torch is not None:
         out["torch"] = torch.__version__
     try:
-        from irviz.core.backend.cpu_info import cpu_info
-
         out["cpu"] = cpu_info().as_dict().get("name") or cpu_info().as_dict().get("model")
     except Exception:  # noqa: BLE001 - a detail of the README
         pass
@@ -88,9 +90,6 @@ def write_repro(out_dir, session, *, before, after=None, pass_name: str, params=
     before / after: Steps (or ``as_step``) whose ``mod`` is the pass's input / output.
     ref: a bisect.Reference (inputs, expected outputs). stage: "compare" | "build" | "run" | "pass".
     mode: "pass" when `after` is given, else "apply"; "build" for a step that killed its build."""
-    from irviz.core.backend import bisect as bisect_mod
-    from irviz.core.backend.build import DEFAULT_BUILD_PASSES, default_build_progress
-
     mode = mode or ("pass" if after is not None else "apply")
     out = Path(os.path.abspath(os.path.expanduser(str(out_dir))))
     try:
@@ -138,8 +137,6 @@ def write_repro(out_dir, session, *, before, after=None, pass_name: str, params=
 
 def _pass_files(name: str) -> list[str]:
     """The user pass file defining `name`, for a repro that has to apply it through irviz."""
-    from irviz.core.passes import find_pass
-
     spec = find_pass(name)
     src = getattr(spec, "source", "") if spec is not None else ""
     path = src.rsplit(":", 1)[0] if src else ""
@@ -147,8 +144,6 @@ def _pass_files(name: str) -> list[str]:
 
 
 def _jsonable(obj):
-    from irviz.core.export.step_files import jsonable
-
     return jsonable(obj)
 
 
@@ -327,8 +322,6 @@ def repro_for_step(ws, out_dir, index=None, *, verdict=None, atol=None, rtol=Non
     """The repro folder of recorded step `index` (None: the cursor): its pass, with the step before
     as input. Step 0 has no pass: its module alone, built and run ("build" mode).
     verdict: the bisect's StepCheck of that step, for README.txt's why."""
-    from irviz.core.backend.bisect import reference_for
-
     st = ws.step_at(index)
     ref = ref if ref is not None else reference_for(ws)
     stage = verdict.stage if verdict is not None and verdict.stage else "unchecked"
@@ -350,10 +343,6 @@ def repro_for_crash(ws, out_dir, pass_name=None, params=None, *, stage: str = "p
     stage "pass": `pass_name` was being applied at or after the cursor; the passes planned before it
     are applied (to a copy: the session is unchanged) to get its input. stage "build": the step
     `step` (None: the cursor) was being built."""
-    from irviz.core.backend.bisect import reference_for
-    from irviz.core.errors import RequestError
-    from irviz.core.passes import PassInvocation, apply_pass
-
     s = ws.need_session()
     ref = reference_for(ws)
     if stage == "build":

@@ -2,11 +2,13 @@
 constants (``.params``), or a text-only ``.txt``; and loading such a ``.py`` back.
 
 Round trip: ``mod.script()`` prints tensor constants as ``metadata["ir.GenericConst"][k]`` and
-omits them; the parser accepts them back through ``extra_vars`` in the same order (shared
-NOTES.md, examples/16).  Scalar -inf/inf/nan constants are printed inline as
+omits them; the parser accepts them back through ``extra_vars`` in the same order.  Scalar -inf/inf/nan constants are printed inline as
 ``R.const("-inf", "float32")``, which the parser rejects ("value has to be scalar or Tensor"), so
 they travel the same way: appended to the table and referenced as metadata entries.
 Never ``tvm.ir.save_json`` / ``script(show_meta=True)`` (both segfault in TVM 0.27).
+
+TVM is imported inside the functions that use it: the workspace imports this module to recognise a
+step file, and importing TVM loads torch too.
 """
 from __future__ import annotations
 

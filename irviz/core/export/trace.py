@@ -29,12 +29,20 @@ import re
 import time
 from pathlib import Path
 
+from irviz.core.backend.memory import step_memory_summaries
 from irviz.core.errors import ExportError
 from irviz.core.export.report import html_report, results_by_step, run_dict
 from irviz.core.export.step_files import (
-    add_header_note, discard_step_file, jsonable, metadata_count, module_script, roundtrip_check,
-    step_stem, write_step_file,
+    add_header_note,
+    discard_step_file,
+    jsonable,
+    metadata_count,
+    module_script,
+    roundtrip_check,
+    step_stem,
+    write_step_file,
 )
+from irviz.core.passes import find_pass, pipeline_text
 from irviz.core.views import diff as diff_mod
 
 __all__ = ["export_trace"]
@@ -44,30 +52,19 @@ _DIFF_FILE_RE = re.compile(r"^step_\d{2,}\.diff$")
 
 
 def _pass_roundtrip_flag(name: str) -> bool:
-    if name == "import":
-        return True
-    try:
-        from irviz.core import passes
-
-        return bool(getattr(passes.get_pass(name), "roundtrip_ok", True))
-    except Exception:  # noqa: BLE001 - unknown (e.g. unregistered user) pass: verify decides
-        return True
+    """The pass's declared PassSpec.roundtrip_ok; an unknown pass (e.g. an unregistered user pass)
+    is not ruled out: the check decides."""
+    spec = find_pass(name) if name != "import" else None
+    return True if spec is None else spec.roundtrip_ok
 
 
 def _trusted(name: str) -> bool:
-    """Built-in TVM passes that round-trip (measured on ResNet-18 for zero and default_build)."""
-    try:
-        from irviz.core import passes
-
-        spec = passes.get_pass(name)
-    except Exception:  # noqa: BLE001
-        return False
-    return spec.category in ("tvm", "build") and bool(getattr(spec, "roundtrip_ok", True))
+    """The pass's declared PassSpec.keeps_roundtrip: its output round-trips when its input did."""
+    spec = find_pass(name)
+    return spec is not None and spec.keeps_roundtrip
 
 
 def _pipeline_text(session) -> str:
-    from irviz.core.passes import pipeline_text
-
     return pipeline_text(session.full_pipeline())
 
 
@@ -84,7 +81,7 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     built-in TVM/build pass known to round-trip (user, course, library, schedule passes), or after
     a step that was not checked or did not round-trip.  A built-in round-tripping pass applied to
     a module whose file loaded back is trusted, as measured on ResNet-18 for zero and
-    default_build (shared NOTES.md).  False trusts PassSpec.roundtrip_ok alone.  A step whose
+    default_build.  False trusts PassSpec.roundtrip_ok alone.  A step whose
     pass has roundtrip_ok=False is never written as .py.
     latency: a trace from ``irviz.core.backend.latency.latency_trace`` (one entry per step): report.html
     shows it as a chart and a table, steps.json keeps it under "latency".
@@ -108,14 +105,12 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     except OSError as exc:
         raise ExportError(f"cannot write to {out}: {exc}", hint="choose a folder you can write to") from exc
 
-    from irviz.core.views.memory import step_memory_summaries
-
     memory = step_memory_summaries([session.steps[i] for i in indices])
     records = []
     files: dict[int, dict] = {}
     written_params: dict = {}  # constant handles -> a .params file already holding exactly them
     # True while the module at this step is known to round-trip: a step whose file was run and
-    # loaded back equal, then built-in passes known to keep that (NOTES.md).  The import is not
+    # loaded back equal, then passes declared to keep that (PassSpec.keeps_roundtrip).  The import is not
     # trusted: its printed script depends on the model (an attention mask's -inf, dtypes, ...)
     known_good = False
     for i in range(n):

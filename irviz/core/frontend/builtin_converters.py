@@ -143,6 +143,7 @@ convert_cumprod = _make_scan("cumprod")
 
 
 def _known_nonnegative(value) -> bool:
+    # lazy: the workspace imports the converters, and importing TVM (which loads torch) there costs seconds
     from irviz.core.tvm_compat import GenericConst  # noqa: PLC0415
 
     if isinstance(value, GenericConst):

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from irviz.core.errors import LoadError
+from irviz.core.frontend import builtin_converters as builtin
 from irviz.core.user_code import exception_line, exec_file
 
 __all__ = [
@@ -49,8 +50,6 @@ _counter = itertools.count()
 
 
 def builtin_converters() -> dict[str, Callable]:
-    from irviz.core.frontend import builtin_converters as builtin  # noqa: PLC0415
-
     return dict(builtin.BUILTIN_CONVERTERS)
 
 

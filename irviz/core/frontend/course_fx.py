@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from irviz.core.errors import IRImportError, LoadError, tvm_error_text
+from irviz.core.frontend.converters import converter_error_location
 from irviz.core.user_code import exception_line, exec_file
 
 if TYPE_CHECKING:  # imported.py loads TVM: model files read MAP_NAMES without paying for it
@@ -89,6 +90,7 @@ def maps_of(module, shown: str, required: bool = False) -> tuple[dict, dict]:
 
 def combined_maps(layers) -> tuple[dict, dict]:
     """The built-in maps with each (call_function_map, call_module_map, origin) layer on top."""
+    # lazy: course_maps loads torch and TVM; reading a model file's own maps needs neither
     from irviz.core.frontend.course_maps import CALL_FUNCTION_MAP, CALL_MODULE_MAP
 
     fmap = {k: (v, "irviz's built-in map") for k, v in CALL_FUNCTION_MAP.items()}
@@ -149,7 +151,7 @@ def _flatten(x):
 
 
 def _placeholder_type(node):
-    from tvm import relax
+    from tvm import relax  # lazy: see import_fx
 
     from irviz.core.frontend.imported import node_message
 
@@ -164,6 +166,8 @@ def _placeholder_type(node):
 def import_fx(captured, layers=()) -> Imported:
     """The course's from_fx over captured.fx_module with the built-in maps + `layers`
     [(call_function_map, call_module_map, origin)]; provenance for every FX node."""
+    # lazy, here and in the helpers below: TVM (and course_maps' torch) load only when the course
+    # importer runs; model files import this module for MAP_NAMES
     from tvm import relax
 
     from irviz.core.frontend.course_maps import map_param
@@ -203,7 +207,7 @@ def import_fx(captured, layers=()) -> Imported:
 
 
 def _convert(captured, bb, node_map, node, fmap, mmap, named):
-    from tvm import relax
+    from tvm import relax  # lazy: see import_fx
 
     from irviz.core.frontend.imported import node_message
 
@@ -228,8 +232,6 @@ def _convert(captured, bb, node_map, node, fmap, mmap, named):
     try:
         value = fn(*args)
     except Exception as exc:  # noqa: BLE001 - a map function can raise anything
-        from irviz.core.frontend.converters import converter_error_location
-
         where = converter_error_location(exc, fn)
         reason = tvm_error_text(exc, head=0, tail=6, with_type=True)
         raise IRImportError(

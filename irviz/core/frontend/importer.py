@@ -22,7 +22,20 @@ from typing import Callable
 import tvm
 
 from irviz.core.errors import IRImportError, tvm_error_text
-from irviz.core.frontend.imported import Imported, compute_provenance, node_message, op_name
+from irviz.core.frontend.converters import (
+    builtin_converters,
+    converter_error_location,
+    normalize_key,
+)
+from irviz.core.frontend.course_fx import import_fx
+from irviz.core.frontend.course_importer import import_course
+from irviz.core.frontend.imported import (
+    Imported,
+    compute_provenance,
+    node_message,
+    op_name,
+)
+from irviz.core.tvm_compat import var_name
 
 IMPORTERS = ("exported_program", "course")
 
@@ -59,8 +72,6 @@ def import_model(captured, importer: str = "exported_program", custom_convert_ma
                 "symbolic_trace",
                 hint="import a symbolic_trace graph with the course importer (--importer course, or "
                      "leave --importer out), or capture with --capture export")
-        from irviz.core.frontend.course_fx import import_fx
-
         return import_fx(captured, course_maps)
     if course_maps:
         raise IRImportError(
@@ -68,8 +79,6 @@ def import_model(captured, importer: str = "exported_program", custom_convert_ma
             "this model was captured with torch.export",
             hint="capture with --capture symbolic_trace (or leave --capture out: a map file chooses it)")
     if importer == "course":
-        from irviz.core.frontend.course_importer import import_course
-
         if custom_convert_map:
             raise IRImportError(
                 "custom_convert_map is only used by the exported_program importer",
@@ -89,8 +98,6 @@ def import_model(captured, importer: str = "exported_program", custom_convert_ma
 
 def normalize_convert_map(custom_convert_map) -> dict[str, Callable]:
     """Keys as the importer looks them up: ``node.target.__name__`` ("erfinv.default")."""
-    from irviz.core.frontend.converters import normalize_key
-
     out = {}
     for key, fn in (custom_convert_map or {}).items():
         try:
@@ -116,7 +123,9 @@ def _target_key(node) -> str:
 
 
 def _make_importer_class():
-    from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
+    from tvm.relax.frontend.torch.exported_program_translator import (
+        ExportedProgramImporter,
+    )
 
     class _TrackingImporter(ExportedProgramImporter):
         """Records the node being converted and the tensors bound as constants."""
@@ -157,7 +166,6 @@ def _wrap_custom(fn, imp):
 def _import_exported_program(captured, custom_convert_map, keep_params=False) -> Imported:
     ep = captured.exported
     t0 = time.perf_counter()
-    from irviz.core.frontend.converters import builtin_converters, converter_error_location
 
     user = normalize_convert_map(custom_convert_map)
     custom = {**builtin_converters(), **user}  # irviz's own converters, the user's on top
@@ -236,8 +244,6 @@ def _take_kept_params(mod, ep):
     """main without TVM's "params" attribute (a copy of every weight, printed into the module's
     metadata), and {main's weight parameter name: numpy array} in main's parameter order."""
     from torch.export.graph_signature import InputKind
-
-    from irviz.core.tvm_compat import var_name
 
     by_name = {spec.arg.name: ep.state_dict[spec.target]
                for spec in ep.graph_signature.input_specs if spec.kind == InputKind.PARAMETER}

@@ -18,18 +18,24 @@ there; opening it again (a restart, a replay) registers them again.
 """
 from __future__ import annotations
 
-import ast
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from irviz.core.errors import LoadError, RunError
+from irviz.core.frontend.files import (
+    FACTORY,
+    exec_model_file,
+    is_ir_file,
+    parse_spec,
+    shown_path,
+)
+from irviz.core.frontend.samples import is_ir_sample, samples_dir
 from irviz.core.user_code import exception_line
 
 INPUTS_FUNC = "get_inputs"
 REFERENCE_FUNC = "reference"
-FACTORY = "get_irmodule"
 
 
 @dataclass
@@ -42,49 +48,10 @@ class IRFile:
     reference: Callable | None = None
 
 
-def _is_ir_module_class(node) -> bool:
-    if not isinstance(node, ast.ClassDef):
-        return False
-    for dec in node.decorator_list:
-        target = dec.func if isinstance(dec, ast.Call) else dec
-        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-        if name == "ir_module":
-            return True
-    return False
-
-
-def is_ir_file(path, name: str | None = None) -> bool:
-    """True for a .py file that defines an IRModule and no get_model() (read, not executed)."""
-    p = Path(path)
-    if p.suffix != ".py" or not p.is_file():
-        return False
-    try:
-        tree = ast.parse(p.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        return False
-    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    if name is not None:
-        node = defs.get(name)
-        return _is_ir_module_class(node) or (name == FACTORY and node is not None) or (
-            node is None and "get_model" not in defs and _assigns(tree, name))
-    if "get_model" in defs:
-        return False
-    return FACTORY in defs or any(_is_ir_module_class(n) for n in tree.body)
-
-
-def _assigns(tree, name: str) -> bool:
-    return any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == name for t in n.targets)
-               for n in tree.body)
-
-
 def ir_file_spec(spec: str):
     """(path, NAME or None) when `spec` names an IR file, else None."""
-    from irviz.core.frontend.model_file import parse_spec
-
     kind, target, name = parse_spec(spec)
     if kind == "sample" and target:
-        from irviz.core.frontend.samples import is_ir_sample, samples_dir
-
         return (samples_dir() / f"{target}.py", None) if is_ir_sample(target) else None
     if kind != "file" or not target:
         return None
@@ -95,8 +62,6 @@ def ir_file_spec(spec: str):
 def load_ir_file(path, name: str | None, spec: str) -> IRFile:
     """Execute the file and take its IRModule (see the module docstring); LoadError otherwise."""
     import tvm
-
-    from irviz.core.frontend.model_file import exec_model_file, shown_path
 
     path = Path(path).resolve()
     shown = shown_path(path)
@@ -180,13 +145,16 @@ def inputs_for(ir: IRFile, mod, func: str = "main", dims: dict | None = None, se
         values = list(values) if isinstance(values, (tuple, list)) else [values]
         check_inputs(mod, func, values)
         return values
-    from irviz.core.backend.run import random_inputs
+    from irviz.core.frontend.inputs import (
+        random_inputs,  # lazy: keeps tvm out of importing ir_file
+    )
 
     return random_inputs(mod, seed=seed, func=func, dims=dims or {})
 
 
 def check_inputs(mod, func: str, values: list) -> None:
     """get_inputs() against the function's parameters: count, rank, static sizes, dtype."""
+    # lazy: TVM loads only when an IR file is run; telling an IR file from a model file does not need it
     from tvm import relax, tirx
 
     from irviz.core.tvm_compat import var_name

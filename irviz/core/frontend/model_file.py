@@ -13,10 +13,7 @@ file and loading it again picks up the edits.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
-import re
-import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,15 +21,22 @@ from pathlib import Path
 import torch
 
 from irviz.core.errors import LoadError
-from irviz.core.user_code import exception_line, exec_file, importable_folder
+from irviz.core.frontend.course_fx import MAP_NAMES, maps_of
+from irviz.core.frontend.files import (
+    _forget_new_local_modules,
+    _user_frame,
+    exec_model_file,
+    parse_spec,
+    shown_path,
+)
+from irviz.core.frontend.samples import list_samples, sample_path
+from irviz.core.user_code import exception_line, importable_folder
 
 DEFAULT_FACTORY = "get_model"
 DYNAMIC_SHAPES_FUNC = "get_dynamic_shapes"
 ALT_INPUTS_FUNC = "get_alt_inputs"
 CONTRACT = "get_model() must return (module, example_inputs): a torch.nn.Module and a tuple of tensors"
 
-_counter = itertools.count()
-_loaded_names: dict[str, str] = {}  # resolved path -> sys.modules name of its latest load
 
 
 @dataclass
@@ -49,35 +53,12 @@ class LoadedModel:
     course_maps: tuple = ()  # a model file's own call_function_map / call_module_map, if any
 
 
-# ---------------------------------------------------------------------------------------------
-# spec parsing
-
-
-def parse_spec(spec: str) -> tuple[str, str | None, str | None]:
-    """-> (kind, path_or_name, factory): kind is "sample" | "file"."""
-    spec = spec.strip()
-    if spec.startswith("sample:"):
-        return "sample", spec[len("sample:"):].strip(), None
-    # FILE.py:NAME — split on the last colon only when the right side is an identifier, so
-    # Windows drive letters ("C:\\m.py") and colons inside directory names stay in the path.
-    m = re.match(r"^(.*\.(?:py|pt2)):([A-Za-z_][A-Za-z0-9_]*)$", spec)
-    if m:
-        return "file", m.group(1), m.group(2)
-    if ":" in spec and not Path(spec).exists():
-        head, _, tail = spec.rpartition(":")
-        if tail.isidentifier() and head:
-            return "file", head, tail
-    return "file", spec, None
-
-
 def load_model(spec: str) -> LoadedModel:
     """Load what the user named; LoadError (message + hint, traceback in .detail) on any problem."""
     if not isinstance(spec, str) or not spec.strip():
         raise LoadError("No model given.", hint=_usage_hint())
     kind, target, factory = parse_spec(spec)
     if kind == "sample":
-        from irviz.core.frontend.samples import sample_path
-
         if not target:
             raise LoadError("sample: needs a name.", hint=_known_samples_hint())
         path = sample_path(target)
@@ -192,8 +173,6 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
 def _frontend_hints(module, shown: str):
     """IRVIZ_CAPTURE / IRVIZ_IMPORTER and the course's map dicts a model file may define, so a
     course-style file opens the course's way without flags."""
-    from irviz.core.frontend.course_fx import MAP_NAMES, maps_of
-
     out = []
     for attr, choices in (("IRVIZ_CAPTURE", ("export", "symbolic_trace")),
                           ("IRVIZ_IMPORTER", ("exported_program", "course"))):
@@ -223,33 +202,6 @@ def _call_optional(module, fname: str, shown: str, path: Path, hint: str):
             hint=hint,
             detail=traceback.format_exc(),
         ) from None
-
-
-def exec_model_file(path: Path, shown: str):
-    """Execute the file as a fresh module with a unique name (older loads of it are dropped)."""
-    key = str(path)
-    old = _loaded_names.pop(key, None)
-    if old:
-        sys.modules.pop(old, None)
-    modname = f"_irviz_model_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}_{next(_counter)}"
-    try:
-        with _forget_new_local_modules(str(path.parent)):
-            module = exec_file(path, modname)
-    except BaseException as e:  # noqa: BLE001 - includes SystemExit from a script-style file
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        if isinstance(e, SystemExit):
-            msg = f"{shown} called sys.exit({e.code!r}) while being imported"
-        else:
-            msg = f"Error while importing {shown}: {exception_line(e)}{_user_frame(e, path)}"
-        raise LoadError(
-            msg,
-            hint="The file is executed when loaded; guard script code with `if __name__ == \"__main__\":` "
-            "and check its imports.",
-            detail=traceback.format_exc(),
-        ) from None
-    _loaded_names[key] = modname
-    return module
 
 
 def _defined_callables(module) -> list[str]:
@@ -426,14 +378,6 @@ def _pt2_eval(module) -> None:
 # helpers
 
 
-def shown_path(path: Path) -> str:
-    """Path as short as possible for messages (relative to cwd when inside it)."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 def _describe(x) -> str:
     if isinstance(x, torch.Tensor):
         return f"a tensor of shape {tuple(x.shape)}"
@@ -444,39 +388,6 @@ def _describe(x) -> str:
         return "None"
     name = type(x).__name__ if type(x).__module__ == "builtins" else f"{type(x).__module__}.{type(x).__qualname__}"
     return ("an " if name[0] in "aeiouAEIOU" else "a ") + name
-
-
-def _user_frame(e: BaseException, path: Path | None) -> str:
-    """'\\n    at file.py:LINE: code' for the deepest traceback frame in the user's file (or dir)."""
-    frames = traceback.extract_tb(e.__traceback__)
-    if not frames:
-        return ""
-    pick = None
-    if path is not None:
-        target = str(path)
-        for fr in frames:
-            if _same_file(fr.filename, target):
-                pick = fr
-        if pick is None:  # e.g. a helper module next to the model file
-            parent = str(path.parent)
-            for fr in frames:
-                if fr.filename.startswith(parent) and "site-packages" not in fr.filename:
-                    pick = fr
-    else:
-        for fr in frames:
-            if "site-packages" not in fr.filename and "/torch/" not in fr.filename:
-                pick = fr
-    if pick is None:
-        return ""
-    code = (pick.line or "").strip()
-    return f"\n    at {Path(pick.filename).name}:{pick.lineno}" + (f": {code}" if code else "")
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return a == b or Path(a).resolve() == Path(b).resolve()
-    except OSError:
-        return False
 
 
 class _quiet_logger:
@@ -510,31 +421,9 @@ class _quiet_logger:
         return False
 
 
-class _forget_new_local_modules:
-    """Drop modules first imported from the model file's own directory, so that editing a sibling
-    helper and loading again picks up the edit too."""
-
-    def __init__(self, d: str):
-        self.d = str(Path(d).resolve())
-
-    def __enter__(self):
-        self.before = set(sys.modules)
-
-    def __exit__(self, *exc):
-        for name in set(sys.modules) - self.before:
-            if name.startswith("_irviz_model_"):
-                continue
-            f = getattr(sys.modules.get(name), "__file__", None)
-            if f and str(Path(f).resolve().parent) == self.d:
-                sys.modules.pop(name, None)
-        return False
-
-
 def _missing_hint(path: Path) -> str:
     if not path.suffix and len(path.parts) == 1:
         try:
-            from irviz.core.frontend.samples import list_samples
-
             if str(path) in {n for n, _ in list_samples()}:
                 return f"Did you mean sample:{path}?"
         except Exception:  # noqa: BLE001
@@ -548,8 +437,6 @@ def _missing_hint(path: Path) -> str:
 
 def _known_samples_hint() -> str:
     try:
-        from irviz.core.frontend.samples import list_samples
-
         return "Known samples: " + ", ".join(n for n, _ in list_samples()) + "."
     except Exception:  # noqa: BLE001
         return ""

@@ -9,6 +9,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from irviz.core.errors import LoadError
+from irviz.core.frontend.files import is_ir_file
 
 # Display order; any other *.py dropped into irviz/samples follows alphabetically.
 _ORDER = ("mlp", "matmul_relu", "mul_add", "small_cnn", "resnet18", "gpt",
@@ -18,8 +19,6 @@ _ORDER = ("mlp", "matmul_relu", "mul_add", "small_cnn", "resnet18", "gpt",
 
 def is_ir_sample(name: str) -> bool:
     """True when sample `name` is an IR file (an IRModule), not a PyTorch model."""
-    from irviz.core.frontend.ir_file import is_ir_file
-
     return name in _names(models_only=False) and is_ir_file(samples_dir() / f"{name}.py")
 
 
@@ -39,8 +38,6 @@ def _defines_get_model(path: Path) -> bool:
 
 def _openable(path: Path) -> bool:
     """A model file (get_model()) or an IR file (an IRModule): what `sample:NAME` can open."""
-    from irviz.core.frontend.ir_file import is_ir_file
-
     return _defines_get_model(path) or is_ir_file(path)
 
 

@@ -1,5 +1,6 @@
-"""Passes: the registry, the built-in catalogue, named pipelines, the course's passes, CPU
-schedules, library dispatch, and users' pass files.
+"""Passes: the registry, the built-in catalogue (TVM's passes, the course's, library dispatch, the
+CPU schedule rules of ``core.schedules`` and the measuring passes of ``core.tuning``), named
+pipelines, and users' pass files.
 
 User pass files import their decorator and types from here (`examples/my_passes.py`):
 

@@ -7,8 +7,8 @@
 * ``LowerToTensorIR`` high-level ops -> ``call_tir`` of TOPI-generated PrimFuncs via
                       ``bb.call_te`` (chapter "Map to TensorIR Calls"); follow it with FuseTIR.
 
-``R.ewise_fma`` has no legalization in TVM 0.27; :data:`CUSTOM_LEGALIZE_MAP` supplies one and
-irviz's LegalizeOps pass always passes it, so ``EwiseFMA -> LegalizeOps`` builds.
+``R.ewise_fma`` has no legalization in TVM 0.27; ``backend.legalize.CUSTOM_LEGALIZE_MAP`` supplies
+one and irviz's LegalizeOps pass always passes it, so ``EwiseFMA -> LegalizeOps`` builds.
 
 Plain TVM + Python: never imports Qt.
 """
@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import tvm
 import tvm_ffi
-from tvm import IRModule, relax, te, topi
+from tvm import IRModule, relax, topi
+
+from irviz.core.backend.legalize import te_ewise_fma
 
 __all__ = [
-    "CUSTOM_LEGALIZE_MAP",
     "EwiseFMA",
     "EwiseFMARewriter",
     "LOWER_OP_MAP",
@@ -27,7 +28,6 @@ __all__ = [
     "LowerToTensorIRMutator",
     "MatmulAddFuse",
     "MatmulAddFusor",
-    "legalize_ewise_fma",
 ]
 
 
@@ -50,22 +50,6 @@ def _same_shape_dtype(*exprs) -> bool:
     return all(
         t.dtype == first.dtype and tvm_ffi.structural_equal(t.shape, first.shape) for t in tys[1:]
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# ewise_fma legalization (used by LegalizeOps and by LowerToTensorIR)
-
-
-def _te_ewise_fma(a, b, c):
-    return te.compute(a.shape, lambda *i: a(*i) * b(*i) + c(*i), name="ewise_fma")
-
-
-def legalize_ewise_fma(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
-    """FLegalize for relax.ewise_fma: a * b + c as one TE compute."""
-    return bb.call_te(_te_ewise_fma, *call.args, primfunc_name_hint="ewise_fma")
-
-
-CUSTOM_LEGALIZE_MAP = {"relax.ewise_fma": legalize_ewise_fma}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,7 +244,7 @@ def map_permute_dims(bb, call):
 def map_ewise_fma(bb, call):
     if not _same_shape_dtype(*call.args):
         return None
-    return bb.call_te(_te_ewise_fma, *call.args)
+    return bb.call_te(te_ewise_fma, *call.args)
 
 
 LOWER_OP_MAP = {

@@ -1,24 +1,19 @@
 """Library dispatch: the course's `call_dps_packed` into registered functions, done as a pass.
 
 High-level Relax ops that torch runs well (conv2d, matmul — which covers linear and batched matmul)
-become `R.call_dps_packed("irviz.torch.<op>.<attrs>", ...)`; everything else is left for LegalizeOps to
-lower to TensorIR (the course's "mixture"). The op's attributes are spelled into the function name,
-so the Relax view shows exactly what will be called and `register_library_functions` can rebuild the
-callable from the module alone, in whichever process builds it.
-
-The registered functions view TVM's tensors through DLPack (zero copy) and write into the
-destination TVM allocated.
+become `R.call_dps_packed("irviz.torch.<op>.<attrs>", ...)` (named as ``library_names`` says);
+everything else is left for LegalizeOps to lower to TensorIR (the course's "mixture"). The build
+registers the torch functions those names stand for (``backend.library_functions``).
 """
 from __future__ import annotations
-
-import re
 
 import tvm
 from tvm import relax
 
-PREFIX = "irviz.torch."
-
-_CONV_RE = re.compile(r"^irviz\.torch\.conv2d\.s(\d+)_(\d+)\.p(\d+)_(\d+)\.d(\d+)_(\d+)\.g(\d+)$")
+from irviz.core.library_names import MATMUL, conv2d_name
+from irviz.core.tuning.library_or_tir import library_or_tir, mixture_or_tir, with_decisions
+from irviz.core.tvm_compat import static_shape as _shape
+from irviz.core.views.decisions import describe_decision
 
 
 def _ints(arr) -> list[int]:
@@ -45,12 +40,6 @@ def conv2d_reason(call) -> str | None:
     return None
 
 
-def conv2d_name(call) -> str:
-    a = call.attrs
-    s, p, d = _ints(a.strides), _ints(a.padding), _ints(a.dilation)
-    return f"{PREFIX}conv2d.s{s[0]}_{s[1]}.p{p[0]}_{p[1]}.d{d[0]}_{d[1]}.g{int(a.groups)}"
-
-
 @relax.expr_functor.mutator
 class _Dispatcher(relax.PyExprMutator):
     def __init__(self, mod, ops, min_macs=0, keep_tileable_conv=False, measure=False):
@@ -71,16 +60,12 @@ class _Dispatcher(relax.PyExprMutator):
                 self.builder_.update_func(gv, self.visit_expr(func))
         out = self.builder_.get()
         if self.decisions:
-            from irviz.core.passes.cpu_tuning import mixture_or_tir, with_decisions
-
             out, whole = mixture_or_tir(self.mod_, out, self.decisions)
             out = with_decisions(out, self.decisions + ([whole] if whole else []))
         return out
 
     def _measured_tir(self, call) -> bool:
         """Measure this call as a torch call and as TensorIR on this machine; True to keep TensorIR."""
-        from irviz.core.passes.cpu_tuning import describe_decision, library_or_tir
-
         if not self._dispatchable(call):
             return False
         rec = library_or_tir(call, lambda m: library_dispatch((call.op.name.split(".")[-1],))(m))
@@ -115,7 +100,7 @@ class _Dispatcher(relax.PyExprMutator):
             self.skipped.append(f"conv2d: {reason}")
         elif call.op == self.matmul and "matmul" in self.ops:
             if _matmul_ok(call):
-                return relax.call_dps_packed(PREFIX + "matmul", relax.Tuple(list(call.args)), out_ty=call.ty)
+                return relax.call_dps_packed(MATMUL, relax.Tuple(list(call.args)), out_ty=call.ty)
             self.skipped.append("matmul: needs static float32 operands of rank >= 2")
         return call
 
@@ -123,13 +108,6 @@ class _Dispatcher(relax.PyExprMutator):
 def _matmul_ok(call) -> bool:
     return all(_static_float32(x.ty) for x in (*call.args, call)) and all(
         len(x.ty.shape.values) >= 2 for x in call.args)
-
-
-def _shape(ty) -> list[int] | None:
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        return None
-    dims = ty.shape.values
-    return [int(d) for d in dims] if all(isinstance(d, tvm.tirx.IntImm) for d in dims) else None
 
 
 def _macs(call) -> int | None:
@@ -172,7 +150,7 @@ def library_dispatch(ops=("conv2d", "matmul"), min_macs: int = 0, keep_tileable_
                      measure: bool = False):
     """Module pass: send `ops` to torch through call_dps_packed; the rest stays for TensorIR.
 
-    `measure`: decide each call by timing it both ways on this machine (``cpu_tuning``; cached per
+    `measure`: decide each call by timing it both ways on this machine (``tuning.library_or_tir``; cached per
     machine), instead of `min_macs` / `keep_tileable_conv`.
 
     `min_macs` > 0: only calls with at least that many multiply-adds go to torch (smaller ones are
@@ -186,45 +164,3 @@ def library_dispatch(ops=("conv2d", "matmul"), min_macs: int = 0, keep_tileable_
 
     return _pass
 
-
-def library_calls(mod) -> list[str]:
-    """Names of irviz library functions that `mod` calls (each once)."""
-    names: list[str] = []
-
-    def visit(e):
-        if isinstance(e, relax.ExternFunc) and str(e.global_symbol).startswith(PREFIX):
-            if str(e.global_symbol) not in names:
-                names.append(str(e.global_symbol))
-
-    for func in mod.functions.values():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(func, visit)
-    return names
-
-
-def _torch_function(name: str):
-    import torch
-    import torch.nn.functional as F
-
-    if name == PREFIX + "matmul":
-        def matmul(a, b, out):
-            torch.matmul(torch.from_dlpack(a), torch.from_dlpack(b), out=torch.from_dlpack(out))
-        return matmul
-    m = _CONV_RE.match(name)
-    if m:
-        sh, sw, ph, pw, dh, dw, groups = map(int, m.groups())
-
-        def conv2d(x, w, out):
-            res = F.conv2d(torch.from_dlpack(x), torch.from_dlpack(w), None, (sh, sw), (ph, pw),
-                           (dh, dw), groups)
-            torch.from_dlpack(out).copy_(res)
-        return conv2d
-    raise ValueError(f"unknown irviz library function {name!r}")
-
-
-def register_library_functions(mod) -> list[str]:
-    """Register every irviz.torch.* function `mod` calls; returns their names. Idempotent."""
-    names = library_calls(mod)
-    for name in names:
-        tvm.register_global_func(name, _torch_function(name), override=True)
-    return names

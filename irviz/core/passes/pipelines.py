@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+from irviz.core.backend.build import DEFAULT_BUILD_STEPS
 from irviz.core.errors import PassError
 from irviz.core.passes.registry import PassInvocation
 
@@ -13,23 +14,6 @@ def _inv(*names) -> list[PassInvocation]:
 
 
 ZERO_STEPS = ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR")
-DEFAULT_BUILD_STEPS = (
-    "DispatchSampling",
-    "DispatchSortScan",
-    "LegalizeOps",
-    "RewriteDataflowReshape",
-    "ToNonDataflow",
-    "RemovePurityChecking",
-    "CallTIRRewrite",
-    "StaticPlanBlockMemory",
-    "RewriteCUDAGraph",
-    "LowerAllocTensor",
-    "KillAfterLastUse",
-    "LowerRuntimeBuiltin",
-    "ComputePrimValue",
-    "VMShapeLower",
-    "AttachGlobalSymbol",
-)
 
 CPU_SCHEDULE_STEPS = ("CPUTuneConv2d", "CPUTileConv2d", "CPUInlineElementwise", "CPUTuneReductions",
                       "CPUTileReductions", "CPUParallelVectorize",

@@ -11,7 +11,7 @@ Text: ``function_text`` prints one function on its own (``func.script(name=...)`
 to other functions read ``fused_conv2d_add(x, ...)`` / ``R.call_tir(add, ...)`` (not ``cls.add``)
 and tensor constants are numbered ``metadata["ir.GenericConst"][k]`` *within the function*, so a
 change in one function never renumbers the text of another: the diff stays local.  The whole
-module's text (``mod.script()``) is what export.py writes.
+module's text (``mod.script()``) is what an export writes.
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ import tvm
 from tvm import relax, tirx
 
 from irviz.core.tvm_compat import GenericConst, callee_name, var_name
+from irviz.core.views.decisions import decision_texts
 
 KINDS = ("param", "const", "op", "call_tir", "call_dps_packed", "call_fused", "tuple", "get_item",
          "output")
@@ -287,8 +288,6 @@ def relax_digraph(mod, func: str = "main", expand_fused: bool = False) -> nx.DiG
 
 def mark_decisions(g: nx.DiGraph, mod, func: str = "main") -> None:
     """conv2d / matmul nodes LibraryDispatch measured get ``decision``: "torch 1.2 ms · TIR 0.9 ms → TIR"."""
-    from irviz.core.passes.cpu_tuning import decision_texts
-
     texts = decision_texts(mod, func)
     if not texts:
         return

@@ -9,13 +9,14 @@ structural hash), so a prim_func that later passes leave alone is printed once f
 """
 from __future__ import annotations
 
+from irviz.core.tvm_compat import PrimFunc, relax
+from irviz.core.views import diff as diff_mod
+
 __all__ = ["ir_size", "main_binding_count"]
 
 
 def main_binding_count(mod) -> int:
     """Bindings in main's blocks (dataflow and plain); 0 when there is no Relax main."""
-    from irviz.core.tvm_compat import relax
-
     main = next((f for gv, f in mod.functions.items() if gv.name_hint == "main"), None)
     if not isinstance(main, relax.Function) or not isinstance(main.body, relax.SeqExpr):
         return 0
@@ -23,9 +24,6 @@ def main_binding_count(mod) -> int:
 
 
 def ir_size(mod) -> dict:
-    from irviz.core.tvm_compat import PrimFunc
-    from irviz.core.views import diff as diff_mod
-
     prim = [gv.name_hint for gv, f in mod.functions.items() if isinstance(f, PrimFunc)]
     lines = sum(len(diff_mod.function_text(mod, name).splitlines()) for name in prim)
     return {"bindings": main_binding_count(mod), "prim_funcs": len(prim), "tir_lines": lines}

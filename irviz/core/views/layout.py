@@ -1,8 +1,7 @@
 """Layered top-to-bottom layout of a networkx DiGraph into the engine protocol's ``graph`` dict.
 
 networkx only, no Qt.  One entry point, :func:`layout_graph`, so another engine (graphviz,
-graphlay) can be swapped in behind it.  Algorithm (Sugiyama-style, measured in shared NOTES),
-one function per phase, called in this order by :func:`layout_graph`:
+graphlay) can be swapped in behind it.  Algorithm (Sugiyama-style), one function per phase, called in this order by :func:`layout_graph`:
 
 1. ``acyclic_edges``: cycles are broken by reversing DFS back edges (drawn upward);
 2. ``assign_layers``: longest path from the sources, then every node with at least as many

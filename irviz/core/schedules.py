@@ -29,6 +29,8 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 
+from irviz.core.target import vector_lanes
+
 NOTES_ATTR = "irviz.schedule_notes"
 DONE_ATTR = "irviz.scheduled"
 
@@ -55,8 +57,6 @@ def target_lanes(lanes: int = 0) -> int:
     """`lanes` if given, else the float32 lanes of the current target (the host outside one)."""
     if lanes:
         return int(lanes)
-    from irviz.core.backend.cpu_info import vector_lanes
-
     return vector_lanes(tvm.target.Target.current(allow_none=True))
 
 
@@ -495,16 +495,3 @@ def prepack_weights():
 
     return _pass
 
-
-def dlight_cpu():
-    """dlight's CPU rules (GEMV, Reduction). ApplyDefaultSchedule changes its input in place, so it
-    gets a shallow copy."""
-    from tvm.s_tir import dlight as dl
-
-    inner = dl.ApplyDefaultSchedule(dl.cpu.GEMV(), dl.cpu.Reduction())
-
-    @tvm.ir.transform.module_pass(opt_level=0, name="DlightCPU")
-    def _pass(mod, ctx):
-        return inner(tvm.IRModule(dict(mod.functions), attrs=mod.attrs))
-
-    return _pass

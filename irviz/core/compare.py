@@ -26,7 +26,16 @@ import difflib
 import time
 from dataclasses import dataclass, field
 
+from irviz.core.backend import build as build_mod
+from irviz.core.backend import run as run_mod
 from irviz.core.errors import IrvizError, RequestError
+from irviz.core.passes import PassInvocation, parse_pipeline, pipeline_text
+from irviz.core.session import Session
+from irviz.core.tvm_compat import relax
+from irviz.core.views import diff as diff_mod
+from irviz.core.views import layout
+from irviz.core.views.bookkeeping import without_bookkeeping
+from irviz.core.views.graph import relax_digraph
 
 __all__ = ["Comparison", "compare_pipelines", "align_steps", "pair_diff", "pass_diff", "graph_diff",
            "pair_graphs", "measure", "comparison_dict"]
@@ -86,8 +95,6 @@ def align_steps(names_a: list[str], names_b: list[str]) -> list[tuple]:
 
 def _run_pipeline(ws, invocations, progress, label: str):
     """(steps, error): a fresh session from the workspace's import, every pass applied."""
-    from irviz.core.session import Session
-
     session = Session(ws.imported, ws.captured)
     session.set_pipeline(invocations)
     total = max(1, len(session.pipeline))
@@ -115,8 +122,6 @@ def compare_pipelines(ws, pipelines, progress=None) -> Comparison:
     """Run each pipeline (a name, a text, or a list of PassInvocations) on the workspace's import.
     A pipeline text that does not parse raises before anything runs; a pass that fails stops its
     pipeline there (its error is kept and reported with the rows)."""
-    from irviz.core.passes import PassInvocation, parse_pipeline, pipeline_text
-
     progress = progress or (lambda *_a, **_k: None)
     if len(pipelines) != 2:
         raise RequestError(f"compare takes two pipelines, got {len(pipelines)}",
@@ -152,16 +157,11 @@ def compare_pipelines(ws, pipelines, progress=None) -> Comparison:
 
 
 def _relax_functions(mod) -> dict:
-    from irviz.core.tvm_compat import relax
-
     return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, relax.Function)}
 
 
 def _node_keys(mod, fname: str):
     """[(node id, fine key, coarse key)] of a Relax function's graph nodes, in binding order."""
-    from irviz.core.views import diff as diff_mod
-    from irviz.core.views.graph import relax_digraph
-
     hashes = diff_mod.function_hashes(mod)
     g = relax_digraph(mod, fname)
     out = []
@@ -197,8 +197,6 @@ def _match_function(mod_a, mod_b, fname: str) -> dict:
 def graph_diff(mod_a, mod_b) -> dict:
     """Functions only in A / only in B / changed (by structural hash), and per Relax function on
     both sides its graph nodes only in A / only in B / changed (see the module docstring)."""
-    from irviz.core.views import diff as diff_mod
-
     ha, hb = diff_mod.function_hashes(mod_a), diff_mod.function_hashes(mod_b)
     names_a, names_b = diff_mod.function_names(mod_a), diff_mod.function_names(mod_b)
     functions = {
@@ -220,8 +218,6 @@ def graph_diff(mod_a, mod_b) -> dict:
 
 
 def _text_diff(mod_a, mod_b) -> dict:
-    from irviz.core.views import diff as diff_mod
-
     return {"unified": diff_mod.unified_diff(mod_a, mod_b),
             "functions": [fd.to_dict() for fd in diff_mod.side_by_side(mod_a, mod_b)]}
 
@@ -236,10 +232,6 @@ def pair_diff(cmp: Comparison, a: int, b: int) -> dict:
 
 
 def _laid_out(mod, func: str, keep) -> dict:
-    from irviz.core.views import layout
-    from irviz.core.views.bookkeeping import without_bookkeeping
-    from irviz.core.views.graph import relax_digraph
-
     # the graph the diff matched (fused calls not expanded), without aliases and scalar constants
     # unless the diff names them: a one-sided node must not be hidden
     g, _hidden = without_bookkeeping(relax_digraph(mod, func), "relax", keep=keep)
@@ -264,8 +256,6 @@ def pair_graphs(cmp: Comparison, a: int, b: int, func: str = "main") -> dict:
 
 
 def _pass_effect(steps, index: int) -> dict:
-    from irviz.core.views import diff as diff_mod
-
     st, prev = steps[index], steps[index - 1]
     return {"step": index, "pass": st.pass_name, "params": dict(st.params or {}),
             **st.changes.to_dict(), "unified": diff_mod.unified_diff(prev.mod, st.mod)}
@@ -280,8 +270,6 @@ def pass_diff(cmp: Comparison, a: int, b: int) -> dict:
     """Diff of diffs: what a pass did under A (step a-1 -> a) against what it did under B
     (b-1 -> b). {"a": effect, "b": effect, "same_effect", "unified": the diff of the two diffs,
     "functions": side-by-side rows of the two diffs (one pseudo-function "pass diff")}."""
-    from irviz.core.views import diff as diff_mod
-
     sa, sb = cmp.step(0, a), cmp.step(1, b)
     if sa.index == 0 or sb.index == 0:
         raise RequestError("step 0 is the import, not a pass: pick a row where both pipelines ran a pass")
@@ -303,9 +291,6 @@ def pass_diff(cmp: Comparison, a: int, b: int) -> dict:
 def measure(ws, cmp: Comparison, repeats: int = 10, progress=None) -> list[dict]:
     """Build and run the last step of each pipeline: one row each {"pipeline", "steps", "tvm_ms",
     "max_abs_error", "kernels", "build_seconds", ...}; a failure is the row's "error"."""
-    from irviz.core.backend import build as build_mod
-    from irviz.core.backend import run as run_mod
-
     progress = progress or (lambda *_a, **_k: None)
     rows = []
     for k, steps in enumerate(cmp.steps):

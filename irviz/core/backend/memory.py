@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 import tvm
 from tvm import relax
 
-from irviz.core.tvm_compat import structural_hash, var_name
+from irviz.core.backend.build import DEFAULT_BUILD_PASSES, _make_pass, default_build_progress
+from irviz.core.tvm_compat import host_target, structural_hash, var_name
 
 __all__ = ["MemoryPlan", "memory_plan", "memory_of_step", "plan_module", "step_memory_summaries"]
 
@@ -174,9 +175,6 @@ def plan_module(mod):
     default_build passes it still lacks up to StaticPlanBlockMemory."""
     if _has_plan(mod, "main"):
         return mod
-    from irviz.core.backend.build import DEFAULT_BUILD_PASSES, _make_pass, default_build_progress
-    from irviz.core.tvm_compat import host_target
-
     start = default_build_progress(mod)
     stop = DEFAULT_BUILD_PASSES.index("StaticPlanBlockMemory") + 1
     cur = mod

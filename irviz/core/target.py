@@ -12,6 +12,8 @@ import os
 import platform
 from dataclasses import asdict, dataclass
 
+from irviz.core.tvm_compat import as_target, host_target
+
 # (feature LLVM names it by, ISA shown to the user, float32 lanes per vector register); first match wins
 _VECTOR_FEATURES = (
     ("avx512f", "AVX-512", 16),
@@ -50,8 +52,6 @@ def _has(feature: str, target) -> bool:
 
 def vector_isa(target=None) -> tuple[str, int]:
     """(ISA name, float32 lanes) of `target` (None: the host)."""
-    from irviz.core.tvm_compat import as_target
-
     tgt = as_target(target)
     for feature, isa, lanes in _VECTOR_FEATURES:
         if _has(feature, tgt):
@@ -77,8 +77,6 @@ def _model_name() -> str:
 @functools.lru_cache(maxsize=1)
 def cpu_info() -> CpuInfo:
     """The host, once per process."""
-    from irviz.core.tvm_compat import host_target
-
     tgt = host_target()
     isa, lanes = vector_isa(tgt)
     mcpu = str(tgt.attrs["mcpu"]) if "mcpu" in tgt.attrs else platform.machine()

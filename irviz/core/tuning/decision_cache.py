@@ -39,11 +39,12 @@ def cache_enabled() -> bool:
 
 
 def machine_key() -> str:
+    # lazy: `irviz --no-cache` and the engine set the switch above without loading torch or TVM
     import torch
     import tvm
 
-    from irviz.core.backend.cpu_info import cpu_info
     from irviz.core.backend.run import tvm_threads
+    from irviz.core.target import cpu_info
 
     info = cpu_info()
     return json.dumps({"cpu": info.model, "mcpu": info.mcpu, "isa": info.isa, "lanes": info.vector_lanes,

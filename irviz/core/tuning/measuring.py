@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
-from tvm import relax, tirx
+from tvm import relax
 
+from irviz.core.backend.build import build
+from irviz.core.backend.library_functions import library_calls
 from irviz.core.backend.timing import time_alone
-from irviz.core.tvm_compat import GenericConst
+from irviz.core.errors import PassError, tvm_error_text
+from irviz.core.tvm_compat import GenericConst, host_target, static_shape
 
 RUNS = 5
 # A kernel of a few µs gets more than RUNS runs, so its minimum is taken over enough calls to
@@ -25,12 +28,7 @@ FIRST_WARMUP_SECONDS = 0.25
 _warmed: set[str] = set()
 
 
-def shape_of(ty) -> list[int] | None:
-    """The static shape of a tensor type; None when it is not a tensor or a size is symbolic."""
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        return None
-    dims = ty.shape.values
-    return [int(d) for d in dims] if all(isinstance(d, tirx.IntImm) for d in dims) else None
+shape_of = static_shape
 
 
 def random_array(shape, dtype, seed) -> np.ndarray:
@@ -95,10 +93,6 @@ def kernel_module(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
 
 def build_and_time(mod, inputs) -> tuple[float, np.ndarray]:
     """(min ms over RUNS, output) of mod's main on `inputs`."""
-    from irviz.core.backend.build import build
-
-    from irviz.core.passes.library_dispatch import library_calls
-
     built = build(mod)
     vm = relax.VirtualMachine(built.executable, tvm.cpu())
     fn = vm["main"]
@@ -111,11 +105,21 @@ def build_and_time(mod, inputs) -> tuple[float, np.ndarray]:
     return t.min_ms, out
 
 
-def apply_passes(mod, names, **params_by_pass):
-    from irviz.core.passes.registry import PassInvocation, apply_pass
-
-    for name in names:
-        mod = apply_pass(PassInvocation(name, params_by_pass.get(name, {})), mod)
+def apply_steps(mod, steps, **params_by_step):
+    """Run `steps`, ``(name, make)`` pairs, on `mod` for the host CPU, as the pass registry runs the
+    passes of those names: ``make(**params)`` under the target, then the pass under the target at
+    opt_level 3. A failure is a PassError naming the step."""
+    target = host_target()
+    for name, make in steps:
+        try:
+            with target:
+                the_pass = make(**params_by_step.get(name, {}))
+            with target, tvm.transform.PassContext(opt_level=3):
+                mod = the_pass(mod)
+        except PassError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported as the registry reports a failing pass
+            raise PassError(f"{name} failed: {tvm_error_text(exc)}") from exc
     return mod
 
 
@@ -125,7 +129,5 @@ def close(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def first_line(exc: BaseException) -> str:
-    from irviz.core.errors import tvm_error_text
-
     text = (getattr(exc, "message", None) or tvm_error_text(exc)).strip()
     return (text.splitlines() or [type(exc).__name__])[0][:200]

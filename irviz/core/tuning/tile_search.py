@@ -20,13 +20,13 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 
+from irviz.core import schedules
 from irviz.core.backend.timing import add_tune_seconds
-from irviz.core.passes import cpu_schedules as schedules
-from irviz.core.passes import measuring
-from irviz.core.passes.decision_cache import DecisionCache
+from irviz.core.tuning import measuring
+from irviz.core.tuning.decision_cache import DecisionCache
+from irviz.core.views.decisions import TUNE_NOTE_ATTR
 
 MAX_CANDIDATES = 8
-TUNE_NOTE_ATTR = "irviz.tile_search"  # JSON: candidates with their times, the choice
 # Kernels with fewer multiply-adds than this (a few µs) are left to the rule: the candidates'
 # differences would be below the timer's noise, and each candidate costs a build.
 MIN_TUNE_WORK = 1 << 16
@@ -41,7 +41,7 @@ class _Kind:
     attr: str  # the function attr the rule reads the tile from
     extents: Callable  # func -> (a, b, block signature) or None: the extents the tile divides
     candidates: Callable  # (a, b, lanes) -> [{"vec", "reg"}]
-    rules: tuple[str, ...]  # the rest of the pipeline, from the rule that reads the tile on
+    rules: tuple  # the rest of the pipeline, from the rule that reads the tile on: (name, make)
     lanes_param: str  # the rule that takes `lanes`
 
 
@@ -123,12 +123,14 @@ def reduction_candidates(N: int, M: int, lanes: int) -> list[dict]:
     return out[:MAX_CANDIDATES]
 
 
+_TILE_REDUCTIONS = (("CPUTileReductions", schedules.tile_reductions),
+                    ("CPUParallelVectorize", schedules.parallel_vectorize),
+                    ("CPUPrepackWeights", schedules.prepack_weights))
 CONV2D = _Kind("conv2d_tile", "conv2d-tile", schedules.TILE_ATTR, _conv_extents, conv_candidates,
-               ("CPUTileConv2d", "CPUInlineElementwise", "CPUTileReductions", "CPUParallelVectorize",
-                "CPUPrepackWeights"), "CPUTileConv2d")
+               (("CPUTileConv2d", schedules.tile_conv2d), ("CPUInlineElementwise", schedules.inline_elementwise),
+                *_TILE_REDUCTIONS), "CPUTileConv2d")
 REDUCTION = _Kind("matmul_tile", "matmul-tile", schedules.REDUCTION_TILE_ATTR, _reduction_extents,
-                  reduction_candidates, ("CPUTileReductions", "CPUParallelVectorize", "CPUPrepackWeights"),
-                  "CPUTileReductions")
+                  reduction_candidates, _TILE_REDUCTIONS, "CPUTileReductions")
 
 
 # ------------------------------------------------------------------------------------ search
@@ -154,7 +156,7 @@ def search(mod, gv, kind: _Kind, lanes: int) -> dict | None:
             tiled = schedules.with_functions(small, {small_gv: small[small_gv].with_attr(
                 kind.attr, tvm.runtime.convert(tile))})
             ms, out = measuring.build_and_time(
-                measuring.apply_passes(tiled, kind.rules, **{kind.lanes_param: {"lanes": lanes}}), inputs)
+                measuring.apply_steps(tiled, kind.rules, **{kind.lanes_param: {"lanes": lanes}}), inputs)
         except Exception as exc:  # noqa: BLE001 - a candidate that fails is dropped, with why
             entry["error"] = measuring.first_line(exc)
         else:
@@ -210,17 +212,3 @@ def tune_conv2d(lanes: int = 0):
 def tune_reductions(lanes: int = 0):
     """Module pass CPUTuneReductions: measure tiles for each matmul-like kernel; record the best on it."""
     return _tune_pass(REDUCTION, "CPUTuneReductions", lanes)
-
-
-def describe_tile(rec: dict) -> str:
-    """"tile 8×7, fastest of 8 measured: 1.76 ms (the rule's 8×14: 2.42 ms)"."""
-    ok = [c for c in rec.get("candidates", []) if "ms" in c]
-    if not rec.get("choice") or not ok:
-        return "tile search: no candidate built" + (f" ({rec['candidates'][0].get('error')})"
-                                                    if rec.get("candidates") else "")
-    best = min(ok, key=lambda c: c["ms"])
-    first = rec["candidates"][0]
-    text = f"tile {best['vec']}×{best['reg']}, fastest of {len(rec['candidates'])} measured: {best['ms']:.3g} ms"
-    if first is not best and "ms" in first:
-        text += f" (the rule's {first['vec']}×{first['reg']}: {first['ms']:.3g} ms)"
-    return text

@@ -3,6 +3,10 @@
 Results are protocol dicts (irviz/protocol.py, plain Python like this module). Steps are
 immutable snapshots, so a view of a step is computed once; a pass applied again makes a
 new Step object, and its views are computed afresh.
+
+The core modules are imported inside the methods that use them: the engine makes its StepViews
+before it tells the window it is ready, and importing TVM (which loads torch) takes seconds; the
+engine loads them in the background meanwhile.
 """
 from __future__ import annotations
 
@@ -53,9 +57,9 @@ class StepViews:
         return self._cached(step, "func_names", compute)
 
     def run_functions(self, step):
-        """The Relax functions of a step that a build can run (backend.run.entry_functions)."""
+        """The Relax functions of a step that a build can run (frontend.inputs.entry_functions)."""
         def compute():
-            from irviz.core.backend.run import entry_functions
+            from irviz.core.frontend.inputs import entry_functions
 
             return entry_functions(step.mod)
 

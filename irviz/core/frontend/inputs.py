@@ -1,0 +1,77 @@
+"""What a module's functions take: the Relax functions a build can run, their symbolic sizes, and
+random inputs for their parameters (an IR file without get_inputs(), a measured candidate)."""
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from irviz.core.errors import RunError
+from irviz.core.tvm_compat import var_name
+
+
+def entry_functions(mod) -> list[str]:
+    """The Relax functions a build can run: public (a global_symbol) and not fused ("Primitive")
+    sub-functions; "main" first."""
+    names = []
+    for gv, f in mod.functions.items():
+        if not isinstance(f, relax.Function):
+            continue
+        attrs = f.attrs if f.attrs is not None else {}
+        if "Primitive" in attrs and int(attrs["Primitive"]):
+            continue
+        if "global_symbol" in attrs or gv.name_hint == "main":
+            names.append(gv.name_hint)
+    return sorted(names, key=lambda n: (n != "main", n))
+
+
+def check_func(mod, func: str) -> None:
+    """RunError naming the functions there are when `func` is not one of them."""
+    names = entry_functions(mod)
+    if func not in names:
+        raise RunError(f"the module has no Relax function {func!r} to run; it has: "
+                       f"{', '.join(names) or 'none'}",
+                       f"pick one of them (irviz check FILE --func {names[0] if names else 'main'})")
+
+
+def symbolic_sizes(mod, func: str = "main") -> list[str]:
+    """The symbolic sizes in `func`'s parameter shapes, in the order they first appear."""
+    out: list[str] = []
+    for p in mod[func].params:
+        ty = p.ty
+        if isinstance(ty, relax.TensorType) and ty.shape is not None:
+            for d in ty.shape.values:
+                if not isinstance(d, tvm.tirx.IntImm) and str(d) not in out:
+                    out.append(str(d))
+    return out
+
+
+def random_inputs(mod, seed: int = 0, *, func: str = "main", dims: dict | None = None) -> list[np.ndarray]:
+    """One random array per parameter of `func`; symbolic sizes take their values from `dims`
+    (RunError listing the sizes that have none)."""
+    rng = np.random.default_rng(seed)
+    dims = dims or {}
+    params = mod[func].params
+    missing = sorted({str(d) for p in params if isinstance(p.ty, relax.TensorType) and p.ty.shape is not None
+                      for d in p.ty.shape.values
+                      if not isinstance(d, tvm.tirx.IntImm) and str(d) not in dims})
+    if missing:
+        example = ",".join(f"{m}=1" for m in missing)
+        raise RunError(f"{func} has symbolic sizes with no value: {', '.join(missing)}",
+                       f"give them values (irviz check FILE --dim {example}), or define get_inputs() "
+                       "in the file; a model file's example inputs fix them too")
+    arrays = []
+    for p in params:
+        ty = p.ty
+        if not isinstance(ty, relax.TensorType) or ty.shape is None:
+            raise RunError(f"parameter {var_name(p)} of {func} is not a tensor with a known shape ({ty})",
+                           "define get_inputs() in the file to give its value")
+        shape = [int(d) if isinstance(d, tvm.tirx.IntImm) else int(dims[str(d)]) for d in ty.shape.values]
+        dtype = str(ty.dtype)
+        if dtype.startswith("float"):
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype == "bool":
+            arrays.append(rng.integers(0, 2, shape).astype(bool))
+        else:
+            arrays.append(rng.integers(0, 8, shape).astype(dtype))
+    return arrays

@@ -1,0 +1,168 @@
+"""What a Workspace builds, runs, measures and writes: the half of the Workspace that works on the
+steps a session already has (see the package docstring for the lazy imports)."""
+from __future__ import annotations
+
+import time
+
+from irviz.core.errors import RequestError, RunError, traceback_text
+from irviz.core.user_code import exception_line
+
+
+class Results:
+    # -- building and running -------------------------------------------------------------------
+
+    def build_run(self, step=None, repeats: int = 10, inputs=None, func: str = "main", dims=None):
+        """Build a step, run its Relax function `func` and compare it with PyTorch (an IR file: with
+        its reference(), if any). `dims` gives symbolic sizes for made-up inputs (default: the
+        workspace's `dims`). Returns (BuildResult, RunResult); the result is kept for the exported
+        report."""
+        from irviz.core.backend import build as build_mod
+        from irviz.core.backend import run as run_mod
+
+        st = self.step_at(step)
+        func = func or "main"
+        self.stage = "run"
+        run_mod.check_func(st.mod, func)
+        if self.loaded is not None and func != "main":
+            raise RequestError(f"a PyTorch model is compared through main; {func} has no PyTorch "
+                               "counterpart to run", "run main, or open the module as an IR file")
+        # inputs first: missing sizes or bad get_inputs() are reported before a build is paid for
+        ir_inputs = self._ir_inputs(st.mod, func, dims) if self.loaded is None else None
+        self.stage = "build"
+        if self._last_build is not None and self._last_build[0] is st:
+            built = self._last_build[1]   # other inputs for the same step: no second build
+        else:
+            self.progress(f"Building step {st.index} ({st.pass_name})", 0.05)
+            built = build_mod.build(st.mod)
+            self.stage_seconds["build"] = built.seconds
+            self.log(f"build    {built.seconds:7.2f} s  ({built.target})")
+            self._last_build = (st, built)
+        self.stage = "run"
+        t = time.perf_counter()
+        if self.loaded is None:
+            result = self._run_ir(built, ir_inputs, func, int(repeats))
+        else:
+            self.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
+            program = self.captured.exported if self.captured is not None else None
+            result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs,
+                                       params=self.kept_params, program=program)
+        self.stage_seconds["run"] = time.perf_counter() - t
+        if inputs is None:
+            self.runs[st.index] = (st, result)
+        return built, result
+
+    def compare_intermediates(self, step=None, rtol=None, atol=None):
+        """Every FX node's torch value against its Relax binding at a step (the cursor by default);
+        see backend/intermediates.py. A late step reuses the last build of that step."""
+        from irviz.core.backend.intermediates import compare_intermediates
+
+        st = self.step_at(step)
+        built = self._last_build[1] if self._last_build is not None and self._last_build[0] is st else None
+        self.stage = "run"
+        return compare_intermediates(st, self.captured, params=self.kept_params, built=built,
+                                     rtol=rtol, atol=atol, progress=self.progress)
+
+    def _ir_inputs(self, mod, func: str, dims=None) -> list:
+        from irviz.core.frontend.ir_file import inputs_for
+
+        return inputs_for(self.ir_file, mod, func=func, dims=self.dims if dims is None else dims)
+
+    def run_sizes(self, step=None, func: str = "main") -> dict:
+        """What running `func` needs: {"func", "sizes": its symbolic sizes in order of appearance,
+        "inputs": "model" (a PyTorch model's example inputs), "get_inputs" (the IR file's) or
+        "random" (made up: then every size needs a value), "dims": the values the workspace has}."""
+        from irviz.core.backend import run as run_mod
+
+        st = self.step_at(step)
+        func = func or "main"
+        run_mod.check_func(st.mod, func)
+        inputs = ("model" if self.loaded is not None else
+                  "get_inputs" if self.ir_file is not None and self.ir_file.get_inputs is not None else
+                  "random")
+        return {"func": func, "sizes": run_mod.symbolic_sizes(st.mod, func), "inputs": inputs,
+                "dims": dict(self.dims)}
+
+    def _run_ir(self, built, inputs, func: str, repeats: int):
+        """An IR file or step file: its get_inputs() or made-up inputs; its reference(), if any."""
+        from irviz.core.backend import run as run_mod
+
+        reference = None
+        if self.ir_file is not None and self.ir_file.reference is not None:
+            self.progress("Running reference()", 0.5)
+            try:
+                reference = self.ir_file.reference(*inputs)
+            except Exception as exc:  # noqa: BLE001
+                raise RunError(f"reference() raised {exception_line(exc)}",
+                               "run the file in plain Python to see the full error",
+                               detail=traceback_text(exc)) from exc
+        what = "and comparing with reference()" if reference is not None else "(nothing to compare with)"
+        self.progress(f"Running {func} {what}", 0.6)
+        return run_mod.run_module(built, inputs, reference=reference, func=func, repeats=repeats)
+
+    @property
+    def kept_params(self) -> dict | None:
+        """The weights a --keep-params import left as main's parameters: a step that has not bound
+        them yet runs with them appended to the model's inputs."""
+        return getattr(self.imported, "params", None) if self.imported is not None else None
+
+    @property
+    def params_file(self) -> str | None:
+        return getattr(self.imported, "params_file", None) if self.imported is not None else None
+
+    @property
+    def reference_name(self) -> str | None:
+        """What a run is compared with: "PyTorch", an IR file's "reference()", or None."""
+        if self.loaded is not None:
+            return "PyTorch"
+        if self.ir_file is not None and self.ir_file.reference is not None:
+            return "reference()"
+        return None
+
+    @property
+    def has_reference(self) -> bool:
+        return self.reference_name is not None
+
+    def latency_trace(self, steps=None, repeats: int = 10) -> list[dict]:
+        """Build and time every recorded step (or `steps`). A module measured before (same
+        structural hash) since this model was opened is not built again."""
+        from irviz.core.backend.latency import latency_trace
+
+        s = self.need_session()
+        if steps is not None:
+            for i in steps:
+                self.step_at(i)
+        self.stage = "build"
+        trace = latency_trace(s, self.loaded, steps=steps, repeats=int(repeats),
+                              progress=self.progress, cache=self._latency_cache, params=self.kept_params)
+        self._latency_last = ({e["step"]: s.steps[e["step"]] for e in trace}, trace)
+        return trace
+
+    def current_latency(self):
+        """The last latency trace, while its steps are still the session's steps."""
+        s = self.session
+        if self._latency_last is None or s is None:
+            return None
+        steps, trace = self._latency_last
+        if any(i >= len(s.steps) or s.steps[i] is not st for i, st in steps.items()):
+            return None
+        return trace
+
+    def current_runs(self) -> dict:
+        """{step index: RunResult} of the builds whose steps are still the session's steps."""
+        s = self.session
+        if s is None:
+            return {}
+        return {i: r for i, (st, r) in self.runs.items() if i < len(s.steps) and s.steps[i] is st}
+
+    # -- export ---------------------------------------------------------------------------------
+
+    def export(self, out_dir, steps=None):
+        """Write the trace (TVMScript per step, diffs, steps.json, report.html) with the builds and
+        the latency trace measured so far. Returns the path written."""
+        from irviz.core.export.trace import export_trace
+
+        s = self.need_session()
+        self.stage = "export"
+        self.progress(f"Exporting to {out_dir}", 0.1)
+        return export_trace(s, out_dir, steps=steps, run_results=self.current_runs() or None,
+                            latency=self.current_latency())
