@@ -101,7 +101,7 @@ def main() -> int:
                     compiled(*example)
                 compile_note = f"torch.compile warm-up {time.perf_counter() - t:.1f} s"
                 runners["compile"] = lambda: compiled(*example)
-            except Exception as exc:  # noqa: BLE001 - no compiler on this machine: say so, go on
+            except Exception as exc:  # no compiler on this machine: say so, go on
                 compile_note = f"torch.compile failed: {str(exc).splitlines()[0][:120]}"
         built_rows = []
         for pipeline in args.pipelines.split(","):
@@ -128,7 +128,7 @@ def main() -> int:
                 tvm_in = [tvm.runtime.tensor(x.detach().numpy()) for x in example if isinstance(x, torch.Tensor)]
                 runners[pipeline] = (lambda f=main_fn, a=tvm_in: f(*a))
                 built_rows.append((pipeline, res, build_s, tuned_first, tuned_again, cached_s))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 print(f"{name:10} {pipeline:9} failed: {getattr(exc, 'message', exc)}"[:200])
         blocks: dict[str, list] = {k: [] for k in runners}
         with torch.no_grad():

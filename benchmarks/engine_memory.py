@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
 import time
 import warnings

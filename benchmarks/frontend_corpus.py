@@ -127,7 +127,7 @@ def harvest(path: str) -> tuple[list[Case], list[str]]:
     mod.__file__ = str(path)
     sys.modules[name] = mod  # TVMScript finds the source of decorated code through sys.modules
     source = Path(path).read_text(encoding="utf-8")
-    exec(compile(source, str(path), "exec"), mod.__dict__)  # noqa: S102 - the corpus is the input
+    exec(compile(source, str(path), "exec"), mod.__dict__)  # the corpus is the input
 
     cases: list[Case] = []
     skipped: list[str] = []
@@ -166,7 +166,7 @@ def harvest(path: str) -> tuple[list[Case], list[str]]:
                 fn(**kwargs)
             except (KeyboardInterrupt, SystemExit):
                 raise
-            except BaseException as exc:  # noqa: BLE001 - pytest.skip raises a BaseException
+            except BaseException as exc:  # pytest.skip raises a BaseException
                 if current["count"] == 0:
                     skipped.append(f"{label}: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}")
     return cases, skipped
@@ -209,7 +209,7 @@ def _reference_problem(case) -> str | None:
     try:
         with torch.no_grad():
             case.module(*fresh(case.args))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return f"torch rejects the inputs: {_first_line(str(exc), 90)}"
     return None
 
@@ -227,7 +227,7 @@ def run_irviz(case) -> dict:
         ws.open_loaded(loaded, planned=passes.get_pipeline("zero"))
         ws.run_to_end()
         _, res = ws.build_run(repeats=1)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         stage = (exc.stage if isinstance(exc, IrvizError) else None) or ws.stage or "load"
         msg = exc.message if isinstance(exc, IrvizError) and hasattr(exc, "message") else str(exc)
         return _fail(stage, msg or type(exc).__name__)
@@ -270,7 +270,7 @@ def run_bare_tvm(case) -> dict:
             ref = case.module(*nondeterminism.fresh(args))
         stage = "compare"
         per_output = _compare_outputs(out, ref, "PyTorch", count_hint="", shape_hint="")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return _fail(stage, tvm_error_text(exc) if stage != "capture" else str(exc))
     ok = all(o["allclose"] for o in per_output)
     max_abs = max((o["max_abs"] for o in per_output), default=0.0)
@@ -304,7 +304,7 @@ def worker_main(path: str) -> int:
                 t = time.perf_counter()
                 try:
                     result = fn(case)
-                except Exception as exc:  # noqa: BLE001 - a bug here must not stop the corpus
+                except Exception as exc:  # a bug here must not stop the corpus
                     result = _fail("harness", f"{type(exc).__name__}: {exc}")
                     print(traceback.format_exc(), file=sys.stderr)
                 result["seconds"] = round(time.perf_counter() - t, 2)

@@ -107,7 +107,7 @@ def bare_times(model, inputs) -> dict:
     t = time.perf_counter()
     try:
         mod = from_exported_program(ep)  # runs ep.run_decompositions() itself
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         out["import"] = f"FAILED after {time.perf_counter() - t:.1f} s: {_first(exc)}"
         return out
     out["import"] = time.perf_counter() - t
@@ -120,7 +120,7 @@ def bare_times(model, inputs) -> dict:
     try:
         tvm.compile(mod, target)
         out["build"] = time.perf_counter() - t
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         out["build"] = f"FAILED after {time.perf_counter() - t:.1f} s: {_first(exc)}"
     return out
 

@@ -19,9 +19,9 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import networkx as nx  # noqa: E402
+import networkx as nx
 
-from irviz.core.views.layout import layout_graph  # noqa: E402
+from irviz.core.views.layout import layout_graph
 
 OPS = ["conv2d", "relu", "add", "matmul", "batch_norm", "softmax", "reshape", "permute_dims",
        "layer_norm", "gelu", "mul", "max_pool2d", "mean", "concat"]
@@ -85,16 +85,19 @@ def convnet_dag() -> nx.DiGraph:
             s = 56 >> li
             inp = h
             w1 = add(f"{m}.conv1.weight", f"{m}.conv1.weight", "parameter", (ch, c, 3, 3), f"{m}.conv1")
-            h = add(f"conv2d_{k}", "conv2d", "op", (1, ch, s, s), f"{m}.conv1", [h, w1]); k += 1
+            h = add(f"conv2d_{k}", "conv2d", "op", (1, ch, s, s), f"{m}.conv1", [h, w1])
+            k += 1
             h = add(f"batch_norm_{k}", "batch_norm", "op", (1, ch, s, s), f"{m}.bn1", [h])
             h = add(f"relu_{k}", "relu", "op", (1, ch, s, s), f"{m}.relu", [h])
             w2 = add(f"{m}.conv2.weight", f"{m}.conv2.weight", "parameter", (ch, ch, 3, 3), f"{m}.conv2")
-            h = add(f"conv2d_{k}", "conv2d", "op", (1, ch, s, s), f"{m}.conv2", [h, w2]); k += 1
+            h = add(f"conv2d_{k}", "conv2d", "op", (1, ch, s, s), f"{m}.conv2", [h, w2])
+            k += 1
             h = add(f"batch_norm_{k}", "batch_norm", "op", (1, ch, s, s), f"{m}.bn2", [h])
             if c != ch:
                 wd = add(f"{m}.downsample.0.weight", f"{m}.downsample.0.weight", "parameter",
                          (ch, c, 1, 1), f"{m}.downsample.0")
-                inp = add(f"conv2d_{k}", "conv2d", "op", (1, ch, s, s), f"{m}.downsample.0", [inp, wd]); k += 1
+                inp = add(f"conv2d_{k}", "conv2d", "op", (1, ch, s, s), f"{m}.downsample.0", [inp, wd])
+                k += 1
                 inp = add(f"batch_norm_{k}", "batch_norm", "op", (1, ch, s, s), f"{m}.downsample.1", [inp])
             h = add(f"add_{k}", "add", "op", (1, ch, s, s), m, [h, inp])
             h = add(f"relu_{k}_out", "relu", "op", (1, ch, s, s), f"{m}.relu", [h])

@@ -28,18 +28,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 warnings.filterwarnings("ignore")
 
-import torch  # noqa: E402
-import tvm  # noqa: E402
-from tvm import relax  # noqa: E402
-from tvm.relax.frontend.torch import from_exported_program  # noqa: E402
+import torch
+import tvm
+from tvm import relax
+from tvm.relax.frontend.torch import from_exported_program
 
-from irviz.core import passes  # noqa: E402
-from irviz.core.views import diff as diff_mod  # noqa: E402
-from irviz.core.frontend.capture import build_fx_graph, capture  # noqa: E402
-from irviz.core.frontend.importer import import_model  # noqa: E402
-from irviz.core.frontend.model_file import load_model  # noqa: E402
-from irviz.core.session import Session  # noqa: E402
-from irviz.core.tvm_compat import host_target  # noqa: E402
+from irviz.core import passes
+from irviz.core.views import diff as diff_mod
+from irviz.core.frontend.capture import build_fx_graph, capture
+from irviz.core.frontend.importer import import_model
+from irviz.core.frontend.model_file import load_model
+from irviz.core.session import Session
+from irviz.core.tvm_compat import host_target
 
 ZERO = [relax.transform.LegalizeOps, relax.transform.AnnotateTIROpPattern,
         relax.transform.FoldConstant, relax.transform.FuseOps, relax.transform.FuseTIR]

@@ -93,7 +93,7 @@ def main() -> int:
         if failed is not None:
             print(f"{name:10} check failed: {failed}")
             continue
-        med = lambda xs, k: statistics.median(x[k] for x in xs)  # noqa: E731
+        med = lambda xs, k: statistics.median(x[k] for x in xs)
         t = {k: med(rounds["check_torch"], k) for k in ("median_ms", "min_ms")}
         v = {k: med(rounds["check_tvm"], k) for k in ("median_ms", "min_ms")}
         alone = {w: {k: med(rounds[w], k) for k in ("median_ms", "min_ms")} for w in ("torch", "tvm")}

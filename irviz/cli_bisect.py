@@ -49,7 +49,7 @@ def _bisect(args, out) -> int:
         ref = reference_for(ws, args.func)
         result = bisect(ws.session, ref, atol=args.atol, rtol=args.rtol, progress=progress,
                         func=args.func)
-    except Exception as exc:  # noqa: BLE001 - no reference to compare with: nothing was bisected
+    except Exception as exc:  # no reference to compare with: nothing was bisected
         failure.record("run", exc)
         summary["error"] = failure.error
         _write(args, summary, out)
@@ -71,7 +71,7 @@ def _bisect(args, out) -> int:
             try:
                 path = repro_for_step(ws, args.out, fb.index, verdict=fb, atol=args.atol,
                                       rtol=args.rtol, ref=ref)
-            except Exception as exc:  # noqa: BLE001 - the finding stands without its repro
+            except Exception as exc:  # the finding stands without its repro
                 failure.record("export", exc)
             else:
                 summary["repro"] = str(path)

@@ -12,7 +12,8 @@ import json
 import math
 import sys
 import traceback
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
 from irviz.core.errors import IrvizError
 from irviz.core.frontend.ir_file import parse_dims

@@ -419,7 +419,7 @@ def json_default(obj):
         return sorted(obj, key=str)
     try:
         return int(obj)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return str(obj)
 
 

@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"irviz snapshot: only {before} steps planned", file=sys.stderr)
             break
         win.step()
-        if not wait_until(app, lambda: failure or int(win.state.get("cursor", 0)) > before, args.timeout):
+        if not wait_until(app, lambda: failure or int(win.state.get("cursor", 0)) > before,  # noqa: B023 - waited on in this iteration
+                          args.timeout):
             print(f"irviz snapshot: step {i + 1} timed out", file=sys.stderr)
             return 1
         if failure:

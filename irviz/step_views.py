@@ -73,7 +73,7 @@ class StepViews:
 
             try:
                 return ir_size(step.mod)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 return None
 
         return self._cached(step, "ir_size", compute)
@@ -123,7 +123,7 @@ class StepViews:
             from irviz.core.frontend.importer import dim_names
 
             return dict(dim_names(self._ws.captured))
-        except Exception:  # noqa: BLE001 - labels are a nicety
+        except Exception:  # labels are a nicety
             return {}
 
     def _mark_failed(self, result: dict) -> None:

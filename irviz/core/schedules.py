@@ -175,7 +175,7 @@ def _inline(sch: s_tir.Schedule) -> str | None:
         try:
             sch.compute_inline(block)
             inlined += 1
-        except Exception:  # noqa: BLE001 - a block that can't be inlined stays; that is fine
+        except Exception:  # a block that can't be inlined stays; that is fine
             continue
     return f"inlined {inlined} block(s)" if inlined else "nothing to inline"
 
@@ -255,14 +255,14 @@ def _tile_conv2d(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) -> s
         # weight: O I H W -> O/v I H W v (a preproc block; CPUPrepackWeights moves it out of the
         # function and folds it on the constant weights at compile time)
         packed = sch.cache_read(conv, 1, "global")
-        sch.transform_layout(conv, ("read", 1), lambda o, i, h, w: (o // vec, i, h, w, o % vec))
+        sch.transform_layout(conv, ("read", 1), lambda o, i, h, w: (o // vec, i, h, w, o % vec))  # noqa: B023 - applied here, in this iteration
         sch.annotate(packed, PREPROC_ATTR, 1)
         fo, fi = sch.split(f, [None, vec])
         xo, xi = sch.split(x, [None, reg])
         sch.reorder(*n, fo, y, xo, rc, ry, rx, xi, fi)
         # accumulate reg×vec outputs in a local buffer laid out so the vector is contiguous
         acc = sch.cache_write(conv, 0, "local")
-        sch.transform_layout(conv, ("write", 0), lambda a, b, c, d: (a, c, b // vec, d, b % vec))
+        sch.transform_layout(conv, ("write", 0), lambda a, b, c, d: (a, c, b // vec, d, b % vec))  # noqa: B023 - applied here, in this iteration
         epilogue = 0
         while True:  # the fused elementwise epilogue (bias, relu, ...) goes into the write-back
             consumers = sch.get_consumers(acc)
@@ -271,7 +271,7 @@ def _tile_conv2d(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) -> s
             try:
                 sch.reverse_compute_inline(consumers[0])
                 epilogue += 1
-            except Exception:  # noqa: BLE001 - not a simple elementwise consumer: leave it
+            except Exception:  # not a simple elementwise consumer: leave it
                 break
         sch.reverse_compute_at(acc, xo)
         sch.unroll(ry)
@@ -395,7 +395,7 @@ def _window_reduction(sch, name, block, s_loops, r_loops) -> str:
             try:
                 sch.compute_inline(prod)
                 inlined += 1
-            except Exception:  # noqa: BLE001 - keep a producer that cannot be inlined
+            except Exception:  # keep a producer that cannot be inlined
                 pass
     outer = sch.fuse(*s_loops[:-1]) if len(s_loops) > 2 else s_loops[0]
     par = _parallel(sch, outer, block)
@@ -403,7 +403,7 @@ def _window_reduction(sch, name, block, s_loops, r_loops) -> str:
         sch.unroll(r)
     sch.decompose_reduction(block, r_loops[0])
     return (f"{name}: window reduction, window unrolled innermost"
-            + (f", padding inlined" if inlined else "") + (", parallel" if par else ", one thread (small)"))
+            + (", padding inlined" if inlined else "") + (", parallel" if par else ", one thread (small)"))
 
 
 # ------------------------------------------------------- rule: parallelize + vectorize spatial blocks
@@ -471,7 +471,7 @@ def _has_preproc(func) -> bool:
     sch = s_tir.Schedule(func)
     try:
         root = sch.get_sblock("root")
-    except Exception:  # noqa: BLE001 - no root block (an extern kernel such as sort): nothing to move
+    except Exception:  # no root block (an extern kernel such as sort): nothing to move
         return False
     return any(PREPROC_ATTR in sch.get(b).annotations for b in sch.get_child_blocks(root))
 

@@ -149,7 +149,7 @@ class Session:
         for cb in list(self._listeners):
             try:
                 cb(event, payload)
-            except Exception:  # noqa: BLE001 - a broken listener must not break the session
+            except Exception:  # a broken listener must not break the session
                 log.exception("session listener failed on %s", event)
 
     # -- pipeline ------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ class Session:
         t0 = time.perf_counter()
         try:
             new_mod = passes.apply_pass(inv, prev.mod, self.target)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a PassError
+        except Exception as exc:  # every failure becomes a PassError
             seconds = time.perf_counter() - t0
             if isinstance(exc, IrvizError):
                 err = exc
@@ -207,7 +207,7 @@ class Session:
         changes = diff_mod.compare_modules(prev.mod, new_mod)
         try:
             prov = carry_provenance(prev.mod, new_mod, prev.provenance)
-        except Exception:  # noqa: BLE001 - provenance is a nicety, never fail a step for it
+        except Exception:  # provenance is a nicety, never fail a step for it
             log.exception("provenance after %s", inv.name)
             prov = {k: [] for k in prev.provenance}
         step = Step(index=len(self.steps), pass_name=inv.name, params=dict(inv.params or {}),

@@ -46,7 +46,7 @@ def _has(feature: str, target) -> bool:
 
     try:
         return bool(codegen.target_has_features(feature, target))
-    except Exception:  # noqa: BLE001 - a feature LLVM does not know on this architecture
+    except Exception:  # a feature LLVM does not know on this architecture
         return False
 
 

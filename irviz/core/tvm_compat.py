@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import tvm
 import tvm_ffi
-from tvm import relax, te, topi  # noqa: F401  (re-exported)
-from tvm import tirx  # noqa: F401
-from tvm.script import ir as I  # noqa: F401,E741
-from tvm.script import relax as R  # noqa: F401
-from tvm.script import tirx as T  # noqa: F401
+from tvm import relax, te, topi  # noqa: F401 - re-exported: the one place irviz takes them from
+from tvm import tirx
+from tvm.script import ir as I  # noqa: F401 - re-exported for TVMScript in step files
+from tvm.script import relax as R  # noqa: F401 - re-exported for TVMScript in step files
+from tvm.script import tirx as T  # noqa: F401 - re-exported for TVMScript in step files
 
 PrimFunc = tvm.tirx.PrimFunc
 GenericConst = tvm.ir.GenericConst

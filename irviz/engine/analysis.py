@@ -56,7 +56,7 @@ class AnalysisCommands:
         if s.pipeline:
             try:
                 self.ws.run_to_end()
-            except Exception:  # noqa: BLE001 - a pass that fails is the bisect's "pass" verdict
+            except Exception:  # a pass that fails is the bisect's "pass" verdict
                 pass
         ref = reference_for(self.ws)
         result = bisect(s, ref, atol=atol, rtol=rtol, progress=self.progress).as_dict()
@@ -71,7 +71,7 @@ class AnalysisCommands:
         self.progress(f"Bisect: comparing intermediates at step {fb['index']}", 0.97)
         try:
             return diverging_at(self.ws, fb["index"], atol=atol, rtol=rtol)
-        except Exception as exc:  # noqa: BLE001 - the verdict stands without the marks
+        except Exception as exc:  # the verdict stands without the marks
             return {"error": (error_dict(exc, "intermediates")["message"] or "failed").splitlines()[0]}
 
     def write_repro(self, out_dir, step=None, pass_name=None, params=None, stage=None, reason="",

@@ -56,8 +56,8 @@ def pass_dict(spec) -> dict:
 def prewarm() -> None:
     """Import torch and TVM while the engine waits for its first request."""
     try:
-        import irviz.core.frontend.capture  # noqa: F401
-        import irviz.core.frontend.importer  # noqa: F401
-        import irviz.core.session  # noqa: F401
-    except Exception:  # noqa: BLE001 - the first command reports the real import error
+        import irviz.core.frontend.capture
+        import irviz.core.frontend.importer
+        import irviz.core.session  # noqa: F401 - imported for the time it takes, not for a name
+    except Exception:  # the first command reports the real import error
         pass

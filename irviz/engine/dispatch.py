@@ -72,7 +72,7 @@ class Engine(SessionCommands, BuildCommands, AnalysisCommands, CatalogueCommands
                 raise BadRequest("`args` must be an object")
             self.table[cmd].check_args(args)
             return {"id": rid, "ok": True, "result": clean(fn(**args))}
-        except BaseException as exc:  # noqa: BLE001 - a failing command never kills the loop
+        except BaseException as exc:  # a failing command never kills the loop
             if isinstance(exc, KeyboardInterrupt):
                 raise
             reply = {"id": rid, "ok": False,
@@ -82,7 +82,7 @@ class Engine(SessionCommands, BuildCommands, AnalysisCommands, CatalogueCommands
                     (self.ws.session is not None or self.ws.import_error is not None):
                 try:
                     reply["state"] = clean(self.state())
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
             return reply
         finally:

@@ -140,14 +140,14 @@ class MainWindow(WindowChrome, QMainWindow):
         s.setValue("graphs/bookkeeping", self.act_bookkeeping.isChecked())
         s.sync()
 
-    def showEvent(self, event) -> None:  # noqa: N802
+    def showEvent(self, event) -> None:
         super().showEvent(event)
         if not self._layout_restored and not getattr(self, "_sized", False):
             self._sized = True  # dock sizes only stick once the dock layout has its real geometry
             self.layout().activate()
             self._apply_default_sizes()
 
-    def closeEvent(self, event) -> None:  # noqa: N802
+    def closeEvent(self, event) -> None:
         self.save_settings()
         super().closeEvent(event)
 
@@ -481,7 +481,7 @@ class MainWindow(WindowChrome, QMainWindow):
         self.messages.append(f"{title}: {body}")
         self.toast.show_message(title, body, kind)
 
-    def resizeEvent(self, event) -> None:  # noqa: N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         if self.toast.isVisible():
             self.toast.reposition()
@@ -490,11 +490,11 @@ class MainWindow(WindowChrome, QMainWindow):
         return bool(self.state.get("model"))
 
     # -- drag and drop -----------------------------------------------------------------------------
-    def dragEnterEvent(self, event) -> None:  # noqa: N802
+    def dragEnterEvent(self, event) -> None:
         if event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
             event.acceptProposedAction()
 
-    def dropEvent(self, event) -> None:  # noqa: N802
+    def dropEvent(self, event) -> None:
         for url in event.mimeData().urls():
             if url.isLocalFile():
                 self.open_spec(url.toLocalFile())

@@ -158,7 +158,6 @@ def test_entry_point_refuses_an_unknown_word_and_lists_samples():
 def test_no_cli_module_imports_cli_and_each_subcommand_imports_cli_common():
     """cli.py imports the subcommand modules; they import cli_common and core, never cli."""
     import ast
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[2] / "irviz"
     for name in ("cli_common", "cli_check", "cli_compare", "cli_bisect"):

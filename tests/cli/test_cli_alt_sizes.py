@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli import main  # noqa: E402
+from irviz.cli import main
 
 
 def test_check_dynamic_mlp_reports_alt_sizes(tmp_path):
@@ -21,7 +21,7 @@ def test_check_dynamic_mlp_reports_alt_sizes(tmp_path):
     assert alt[0]["allclose"] is True
     assert alt[0]["max_abs_error"] is not None and alt[0]["max_abs_error"] < 1e-4
     # other sizes than the example input (batch/seq are dynamic)
-    import torch  # noqa: F401
+    import torch  # noqa: F401 - loaded before load_model, as the CLI does
 
     from irviz.core.frontend.model_file import load_model
 

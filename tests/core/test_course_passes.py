@@ -483,7 +483,7 @@ def test_course_steps_output_reparses(target):
         cur = apply_pass(inv, cur, target)
         consts = []
 
-        def visit(e):
+        def visit(e, consts=consts):
             if isinstance(e, tvm.ir.GenericConst) and not any(e.same_as(c) for c in consts):
                 consts.append(e)
 

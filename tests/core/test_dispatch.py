@@ -1,6 +1,5 @@
 """LibraryDispatch: conv2d/matmul → call_dps_packed into torch; everything else left to TensorIR."""
 import numpy as np
-import pytest
 import tvm
 from tvm import relax
 from tvm.script import ir as I

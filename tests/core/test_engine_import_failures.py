@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("tvm")
 
-import irviz.engine as engine_mod  # noqa: E402
-from irviz import step_views  # noqa: E402
-from irviz.core.frontend.samples import sample_path  # noqa: E402
+import irviz.engine as engine_mod
+from irviz import step_views
+from irviz.core.frontend.samples import sample_path
 
 EXAMPLE = str(sample_path("example_converter"))
 

@@ -73,7 +73,7 @@ def test_relax_digraph_of_import(imported):
     assert g.edges["x", conv[0]]["shape"] == (1, 2, 4, 4)
     # the output node is fed by main's result
     assert g.in_degree("output") == 1
-    for n, d in g.nodes(data=True):
+    for _, d in g.nodes(data=True):
         assert d["kind"] in graph.KINDS and "label" in d and "group" in d and "callee" in d
 
 

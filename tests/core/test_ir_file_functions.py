@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli import main  # noqa: E402
-from irviz.core.errors import RunError  # noqa: E402
-from irviz.core.workspace import Workspace  # noqa: E402
+from irviz.cli import main
+from irviz.core.errors import RunError
+from irviz.core.workspace import Workspace
 
 # the course's MyModule, cut down: one prim_func, main and a second public function
 MODULE = '''

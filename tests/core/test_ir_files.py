@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli import main  # noqa: E402
-from irviz.core.errors import LoadError, RunError  # noqa: E402
-from irviz.core.passes import get_pipeline  # noqa: E402
-from irviz.core.workspace import Workspace  # noqa: E402
+from irviz.cli import main
+from irviz.core.errors import LoadError, RunError
+from irviz.core.passes import get_pipeline
+from irviz.core.workspace import Workspace
 
 HEADER = '''
 import numpy as np

@@ -16,7 +16,7 @@ import networkx as nx
 from irviz.core.views.layout import layout_graph
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_layout import called_twice_graph  # noqa: E402
+from test_layout import called_twice_graph
 
 EXPECTED = Path(__file__).parent / "data" / "layout_pinned.json"
 

@@ -122,7 +122,6 @@ class InPlace(torch.nn.Module):
 
 
 def test_in_place_op_is_compared_on_fresh_copies(tmp_path):
-    x = torch.arange(6.0).reshape(2, 3)
     model = tmp_path / "inplace.py"
     model.write_text(textwrap.dedent("""
         import torch

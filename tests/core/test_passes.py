@@ -92,7 +92,7 @@ def test_every_pass_without_required_params_makes_a_tvm_pass(target):
 
 def test_pipelines_are_data_with_descriptions():
     assert set(P.PIPELINES) >= {"zero", "course", "default_build"}
-    for name, (desc, invs) in P.PIPELINES.items():
+    for desc, invs in P.PIPELINES.values():
         assert desc and "\n" not in desc
         for inv in invs:
             P.get_pass(inv.name)
@@ -176,7 +176,7 @@ def _roundtrips(mod) -> bool:
     try:
         back = from_source(mod.script(), extra_vars={
             "metadata": {"ir.GenericConst": _constants_in_print_order(mod)}, "I": I, "R": R, "T": T})
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
     return tvm_ffi.structural_equal(back, mod)
 
@@ -315,7 +315,7 @@ def test_dead_code_elimination_entry_functions(target):
         def main(x: R.Tensor((2,), "float32")):
             cls = Before
             with R.dataflow():
-                unused = R.multiply(x, x)
+                unused = R.multiply(x, x)  # noqa: F841 - the dead binding the pass must remove
                 y = cls.helper(x)
                 R.output(y)
             return y
@@ -560,7 +560,7 @@ def test_example_pass_file(clean_user_passes, target):
             with R.dataflow():
                 a = R.add(x, x)
                 b = R.add(x, x)
-                dead = R.multiply(x, x)
+                dead = R.multiply(x, x)  # noqa: F841 - the dead binding the pass must remove
                 c = R.multiply(a, b)
                 R.output(c)
             return c

@@ -2,7 +2,6 @@
 import json
 
 import pytest
-import tvm
 from tvm import relax
 from tvm.relax import dpl
 
@@ -44,7 +43,7 @@ def test_conv_bn_relu_before_fuseops_matches_dpl(resnet_steps):
     # after LegalizeOps the same chain is three call_tir calls of conv2d*, batch_norm*, relu*
     legal = resnet_steps[1].mod
     assert by_pass["LegalizeOps"]["matches"] == 9
-    ct = lambda name, *args: dpl.is_call_tir(name, list(args))  # noqa: E731
+    ct = lambda name, *args: dpl.is_call_tir(name, list(args))
     direct_tir = [ct(r, dpl.is_tuple_get_item(ct(b, ct(c, w(), w()), w(), w(), w(), w()), 0))
                   for c in ("conv2d", "conv2d1", "conv2d2", "conv2d3", "conv2d4")
                   for b in [g.name_hint for g in legal.get_global_vars() if g.name_hint.startswith("batch_norm")]

@@ -5,9 +5,9 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.core.errors import IrvizError, PassError, RequestError  # noqa: E402
-from irviz.core.passes import PassInvocation, get_pipeline  # noqa: E402
-from irviz.core.workspace import Workspace  # noqa: E402
+from irviz.core.errors import IrvizError, PassError, RequestError
+from irviz.core.passes import PassInvocation, get_pipeline
+from irviz.core.workspace import Workspace
 
 
 def _recording():

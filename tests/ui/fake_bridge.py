@@ -258,5 +258,5 @@ def step(qtbot, win, n=1):
     for _ in range(n):
         before = win.state["cursor"]
         win.act_step.trigger()
-        qtbot.waitUntil(lambda: win.state["cursor"] == before + 1, timeout=5000)
+        qtbot.waitUntil(lambda: win.state["cursor"] == before + 1, timeout=5000)  # noqa: B023 - waited on in this iteration
     qtbot.waitUntil(lambda: win.all_filled(), timeout=5000)

@@ -9,18 +9,18 @@ import sys
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import networkx as nx  # noqa: E402
-import pytest  # noqa: E402
+import networkx as nx
+import pytest
 
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import QPointF, QRectF, QSettings  # noqa: E402
+from PySide6.QtCore import QPointF, QRectF, QSettings
 
-from irviz.core.views.layout import layout_graph  # noqa: E402
-from irviz.protocol import make_state  # noqa: E402
+from irviz.core.views.layout import layout_graph
+from irviz.protocol import make_state
 
 sys.path.insert(0, os.path.dirname(__file__))
-from fake_bridge import FX_GRAPH, FakeBridge, _node, open_mlp  # noqa: E402
+from fake_bridge import FX_GRAPH, FakeBridge, _node, open_mlp
 
 CHECK = _node("check", "_assert_tensor_metadata", "op", 200, 0, name="check", op="call_function",
               target="aten._assert_tensor_metadata.default", module_path="", args=["x"])

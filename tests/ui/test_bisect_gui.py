@@ -6,16 +6,16 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
 pytest.importorskip("pytestqt")
 
-from irviz.ui.bridge import EngineBridge  # noqa: E402
-from irviz.ui.events import EventHub  # noqa: E402
-from irviz.ui.panes.diff import DiffPane  # noqa: E402
-from irviz.ui.panes.pipeline import PipelinePane  # noqa: E402
+from irviz.ui.bridge import EngineBridge
+from irviz.ui.events import EventHub
+from irviz.ui.panes.diff import DiffPane
+from irviz.ui.panes.pipeline import PipelinePane
 
 SLOW = 300_000
 PASSES = str(Path(__file__).resolve().parents[1] / "core" / "data" / "bisect_passes.py")

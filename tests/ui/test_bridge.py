@@ -5,11 +5,11 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import time  # noqa: E402
+import time
 
-import pytest  # noqa: E402
+import pytest
 
-from irviz.ui.bridge import EngineBridge  # noqa: E402
+from irviz.ui.bridge import EngineBridge
 
 SLOW = 300_000  # ms: a cold engine imports torch + TVM on a busy 2-core machine
 

@@ -9,14 +9,14 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
+import pytest
 
 pytest.importorskip("pytestqt")
 if importlib.util.find_spec("tvm") is None:
     pytest.skip("needs TVM in the engine", allow_module_level=True)
 
 
-from irviz.core.frontend.samples import sample_path  # noqa: E402
+from irviz.core.frontend.samples import sample_path
 
 T = 300_000  # ms
 EXAMPLE = str(sample_path("example_converter"))

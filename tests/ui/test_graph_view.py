@@ -11,13 +11,13 @@ import pytest
 from irviz.core.views.layout import layout_graph
 
 QtCore = pytest.importorskip("PySide6.QtCore")
-from PySide6.QtCore import QPointF, Qt  # noqa: E402
-from PySide6.QtGui import QPainterPath  # noqa: E402
-from PySide6.QtWidgets import QGraphicsRectItem  # noqa: E402
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QPainterPath
+from PySide6.QtWidgets import QGraphicsRectItem
 
-from irviz.ui.widgets import palette  # noqa: E402
-from irviz.ui.widgets.graph_items import GroupItem, NodeItem  # noqa: E402
-from irviz.ui.widgets.graph_view import GraphView  # noqa: E402
+from irviz.ui.widgets import palette
+from irviz.ui.widgets.graph_items import GroupItem, NodeItem
+from irviz.ui.widgets.graph_view import GraphView
 
 
 def dag50() -> nx.DiGraph:

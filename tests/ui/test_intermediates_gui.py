@@ -7,11 +7,11 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
+import pytest
 
 pytest.importorskip("pytestqt")
 
-from irviz.ui.panes.intermediates_tab import error_heat, error_t, parse_tolerance  # noqa: E402
+from irviz.ui.panes.intermediates_tab import error_heat, error_t, parse_tolerance
 
 T = 180_000
 WRONG_PASS = str(Path(__file__).resolve().parents[2] / "examples" / "subtract_one_add.py")

@@ -9,13 +9,13 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
+import pytest
 
 pytest.importorskip("pytestqt")
 
-from fake_bridge import FakeBridge, _node  # noqa: E402
+from fake_bridge import FakeBridge, _node
 
-from irviz.protocol import make_state, step_entry  # noqa: E402
+from irviz.protocol import make_state, step_entry
 
 SIZES = {"main": ["m", "n", "k"], "main_two_blocks": ["m", "n", "k"], "no_sizes": []}
 

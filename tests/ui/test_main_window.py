@@ -9,7 +9,7 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
+import pytest
 
 pytest.importorskip("pytestqt")
 if importlib.util.find_spec("irviz.core.session") is None:  # engine not there yet

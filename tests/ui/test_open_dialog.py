@@ -6,14 +6,14 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
+import pytest
 
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import QObject, QSettings, Signal  # noqa: E402
-from PySide6.QtWidgets import QDialogButtonBox  # noqa: E402
+from PySide6.QtCore import QObject, QSettings, Signal
+from PySide6.QtWidgets import QDialogButtonBox
 
-from irviz.ui.open_dialog import OpenDialog  # noqa: E402
+from irviz.ui.open_dialog import OpenDialog
 
 
 class RecordingBridge(QObject):

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QLabel
 from fake_bridge import FakeBridge
 
 
-def test_open_dialog_warns_that_python_files_run(qtbot, settings, tmp_path):  # noqa: F811
+def test_open_dialog_warns_that_python_files_run(qtbot, settings, tmp_path):
     from irviz.ui.main_window import MainWindow
     from irviz.ui.open_dialog import OpenDialog
 

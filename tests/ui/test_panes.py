@@ -7,11 +7,11 @@ import sys
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
+import pytest
 
 pytest.importorskip("pytestqt")
 
-from fake_bridge import TEXT0, FakeBridge, diff_rows, open_mlp, step  # noqa: E402
+from fake_bridge import TEXT0, FakeBridge, diff_rows, open_mlp, step
 
 def test_open_fills_every_pane(qtbot, win):
     open_mlp(qtbot, win)

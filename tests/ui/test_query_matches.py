@@ -21,7 +21,7 @@ def _with_query(win):
     bridge._compute = answer.__get__(bridge)
 
 
-def test_matches_listed_and_chosen(qtbot, win):  # noqa: F811
+def test_matches_listed_and_chosen(qtbot, win):
     _with_query(win)
     open_mlp(qtbot, win)
     relax = win.relax
@@ -52,7 +52,7 @@ def test_matches_listed_and_chosen(qtbot, win):  # noqa: F811
     assert relax.query_list.count() == 0 and not relax.query_list.isEnabled()
 
 
-def test_no_match_at_this_step_leaves_the_list_empty(qtbot, win):  # noqa: F811
+def test_no_match_at_this_step_leaves_the_list_empty(qtbot, win):
     _with_query(win)
     open_mlp(qtbot, win)
     relax = win.relax

@@ -14,7 +14,7 @@ def _build_run_reply(**extra):
     return base
 
 
-def _run(qtbot, win, reply):  # noqa: F811
+def _run(qtbot, win, reply):
     bridge = win.bridge
     compute = FakeBridge._compute
 
@@ -28,7 +28,7 @@ def _run(qtbot, win, reply):  # noqa: F811
     qtbot.waitUntil(lambda: win.run.result is not None, timeout=5000)
 
 
-def test_random_op_reads_not_comparable(qtbot, win, tmp_path):  # noqa: F811
+def test_random_op_reads_not_comparable(qtbot, win, tmp_path):
     _run(qtbot, win, _build_run_reply(verdict="not comparable",
                                       not_comparable="random op aten.randn_like"))
     assert win.run.verdict.text() == "NOT COMPARABLE"
@@ -41,7 +41,7 @@ def test_random_op_reads_not_comparable(qtbot, win, tmp_path):  # noqa: F811
         win.run.grab().save(os.path.join(shot, "run_not_comparable.png"))
 
 
-def test_a_genuine_mismatch_still_reads_mismatch(qtbot, win):  # noqa: F811
+def test_a_genuine_mismatch_still_reads_mismatch(qtbot, win):
     _run(qtbot, win, _build_run_reply(verdict="mismatch", not_comparable=None))
     assert win.run.verdict.text() == "MISMATCH"
     status = win.run.status.text()

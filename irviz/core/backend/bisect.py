@@ -115,7 +115,7 @@ def reference_for(ws, func: str = "main") -> Reference:
     if ws.ir_file is not None and ws.ir_file.reference is not None:
         try:
             out = ws.ir_file.reference(*inputs)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
 
             raise RunError(f"reference() raised {exception_line(exc)}",
                            "run the file in plain Python to see the full error") from exc
@@ -189,7 +189,7 @@ def check_module(mod, ref: Reference, *, index: int = 0, pass_name: str = "", at
     chk = StepCheck(index=index, pass_name=pass_name, ok=False)
     try:
         built = build_mod.build(mod)
-    except Exception as exc:  # noqa: BLE001 - an unbuildable step is a verdict
+    except Exception as exc:  # an unbuildable step is a verdict
         chk.stage, chk.reason = "build", text(exc)
         chk.seconds = time.perf_counter() - t0
         return chk
@@ -198,7 +198,7 @@ def check_module(mod, ref: Reference, *, index: int = 0, pass_name: str = "", at
         args = [_to_tvm(x, dev) for x in module_inputs(mod, ref, func)]
         out = relax.VirtualMachine(built.executable, dev)[func](*args)
         got = _numpy_outputs(out)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         chk.stage, chk.reason = "run", text(exc)
         chk.seconds = time.perf_counter() - t0
         return chk

@@ -214,7 +214,7 @@ def _lower(mod, target, start: int) -> tuple[object, list[str], object]:
                 before_rewrite = cur
             try:
                 cur = _make_pass(name)(cur)
-            except Exception as exc:  # noqa: BLE001 - every TVM failure becomes a BuildError
+            except Exception as exc:  # every TVM failure becomes a BuildError
                 raise _PassFailed(name, exc) from exc
     return cur, names, before_rewrite
 
@@ -248,7 +248,7 @@ def build(mod, target=None) -> BuildResult:
         except _PassFailed as pf:
             err = (f"default_build pass {pf.name} failed: {tvm_error_text(pf.exc)}",
                    traceback_text(pf.exc))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             err = (f"TVM could not compile the module: {tvm_error_text(exc)}", traceback_text(exc))
         else:
             seconds = time.perf_counter() - t0

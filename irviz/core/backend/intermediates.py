@@ -137,7 +137,7 @@ def _flat_arrays(value) -> list[np.ndarray] | None:
         return None
     try:
         return [np.asarray(_to_numpy(value))]
-    except Exception:  # noqa: BLE001 - symbolic ints, opaque objects
+    except Exception:  # symbolic ints, opaque objects
         return None
 
 

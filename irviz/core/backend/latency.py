@@ -50,7 +50,7 @@ def _measure(mod, loaded, repeats: int, params=None) -> dict:
 
     try:
         _, res = build_and_run(mod, loaded, repeats=repeats, on_built=built, params=params)
-    except Exception as exc:  # noqa: BLE001 - an unbuildable step is a result, not a failure
+    except Exception as exc:  # an unbuildable step is a result, not a failure
         msg = exc.message if isinstance(exc, IrvizError) else tvm_error_text(exc, with_type=True)
         out["error"] = msg.strip().splitlines()[0][:300] if msg.strip() else type(exc).__name__
         out["error_detail"] = msg[:4000]
@@ -89,7 +89,7 @@ def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None,
                      k / max(1, len(indices)))
         try:
             key = module_key(st.mod)
-        except Exception:  # noqa: BLE001 - no hash: just measure
+        except Exception:  # no hash: just measure
             key = None
         hit = cache.get(key) if key is not None else None
         if hit is None:

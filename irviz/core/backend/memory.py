@@ -206,7 +206,7 @@ def step_memory_summaries(steps, func: str = "main") -> dict[int, dict]:
             try:
                 plan, own = memory_of_step(mod, func)
                 seen[key] = dict(plan.summary(), planned_by_step=own)
-            except Exception as exc:  # noqa: BLE001 - a module the build passes reject is reported, not fatal
+            except Exception as exc:  # a module the build passes reject is reported, not fatal
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
                 seen[key] = {"error": f"could not plan memory: {first[:300]}"}
         out[st.index] = dict(seen[key])

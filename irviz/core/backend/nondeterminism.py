@@ -203,7 +203,7 @@ def duplicate_writes(program, inputs) -> tuple[str, int] | None:
                 args, kwargs = self.fetch_args_kwargs_from_env(n)
                 try:
                     hit = _write_duplicates(n, args, kwargs)
-                except Exception:  # noqa: BLE001 - counting is best effort; the run itself decides
+                except Exception:  # counting is best effort; the run itself decides
                     hit = None
                 if hit and hit[1] > 0:
                     found[hit[0]] = found.get(hit[0], 0) + hit[1]
@@ -213,7 +213,7 @@ def duplicate_writes(program, inputs) -> tuple[str, int] | None:
     try:
         with torch.no_grad():
             Counting(gm).run(*flat)
-    except Exception:  # noqa: BLE001 - a graph the interpreter cannot run explains nothing
+    except Exception:  # a graph the interpreter cannot run explains nothing
         return None
     if not found:
         return None
@@ -229,12 +229,12 @@ def explain(module, inputs, program=None) -> str | None:
             import torch
 
             program = torch.export.export(module, fresh(inputs), strict=False)
-        except Exception:  # noqa: BLE001
+        except Exception:
             program = None
     ops = random_ops(program) if program is not None else []
     try:
         differ = torch_runs_differ(module, inputs)
-    except Exception:  # noqa: BLE001 - the reference ran once already; this is only a second look
+    except Exception:  # the reference ran once already; this is only a second look
         differ = False
     if ops:
         return f"random op {', '.join(ops)}"

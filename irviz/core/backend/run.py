@@ -39,7 +39,7 @@ import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import tvm
 import tvm_ffi
@@ -209,7 +209,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
                 "the module does not match this model: build a step from the same session.")
     try:
         tvm_inputs = [_to_tvm(x, dev) for x in inputs]
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise RunError(f"could not convert the example inputs to TVM tensors: {tvm_error_text(exc)}",
                        "inputs must be torch tensors with a dtype numpy knows.", detail=traceback_text(exc)) from exc
 
@@ -221,7 +221,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     try:
         with torch.no_grad():
             ref_out = loaded.module(*nondeterminism.fresh(example))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise RunError(f"PyTorch failed on the example inputs: {exc}",
                        "the model itself does not run with its example inputs.",
                        detail=traceback_text(exc)) from exc
@@ -233,13 +233,13 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     try:
         vm = relax.VirtualMachine(build_result.executable, dev)
         main = vm["main"]
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         msg = tvm_error_text(exc)
         raise RunError(f"could not load the compiled module: {msg}", _run_hint(msg),
                        detail=traceback_text(exc)) from exc
     try:
         tvm_out = main(*tvm_inputs)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         msg = tvm_error_text(exc)
         raise RunError(f"running main failed: {msg}", _run_hint(msg),
                        detail=traceback_text(exc)) from exc
@@ -257,7 +257,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     # --- TVM timed in a block of its own (see timing.py for why not interleaved with torch)
     try:
         tvm_timing = time_alone(lambda: main(*tvm_inputs), repeats, warmup=1)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         msg = tvm_error_text(exc)
         raise RunError(f"a timed run failed: {msg}", _run_hint(msg),
                        detail=traceback_text(exc)) from exc
@@ -309,7 +309,7 @@ def _time_torch(loaded, example, repeats: int, threads: int):
     try:
         with torch.no_grad():
             return time_alone(lambda: loaded.module(*example), repeats)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise RunError(f"a timed PyTorch run failed: {exc}",
                        "the model ran once on the example inputs but failed when run again with them.",
                        detail=traceback_text(exc)) from exc
@@ -338,7 +338,7 @@ def _kernel_times(build_result: BuildResult, dev, tvm_inputs, runs: int,
         vm.set_instrument(tvm_ffi.convert(instrument))
         for _ in range(runs):
             vm[func](*tvm_inputs)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         msg = tvm_error_text(exc)
         raise RunError(f"an instrumented run failed: {msg}", _run_hint(msg),
                        detail=traceback_text(exc)) from exc
@@ -372,7 +372,7 @@ def failing_call(build_result: BuildResult, dev, func: str, tvm_inputs) -> str |
         vm = relax.VirtualMachine(build_result.executable, dev)
         vm.set_instrument(tvm_ffi.convert(instrument))
         vm[func](*tvm_inputs)
-    except Exception:  # noqa: BLE001 - failing again is what is expected here
+    except Exception:  # failing again is what is expected here
         inner = [c for c in open_calls if not c.startswith("vm.builtin.")]
         return inner[-1] if inner else None
     return None
@@ -408,7 +408,7 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
     repeats = max(1, int(repeats))
     try:
         tvm_inputs = [_to_tvm(x, dev) if not isinstance(x, tvm.runtime.Tensor) else x for x in inputs]
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise RunError(f"could not convert the inputs to TVM tensors: {tvm_error_text(exc)}",
                        "inputs must be numpy arrays, torch tensors or TVM tensors",
                        detail=traceback_text(exc)) from exc
@@ -416,7 +416,7 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
         fn = relax.VirtualMachine(build_result.executable, dev)[func]
         out = fn(*tvm_inputs)
         tvm_timing = time_alone(lambda: fn(*tvm_inputs), repeats, warmup=0, settle=0)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         msg = tvm_error_text(exc)
         callee = failing_call(build_result, dev, func, tvm_inputs)
         if callee is not None:

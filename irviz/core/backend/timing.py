@@ -20,7 +20,7 @@ import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable
+from collections.abc import Callable
 
 # TVM's pool spins for a while after a parallel launch before its workers sleep, and torch's OpenMP
 # threads do the same (GOMP_SPINCOUNT); 20 ms covers both on the machines measured so far.

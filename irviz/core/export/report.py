@@ -264,7 +264,7 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
         s = session.steps[i]
         try:
             size = ir_size(s.mod)
-        except Exception:  # noqa: BLE001 - a count for information never stops the report
+        except Exception:  # a count for information never stops the report
             size = {}
         e = by_step.get(i)
         e = e if e is not None and e.get("pass") == s.pass_name else None

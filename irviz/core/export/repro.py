@@ -72,7 +72,7 @@ def _versions() -> dict:
         out["torch"] = torch.__version__
     try:
         out["cpu"] = cpu_info().as_dict().get("name") or cpu_info().as_dict().get("model")
-    except Exception:  # noqa: BLE001 - a detail of the README
+    except Exception:  # a detail of the README
         pass
     return out
 
@@ -250,7 +250,7 @@ def check(stem, mod, start):
     expected = np.load(os.path.join(HERE, "expected.npz"))
     try:
         ex = build(mod, start)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return "build", first_lines(exc)
     names = [p.name for p in mod["main"].params]
     n = INFO["n_inputs"]
@@ -258,7 +258,7 @@ def check(stem, mod, start):
     dev = tvm.cpu()
     try:
         out = relax.VirtualMachine(ex, dev)["main"](*[tvm.runtime.tensor(a, dev) for a in args])
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return "run", first_lines(exc)
     got = flatten(out)
     want = [expected[f"output_{i}"] for i in range(len(expected.files))]
@@ -298,7 +298,7 @@ def main():
     if INFO["mode"] == "apply":
         try:
             after = apply_pass(before)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             print(f"after:  pass: {INFO['pass']} failed: {first_lines(exc)}")
             return 1
         start = 0

@@ -190,7 +190,7 @@ def run_step_file(path) -> tuple[object | None, str]:
             ns = runpy.run_path(str(path), run_name="__main__")
     except SystemExit as exc:
         return None, err.getvalue().strip() or f"{Path(path).name} exited with status {exc.code}"
-    except Exception as exc:  # noqa: BLE001 - e.g. the .params file cannot be read
+    except Exception as exc:  # e.g. the .params file cannot be read
         return None, tvm_error_text(exc)
     mod = ns.get("mod")
     if mod is None:
@@ -212,7 +212,7 @@ def _first_mismatch(a, b) -> str:
         import tvm_ffi
 
         pair = tvm_ffi.get_first_structural_mismatch(a, b)
-    except Exception:  # noqa: BLE001 - only a detail for the note
+    except Exception:  # only a detail for the note
         return ""
     return f" (first difference at {pair[0]})" if pair else ""
 
@@ -421,5 +421,5 @@ def load_exported(path):
                           hint="keep the .params file beside the .py file")
     try:
         return parse_script(script, load_params(params))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ExportError(f"TVM could not parse {p.name}: {tvm_error_text(exc)}") from exc

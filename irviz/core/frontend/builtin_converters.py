@@ -42,7 +42,7 @@ inputs go to TVM's own converter. TVM's installed files are never patched.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 def _tvm_converter(importer, key: str):
@@ -89,7 +89,7 @@ def _is_empty_1d(fx_arg, relax_value) -> bool:
 
 def convert_cat(node, importer):
     """aten.cat that skips empty 1-D operands like torch does (see the module docstring)."""
-    from tvm import relax  # noqa: PLC0415
+    from tvm import relax
 
     fx_tensors = list(node.args[0])
     values = importer.retrieve_args(node)[0]
@@ -122,7 +122,7 @@ def _make_scan(op_name: str):
         transformers to build position ids); TVM's converter keeps the input dtype, so a bool
         cumsum reaches LLVM as a bool addition and the build fails.  Cast the input first.
         """
-        from tvm import relax  # noqa: PLC0415
+        from tvm import relax
 
         x = importer.env[node.args[0]]
         dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", None)
@@ -144,19 +144,19 @@ convert_cumprod = _make_scan("cumprod")
 
 def _known_nonnegative(value) -> bool:
     # lazy: the workspace imports the converters, and importing TVM (which loads torch) there costs seconds
-    from irviz.core.tvm_compat import GenericConst  # noqa: PLC0415
+    from irviz.core.tvm_compat import GenericConst
 
     if isinstance(value, GenericConst):
         try:
             return bool((value.data.numpy() >= 0).all())
-        except Exception:  # noqa: BLE001 - unknown: fix it up to be safe
+        except Exception:  # unknown: fix it up to be safe
             return False
     return False
 
 
 def convert_index_tensor(node, importer):
     """aten.index.Tensor with negative indices counted from the end, as torch does."""
-    from tvm import relax  # noqa: PLC0415
+    from tvm import relax
 
     bb = importer.block_builder
     data = importer.env[node.args[0]]
@@ -197,7 +197,7 @@ FLOAT_FUNCTIONS = ("log", "log2", "log10", "log1p", "exp", "expm1", "sqrt", "rsq
 def _make_float_function(key: str):
     def convert_float_function(node, importer):
         """A floating-point function of an integer tensor: cast to torch's result dtype first."""
-        from tvm import relax  # noqa: PLC0415
+        from tvm import relax
 
         x_node = node.args[0]
         x = importer.env[x_node]
@@ -216,7 +216,7 @@ def _make_float_function(key: str):
 
 def convert_div(node, importer):
     """aten.div with torch's result dtype and rounding modes (see the module docstring)."""
-    from tvm import relax  # noqa: PLC0415
+    from tvm import relax
 
     bb = importer.block_builder
     args = importer.retrieve_args(node)
@@ -245,7 +245,7 @@ def convert_div(node, importer):
 
 def convert_histc(node, importer):
     """aten.histc: counts per equal-width bin over [min, max] (see the module docstring)."""
-    from tvm import relax  # noqa: PLC0415
+    from tvm import relax
 
     bb = importer.block_builder
     x = importer.env[node.args[0]]
@@ -258,7 +258,7 @@ def convert_histc(node, importer):
                                   "has no converter; pass min < max")
     dtype = _relax_dtype(x) or "float32"
     flat = bb.emit(relax.op.reshape(x, (-1,)))
-    c = lambda v: relax.const(v, dtype)  # noqa: E731
+    c = lambda v: relax.const(v, dtype)
     scaled = relax.op.floor(relax.op.multiply(relax.op.subtract(flat, c(lo)), c(bins / (hi - lo))))
     index = relax.op.astype(scaled, "int64")
     index = relax.op.where(relax.op.equal(flat, c(hi)), relax.const(bins - 1, "int64"), index)
@@ -271,7 +271,7 @@ def convert_histc(node, importer):
 
 def convert_grouped_mm_fallback(node, importer):
     """transformers::grouped_mm_fallback(input (S, K), weight (E, K, N), offs (E,)) -> (S, N)."""
-    from tvm import relax  # noqa: PLC0415
+    from tvm import relax
 
     bb = importer.block_builder
     names = ("input", "weight", "offs")
@@ -292,7 +292,7 @@ def convert_grouped_mm_fallback(node, importer):
 
 
 def _nonfinite(value) -> bool:
-    import math  # noqa: PLC0415
+    import math
 
     return isinstance(value, float) and not math.isfinite(value)
 
@@ -300,7 +300,7 @@ def _nonfinite(value) -> bool:
 def _make_nonfinite_full(key: str, like: bool):
     def convert_nonfinite_full(node, importer):
         """A tensor filled with inf/-inf/nan: a broadcast scalar, not R.full (see the docstring)."""
-        from tvm import relax  # noqa: PLC0415
+        from tvm import relax
 
         value = node.args[1] if len(node.args) > 1 else node.kwargs.get("fill_value",
                                                                            node.kwargs.get("value"))
@@ -320,7 +320,7 @@ def _make_nonfinite_full(key: str, like: bool):
 
 def convert_elu(node, importer):
     """aten.elu(x, alpha, scale, input_scale) with both scales (see the module docstring)."""
-    from tvm import relax  # noqa: PLC0415
+    from tvm import relax
 
     names = ("alpha", "scale", "input_scale")
     given = list(node.args[1:]) + [None] * 3
@@ -328,7 +328,7 @@ def convert_elu(node, importer):
                                  for i, n in enumerate(names))
     x = importer.env[node.args[0]]
     dtype = _relax_dtype(x) or "float32"
-    c = lambda v: relax.const(v, dtype)  # noqa: E731
+    c = lambda v: relax.const(v, dtype)
     scaled = x if input_scale == 1.0 else relax.op.multiply(x, c(input_scale))
     negative = relax.op.multiply(c(scale * alpha), relax.op.subtract(relax.op.exp(scaled), c(1.0)))
     positive = x if scale == 1.0 else relax.op.multiply(x, c(scale))

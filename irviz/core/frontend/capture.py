@@ -80,11 +80,11 @@ class FxGraph:
 @dataclass
 class Captured:
     loaded: LoadedModel
-    exported: "torch.export.ExportedProgram | None"  # already run_decompositions(); None for symbolic_trace
+    exported: torch.export.ExportedProgram | None  # already run_decompositions(); None for symbolic_trace
     graph: FxGraph
     seconds: float
     method: str = "export"  # one of CAPTURES
-    fx_module: "torch.fx.GraphModule | None" = None  # the symbolic_trace graph module
+    fx_module: torch.fx.GraphModule | None = None  # the symbolic_trace graph module
 
 
 CAPTURES = ("export", "symbolic_trace")
@@ -108,16 +108,16 @@ def capture(loaded: LoadedModel, method: str = "export") -> Captured:
         try:
             ep = torch.export.export(loaded.module, tuple(loaded.example_inputs),
                                      dynamic_shapes=loaded.dynamic_shapes, strict=False)
-        except Exception as e:  # noqa: BLE001 - torch raises many kinds
+        except Exception as e:  # torch raises many kinds
             raise _capture_error("torch.export failed", e, user_files) from None
     try:
         ep = ep.run_decompositions()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise _capture_error("Decomposing the exported program (run_decompositions) failed", e,
                              user_files) from None
     try:
         graph = build_fx_graph(ep, user_files)
-    except Exception as e:  # noqa: BLE001 - a bug here should still reach the user as a stage error
+    except Exception as e:  # a bug here should still reach the user as a stage error
         raise CaptureError(f"Could not read the exported graph: {type(e).__name__}: {e}",
                            hint="This is an irviz bug; please report it with the model file.",
                            detail=traceback.format_exc()) from None
@@ -173,7 +173,7 @@ def capture_symbolic_trace(loaded: LoadedModel) -> Captured:
         tracer.record_stack_traces = True
         graph = tracer.trace(loaded.module)
         gm = torch.fx.GraphModule(tracer.root, graph, type(loaded.module).__name__)
-    except Exception as e:  # noqa: BLE001 - tracing raises many kinds (TraceError, TypeError, ...)
+    except Exception as e:  # tracing raises many kinds (TraceError, TypeError, ...
         err = _capture_error("torch.fx.symbolic_trace failed", e, user_files)
         err.hint = ("symbolic_trace runs forward() on Proxy objects: control flow that depends on "
                     "tensor values, or calls it cannot trace, fail; rewrite that part, or use "
@@ -182,7 +182,7 @@ def capture_symbolic_trace(loaded: LoadedModel) -> Captured:
     try:
         with torch.no_grad():
             ShapeProp(gm).propagate(*loaded.example_inputs)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         err = _capture_error("Running the example inputs through the traced graph (ShapeProp) failed",
                              e, user_files)
         err.hint = ("the traced graph must run on get_model()'s example inputs; run "
@@ -220,7 +220,7 @@ def _fx_target_str(n) -> str:
 
     try:
         name = _get_qualified_name(n.target)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return _target_str(n)
     return "operator." + name[len("_operator."):] if name.startswith("_operator.") else name
 

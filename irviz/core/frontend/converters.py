@@ -31,7 +31,7 @@ import itertools
 import re
 import traceback
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from irviz.core.errors import LoadError
 from irviz.core.frontend import builtin_converters as builtin
@@ -67,7 +67,7 @@ def converter_origin(fn) -> str:
 
 
 def _aten_packet(name: str):
-    import torch  # noqa: PLC0415
+    import torch
 
     try:
         return getattr(torch.ops.aten, name)
@@ -101,7 +101,7 @@ def normalize_key(key) -> list[str]:
     packet = _aten_packet(name)
     if packet is None:
         if explicit_aten:
-            import torch  # noqa: PLC0415
+            import torch
 
             close = difflib.get_close_matches(name, dir(torch.ops.aten), n=3)
             also = f" (did you mean {', '.join(close)}?)" if close else ""
@@ -155,7 +155,7 @@ def load_converter_file(path) -> dict[str, Callable]:
     modname = f"_irviz_converters_{re.sub(r'[^0-9A-Za-z_]', '_', p.stem)}_{next(_counter)}"
     try:
         module = exec_file(p, modname)
-    except BaseException as e:  # noqa: BLE001 - the user's code can raise anything
+    except BaseException as e:  # the user's code can raise anything
         if isinstance(e, KeyboardInterrupt):
             raise
         line = _file_line(e, p)

@@ -48,7 +48,7 @@ def load_map_file(path) -> tuple[dict, dict]:
     _COUNTER[0] += 1
     try:
         module = exec_file(p.resolve(), f"_irviz_course_map_{_COUNTER[0]}")
-    except Exception as e:  # noqa: BLE001 - the user's code can raise anything
+    except Exception as e:  # the user's code can raise anything
         raise LoadError(f"importer map file {shown} raised {exception_line(e)}",
                         hint="run the file in plain Python to see the full error",
                         detail=traceback.format_exc()) from None
@@ -110,7 +110,7 @@ def _key_name(key) -> str:
 
     try:
         name = _get_qualified_name(key)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return getattr(key, "__name__", repr(key))
     return "operator." + name[len("_operator."):] if name.startswith("_operator.") else name
 
@@ -135,7 +135,7 @@ def _lookup_module(mmap: dict, cls):
 
 def _fetch_attr(fx_mod, target: str):
     obj = fx_mod
-    for i, atom in enumerate(target.split(".")):
+    for atom in target.split("."):
         if not hasattr(obj, atom):
             raise AttributeError(f"the graph refers to {target!r}, which the module does not have")
         obj = getattr(obj, atom)
@@ -231,7 +231,7 @@ def _convert(captured, bb, node_map, node, fmap, mmap, named):
     fn, origin = entry
     try:
         value = fn(*args)
-    except Exception as exc:  # noqa: BLE001 - a map function can raise anything
+    except Exception as exc:  # a map function can raise anything
         where = converter_error_location(exc, fn)
         reason = tvm_error_text(exc, head=0, tail=6, with_type=True)
         raise IRImportError(

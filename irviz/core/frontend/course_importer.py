@@ -274,7 +274,7 @@ class _CourseImporter:
                             raise self._error(captured, node, "the course importer has no converter for this op") from None
                         except _Unsupported as exc:
                             raise self._error(captured, node, f"not supported by the course importer: {exc}") from exc
-                        except Exception as exc:  # noqa: BLE001
+                        except Exception as exc:
                             reason = tvm_error_text(exc, head=0, tail=6, with_type=True)
                             raise self._error(captured, node, reason) from exc
                     elif node.op == "output":
@@ -315,7 +315,7 @@ def import_course(captured) -> Imported:
         mod, nodes = imp.run(captured)
     except IRImportError:
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         reason = tvm_error_text(exc, head=0, tail=6, with_type=True)
         raise IRImportError(f"the course importer failed: {reason}", hint=_HINT) from exc
     env = {n: v for n, v in imp.env.items() if not isinstance(v, tuple)}

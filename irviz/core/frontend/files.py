@@ -55,7 +55,7 @@ def exec_model_file(path: Path, shown: str):
     try:
         with _forget_new_local_modules(str(path.parent)):
             module = exec_file(path, modname)
-    except BaseException as e:  # noqa: BLE001 - includes SystemExit from a script-style file
+    except BaseException as e:  # includes SystemExit from a script-style file
         if isinstance(e, KeyboardInterrupt):
             raise
         if isinstance(e, SystemExit):

@@ -39,7 +39,7 @@ DEFAULT_ATTN = "eager"
 def require_transformers():
     """The transformers module, or LoadError saying how to install it."""
     try:
-        import transformers  # noqa: PLC0415
+        import transformers
     except ImportError as e:
         raise LoadError(
             f"This model needs the transformers library, which is not installed ({e}); "
@@ -51,7 +51,7 @@ def require_transformers():
 
 def available() -> bool:
     try:
-        import transformers  # noqa: F401, PLC0415
+        import transformers  # noqa: F401 - only whether it imports
     except ImportError:
         return False
     return True
@@ -60,8 +60,8 @@ def available() -> bool:
 def _set_attn(config, attn_implementation: str | None):
     if attn_implementation:
         try:
-            config._attn_implementation = attn_implementation  # noqa: SLF001 - transformers' own knob
-        except Exception:  # noqa: BLE001 - older configs: the from_config kwarg does it
+            config._attn_implementation = attn_implementation  # transformers' own knob
+        except Exception:  # older configs: the from_config kwarg does it
             pass
     return config
 

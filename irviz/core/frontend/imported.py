@@ -49,7 +49,7 @@ def node_message(captured, node, reason: str) -> str:
     if graph is not None:
         try:
             fxnode = graph.node(node.name)
-        except Exception:  # noqa: BLE001
+        except Exception:
             fxnode = None
     if fxnode is not None:
         module_path, module_type = fxnode.module_path, fxnode.module_type
@@ -59,7 +59,7 @@ def node_message(captured, node, reason: str) -> str:
             try:
                 s = graph.node(a).shapes
                 shapes.append(s[0] if len(s) == 1 else s)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 shapes.append("?")
     else:
         stack = list(node.meta.get("nn_module_stack", {}).values())
@@ -106,7 +106,7 @@ def constants_in(expr) -> list:
 
     try:
         relax.analysis.post_order_visit(expr, visit)
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     return found
 
@@ -178,7 +178,7 @@ def compute_provenance(mod, env: dict, nodes: list, const_names: list[tuple[str,
                 for fv in relax.analysis.free_vars(v):
                     if fv in bound_vars or var_name(fv) in param_names:
                         names.append(var_name(fv))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
             prov[n.name] = names
         else:

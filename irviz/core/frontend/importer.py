@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 import tvm
 
@@ -135,7 +135,7 @@ def _make_importer_class():
             self.current_node = None
             self.bound_tensors = []  # (torch.Tensor, tvm.runtime.Tensor)
 
-        def _convert_pytorch_tensor_to_tvm(self, tensor_value):  # noqa: D401
+        def _convert_pytorch_tensor_to_tvm(self, tensor_value):
             out = ExportedProgramImporter._convert_pytorch_tensor_to_tvm(tensor_value)
             self.bound_tensors.append((tensor_value, out))
             return out
@@ -192,7 +192,7 @@ def _import_exported_program(captured, custom_convert_map, keep_params=False) ->
     wrapped_custom = {k: _wrap_custom(v, imp) for k, v in custom.items()}
     try:
         mod = imp.from_exported_program(ep, bool(keep_params), True, False, wrapped_custom or None)
-    except Exception as exc:  # noqa: BLE001  TVM raises many types (TVMError, AssertionError, ...)
+    except Exception as exc:  # TVM raises many types (TVMError, AssertionError, ...
         # a failing converter's cause is at the end of TVM's text, after what it was converting
         reason = tvm_error_text(exc, head=0, tail=6, with_type=True)
         node = imp.current_node
@@ -314,7 +314,7 @@ def dim_names(captured) -> dict[str, str]:
                 if expr is None or not getattr(expr, "is_Symbol", False):
                     continue
                 out.setdefault(str(expr), name)
-    except Exception:  # noqa: BLE001 - names are a nicety; never fail an import over them
+    except Exception:  # names are a nicety; never fail an import over them
         return {}
     taken = list(out.values())
     return {k: v for k, v in out.items() if taken.count(v) == 1 and k != v}
@@ -345,7 +345,7 @@ def rename_symbolic_dims(mod, names: dict[str, str]):
         out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
         out["main"] = new
         return out
-    except Exception:  # noqa: BLE001
+    except Exception:
         return mod
 
 

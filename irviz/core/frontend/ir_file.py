@@ -21,7 +21,7 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from irviz.core.errors import LoadError, RunError
 from irviz.core.frontend.files import (
@@ -78,7 +78,7 @@ def load_ir_file(path, name: str | None, spec: str) -> IRFile:
         if callable(value) and not isinstance(value, tvm.IRModule):
             try:
                 value = value()
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 raise LoadError(f"{name}() in {shown} raised {exception_line(e)}",
                                 hint="run the file in plain Python to see the full error",
                                 detail=traceback.format_exc()) from None
@@ -138,7 +138,7 @@ def inputs_for(ir: IRFile, mod, func: str = "main", dims: dict | None = None, se
     if ir is not None and ir.get_inputs is not None:
         try:
             values = ir.get_inputs()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise RunError(f"get_inputs() raised {exception_line(e)}",
                            "run the file in plain Python to see the full error",
                            detail=traceback.format_exc()) from None

@@ -45,7 +45,7 @@ class LoadedModel:
     example_inputs: tuple  # tuple[torch.Tensor, ...]
     spec: str  # what the user typed: "path.py", "path.py:factory", "x.pt2", "sample:mlp"
     name: str  # short display name ("mlp", "my_model")
-    exported: "torch.export.ExportedProgram | None" = None  # set when loaded from .pt2
+    exported: torch.export.ExportedProgram | None = None  # set when loaded from .pt2
     dynamic_shapes: object = None  # from a model file's get_dynamic_shapes()
     alt_inputs: tuple | None = None  # from a model file's get_alt_inputs(): other sizes, same structure
     capture: str | None = None  # a model file's IRVIZ_CAPTURE ("export" | "symbolic_trace")
@@ -143,7 +143,7 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
             result = fn()
         except LoadError:
             raise  # already says what is wrong (e.g. hf samples: pip install 'irviz[hf]')
-        except Exception as e:  # noqa: BLE001 - the user's code can raise anything
+        except Exception as e:  # the user's code can raise anything
             raise LoadError(
                 f"{factory}() in {shown} raised {exception_line(e)}{_user_frame(e, path)}",
                 hint=f"Fix {factory}() so it returns (module, example_inputs); run the file with python to debug.",
@@ -196,7 +196,7 @@ def _call_optional(module, fname: str, shown: str, path: Path, hint: str):
         return None
     try:
         return fn()
-    except Exception as e:  # noqa: BLE001 - the user's code can raise anything
+    except Exception as e:  # the user's code can raise anything
         raise LoadError(
             f"{fname}() in {shown} raised {exception_line(e)}{_user_frame(e, path)}",
             hint=hint,
@@ -253,7 +253,7 @@ def _check_forward(module, inputs, shown: str, path: Path | None) -> None:
     try:
         with torch.no_grad():
             module(*inputs)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         shapes = ", ".join(f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}" for t in inputs)
         raise LoadError(
             f"The model's forward raised {exception_line(e)} on the example inputs ({shapes})"
@@ -279,7 +279,7 @@ def _load_pt2(path: Path, spec: str) -> LoadedModel:
             hint=f"Unpickling can run any code. If you trust the file, set {TRUST_PT2_ENV}=1 and open it "
             "again; better, re-save it with torch.export.save from a model with tensor weights only.",
         ) from None
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         logged = "\n".join(quiet.messages)
         cause = exception_line(e)
         if "check the warnings above" in cause and logged:  # the real error was only logged
@@ -306,7 +306,7 @@ def _load_pt2(path: Path, spec: str) -> LoadedModel:
         )
     try:
         module = ep.module()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise LoadError(f"Cannot rebuild a module from {shown}: {exception_line(e)}",
                         hint="Re-export the model with this torch version.", detail=traceback.format_exc()) from None
     _pt2_eval(module)
@@ -426,7 +426,7 @@ def _missing_hint(path: Path) -> str:
         try:
             if str(path) in {n for n, _ in list_samples()}:
                 return f"Did you mean sample:{path}?"
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     if path.suffix == "" and path.with_suffix(".py").exists():
         return f"Did you mean {path.with_suffix('.py')}?"
@@ -438,7 +438,7 @@ def _missing_hint(path: Path) -> str:
 def _known_samples_hint() -> str:
     try:
         return "Known samples: " + ", ".join(n for n, _ in list_samples()) + "."
-    except Exception:  # noqa: BLE001
+    except Exception:
         return ""
 
 

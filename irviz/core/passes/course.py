@@ -72,13 +72,13 @@ class EwiseFMARewriter(relax.PyExprMutator):
             return call
         # the course matches add(multiply(a, b), c); add is commutative, so also accept
         # add(c, multiply(a, b)) (what the PyTorch importer emits for addmm-like code)
-        for mul_side, other in ((0, 1), (1, 0)):
+        for mul_side in (0, 1):
             value = self._bound_call(call.args[mul_side], self.multiply_op)
             if value is not None:
                 break
         else:
             return call
-        a, b, c = value.args[0], value.args[1], call.args[other]
+        a, b, c = value.args[0], value.args[1], call.args[1 - mul_side]
         # ewise_fma has no broadcasting: only rewrite when all three agree (else TVM rejects it)
         if not _same_shape_dtype(a, b, c, call):
             return call

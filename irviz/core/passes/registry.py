@@ -14,7 +14,7 @@ import json
 import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import tvm
 
@@ -255,7 +255,7 @@ def _user_location(exc: BaseException, spec: PassSpec) -> str:
 def _as_target(target):
     try:
         return as_target(target)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise PassError(f"bad target {target!r}: {tvm_error_text(e)}", hint="e.g. 'llvm'") from e
 
 
@@ -278,7 +278,7 @@ def apply_pass(inv: PassInvocation | str, mod: tvm.IRModule, target=None) -> tvm
             )
     except PassError:
         raise
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         where = _user_location(e, spec)
         raise PassError(
             f"{spec.name}: cannot create the pass" + (f" at {where}" if where else "") + f": {tvm_error_text(e)}",
@@ -293,7 +293,7 @@ def apply_pass(inv: PassInvocation | str, mod: tvm.IRModule, target=None) -> tvm
             out = the_pass(inp)
     except PassError:
         raise
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         where = _user_location(e, spec)
         msg = f"{spec.name} failed" + (f" at {where}" if where else "") + f": {tvm_error_text(e)}"
         raise PassError(

@@ -122,7 +122,7 @@ def load_pass_file(path) -> list[PassSpec]:
     mod_name = f"irviz_user_passes_{next(_file_counter)}_{path.stem}"
     try:
         module = exec_file(path, mod_name)
-    except BaseException as e:  # noqa: BLE001  (SystemExit from a script too)
+    except BaseException as e:  # (SystemExit from a script too
         where = _error_location(e, spath)
         kind = "syntax error" if isinstance(e, SyntaxError) else type(e).__name__
         msg = e.msg if isinstance(e, SyntaxError) else str(e)
@@ -195,7 +195,7 @@ def load_params_file(path) -> dict[str, np.ndarray]:
         return {k: v.numpy() for k, v in tvm.runtime.load_param_dict(blob).items()}
     except PassError:
         raise
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise PassError(
             f"cannot read parameters from {path}: {e}",
             hint="give a .npz (numpy.savez) or .params (tvm.runtime.save_param_dict) file",

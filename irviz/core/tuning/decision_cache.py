@@ -61,7 +61,7 @@ class DecisionCache:
         self._load()
 
     @classmethod
-    def shared(cls) -> "DecisionCache":
+    def shared(cls) -> DecisionCache:
         """One cache per process and cache file (the file can change between tests)."""
         c = _state["shared"]
         want = cache_dir() / "cpu_decisions.json"

@@ -118,7 +118,7 @@ def apply_steps(mod, steps, **params_by_step):
                 mod = the_pass(mod)
         except PassError:
             raise
-        except Exception as exc:  # noqa: BLE001 - reported as the registry reports a failing pass
+        except Exception as exc:  # reported as the registry reports a failing pass
             raise PassError(f"{name} failed: {tvm_error_text(exc)}") from exc
     return mod
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import tvm
 from tvm import s_tir, tirx
@@ -60,7 +60,7 @@ def _conv_extents(func):
     sch = s_tir.Schedule(func)
     try:
         convs = schedules._conv_blocks(sch)
-    except Exception:  # noqa: BLE001 - no root block (an extern kernel such as sort): no conv2d to tile
+    except Exception:  # no root block (an extern kernel such as sort): no conv2d to tile
         return None
     if not convs:
         return None
@@ -93,7 +93,7 @@ def _reduction_extents(func):
     sch = s_tir.Schedule(func)
     try:
         blocks = normalize_prim_func(sch)
-    except Exception:  # noqa: BLE001 - no root block: nothing to tile
+    except Exception:  # no root block: nothing to tile
         return None
     for info in blocks or []:
         if not info.is_reduction() or schedules.reduction_kind(sch, info) != "tile":
@@ -157,7 +157,7 @@ def search(mod, gv, kind: _Kind, lanes: int) -> dict | None:
                 kind.attr, tvm.runtime.convert(tile))})
             ms, out = measuring.build_and_time(
                 measuring.apply_steps(tiled, kind.rules, **{kind.lanes_param: {"lanes": lanes}}), inputs)
-        except Exception as exc:  # noqa: BLE001 - a candidate that fails is dropped, with why
+        except Exception as exc:  # a candidate that fails is dropped, with why
             entry["error"] = measuring.first_line(exc)
         else:
             if reference is None:

@@ -50,7 +50,7 @@ def decision_texts(mod, func: str = "main") -> dict[str, str]:
                 continue
             try:
                 rec = by_key.get(workload_key(v))
-            except Exception:  # noqa: BLE001 - a call_dps_packed to something else
+            except Exception:  # a call_dps_packed to something else
                 rec = None
             if rec is not None:
                 out[var_name(b.var)] = describe_decision(rec)
@@ -59,7 +59,7 @@ def decision_texts(mod, func: str = "main") -> dict[str, str]:
 
 def describe_decision(rec: dict) -> str:
     """"torch 1.21 ms · TIR 0.88 ms → TIR" (what the tooltip and the kernel table show)."""
-    fmt = lambda ms: "failed" if ms is None else f"{ms:.3g} ms"  # noqa: E731
+    fmt = lambda ms: "failed" if ms is None else f"{ms:.3g} ms"
     text = f"torch {fmt(rec.get('torch_ms'))} · TIR {fmt(rec.get('tir_ms'))} → {'TIR' if rec.get('choice') == 'tir' else 'torch'}"
     if rec.get("cached"):
         text += " (cached)"

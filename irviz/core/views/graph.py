@@ -64,7 +64,7 @@ def type_shape_dtype(ty):
 def _expr_ty(e):
     try:
         return e.ty
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
@@ -86,7 +86,7 @@ def _is_primitive(func) -> bool:
         return False
     try:
         return "Primitive" in attrs and bool(int(attrs["Primitive"]))
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -116,7 +116,7 @@ def _describe(value, mod):
         if isinstance(op, tvm.ir.GlobalVar):
             try:
                 target = mod[op]
-            except Exception:  # noqa: BLE001
+            except Exception:
                 target = None
             if isinstance(target, relax.Function) and _is_primitive(target):
                 return (f"call {callee}", "call", "call_fused", callee, callee, list(value.args))
@@ -145,7 +145,7 @@ def _describe(value, mod):
 def _free_vars(e):
     try:
         return list(relax.analysis.free_vars(e))
-    except Exception:  # noqa: BLE001
+    except Exception:
         return []
 
 
@@ -392,7 +392,7 @@ def _param_sig(p) -> str:
 def _for_kind(kind) -> str:
     try:
         return tirx.ForKind(int(kind)).name.lower()
-    except Exception:  # noqa: BLE001
+    except Exception:
         return str(kind)
 
 
@@ -419,7 +419,7 @@ def _walk_tir(stmt, depth, loops, blocks):
     for attr in _CHILD_ATTRS:
         try:
             ch = getattr(stmt, attr, None)
-        except Exception:  # noqa: BLE001
+        except Exception:
             ch = None
         if ch is None:
             continue
@@ -452,7 +452,7 @@ def _vars_in(expr) -> list:
     found = []
     try:
         tirx.stmt_functor.post_order_visit(expr, lambda e: found.append(e) if isinstance(e, tirx.Var) else None)
-    except Exception:  # noqa: BLE001 - a label only: the expression's text will do
+    except Exception:  # a label only: the expression's text will do
         return []
     return found
 
@@ -519,7 +519,7 @@ def call_graph(mod) -> nx.DiGraph:
 
         try:
             relax.analysis.post_order_visit(f, visit)
-        except Exception:  # noqa: BLE001
+        except Exception:
             for ref in relax.analysis.all_global_vars(f):
                 if ref.name_hint != gv.name_hint:
                     g.add_edge(gv.name_hint, ref.name_hint)

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import networkx as nx
 
@@ -164,7 +165,7 @@ def fold_by_group(
             if isinstance(t, str) and t.startswith(GROUP_PREFIX) and t != nd:
                 rep[nd] = t
                 members[t[len(GROUP_PREFIX):]].append(nd)
-    for path, mem in members.items():
+    for mem in members.values():
         if len(mem) == 1:
             rep[mem[0]] = mem[0]
 

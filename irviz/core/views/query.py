@@ -169,7 +169,7 @@ def resolve_op(name: str) -> str | None:
             continue
         try:
             tvm.ir.Op.get(full)
-        except Exception:  # noqa: BLE001 - TVM raises for an unregistered op
+        except Exception:  # TVM raises for an unregistered op
             continue
         return full
     return None

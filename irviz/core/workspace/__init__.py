@@ -164,7 +164,7 @@ class Workspace(Results):
         from irviz.core.frontend import ir_file, model_file
 
         a, b = fraction_span
-        at = lambda x: a + (b - a) * x  # noqa: E731
+        at = lambda x: a + (b - a) * x
         self.stage = "load"
         self.progress(f"Loading {spec}", at(0.0))
         if step_files.is_exported_step(spec) or ir_file.ir_file_spec(spec) is not None:

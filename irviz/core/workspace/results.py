@@ -91,7 +91,7 @@ class Results:
             self.progress("Running reference()", 0.5)
             try:
                 reference = self.ir_file.reference(*inputs)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise RunError(f"reference() raised {exception_line(exc)}",
                                "run the file in plain Python to see the full error",
                                detail=traceback_text(exc)) from exc

@@ -3,7 +3,7 @@ int, choice, JSON, text), each edit handed back as (name, value)."""
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QGroupBox, QLineEdit, QSpinBox, QWidget
 

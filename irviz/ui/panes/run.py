@@ -506,8 +506,8 @@ class RunPane(Pane):
             self.latency_button.setEnabled(self.cursor_of(self.state) is not None)
             self.latency_steps = None
             msg = error.get("message", "failed")
-            self.latency_status.setText(("Cancelled." if error.get("stage") == "cancelled" else
-                                         f"Latency trace failed: {msg}"))
+            self.latency_status.setText("Cancelled." if error.get("stage") == "cancelled" else
+                                         f"Latency trace failed: {msg}")
             self.latency_status.setToolTip(error.get("detail") or "")
             return
         self.error = error

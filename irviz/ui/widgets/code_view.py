@@ -140,7 +140,7 @@ class _Highlighter(QSyntaxHighlighter):
                 return
             yield
 
-    def highlightBlock(self, text: str) -> None:  # noqa: N802 (Qt name)
+    def highlightBlock(self, text: str) -> None:  # Qt name
         n = self.currentBlock().blockNumber()
         if 0 <= n < len(self.lines):
             formats = self.formats
@@ -149,14 +149,14 @@ class _Highlighter(QSyntaxHighlighter):
 
 
 class _LineNumbers(QWidget):
-    def __init__(self, view: "CodeView"):
+    def __init__(self, view: CodeView):
         super().__init__(view)
         self.view = view
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         return QSize(self.view.line_number_width(), 0)
 
-    def paintEvent(self, event) -> None:  # noqa: N802
+    def paintEvent(self, event) -> None:
         self.view.paint_line_numbers(event)
 
 
@@ -306,12 +306,12 @@ class CodeView(QPlainTextEdit):
         else:
             self._numbers.update(0, rect.y(), self._numbers.width(), rect.height())
 
-    def resizeEvent(self, event) -> None:  # noqa: N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         cr = self.contentsRect()
         self._numbers.setGeometry(QRect(cr.left(), cr.top(), self.line_number_width(), cr.height()))
 
-    def mouseReleaseEvent(self, event) -> None:  # noqa: N802
+    def mouseReleaseEvent(self, event) -> None:
         super().mouseReleaseEvent(event)
         self.lineClicked.emit(self.cursorForPosition(event.position().toPoint()).blockNumber() + 1)
 

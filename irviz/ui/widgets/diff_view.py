@@ -335,7 +335,7 @@ class DiffView(QWidget):
                 hunks.append(i)
                 marked.append((i, c.diff_hunk_bg))
                 head = line.strip("@ ").split()
-                if head and not head[0][0] in "+-":  # "@@ main (changed) @@"
+                if head and head[0][0] not in "+-":  # "@@ main (changed) @@"
                     func = head[0]
             elif line.startswith("+++ "):
                 func = line[4:].strip().removeprefix("b/")

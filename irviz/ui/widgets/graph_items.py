@@ -6,7 +6,7 @@ Items are light ``QGraphicsItem`` subclasses whose ``paint`` checks the level of
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import (QBrush, QColor, QFont, QFontMetricsF, QImage, QPainter, QPainterPath,
@@ -106,7 +106,7 @@ class NodeItem(QGraphicsItem):
         self.setPos(float(data.get("x", 0.0)), float(data.get("y", 0.0)))
         self.setZValue(2)
 
-    def type(self):  # noqa: A003 - Qt API
+    def type(self):  # Qt API
         return NodeItem.Type
 
     def boundingRect(self):
@@ -227,7 +227,7 @@ class GroupItem(QGraphicsItem):
         self.setAcceptedMouseButtons(Qt.LeftButton)
         self.setCursor(Qt.PointingHandCursor)
 
-    def type(self):  # noqa: A003
+    def type(self):
         return GroupItem.Type
 
     def boundingRect(self):

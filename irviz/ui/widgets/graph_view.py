@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPainterPath, QPalette, QPen
@@ -38,7 +38,7 @@ SYNC_ITEMS = 700
 # --------------------------------------------------------------------------- view
 
 class _View(QGraphicsView):
-    def __init__(self, owner: "GraphView"):
+    def __init__(self, owner: GraphView):
         super().__init__()
         self.owner = owner
         self.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)

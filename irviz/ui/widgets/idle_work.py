@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import Iterator
+from collections.abc import Iterator
 
 from PySide6.QtCore import QObject, QTimer
 
@@ -59,7 +59,7 @@ class IdleWork(QObject):
                 except StopIteration:
                     if self._tasks.get(key) is work:
                         del self._tasks[key]
-                except Exception:  # noqa: BLE001 - one broken task must not stop the others
+                except Exception:  # one broken task must not stop the others
                     if self._tasks.get(key) is work:
                         del self._tasks[key]
                     traceback.print_exc()

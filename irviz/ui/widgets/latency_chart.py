@@ -154,7 +154,7 @@ class LatencyChart(QWidget):
         return max(0, min(len(self.trace) - 1, k))
 
     # -- painting --------------------------------------------------------------------------------
-    def paintEvent(self, event) -> None:  # noqa: N802
+    def paintEvent(self, event) -> None:
         c = themes.colors()
         dark = c.name == "dark"
         tvm_c = QColor("#58a6ff" if dark else "#2f6fde")
@@ -318,7 +318,7 @@ class LatencyChart(QWidget):
         lines.append("click: jump to this step")
         return "\n".join(lines)
 
-    def mouseMoveEvent(self, event) -> None:  # noqa: N802
+    def mouseMoveEvent(self, event) -> None:
         k = self.slot_at(event.position().x())
         if k != self._hover:
             self._hover = k
@@ -328,12 +328,12 @@ class LatencyChart(QWidget):
         else:
             QToolTip.showText(event.globalPosition().toPoint(), self.tooltip_text(k), self)
 
-    def leaveEvent(self, event) -> None:  # noqa: N802
+    def leaveEvent(self, event) -> None:
         self._hover = None
         self.update()
         super().leaveEvent(event)
 
-    def mousePressEvent(self, event) -> None:  # noqa: N802
+    def mousePressEvent(self, event) -> None:
         if event.button() == Qt.MouseButton.LeftButton:
             k = self.slot_at(event.position().x())
             if k is not None:

@@ -6,6 +6,9 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
 
+# an invalid index: the root, which a flat table is asked about
+_NO_PARENT = QModelIndex()
+
 
 class _Cell:
     """What ``QTableWidget.item()`` gave the callers that read one cell."""
@@ -37,13 +40,13 @@ class NodeTableModel(QAbstractTableModel):
         self.rows, self.ids, self.tips, self.failed = rows, ids, tips, failed
         self.endResetModel()
 
-    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt API
+    def rowCount(self, parent=_NO_PARENT) -> int:
         return 0 if parent.isValid() else len(self.rows)
 
-    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
+    def columnCount(self, parent=_NO_PARENT) -> int:
         return 0 if parent.isValid() else len(self.headers)
 
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
             return self.headers[section]
         return None
@@ -101,10 +104,10 @@ class NodeTable(QTableView):
             width = max(fm.horizontalAdvance(longest), fm.horizontalAdvance(head)) + 18
             self.setColumnWidth(col, min(width, widest[col]) if col < len(widest) else width)
 
-    def rowCount(self) -> int:  # noqa: N802 - the QTableWidget name its callers use
+    def rowCount(self) -> int:  # the QTableWidget name its callers use
         return self.table_model.rowCount()
 
-    def setRowCount(self, n: int) -> None:  # noqa: N802
+    def setRowCount(self, n: int) -> None:
         if n == 0:
             self.set_rows([], [], [], [])
 
