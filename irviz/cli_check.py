@@ -6,7 +6,6 @@ import argparse
 
 from irviz.cli_common import Failure, add_model_arguments, finite, log_for, open_workspace, \
     with_json_stdout, write_json
-from irviz.core.target import cpu_info
 
 # irviz.core modules that load torch or TVM are imported inside the functions (see cli_common).
 
@@ -64,6 +63,8 @@ def _check_alt_sizes(ws, args, failure: Failure, summary: dict, log) -> None:
 
 
 def _cpu_fields() -> dict:
+    from irviz.core.target import cpu_info  # lazy: loads TVM, which `irviz MODEL` must not
+
     return cpu_info().as_dict()
 
 

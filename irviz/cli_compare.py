@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from irviz.cli_common import Failure, add_model_arguments, log_for, open_workspace, write_json
-from irviz.core import compare as compare_mod
 
 # irviz.core modules that load torch or TVM are imported inside the functions (see cli_common).
 
@@ -31,6 +30,8 @@ def add_query_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_compare(args) -> int:
     """Open MODEL with pipeline A (its session is A), run B on the same import, write the pages."""
+    # lazy: these load TVM, which `irviz MODEL` must not
+    from irviz.core import compare as compare_mod
     from irviz.core.export.compare_report import write_compare
 
     failure = Failure(args.verbose)

@@ -182,7 +182,7 @@ def test_tiny_phi_exports_loadable_steps(tmp_path):
     from irviz.core.frontend import hf
 
     cfg = transformers.PhiConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
-                                 num_hidden_layers=2, num_attention_heads=4,
+                                 num_hidden_layers=1, num_attention_heads=4,
                                  max_position_embeddings=64)
     model = hf.encoder(transformers.PhiModel, cfg)
     s = _zero_session(model, hf.token_ids(64, seq=8), name="phi")

@@ -168,3 +168,17 @@ def test_the_cycle_check_sees_lazy_and_relative_imports(tmp_path):
     (pkg / "core" / "b.py").write_text("from irviz.core.a.x import f\n")
     assert core_module_cycles(pkg) == [{"irviz.core.a.x", "irviz.core.b"}]
     assert core_room_cycles(pkg) == [{"irviz.core.a", "irviz.core.b"}]
+
+
+MAX_LINES = 600          # a module past this has two jobs; split it by job
+ENGINE_MAX_LINES = 400   # the engine stays a thin loop over the Workspace
+
+
+def test_no_module_grows_past_its_size():
+    sizes = {p: len(p.read_text().splitlines()) for p in ROOT.rglob("*.py")}
+    assert sizes, "the scan sees the package"
+    too_big = {str(p.relative_to(ROOT.parent)): n for p, n in sizes.items() if n > MAX_LINES}
+    assert too_big == {}
+    engine = {str(p.relative_to(ROOT.parent)): n for p, n in sizes.items()
+              if p.parent.name == "engine" and n > ENGINE_MAX_LINES}
+    assert engine == {}
