@@ -183,3 +183,37 @@ def test_a_long_verdict_or_status_never_widens_the_window(qtbot, win):
     assert win.width() == width
     assert win.minimumSizeHint().width() <= max(least, 0) and least <= 1600
     assert win.run.verdict.minimumWidth() < 400
+
+
+def test_latency_trace_and_comparison_go_stale_with_the_pipeline(qtbot, win):
+    from fake_bridge import FakeBridge
+
+    from irviz.ui.events import EventHub
+    from irviz.ui.panes.compare import ComparePane
+
+    open_mlp(qtbot, win)
+    _to_end(qtbot, win)
+    win.run.latency_trace()
+    qtbot.waitUntil(lambda: win.run.latency is not None, timeout=5000)
+    qtbot.waitUntil(lambda: win.pipeline.table.item(2, 7).text() != "", timeout=5000)
+    assert not win.run.latency_slot.stale
+    win.pipeline.jump(1)
+    qtbot.waitUntil(lambda: win.state.get("cursor") == 1, timeout=5000)
+    win.pipeline.set_planned([{"name": "FuseOps", "params": {}}])
+    qtbot.waitUntil(lambda: win.state.get("planned") == [{"name": "FuseOps", "params": {}}], timeout=5000)
+    assert win.run.latency_slot.stale and _greyed(win.run.chart)
+    assert "previous pipeline" in win.run.latency_note.text()
+    # the per-step columns keep only the steps that are still the same
+    assert win.pipeline.table.item(1, 7).text() != ""
+
+    bridge = FakeBridge()
+    pane = ComparePane(bridge, EventHub())
+    qtbot.addWidget(pane)
+    state = dict(win.state)
+    bridge.stateChanged.emit(state)
+    pane.compare("LegalizeOps,FuseOps")
+    qtbot.waitUntil(lambda: pane.result is not None, timeout=5000)
+    assert not pane.slot.stale
+    bridge.stateChanged.emit(dict(state, planned=[{"name": "FuseTIR", "params": {}}],
+                                  pipeline_text="LegalizeOps,FuseTIR"))
+    assert pane.slot.stale and _greyed(pane.rows) and "previous pipeline" in pane.note.text()
