@@ -466,6 +466,14 @@ class RunPane(Pane):
         self.ask("memory", "memory", step=cursor)
 
     def on_reply(self, purpose: str, result) -> None:
+        self._show_reply(purpose, result)
+        self._check_results()  # the pipeline may have changed while it was computed
+
+    def on_error(self, purpose: str, error: dict) -> None:
+        self._show_error(purpose, error)
+        self._check_results()
+
+    def _show_reply(self, purpose: str, result) -> None:
         if purpose == "memory":
             self.memory_status.setText("")
             self.memory_view.set_plan(result)
@@ -538,7 +546,7 @@ class RunPane(Pane):
         self.kernels.sortItems(2, Qt.SortOrder.DescendingOrder)
         self.hub.set_heat(kernel_heat(kernels))
 
-    def on_error(self, purpose: str, error: dict) -> None:
+    def _show_error(self, purpose: str, error: dict) -> None:
         c = themes.colors()
         if purpose == "intermediates":
             self.intermediates.show_error(error)
