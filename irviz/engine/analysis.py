@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 from irviz.core.backend.bisect import bisect, reference_for
 from irviz.core.backend.diverging import diverging_at
@@ -61,8 +62,24 @@ class AnalysisCommands:
         ref = reference_for(self.ws)
         result = bisect(s, ref, atol=atol, rtol=rtol, progress=self.progress).as_dict()
         result["diverging"] = self._diverging(result.get("first_bad"), atol, rtol)
+        # a repro folder written later of a checked step says what the bisect found there
+        self.last_bisect = (self._passes_of(s), {c["index"]: c for c in result["steps_checked"]})
         self.progress("Bisect: done", 1.0)
         return result
+
+    @staticmethod
+    def _passes_of(s, upto: int | None = None) -> list:
+        return [(st.pass_name, dict(st.params or {})) for st in s.steps[1:None if upto is None else upto + 1]]
+
+    def _bisect_verdict(self, index: int):
+        """The last bisect's check of step `index`, while the steps up to it are the same."""
+        passes, checks = getattr(self, "last_bisect", None) or ([], {})
+        check = checks.get(index)
+        s = self.ws.need_session()
+        if check is None or passes[:index] != self._passes_of(s, index):
+            return None
+        return SimpleNamespace(stage=check.get("stage") or "none (outputs matched)",
+                               reason=check.get("reason") or "Find first bad pass: this step matched")
 
     def _diverging(self, fb, atol, rtol):
         """The bad step's diverging bindings, for its diff (only wrong numbers have any)."""
@@ -84,7 +101,9 @@ class AnalysisCommands:
         elif stage == "build":
             path = repro.repro_for_crash(self.ws, out_dir, stage="build", step=step, reason=reason)
         else:
-            path = repro.repro_for_step(self.ws, out_dir, step, atol=atol, rtol=rtol)
+            index = self.ws.step_at(step).index
+            path = repro.repro_for_step(self.ws, out_dir, index, verdict=self._bisect_verdict(index),
+                                        atol=atol, rtol=rtol)
         return {"path": os.fspath(path), "files": sorted(p.name for p in path.iterdir())}
 
     def query(self, pattern) -> dict:

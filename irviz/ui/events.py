@@ -17,6 +17,8 @@ Signals (all payloads are plain Python):
 - ``errorHeatChanged(dict)``      {"fx": {node: t}, "relax": {var: t}}: intermediates' error, t in [0, 1]
 - ``divergingMarked(dict)``       bindings whose values diverge at one step (backend.diverging),
                                   from a bisect: the diff of that step marks them; {} clears
+- ``bisectFound(object)``         {"result": bisect reply, "stamp": ResultStamp of the pipeline it
+                                  checked}: a newer verdict that older ones must not contradict
 - ``cleared()``                   selection cleared
 - ``sessionReset()``              a model was (re)opened: drop everything cached for the old one
 """
@@ -85,6 +87,7 @@ class EventHub(QObject):
     # {"fx": {node: t}, "relax": {var: t}}, t in [0, 1] on the error overlay's log scale
     errorHeatChanged = Signal(dict)
     divergingMarked = Signal(dict)
+    bisectFound = Signal(object)
     cleared = Signal()
     sessionReset = Signal()
 

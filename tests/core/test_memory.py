@@ -81,3 +81,25 @@ def test_a_module_without_main_gets_a_reason_not_a_crash():
         bb.emit_func_output(x)
     out = memory.step_memory_summaries([SimpleNamespace(index=0, mod=bb.get())])
     assert out == {0: {"error": "no Relax function main to plan"}}
+
+
+def test_memory_of_an_ir_file_with_symbolic_sizes_says_why_with_a_hint():
+    """course_mymodule's main takes (n, 784): its storage is n * 4 * ... bytes, not a number."""
+    import irviz.engine as engine_mod
+
+    e = engine_mod.Engine(type("C", (), {"send": lambda self, m: None})())
+    assert e.handle({"id": 1, "cmd": "open", "args": {"spec": "sample:course_mymodule"}})["ok"]
+    reply = e.handle({"id": 2, "cmd": "memory", "args": {"step": 0}})
+    assert reply["ok"] is False
+    err = reply["error"]
+    assert err["stage"] == "build"
+    assert "symbolic" in err["message"] and "TypeError" not in err["message"]
+    assert "int() argument" not in err["message"]
+    assert err["hint"] and "fixed shapes" in err["hint"]
+    # the session is untouched: the step is still there and other requests still work
+    state = e.handle({"id": 3, "cmd": "state", "args": {}})["result"]
+    assert state["model"] and state["cursor"] == 0 and state["error"] is None
+    # a TE module with fixed shapes plans fine
+    assert e.handle({"id": 4, "cmd": "open", "args": {"spec": "sample:course_te"}})["ok"]
+    plan = e.handle({"id": 5, "cmd": "memory", "args": {"step": 0}})
+    assert plan["ok"] and plan["result"]["step"] == 0

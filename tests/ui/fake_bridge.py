@@ -229,6 +229,37 @@ class FakeBridge(QObject):
                       "build_seconds": 0.1, "threads": 1, "cached": False}
                      for i, st in enumerate(self.state()["steps"])]
             return {"trace": trace, "torch_ms": 0.5, "threads": 1, "reference": True, "planned": 0}
+        if cmd == "memory":
+            step = int(a.get("step", self.cursor))
+            return {"func": "main", "bindings": 4, "tokens": 1, "planned_bytes": 128,
+                    "tensor_bytes": 256, "peak_bytes": 128, "step": step, "planned_by_step": False,
+                    "token_list": [{"name": "storage", "bytes": 128, "binding": 0,
+                                    "tensors": ["alloc", "alloc1"]}],
+                    "tensors": [{"name": "alloc", "aliases": ["lv"], "token": "storage", "offset": 0,
+                                 "shape": [1, 32], "dtype": "float32", "bytes": 128, "start": 0, "end": 1},
+                                {"name": "alloc1", "aliases": ["lv2"], "token": "storage", "offset": 0,
+                                 "shape": [1, 32], "dtype": "float32", "bytes": 128, "start": 2, "end": 3}]}
+        if cmd == "intermediates":
+            step = int(a.get("step", self.cursor))
+            nodes = [{"order": i, "fx_node": n, "relax_var": v, "max_abs": 1e-7, "max_rel": 1e-7,
+                      "status": "ok", "reason": None} for i, (n, v) in enumerate((("linear", "lv1"),
+                                                                                  ("relu", "lv2")))]
+            return {"step": step, "pass": self.state()["steps"][step]["pass"], "nodes": nodes,
+                    "first_divergence": None, "atol": None, "rtol": None, "seconds": {"torch": 0.1}}
+        if cmd == "bisect":
+            # the engine applies the planned passes first; step 2 is the first bad one
+            self.applied += self.planned
+            self.planned = []
+            names = [st["pass"] for st in self.state()["steps"]]
+            checked = [{"index": i, "pass": names[i], "ok": i < 2, "stage": None if i < 2 else "compare",
+                        "reason": None if i < 2 else "outputs differ", "max_abs_error": 0.0 if i < 2 else 0.5}
+                       for i in (0, 1, 2, len(names) - 1)]
+            return {"first_bad": {"index": 2, "pass": names[2], "stage": "compare", "max_abs_error": 0.5,
+                                  "reason": "outputs differ"},
+                    "steps_checked": checked, "reference": "PyTorch", "candidates": [1, 2, 3, 4, 5],
+                    "seconds": 1.0, "diverging": None}
+        if cmd == "write_repro":
+            return {"path": a["out_dir"], "files": ["README.txt", "repro.py"]}
         if cmd == "export":
             return {"path": a["out_dir"], "files": ["step_00_import.py", "steps.json"]}
         if cmd == "list_samples":

@@ -21,6 +21,7 @@ import tvm
 from tvm import relax
 
 from irviz.core.backend.build import DEFAULT_BUILD_PASSES, _make_pass, default_build_progress
+from irviz.core.errors import BuildError
 from irviz.core.tvm_compat import host_target, structural_hash, var_name
 
 __all__ = ["MemoryPlan", "memory_plan", "memory_of_step", "plan_module", "step_memory_summaries"]
@@ -88,8 +89,16 @@ def _op_name(call) -> str | None:
     return call.op.name if isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op) else None
 
 
-def _ints(shape_expr) -> list[int]:
+def _ints(shape_expr, func: str = "main") -> list[int]:
     values = shape_expr.values if isinstance(shape_expr, relax.ShapeExpr) else shape_expr
+    symbolic = [v for v in values if not isinstance(v, (int, tvm.tirx.IntImm))]
+    if symbolic:
+        # a size known only at run time (n * 4 bytes): there are no bytes to draw
+        raise BuildError(
+            f"Cannot show the memory plan of {func}: its sizes are symbolic ({symbolic[0]}), "
+            "so StaticPlanBlockMemory leaves them to run time and there are no bytes to lay out.",
+            "Plan a function whose inputs have fixed shapes, or bind the symbolic sizes first "
+            "(relax.transform.BindSymbolicVars in a pass) and plan that step.")
     return [int(v) for v in values]
 
 
@@ -135,17 +144,17 @@ def memory_plan(mod, func: str = "main") -> MemoryPlan:
         v = b.value if isinstance(b, relax.VarBinding) else None
         name = _op_name(v)
         if name in _STORAGE:
-            tokens[b.var] = Token(unique(b.var), _ints(v.args[0])[0], i)
+            tokens[b.var] = Token(unique(b.var), _ints(v.args[0], func)[0], i)
         elif name in _TENSOR and v.args[0] in tokens:
             tok = tokens[v.args[0]]
-            shape, dtype = _ints(v.args[2]), _dtype(v.args[3])
+            shape, dtype = _ints(v.args[2], func), _dtype(v.args[3])
             t = Tensor(unique(b.var), [], tok.name, int(getattr(v.args[1], "value", 0)), shape, dtype,
                        _nbytes(shape, dtype), i, i)
             tok.tensors.append(t.name)
             tensors[b.var] = t
             order.append(t)
         elif name in _UNPLANNED:
-            shape, dtype = _ints(v.args[0]), _dtype(v.args[1])
+            shape, dtype = _ints(v.args[0], func), _dtype(v.args[1])
             t = Tensor(unique(b.var), [], None, 0, shape, dtype, _nbytes(shape, dtype), i, i)
             tensors[b.var] = t
             order.append(t)

@@ -16,8 +16,9 @@ Contents:
 
 Three modes: "pass" (before and after are both there), "apply" (the engine died inside the pass:
 only before is there, and repro.py applies the pass itself: TVM's passes directly, an irviz or user
-pass through irviz when it is installed), "build" (the engine died building a step: only that
-step, as before.py, which repro.py builds and runs).
+pass through irviz when it is installed), "build" (one step alone, as before.py, which repro.py
+builds and runs: the step that killed the engine's build, or step 0, which no pass made).
+README.txt says the engine died only when ``crashed`` says it did.
 """
 from __future__ import annotations
 
@@ -84,12 +85,13 @@ def as_step(index: int, pass_name: str, params: dict, mod):
 
 def write_repro(out_dir, session, *, before, after=None, pass_name: str, params=None, stage: str,
                 reason: str = "", ref=None, atol=None, rtol=None, mode: str | None = None,
-                pass_files=(), model: str | None = None) -> Path:
+                pass_files=(), model: str | None = None, crashed: bool = False) -> Path:
     """Write the repro folder (see the module doc) and return its path.
 
     before / after: Steps (or ``as_step``) whose ``mod`` is the pass's input / output.
     ref: a bisect.Reference (inputs, expected outputs). stage: "compare" | "build" | "run" | "pass".
-    mode: "pass" when `after` is given, else "apply"; "build" for a step that killed its build."""
+    mode: "pass" when `after` is given, else "apply"; "build" for one step built on its own.
+    crashed: the engine died in that pass or build (the README says so only then)."""
     mode = mode or ("pass" if after is not None else "apply")
     out = Path(os.path.abspath(os.path.expanduser(str(out_dir))))
     try:
@@ -118,7 +120,7 @@ def write_repro(out_dir, session, *, before, after=None, pass_name: str, params=
         np.savez(out / "expected.npz", **{f"output_{i}": e for i, e in enumerate(expected)})
         tol = [list(bisect_mod.tolerances(e, atol, rtol)) for e in expected]
         info = {
-            "mode": mode, "pass": pass_name, "params": _jsonable(params or {}), "stage": stage,
+            "mode": mode, "crashed": bool(crashed), "pass": pass_name, "params": _jsonable(params or {}), "stage": stage,
             "reason": reason, "reference": ref.what if ref is not None else None,
             "n_inputs": len(ref.inputs) if ref is not None else 0, "tolerances": tol,
             "files": {k: v["file"] if v["loadable"] else None for k, v in files.items()},
@@ -149,9 +151,15 @@ def _jsonable(obj):
 
 def _readme(info: dict, session, before, model) -> str:
     applied = [s.pass_name for s in session.steps[1:before.index + 1]]
-    what = {"pass": f"pass {info['pass']} turns before.py into after.py",
-            "apply": f"the engine died inside pass {info['pass']}, applied to before.py",
-            "build": "the engine died building before.py"}[info["mode"]]
+    if info["crashed"]:
+        what = {"apply": f"the engine died inside pass {info['pass']}, applied to before.py",
+                "build": "the engine died building before.py"}.get(
+            info["mode"], f"the engine died in pass {info['pass']}")
+    else:
+        what = {"pass": f"pass {info['pass']} turns before.py into after.py",
+                "apply": f"pass {info['pass']}, applied to before.py by repro.py",
+                "build": f"step {before.index} ({info['pass']}: no pass made it) built and run on "
+                         "its own as before.py"}[info["mode"]]
     lines = [
         f"irviz repro: {what}.",
         "",
@@ -292,7 +300,11 @@ def main():
     if INFO["mode"] == "build":
         stage, what = check("before", before, INFO["build_start"]["before"])
         print(f"step:   {stage}: {what}")
-        return 1 if stage != "ok" else 0
+        if stage != "ok":
+            print(f"REPRODUCED: the step fails ({stage})")
+            return 1
+        print("did not reproduce: the step builds, runs and matches expected.npz")
+        return 0
     stage_b, what_b = check("before", before, INFO["build_start"]["before"])
     print(f"before: {stage_b}: {what_b}")
     if INFO["mode"] == "apply":
@@ -307,7 +319,8 @@ def main():
     stage_a, what_a = check("after", after, start)
     print(f"after:  {stage_a}: {what_a}")
     if stage_a != "ok":
-        print(f"REPRODUCED: after {INFO['pass']}, {stage_a} fails")
+        older = " (before.py fails too: the problem is older than this pass)" if stage_b != "ok" else ""
+        print(f"REPRODUCED: after {INFO['pass']}, {stage_a} fails{older}")
         return 1
     print("did not reproduce: the module after the pass matches")
     return 0
@@ -348,7 +361,8 @@ def repro_for_crash(ws, out_dir, pass_name=None, params=None, *, stage: str = "p
     if stage == "build":
         st = ws.step_at(step)
         return write_repro(out_dir, s, before=st, pass_name=f"build of step {st.index}", params={},
-                           stage="build", reason=reason, ref=ref, mode="build", model=ws.model_name)
+                           stage="build", reason=reason, ref=ref, mode="build", model=ws.model_name,
+                           crashed=True)
     cur = s.steps[s.cursor]
     mod, index = cur.mod, cur.index
     ahead = [PassInvocation(t.pass_name, dict(t.params or {})) for t in s.steps[s.cursor + 1:]]
@@ -365,4 +379,4 @@ def repro_for_crash(ws, out_dir, pass_name=None, params=None, *, stage: str = "p
         as_step(index, "(planned passes)", {}, mod)
     return write_repro(out_dir, s, before=before, pass_name=pass_name, params=params or {},
                        stage="pass", reason=reason, ref=ref, mode="apply",
-                       pass_files=_pass_files(pass_name), model=ws.model_name)
+                       pass_files=_pass_files(pass_name), model=ws.model_name, crashed=True)

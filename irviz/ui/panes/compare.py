@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QHBoxLayout, QLabe
                                QWidget)
 
 from irviz.ui.panes.base import Pane, dim_label, row_table
+from irviz.ui.result_stamp import ResultSlot, ResultStamp
 from irviz.ui.widgets.diff_view import DiffView
 from irviz.ui.widgets.graph_pair import GraphPair
 
@@ -81,14 +82,19 @@ class ComparePane(Pane):
         lay.addWidget(self.a_label)
         lay.addLayout(top)
         lay.addWidget(self.info)
+        self.note = dim_label("")
+        lay.addWidget(self.note)
         lay.addWidget(self.rows)
         lay.addWidget(split, 1)
+        # A is the open pipeline: a comparison made with another one no longer says anything of it
+        self.slot = ResultSlot([self.rows, self.steps, right], self.note)
 
     # -- state and requests ----------------------------------------------------------------
     def on_state(self, state: dict, prev: dict) -> None:
         text = state.get("pipeline_text") or ""
         self.a_label.setText(f"A: {text}" if text else "A: no model open")
         self.go.setEnabled(bool(state.get("model")))
+        self.slot.check(state)
 
     def compare(self, pipeline_b: str | None = None) -> int | None:
         text = (pipeline_b if isinstance(pipeline_b, str) else self.b_edit.text()).strip()
@@ -97,6 +103,7 @@ class ComparePane(Pane):
             return None
         self.b_edit.setText(text)
         self.info.setText(f"Running pipeline B ({text}) on the same import…")
+        self.slot.set(ResultStamp.of(self.state))
         return self.ask("compare", "compare", pipeline_b=text, measure=self.measure.isChecked())
 
     def on_reply(self, purpose: str, result) -> None:

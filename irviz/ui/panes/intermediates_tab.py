@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPus
 
 from irviz.ui import themes
 from irviz.ui.panes.base import dim_label, row_table
+from irviz.ui.result_stamp import ResultSlot, ResultStamp
 from irviz.ui.widgets import palette as pal
 
 # the overlay's fixed decades: colours mean the same error from one run to the next
@@ -78,9 +79,9 @@ class IntermediatesTab(QWidget):
 
     COLUMNS = ["#", "FX node", "Relax var", "max abs", "max rel", "status", "why"]
 
-    def __init__(self, ask, hub, cursor, parent=None):
+    def __init__(self, ask, hub, cursor, parent=None, state=lambda: None):
         super().__init__(parent)
-        self._ask, self.hub, self._cursor = ask, hub, cursor
+        self._ask, self.hub, self._cursor, self._state = ask, hub, cursor, state
         self.result: dict | None = None
         self.compare_button = QPushButton("Compare intermediates")
         self.compare_button.setToolTip("Run torch's FX graph and the built step; compare every FX "
@@ -98,6 +99,7 @@ class IntermediatesTab(QWidget):
         self.first_button.setEnabled(False)
         self.status = dim_label("Compare every FX node's value with its Relax binding at the cursor step.")
         self.status.setWordWrap(True)
+        self.note = dim_label("")
         self.legend = QLabel(legend_html())
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.table = row_table(self.COLUMNS)
@@ -120,8 +122,10 @@ class IntermediatesTab(QWidget):
         lay.setSpacing(4)
         lay.addLayout(top)
         lay.addWidget(self.status)
+        lay.addWidget(self.note)
         lay.addWidget(self.legend)
         lay.addWidget(self.table, 1)
+        self.slot = ResultSlot([self.status, self.table], self.note)
 
     def compare(self) -> None:
         cursor = self._cursor()
@@ -137,11 +141,28 @@ class IntermediatesTab(QWidget):
         args = {"step": cursor}
         if tol is not None:
             args.update(rtol=tol, atol=tol)
+        self.slot.set(ResultStamp.of(self._state(), cursor))
         self.status.setText(f"Comparing intermediates at step {cursor}…")
         self.compare_button.setEnabled(False)
         self._ask("intermediates", "intermediates", **args)
 
+    def check(self, state: dict | None, bisect: dict | None = None, bisect_stamp=None) -> None:
+        """Grey the comparison once it is not for what is open; an "every one within tolerance"
+        at a step a later bisect found bad is contradicted, not left standing."""
+        stamp = self.slot.stamp
+        ok = None
+        if self.result is not None and stamp is not None:
+            ok = True if not self.result.get("first_divergence") else None
+        was = self.slot.stale
+        why = self.slot.check(state, stamp.contradiction(ok, bisect, bisect_stamp, state) if stamp else None)
+        if why and not was:
+            self.first_button.setEnabled(False)
+            self.hub.set_error_heat({}, {})  # the graphs' colours were for that step
+        elif was and not why and self.result is not None:
+            self.show(self.result)
+
     def clear(self) -> None:
+        self.slot.clear()
         self.result = None
         self.table.setRowCount(0)
         self.first_button.setEnabled(False)

@@ -17,6 +17,7 @@ from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
 from irviz.ui.panes.pass_params import PassParamsBox, params_text
+from irviz.ui.result_stamp import ResultStamp
 
 CUSTOM = "(custom)"
 
@@ -88,6 +89,7 @@ class PipelinePane(Pane):
                                     QHeaderView.ResizeMode.ResizeToContents)
         # the last latency trace ("Time every step" in the Run pane), {step index: entry}
         self.trace: dict[int, dict] = {}
+        self.trace_stamp: ResultStamp | None = None
         bridge.replied.connect(self._on_any_reply)
         self.table.cellDoubleClicked.connect(lambda r, _c: self.jump(self._row_index(r)))
         self.table.itemSelectionChanged.connect(self._step_clicked)
@@ -100,8 +102,9 @@ class PipelinePane(Pane):
                                       "fails to build or run, and jump there")
         self.bisect_button.clicked.connect(self.find_first_bad_pass)
         self.repro_button = QPushButton("Write repro folder…")
-        self.repro_button.setToolTip("The selected step's pass as a folder anyone can run: before.py, "
-                                     "after.py, inputs, expected outputs, repro.py (tvm + numpy only)")
+        self.repro_button.setToolTip("The cursor step's pass (after Find first bad pass: the bad "
+                                     "step's) as a folder anyone can run: before.py, after.py, "
+                                     "inputs, expected outputs, repro.py (tvm + numpy only)")
         self.repro_button.clicked.connect(self.write_repro_dialog)
         debug_bar = QHBoxLayout()
         debug_bar.setContentsMargins(0, 0, 0, 0)
@@ -109,7 +112,9 @@ class PipelinePane(Pane):
         debug_bar.addWidget(self.repro_button)
         debug_bar.addStretch(1)
         self.bisect_result: dict | None = None
+        self.bisect_stamp: ResultStamp | None = None   # the pipeline the bisect checked
         self._bisect_rid: int | None = None
+        self._marks_shown = False
         bridge.progress.connect(self._on_progress)
 
         applied = QWidget()
@@ -281,6 +286,9 @@ class PipelinePane(Pane):
                               + (f" · weights as inputs: {state['params_file']}"
                                  if state.get("keep_params") and state.get("params_file") else ""))
             fb = (self.bisect_result or {}).get("first_bad")
+            if fb and fb.get("index") not in self._verdicts() and self._marks_shown:
+                self._marks_shown = False
+                self.hub.mark_diverging({})  # the Diff pane's marks were for that bad step
             if self._paste_error:
                 self.info.setText(self._paste_error)
                 self._paste_error = None
@@ -374,7 +382,10 @@ class PipelinePane(Pane):
     def _trace_entry(self, step: dict) -> dict | None:
         """The latency trace's entry of a step, while the step is still the same pass."""
         e = self.trace.get(step.get("index"))
-        return e if e is not None and e.get("pass") == step.get("pass") else None
+        if e is None or self.trace_stamp is None or \
+                self.trace_stamp.stale_reason(self.state, step.get("index")) is not None:
+            return None
+        return e
 
     def _on_any_reply(self, _rid: int, cmd: str, result) -> None:
         # the Run pane asks for the trace; its reply reaches every listener of the bridge
@@ -382,6 +393,7 @@ class PipelinePane(Pane):
             self.set_trace(result.get("trace") or [])
 
     def set_trace(self, trace: list[dict]) -> None:
+        self.trace_stamp = ResultStamp.of(self.state)
         self.trace = {int(e["step"]): dict(e) for e in trace if e.get("step") is not None}
         if self.state:
             self._fill_steps(self.state)
@@ -389,6 +401,8 @@ class PipelinePane(Pane):
     def on_reset(self) -> None:
         super().on_reset()
         self.trace = {}
+        self.trace_stamp = None
+        self.bisect_result = self.bisect_stamp = None
 
     def _filter(self) -> None:
         hide = self.hide_unchanged.isChecked()
@@ -440,6 +454,8 @@ class PipelinePane(Pane):
         """Ask the engine to bisect (it applies the planned passes first); progress per step checked
         shows in the info line, then the pane jumps to the bad step and says why."""
         self.bisect_result = None
+        # the engine applies the planned passes first: the whole pipeline is what it checks
+        self.bisect_stamp = ResultStamp.of(self.state)
         self.hub.mark_diverging({})
         self._bisect_rid = self.ask("bisect", "bisect")
         self.info.setText("Find first bad pass: applying the planned passes…")
@@ -451,12 +467,18 @@ class PipelinePane(Pane):
 
     def _verdicts(self) -> dict:
         """{step index: check} of the last bisect, for the steps that are still the same passes."""
+        stamp = self.bisect_stamp
+        if stamp is None:
+            return {}
         names = {s.get("index"): s.get("pass") for s in self.steps}
         return {c["index"]: c for c in (self.bisect_result or {}).get("steps_checked") or []
-                if names.get(c["index"]) == c["pass"]}
+                if names.get(c["index"]) == c["pass"] and stamp.stale_reason(self.state, c["index"]) is None}
 
     def show_bisect(self, result: dict) -> None:
         self.bisect_result = result
+        if self.bisect_stamp is None:
+            self.bisect_stamp = ResultStamp.of(self.state)
+        self.hub.bisectFound.emit({"result": result, "stamp": self.bisect_stamp})
         fb = result.get("first_bad")
         checked = len(result.get("steps_checked") or [])
         if fb is None:
@@ -470,6 +492,7 @@ class PipelinePane(Pane):
             # before the jump: the diff of the bad step opens with them marked
             self.hub.mark_diverging((result.get("diverging") or {}) if "bindings" in
                                     (result.get("diverging") or {}) else {})
+            self._marks_shown = True
             # the engine applied the planned passes first: the step may be new to this pane
             target = fb["index"] if fb["stage"] != "pass" else fb["index"] - 1
             self.jump(target)
@@ -486,15 +509,23 @@ class PipelinePane(Pane):
         if out:
             self.write_repro(out)
 
+    def repro_step(self) -> int | None:
+        """The step the user means: the bad step of a bisect that still holds, else the cursor (a
+        highlighted row is only where the user last clicked)."""
+        fb = (self.bisect_result or {}).get("first_bad")
+        if fb and fb.get("stage") != "pass" and fb.get("index") in self._verdicts():
+            return int(fb["index"])
+        return self.cursor_of(self.state)
+
     def write_repro(self, out_dir: str, step: int | None = None) -> None:
-        rows = {i.row() for i in self.table.selectedItems()}
-        if step is None and rows:
-            step = self._row_index(min(rows))
+        step = self.repro_step() if step is None else step
         args = {"out_dir": out_dir}
         if step is not None:
             args["step"] = int(step)
         self.ask("repro", "write_repro", **args)
-        self.info.setText(f"Writing the repro folder of step {step if step is not None else 'the cursor'}…")
+        name = next((s.get("pass") for s in self.steps if s.get("index") == step), "")
+        self.info.setText(f"Writing the repro folder of step {step if step is not None else 'the cursor'}"
+                          + (f" ({name})" if name else "") + "…")
 
     # -- actions ---------------------------------------------------------------------------------
     def step(self) -> None:

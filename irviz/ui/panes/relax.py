@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QLi
 from irviz.protocol import ALL_FUNCTIONS
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, SearchBox, dim_label
+from irviz.ui.result_stamp import ResultStamp
 from irviz.ui.widgets.code_view import CodeView
 from irviz.ui.widgets.graph_view import GraphView
 
@@ -92,6 +93,7 @@ class RelaxPane(Pane):
         self._listed: tuple | None = None
         self.query_info = dim_label("")
         self.query_result: dict | None = None
+        self.query_stamp = None   # a ResultStamp: the matches are per recorded step of one pipeline
         self.query_pos = -1
 
         self.graph = GraphView()
@@ -319,6 +321,7 @@ class RelaxPane(Pane):
             self.query_info.setText("Open a model to query its Relax graph")
             return
         self.query_info.setText("Matching…")
+        self.query_stamp = ResultStamp.of(self.state, per_recorded_step=True)
         self.ask("query", "query", pattern=text)
 
     def matches_here(self) -> list[list[str]]:
@@ -326,6 +329,8 @@ class RelaxPane(Pane):
         if not self.query_result:
             return []
         cursor = self.cursor_of(self.state)
+        if self.query_stamp is None or self.query_stamp.stale_reason(self.state, cursor) is not None:
+            return []  # matched at this index of another pipeline: another step
         row = next((r for r in self.query_result.get("steps", []) if r["index"] == cursor), None)
         return list(row["bindings"]) if row else []
 
@@ -352,7 +357,9 @@ class RelaxPane(Pane):
                 runs.append(f"{r['index']}:{r['matches']}")
                 last = r["matches"]
         at = f"{self.query_pos + 1}/{len(here)}" if 0 <= self.query_pos < len(here) else f"{len(here)}"
-        self.query_info.setText(f"{at} here · {total} over {len(steps)} steps · per step {' '.join(runs)}")
+        stale = self.query_stamp.stale_reason(self.state) if self.query_stamp is not None else None
+        self.query_info.setText((f"Stale: {stale} · " if stale else "")
+                                + f"{at} here · {total} over {len(steps)} steps · per step {' '.join(runs)}")
         self.query_info.setToolTip("\n".join(f"step {r['index']} {r['pass']}: {r['matches']}" for r in steps))
         if self.graph_dict is not None:
             self.graph.highlight([i for chain in here for i in self._match_ids(chain)], "found")

@@ -19,6 +19,7 @@ from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
 from irviz.ui.panes.intermediates_tab import IntermediatesTab
+from irviz.ui.result_stamp import ResultSlot, ResultStamp
 from irviz.ui.widgets.latency_chart import LatencyChart
 from irviz.ui.widgets.memory_view import MemoryView
 from irviz.ui.widgets.sizes_dialog import ask_sizes
@@ -132,6 +133,9 @@ class RunPane(Pane):
                                      "build and run")
         self.sizes_button.clicked.connect(lambda: self.build_run(edit_sizes=True))
         self.verdict = QLabel("")
+        self.verdict.setObjectName("RunVerdict")
+        # a long verdict is cut, never widens the window: the status row below says it in full
+        self.verdict.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         f = self.verdict.font()
         f.setBold(True)
         f.setPointSizeF(f.pointSizeF() * 1.15)
@@ -144,11 +148,11 @@ class RunPane(Pane):
         top.addWidget(dim_label("Function", elastic=False))
         top.addWidget(self.func_box)
         top.addWidget(self.sizes_button)
-        top.addWidget(self.verdict)
-        top.addStretch(1)
+        top.addWidget(self.verdict, 1)
 
         self.fields = {}
-        grid = QGridLayout()
+        self.figures = QWidget()
+        grid = QGridLayout(self.figures)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.setHorizontalSpacing(14)
         labels = [("max_abs_error", "max |error|"), ("max_rel_error", "max rel. error"),
@@ -180,7 +184,6 @@ class RunPane(Pane):
 
         # latency per step: build and time every recorded step
         self.latency: dict | None = None
-        self.latency_steps: list | None = None  # the state's steps the trace was made for
         self.latency_button = QPushButton("Time every step")
         self.latency_button.setToolTip("Build and time every step of the pipeline (steps whose "
                                        "module did not change are measured once)")
@@ -203,13 +206,16 @@ class RunPane(Pane):
         lat_lay.setContentsMargins(0, 4, 0, 0)
         lat_lay.setSpacing(4)
         lat_lay.addLayout(lat_top)
+        self.latency_note = dim_label("")
+        lat_lay.addWidget(self.latency_note)
         lat_lay.addWidget(self.chart, 1)
 
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.kernels, "Kernels")
         self.tabs.addTab(lat_page, "Latency per step")
-        self.intermediates = IntermediatesTab(self.ask, hub, lambda: self.cursor_of(self.state))
+        self.intermediates = IntermediatesTab(self.ask, hub, lambda: self.cursor_of(self.state),
+                                              state=lambda: self.state)
         self.tabs.addTab(self.intermediates, "Intermediates")
         self.tabs.addTab(self._memory_page(), "Memory")
 
@@ -218,9 +224,19 @@ class RunPane(Pane):
         lay.setSpacing(4)
         lay.addLayout(top)
         lay.addWidget(self.status)   # a row of its own: run errors and hints are long
-        lay.addLayout(grid)
+        self.run_note = dim_label("")
+        self.run_note.setObjectName("RunStaleNote")
+        lay.addWidget(self.run_note)
+        lay.addWidget(self.figures)
         lay.addWidget(self.timing_note)
         lay.addWidget(self.tabs, 1)
+        # what each result is for; greyed with a note once it is not for what is open
+        self.run_slot = ResultSlot([self.verdict, self.status, self.figures, self.timing_note,
+                                    self.kernels], self.run_note)
+        self.latency_slot = ResultSlot([self.chart], self.latency_note)
+        self.memory_slot = ResultSlot([self.memory_view], self.memory_note)
+        self.bisect: dict | None = None
+        hub.bisectFound.connect(self._on_bisect)
 
     def on_state(self, state: dict, prev: dict) -> None:
         cursor = self.cursor_of(state)
@@ -230,15 +246,38 @@ class RunPane(Pane):
         self.chart.set_current_step(cursor)
         if self.model_key(state) != self.model_key(prev):
             self._reset()
-        elif self.latency_steps is not None and not self.waiting("latency"):
-            if self._step_keys(state) != self.latency_steps:
-                self.latency_status.setText("The steps changed since this chart was made: press "
-                                            "“Time every step” again (unchanged modules are not rebuilt).")
-        elif self.built_step is not None and cursor != self.built_step and self.result:
+            return
+        self._check_results()
+        if not self.run_slot.stale and self.built_step is not None and cursor != self.built_step \
+                and self.result:
             self.status.setText(f"Results are for step {self.built_step}; the cursor is at step {cursor}.")
 
+    def _check_results(self) -> None:
+        """Grey every result that is no longer for what is open, or that the last bisect contradicts."""
+        bisect = (self.bisect or {}).get("result")
+        b_stamp = (self.bisect or {}).get("stamp")
+        run = self.run_slot.stamp
+        ok = None
+        if self.result is not None and self.result.get("reference") is not False \
+                and not self.result.get("not_comparable"):
+            ok = bool(self.result.get("allclose", self.result.get("ok")))
+        self.run_slot.check(self.state, run.contradiction(ok, bisect, b_stamp, self.state) if run else None)
+        self.latency_slot.check(self.state)
+        self.memory_slot.check(self.state)
+        self.intermediates.check(self.state, bisect, b_stamp)
+
+    def _on_bisect(self, found: dict) -> None:
+        self.bisect = dict(found or {})
+        self._check_results()
+
     def _reset(self) -> None:
+        """Another model (or the same one opened again): nothing shown was for it."""
         self.result = self.error = self.built_step = None
+        self.bisect = None
+        for slot in (self.run_slot, self.latency_slot, self.memory_slot):
+            slot.clear()
+        self.memory_view.set_plan(None)
+        self.memory_status.setText("")
         self.verdict.setText("")
         self.status.setText("Build & Run the current step (Ctrl+R).")
         for v in self.fields.values():
@@ -246,7 +285,7 @@ class RunPane(Pane):
         self.timing_note.setText("")
         self.kernels.setRowCount(0)
         self.hub.set_heat({})
-        self.latency = self.latency_steps = None
+        self.latency = None
         self.intermediates.clear()
         self.chart.clear()
         self.latency_status.setText("Build and time every recorded step; plotted on a log scale "
@@ -313,6 +352,8 @@ class RunPane(Pane):
         self._start_run(cursor, func)
 
     def _start_run(self, cursor: int, func: str, dims: dict | None = None) -> None:
+        self.run_slot.set(ResultStamp.of(self.state, cursor))
+        self.result = None
         self.built_step = cursor
         self.built_func = func
         self.error = None
@@ -349,19 +390,14 @@ class RunPane(Pane):
             known.update(values)
         self._start_run(cursor, func, {n: int(known[n]) for n in names})
 
-    @staticmethod
-    def _step_keys(state: dict | None) -> list:
-        return [(s.get("index"), s.get("pass"), json.dumps(s.get("params") or {}, sort_keys=True))
-                for s in (state or {}).get("steps") or []]
-
     def latency_trace(self) -> None:
         """Ask the engine to build and time every recorded step; the chart shows the result."""
         if self.cursor_of(self.state) is None:
             self.latency_status.setText("Open a model first.")
             return
         self.tabs.setCurrentIndex(1)
-        self.latency_steps = self._step_keys(self.state)
-        n = len(self.latency_steps)
+        self.latency_slot.set(ResultStamp.of(self.state, per_recorded_step=True))
+        n = len((self.state or {}).get("steps") or [])
         self.latency_status.setText(f"Building and timing {n} step{'s' if n != 1 else ''}…")
         self.latency_button.setEnabled(False)
         self.ask("latency", "latency_trace", steps="all")
@@ -399,7 +435,10 @@ class RunPane(Pane):
         self.memory_button.setToolTip("StaticPlanBlockMemory's storage tokens and tensor lifetimes "
                                       "(a step before it is planned on a copy)")
         self.memory_button.clicked.connect(self.plan_memory)
-        self.memory_status = QLabel("")
+        self.memory_status = dim_label("")
+        self.memory_status.setWordWrap(True)
+        self.memory_status.setObjectName("MemoryStatus")
+        self.memory_note = dim_label("")
         self.memory_view = MemoryView()
         self.memory_view.tensorSelected.connect(self.hub.select_relax)
         scroll = QScrollArea()
@@ -412,6 +451,7 @@ class RunPane(Pane):
         row.addWidget(self.memory_button)
         row.addWidget(self.memory_status, 1)
         lay.addLayout(row)
+        lay.addWidget(self.memory_note)
         lay.addWidget(scroll, 1)
         return page
 
@@ -420,9 +460,20 @@ class RunPane(Pane):
         if cursor is None:
             return
         self.memory_status.setText(f"Planning step {cursor}…")
+        self.memory_status.setStyleSheet("")
+        self.memory_status.setToolTip("")
+        self.memory_slot.set(ResultStamp.of(self.state, cursor))
         self.ask("memory", "memory", step=cursor)
 
     def on_reply(self, purpose: str, result) -> None:
+        self._show_reply(purpose, result)
+        self._check_results()  # the pipeline may have changed while it was computed
+
+    def on_error(self, purpose: str, error: dict) -> None:
+        self._show_error(purpose, error)
+        self._check_results()
+
+    def _show_reply(self, purpose: str, result) -> None:
         if purpose == "memory":
             self.memory_status.setText("")
             self.memory_view.set_plan(result)
@@ -446,7 +497,9 @@ class RunPane(Pane):
         no_reference = r.get("reference") is False
         self.verdict.setText("RAN" if no_reference else "PASS" if ok else
                              "NOT COMPARABLE" if r.get("not_comparable") else "MISMATCH")
-        self.verdict.setMinimumWidth(self.verdict.sizeHint().width())  # the wrapped status squeezed it
+        # readable beside the buttons, yet bounded: an odd stage name must not widen the window
+        longest = self.verdict.fontMetrics().horizontalAdvance("NOT COMPARABLE ")
+        self.verdict.setMinimumWidth(min(self.verdict.sizeHint().width(), longest))
         self.verdict.setStyleSheet(f"color: {c.ok if ok or no_reference else c.bad};")
         tvm_ms, torch_ms = r.get("tvm_ms"), r.get("torch_ms")
         ratio = (tvm_ms / torch_ms) if tvm_ms and torch_ms else None
@@ -493,18 +546,22 @@ class RunPane(Pane):
         self.kernels.sortItems(2, Qt.SortOrder.DescendingOrder)
         self.hub.set_heat(kernel_heat(kernels))
 
-    def on_error(self, purpose: str, error: dict) -> None:
+    def _show_error(self, purpose: str, error: dict) -> None:
         c = themes.colors()
         if purpose == "intermediates":
             self.intermediates.show_error(error)
             return
         if purpose == "memory":
-            self.memory_status.setText(f"Memory planning failed: {error.get('message', 'failed')}")
+            msg = error.get("message") or "failed"
+            if error.get("hint"):
+                msg += f"\nhint: {error['hint']}"
+            self.memory_status.setText(f"Memory planning failed: {msg}")
+            self.memory_status.setStyleSheet(f"color: {c.bad};")
+            self.memory_status.setToolTip(error.get("detail") or "")
             self.memory_view.set_plan(None)
             return
         if purpose == "latency":
             self.latency_button.setEnabled(self.cursor_of(self.state) is not None)
-            self.latency_steps = None
             msg = error.get("message", "failed")
             self.latency_status.setText("Cancelled." if error.get("stage") == "cancelled" else
                                          f"Latency trace failed: {msg}")
@@ -514,6 +571,7 @@ class RunPane(Pane):
         self.result = None
         stage = error.get("stage", "build")
         self.verdict.setText("CANCELLED" if stage == "cancelled" else f"{stage.upper()} FAILED")
+        self.verdict.setToolTip(self.verdict.text())
         self.verdict.setStyleSheet(f"color: {c.bad};")
         msg = error.get("message", "failed")
         if error.get("hint"):
