@@ -287,6 +287,11 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
             link = f'<a href="{_e(rec["file"])}">{_e(rec["file"])}</a>'
             if not rec.get("loadable", True):
                 link += ' <span class="note">(text only)</span>'
+        if rec.get("irviz_lowers"):
+            # plain TVM has no legalization for these: the file loads, tvm.compile fails on it
+            link += (' <span class="note" title="plain tvm.compile(mod) fails; irviz lowers '
+                     f'these with its own LegalizeOps map">(needs irviz\'s lowering of '
+                     f'{_e(", ".join(rec["irviz_lowers"]))})</span>')
         params = json.dumps(jsonable(s.params)) if s.params else ""
         changed = '<span class="yes">yes</span>' if s.changed else '<span class="no">no</span>'
         cls = "" if s.changed else ' class="nochange"'

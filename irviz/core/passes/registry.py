@@ -57,9 +57,9 @@ class PassSpec:
     make: Callable[..., tvm.ir.transform.Pass]  # make(**params) -> Pass
     category: str = "user"  # "tvm" | "course" | "build" | "user"
     roundtrip_ok: bool = True  # False when TVM's printer output won't parse after it
-    # True when a module that round-trips (printed, parsed back equal) still does after this pass,
-    # so an export need not check the step again; measured on ResNet-18 for TVM's zero and
-    # default_build passes
+    # True when a module that round-trips (printed, parsed back equal) still did after this pass,
+    # measured on ResNet-18 for TVM's zero and default_build passes.  Export no longer relies on
+    # it: a symbolic-size module broke the promise, so every written step file is parsed back
     keeps_roundtrip: bool = False
     # the pass may change its input module in place (dlight ApplyDefaultSchedule, and any user
     # code), so apply_pass hands it a shallow copy: a Session's earlier steps must stay as they were
