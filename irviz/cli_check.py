@@ -159,7 +159,8 @@ def _check(args, out) -> int:
         summary["importer"] = ws.importer
         summary["capture"] = ws.capture
     if ws is not None and ws.session is not None:
-        summary["steps"] = [{"pass": s.pass_name, "changed": s.changed, "seconds": round(s.seconds, 6)}
+        summary["steps"] = [{"pass": s.pass_name, "changed": s.changed, "changed_what": s.changed_what,
+                             "notes": list(s.notes), "seconds": round(s.seconds, 6)}
                             for s in ws.session.steps[1:]]
         summary["decisions"] = _decisions(ws, log)
     if ws is not None:

@@ -149,6 +149,7 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
         rec = {
             "index": i, "pass": step.pass_name, "params": jsonable(step.params),
             "seconds": round(float(step.seconds), 6), "changed": bool(step.changed),
+            "changed_what": step.changed_what, "pass_notes": list(step.notes),
             "added": list(ch.added), "removed": list(ch.removed), "changed_funcs": list(ch.changed),
             **rec_files, "loadable": bool(loadable), "verified": verified,
             "equal": equal if verified else None, "constants": len(consts),
