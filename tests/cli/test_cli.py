@@ -170,6 +170,37 @@ def test_no_cli_module_imports_cli_and_each_subcommand_imports_cli_common():
             assert "irviz.cli_common" in irviz_mods, name
 
 
+_NO_REFERENCE = '''
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+
+@I.ir_module
+class Mod:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")):
+        with R.dataflow():
+            y = R.add(x, x)
+            R.output(y)
+        return y
+'''
+
+
+def test_check_without_a_reference_says_ran_not_judged(tmp_path, capsys):
+    # exit 0 (nothing failed) but no "OK": there was nothing to judge the numbers against
+    path = tmp_path / "no_ref.py"
+    path.write_text(_NO_REFERENCE)
+    code = main(["check", str(path), "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.strip().splitlines()[-1] == "ran, not judged: no reference to compare with"
+    assert "OK" not in out.split()
+    code = main(["check", str(path), "--repeats", "1", "--json", "-"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["ok"] is True
+    assert summary["reference"] == "none" and summary["verdict"] == "not judged"
+
+
 _BATCHED_MATMUL = '''
 from tvm.script import ir as I
 from tvm.script import relax as R
