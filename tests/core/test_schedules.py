@@ -173,3 +173,23 @@ def test_a_rule_that_changed_nothing_does_not_tag_the_function():
     out = S.tile_reductions()(mod)["_add_scale_relu"]
     assert tvm_ffi.structural_equal(out.body, ew.body)
     assert "CPUTileReductions" not in [str(d) for d in out.attrs.get(S.DONE_ATTR, [])]
+
+
+def test_tuning_measures_no_tile_for_a_users_own_schedule():
+    # only sch.parallel(i) by the learner: still theirs, so no tile is measured and recorded
+    import sys
+    from pathlib import Path
+
+    from irviz.core.passes import PassInvocation, apply_pass
+
+    sys.path.insert(0, str(Path(__file__).parent / "data"))
+    try:
+        import hand_scheduled
+    finally:
+        sys.path.pop(0)
+    sch = tvm.s_tir.Schedule(hand_scheduled.MyModule)
+    i, _j, _k = sch.get_loops(sch.get_sblock("Y", func_name="mm_relu"))
+    sch.parallel(i)
+    out = apply_pass(PassInvocation("CPUTuneReductions"), sch.mod)["mm_relu"]
+    assert S.REDUCTION_TILE_ATTR not in out.attrs
+    assert tvm_ffi.structural_equal(out, sch.mod["mm_relu"])
