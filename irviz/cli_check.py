@@ -139,7 +139,9 @@ def _check(args, out) -> int:
                 log(f"run      tvm {res.tvm_ms:.3f} ms  {torch_part}"
                     f"({res.threads} threads)  max abs error {res.max_abs_error:.3g} "
                     f"against {ws.reference_name}")
-            summary.update(verdict=res.verdict, not_comparable=res.not_comparable)
+            # "ran" would read like a result: with nothing to compare with, the numbers are unjudged
+            summary.update(verdict="not judged" if res.verdict == "ran" else res.verdict,
+                           not_comparable=res.not_comparable)
             if res.allclose is False and res.not_comparable:
                 # differs by nature (random op, order-dependent writes): not a compiler bug, no pass
                 failure.mismatch(f"not comparable: {res.not_comparable} (outputs differ from "
@@ -160,7 +162,8 @@ def _check(args, out) -> int:
         summary["importer"] = ws.importer
         summary["capture"] = ws.capture
     if ws is not None and ws.session is not None:
-        summary["steps"] = [{"pass": s.pass_name, "changed": s.changed, "seconds": round(s.seconds, 6)}
+        summary["steps"] = [{"pass": s.pass_name, "changed": s.changed, "changed_what": s.changed_what,
+                             "notes": list(s.notes), "seconds": round(s.seconds, 6)}
                             for s in ws.session.steps[1:]]
         summary["decisions"] = _decisions(ws, log)
     if ws is not None:
@@ -169,9 +172,13 @@ def _check(args, out) -> int:
     summary.update(failed_stage=failure.stage, error=failure.error, ok=failure.stage is None)
     write_json(args.json, summary, out)
     if not quiet:
-        print("OK" if summary["ok"] else f"NOT COMPARABLE: {summary['not_comparable']}"
-              if summary.get("verdict") == "not comparable" and failure.stage == "compare"
-              else f"FAILED at {summary['failed_stage']}")
+        if summary["ok"] and summary.get("verdict") == "not judged":
+            # exit 0 (nothing failed), but an "OK" here would vouch for numbers nobody checked
+            print("ran, not judged: no reference to compare with")
+        else:
+            print("OK" if summary["ok"] else f"NOT COMPARABLE: {summary['not_comparable']}"
+                  if summary.get("verdict") == "not comparable" and failure.stage == "compare"
+                  else f"FAILED at {summary['failed_stage']}")
     return 0 if summary["ok"] else 1
 
 

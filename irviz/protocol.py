@@ -251,7 +251,10 @@ class StepSize(TypedDict):
 # functional form: "pass" is a keyword
 StepEntry = TypedDict("StepEntry", {
     "index": int, "pass": str, "params": dict, "seconds": float, "changed": bool,
-    "added": list[str], "removed": list[str], "changed_funcs": list[str], "size": StepSize | None})
+    "added": list[str], "removed": list[str], "changed_funcs": list[str], "size": StepSize | None,
+    # added later; an older engine leaves them out: "none" | "attrs" (only function attributes
+    # changed) | "ir", and what the pass said about its work (why it changed nothing, ...)
+    "changed_what": NotRequired[str], "notes": NotRequired[list[str]]})
 
 
 class Invocation(TypedDict):
@@ -330,13 +333,17 @@ class Reply(TypedDict):
 
 
 def step_entry(index: int, pass_name: str, params: dict, seconds: float, changed: bool,
-               added=(), removed=(), changed_funcs=(), size: dict | None = None) -> StepEntry:
+               added=(), removed=(), changed_funcs=(), size: dict | None = None,
+               changed_what: str | None = None, notes=()) -> StepEntry:
     """One recorded step as the state lists it. `size`: {bindings, prim_funcs, tir_lines} of the
-    step's module (core.views.ir_size), None when not computed."""
+    step's module (core.views.ir_size), None when not computed.  `changed_what`: "none", "attrs"
+    or "ir" (default: from `changed`); `notes`: what the pass said about its work."""
     return {"index": int(index), "pass": pass_name, "params": clean(dict(params or {})),
             "seconds": float(seconds), "changed": bool(changed), "added": list(added),
             "removed": list(removed), "changed_funcs": list(changed_funcs),
-            "size": dict(size) if size else None}
+            "size": dict(size) if size else None,
+            "changed_what": changed_what or ("ir" if changed else "none"),
+            "notes": [str(n) for n in notes]}
 
 
 def invocation(name: str, params: dict | None = None) -> Invocation:

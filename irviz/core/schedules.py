@@ -26,6 +26,7 @@ Kernels with fewer than PARALLEL_MIN_WORK loop iterations stay on one thread.
 from __future__ import annotations
 
 import tvm
+import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 
@@ -112,9 +113,41 @@ def _already(func, rule: str) -> bool:
     return func.attrs is not None and DONE_ATTR in func.attrs and rule in [str(d) for d in func.attrs[DONE_ATTR]]
 
 
+def user_scheduled(func) -> str | None:
+    """Why `func` looks scheduled by someone other than irviz's rules, or None.
+
+    Lowering (TE, TOPI, LegalizeOps, FuseTIR) leaves serial loops, each block iterator bound to one
+    loop variable (or a constant).  A rule of ours that changes loops marks the function
+    (DONE_ATTR), so an unmarked function with a parallel/vectorized/unrolled loop, or a block
+    bound to split or fused loops (``vj = j0 * 4 + j1``), was scheduled by its author."""
+    if func.attrs is not None and DONE_ATTR in func.attrs:
+        return None
+    # TVM 0.27's Python has no TIR statement visitor: walk the statement fields by hand
+    stack = [func.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, tirx.For) and node.kind != tirx.ForKind.SERIAL:
+            return f"loop {node.loop_var.name} is {tirx.ForKind(node.kind).name.lower()}"
+        if isinstance(node, s_tir.SBlockRealize):
+            for iv, value in zip(node.block.iter_vars, node.iter_values):
+                if not isinstance(value, (tirx.Var, tirx.IntImm)):
+                    return (f"block {node.block.name_hint}'s {iv.var.name} is bound to {value}: "
+                            "split or fused loops")
+            node = node.block
+        if isinstance(node, tirx.SeqStmt):
+            stack.extend(node.seq)
+            continue
+        for field in ("body", "init", "then_case", "else_case"):
+            child = getattr(node, field, None)
+            if isinstance(child, tirx.Stmt):
+                stack.append(child)
+    return None
+
+
 def _per_function(rule: str, apply):
     """Module pass that runs `apply(sch) -> note|None` on every PrimFunc (on a copy); `apply` may
-    take the function as a second argument."""
+    take the function as a second argument.  The function is tagged DONE_ATTR only when the rule
+    changed it: a note alone is not a schedule."""
 
     @tvm.ir.transform.module_pass(opt_level=0, name=rule)
     def _pass(mod, ctx):
@@ -125,14 +158,21 @@ def _per_function(rule: str, apply):
             if func.attrs is not None and "tirx.is_scheduled" in func.attrs:
                 updates[gv] = _with_note(func, rule, "skipped: already scheduled (dlight)")
                 continue
+            theirs = user_scheduled(func)
+            if theirs is not None:
+                # the author's schedule stays as written, and is not credited to this rule
+                updates[gv] = _with_note(func, rule, f"skipped: already scheduled by its author "
+                                                     f"({theirs})")
+                continue
             sch = s_tir.Schedule(func)
             try:
                 note = apply(sch, func)
                 new = sch.mod["main"]
             except Exception as exc:  # a rule that cannot apply leaves the function as it was
                 note, new = f"not applied: {_first_line(exc)}", func
-            new = _mark_done(_with_note(new, rule, note), rule)
-            updates[gv] = new
+            transformed = not tvm_ffi.structural_equal(new, func)
+            new = _with_note(new, rule, note)
+            updates[gv] = _mark_done(new, rule) if transformed else new
         return with_functions(mod, updates)
 
     return _pass

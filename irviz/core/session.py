@@ -60,6 +60,13 @@ class Step:
     changes: diff_mod.FunctionChanges
     mod: object  # tvm.IRModule
     provenance: dict[str, list[str]] = field(default_factory=dict)
+    # what the pass said about its work, e.g. why it left the module as it was
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed_what(self) -> str:
+        """"none", "attrs" (only function attributes changed) or "ir"."""
+        return self.changes.what if self.index else "ir"
 
     def __repr__(self) -> str:  # never print the module
         return (f"Step({self.index}, {self.pass_name!r}, params={self.params}, "
@@ -190,7 +197,7 @@ class Session:
         self._emit("applying", {"pass": inv.name, "index": len(self.steps)})
         t0 = time.perf_counter()
         try:
-            new_mod = passes.apply_pass(inv, prev.mod, self.target)
+            new_mod, notes = passes.apply_pass_noted(inv, prev.mod, self.target)
         except Exception as exc:  # every failure becomes a PassError
             seconds = time.perf_counter() - t0
             if isinstance(exc, IrvizError):
@@ -212,7 +219,7 @@ class Session:
             prov = {k: [] for k in prev.provenance}
         step = Step(index=len(self.steps), pass_name=inv.name, params=dict(inv.params or {}),
                     seconds=seconds, changed=changes.changed_any, changes=changes, mod=new_mod,
-                    provenance=prov)
+                    provenance=prov, notes=notes)
         self.steps.append(step)
         self.pipeline.pop(0)
         self.cursor = step.index

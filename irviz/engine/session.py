@@ -25,7 +25,8 @@ class SessionCommands:
         self.views.prune()
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
                                      st.changes.added, st.changes.removed, st.changes.changed,
-                                     size=self.views.ir_size(st))
+                                     size=self.views.ir_size(st), changed_what=st.changed_what,
+                                     notes=st.notes)
                  for st in s.steps]
         relax_names, tir_names = self.views.func_names(s.steps[s.cursor])
         return protocol.make_state(

@@ -168,3 +168,67 @@ def test_no_cli_module_imports_cli_and_each_subcommand_imports_cli_common():
         assert all(m == "irviz.cli_common" or m.startswith("irviz.core") for m in irviz_mods), name
         if name != "cli_common":
             assert "irviz.cli_common" in irviz_mods, name
+
+
+_NO_REFERENCE = '''
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+
+@I.ir_module
+class Mod:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")):
+        with R.dataflow():
+            y = R.add(x, x)
+            R.output(y)
+        return y
+'''
+
+
+def test_check_without_a_reference_says_ran_not_judged(tmp_path, capsys):
+    # exit 0 (nothing failed) but no "OK": there was nothing to judge the numbers against
+    path = tmp_path / "no_ref.py"
+    path.write_text(_NO_REFERENCE)
+    code = main(["check", str(path), "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.strip().splitlines()[-1] == "ran, not judged: no reference to compare with"
+    assert "OK" not in out.split()
+    code = main(["check", str(path), "--repeats", "1", "--json", "-"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["ok"] is True
+    assert summary["reference"] == "none" and summary["verdict"] == "not judged"
+
+
+_BATCHED_MATMUL = '''
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+
+@I.ir_module
+class Mod:
+    @R.function
+    def main(x: R.Tensor((2, 4, 8), "float32"), w: R.Tensor((8, 3), "float32"),
+             b: R.Tensor((3,), "float32")):
+        with R.dataflow():
+            y = R.add(R.matmul(x, w), b)
+            R.output(y)
+        return y
+'''
+
+
+def test_check_output_says_why_a_pass_did_nothing_and_which_changed_only_attributes(tmp_path, capsys):
+    path = tmp_path / "batched.py"
+    path.write_text(_BATCHED_MATMUL)
+    argv = ["check", str(path), "--repeats", "1", "--pipeline",
+            "MatmulAddFuse,LegalizeOps,AnnotateTIROpPattern"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "MatmulAddFuse matches 2-D matmul only" in out
+    assert "attributes only" in out
+    assert main([*argv, "--json", "-"]) == 0
+    steps = json.loads(capsys.readouterr().out)["steps"]
+    assert [s["changed_what"] for s in steps] == ["none", "ir", "attrs"]
+    assert any("2-D matmul only" in n for n in steps[0]["notes"])
+    assert steps[2]["changed"] is True and steps[2]["notes"] == []

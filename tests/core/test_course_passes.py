@@ -492,3 +492,28 @@ def test_course_steps_output_reparses(target):
             "metadata": {"ir.GenericConst": consts}, "I": I, "R": R, "T": T})
         tvm.ir.assert_structural_equal(back, cur)
         assert get_pass(inv.name).roundtrip_ok
+
+
+def test_matmul_add_fuse_says_why_it_left_a_3d_matmul():
+    # a pass that changed nothing says why, through the step's notes
+    from irviz.core.frontend.importer import Imported
+    from irviz.core.session import Session
+
+    @I.ir_module
+    class Batched:
+        @R.function
+        def main(x: R.Tensor((2, 4, 8), "float32"), w: R.Tensor((8, 3), "float32"),
+                 b: R.Tensor((3,), "float32")):
+            with R.dataflow():
+                lv0 = R.matmul(x, w)
+                gv0 = R.add(lv0, b)
+                R.output(gv0)
+            return gv0
+
+    s = Session(Imported(mod=Batched, provenance={}, importer="test", seconds=0.0))
+    s.set_pipeline(["MatmulAddFuse"])
+    s.run_to_end()
+    step = s.steps[1]
+    assert step.changed is False
+    assert step.notes == ["matmul (2, 4, 8) x (8, 3) + (3,): left alone, MatmulAddFuse matches "
+                          "2-D matmul only (x and w of rank 2)"]

@@ -139,3 +139,57 @@ def test_scheduled_functions_round_trip_through_the_printer():
         if isinstance(f, tvm.tirx.PrimFunc):
             back = parse_script(tvm.IRModule({gv: f}).script(), [])
             tvm.ir.assert_structural_equal(back[gv.name_hint], f)
+
+
+def test_a_users_own_schedule_is_left_alone_and_not_credited():
+    # the learner split, reordered and parallelized mm_relu before irviz saw it (the course's
+    # TensorIR chapter); tir-cpu's rules must neither reschedule it nor claim it
+    from pathlib import Path
+
+    from irviz.core.passes import get_pipeline
+    from irviz.core.workspace import Workspace
+
+    path = Path(__file__).parent / "data" / "hand_scheduled.py"
+    ws = Workspace()
+    ws.open(str(path), planned=get_pipeline("tir-cpu"))
+    ws.run_to_end()
+    s = ws.session
+    assert s.error is None
+    theirs = s.steps[0].mod["mm_relu"]
+    assert S.user_scheduled(theirs) is not None
+    for step in s.steps[1:]:
+        f = step.mod["mm_relu"]
+        assert f.attrs is None or S.DONE_ATTR not in f.attrs, step.pass_name
+        assert tvm_ffi.structural_equal(f.body, theirs.body), step.pass_name
+    notes = _notes(s.steps[-1].mod, "mm_relu")
+    assert all(n.startswith("skipped: already scheduled by its author") for n in notes.values()), notes
+    assert "T.parallel" in s.steps[-1].mod["mm_relu"].script()
+
+
+def test_a_rule_that_changed_nothing_does_not_tag_the_function():
+    # the elementwise kernel has no reduction: CPUTileReductions leaves it as it was
+    mod = S.inline_elementwise()(_module())
+    ew = mod["_add_scale_relu"]
+    out = S.tile_reductions()(mod)["_add_scale_relu"]
+    assert tvm_ffi.structural_equal(out.body, ew.body)
+    assert "CPUTileReductions" not in [str(d) for d in out.attrs.get(S.DONE_ATTR, [])]
+
+
+def test_tuning_measures_no_tile_for_a_users_own_schedule():
+    # only sch.parallel(i) by the learner: still theirs, so no tile is measured and recorded
+    import sys
+    from pathlib import Path
+
+    from irviz.core.passes import PassInvocation, apply_pass
+
+    sys.path.insert(0, str(Path(__file__).parent / "data"))
+    try:
+        import hand_scheduled
+    finally:
+        sys.path.pop(0)
+    sch = tvm.s_tir.Schedule(hand_scheduled.MyModule)
+    i, _j, _k = sch.get_loops(sch.get_sblock("Y", func_name="mm_relu"))
+    sch.parallel(i)
+    out = apply_pass(PassInvocation("CPUTuneReductions"), sch.mod)["mm_relu"]
+    assert S.REDUCTION_TILE_ATTR not in out.attrs
+    assert tvm_ffi.structural_equal(out, sch.mod["mm_relu"])

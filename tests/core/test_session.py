@@ -268,3 +268,29 @@ def test_caches_released_with_the_session():
     del s
     gc.collect()
     assert not diff._HASHES._d and not diff._CONST_HASHES._d
+
+
+def test_a_step_that_changed_only_attributes_says_so(session, tmp_path):
+    # AnnotateTIROpPattern only adds op_pattern to each PrimFunc: "changed", but not the code
+    from irviz import protocol
+    from irviz.core.export.trace import export_trace
+
+    s = session
+    s.set_pipeline(["LegalizeOps", "AnnotateTIROpPattern"])
+    s.run_to_end()
+    legalized, annotated = s.steps[1], s.steps[2]
+    assert legalized.changed and legalized.changed_what == "ir"
+    assert annotated.changed and annotated.changed_what == "attrs"
+    assert annotated.changes.attrs_only == annotated.changes.changed
+    entry = protocol.step_entry(annotated.index, annotated.pass_name, annotated.params,
+                                annotated.seconds, annotated.changed, changed_what=annotated.changed_what)
+    assert entry["changed"] is True and entry["changed_what"] == "attrs"
+    s.set_pipeline(["FoldConstant"])  # changes nothing here
+    s.run_to_end()
+    assert s.steps[3].changed_what == "none"
+    out = export_trace(s, tmp_path)
+    import json
+
+    recs = json.loads((out / "steps.json").read_text())["steps"]
+    assert [r["changed_what"] for r in recs[1:]] == ["ir", "attrs", "none"]
+    assert "attributes only" in (out / "report.html").read_text()

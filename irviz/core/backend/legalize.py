@@ -19,3 +19,20 @@ def legalize_ewise_fma(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
 
 
 CUSTOM_LEGALIZE_MAP = {"relax.ewise_fma": legalize_ewise_fma}
+
+
+def ops_needing_custom_legalize(mod) -> list[str]:
+    """The ops of CUSTOM_LEGALIZE_MAP still called in ``mod``'s Relax functions: plain
+    ``tvm.compile(mod)`` fails on them, irviz's build lowers them itself."""
+    found: set[str] = set()
+
+    def visit(e):
+        op = getattr(e, "op", None) if isinstance(e, relax.Call) else None
+        name = getattr(op, "name", None)
+        if name in CUSTOM_LEGALIZE_MAP:
+            found.add(name)
+
+    for f in mod.functions.values():
+        if isinstance(f, relax.Function):
+            relax.analysis.post_order_visit(f, visit)
+    return sorted(found)

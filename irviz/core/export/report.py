@@ -287,8 +287,17 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
             link = f'<a href="{_e(rec["file"])}">{_e(rec["file"])}</a>'
             if not rec.get("loadable", True):
                 link += ' <span class="note">(text only)</span>'
+        if rec.get("irviz_lowers"):
+            # plain TVM has no legalization for these: the file loads, tvm.compile fails on it
+            link += (' <span class="note" title="plain tvm.compile(mod) fails; irviz lowers '
+                     f'these with its own LegalizeOps map">(needs irviz\'s lowering of '
+                     f'{_e(", ".join(rec["irviz_lowers"]))})</span>')
         params = json.dumps(jsonable(s.params)) if s.params else ""
-        changed = '<span class="yes">yes</span>' if s.changed else '<span class="no">no</span>'
+        changed = ('<span class="no">no</span>' if not s.changed else
+                   '<span class="yes">attributes only</span>' if s.changed_what == "attrs" else
+                   '<span class="yes">yes</span>')
+        if s.notes:
+            changed += "".join(f'<br><span class="note">{_e(n)}</span>' for n in s.notes)
         cls = "" if s.changed else ' class="nochange"'
         table.append(f'<tr{cls}><td class=num><a href="#step{i}">{i}</a></td><td>{_e(s.pass_name)}</td>'
                      f"<td>{_e(params)}</td><td class=num>{float(s.seconds):.4f}</td><td>{changed}</td>"
@@ -307,9 +316,11 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
         ch = s.changes
         summary = f"Step {i}: {s.pass_name} — " + (
             f"{len(ch.added)} added, {len(ch.removed)} removed, {len(ch.changed)} changed"
+            + (" (attributes only)" if s.changed_what == "attrs" else "")
             if s.changed else "no change")
         body.append(f'<details class="step" id="step{i}"{" open" if s.changed else ""}>'
                     f"<summary>{_e(summary)} <span class=no>({float(s.seconds):.4f} s)</span></summary>")
+        body.extend(f'<p class="note">{_e(n)}</p>' for n in s.notes)
         if not s.changed:
             body.append("<p class=no>The module is structurally unchanged.</p></details>")
             continue

@@ -24,7 +24,7 @@ from pathlib import Path
 from irviz.core.errors import ExportError, tvm_error_text
 
 __all__ = ["module_script", "parse_script", "tensor_constants_in_print_order", "metadata_count",
-           "roundtrip_check", "add_header_note", "run_step_file", "write_step_file",
+           "roundtrip_check", "add_header_note", "printer_names", "run_step_file", "write_step_file",
            "discard_step_file", "step_stem", "is_exported_step", "load_exported", "load_params",
            "jsonable"]
 
@@ -146,7 +146,27 @@ def parse_script(text: str, consts) -> object:
 
     table = [c if isinstance(c, GenericConst) else relax.const(c) for c in consts]
     return from_source(text, extra_vars={"metadata": {"ir.GenericConst": table},
-                                         "I": I, "R": R, "T": T})
+                                         **printer_names(), "I": I, "R": R, "T": T})
+
+
+def printer_names() -> dict:
+    """The names TVM 0.27's printer uses but only imports in comments (``# from typing import
+    TypeVar``): symbolic sizes are printed as module-level ``m = TypeVar("m")``, layouts with
+    ``Axis``.  Without them a module with ``m, n`` sizes does not parse back."""
+    from typing import TypeVar
+
+    import tvm
+
+    names: dict = {"TypeVar": TypeVar, "tvm": tvm}
+    with contextlib.suppress(ImportError):
+        from tvm.tirx.layout import Axis
+
+        names["Axis"] = Axis
+    with contextlib.suppress(ImportError):
+        from tvm import s_tir
+
+        names["s_tir"] = s_tir
+    return names
 
 
 def _params_bytes(consts) -> bytes:
@@ -281,7 +301,19 @@ def load(params_path=None):
     with open(params_path, "rb") as f:
         table = tvm.runtime.load_param_dict(f.read())
     consts = [relax.const(table[k]) for k in sorted(table)]  # keys c0000, c0001, ...: print order
-    return from_source(SCRIPT, extra_vars={"metadata": {"ir.GenericConst": consts},
+    # the printer writes `m = TypeVar("m")` for symbolic sizes (and Axis for layouts) but imports
+    # them only in a comment
+    from typing import TypeVar
+
+    names = {"TypeVar": TypeVar, "tvm": tvm}
+    try:
+        from tvm import s_tir
+        from tvm.tirx.layout import Axis
+
+        names.update(Axis=Axis, s_tir=s_tir)
+    except ImportError:
+        pass
+    return from_source(SCRIPT, extra_vars={"metadata": {"ir.GenericConst": consts}, **names,
                                            "I": I, "R": R, "T": T})
 
 

@@ -14,12 +14,13 @@
                                planning (planned on a copy before StaticPlanBlockMemory)
       report.html              one self-contained page: the trace, diffs, build/run results, memory
 
-A step is written as ``.py`` only when it is known to load: its file was run as
+A step is written as ``.py`` only when its file was run during this export as
 ``python step_NN.py`` runs it and loaded a module (structurally equal to the step's, or else with
-a NOTE in its header saying where they differ), or it follows a step that loaded back equal
-through built-in passes known to keep that (see ``export_trace(verify=...)``).
-Otherwise it is written as ``.txt`` with a NOT LOADABLE header, ``"loadable": false`` and the
-parser's complaint as its note.
+a NOTE in its header saying where they differ): ``"loadable": true`` is what was seen, never
+inferred from the pass.  Otherwise it is written as ``.txt`` with a NOT LOADABLE header,
+``"loadable": false`` and the parser's complaint as its note.  A step still calling an op only
+irviz's own LegalizeOps lowers (``R.ewise_fma``) says so in its header, in ``irviz_lowers`` and
+in report.html: plain ``tvm.compile`` cannot build it.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import re
 import time
 from pathlib import Path
 
+from irviz.core.backend.legalize import ops_needing_custom_legalize
 from irviz.core.backend.memory import step_memory_summaries
 from irviz.core.errors import ExportError
 from irviz.core.export.report import html_report, results_by_step, run_dict
@@ -58,10 +60,10 @@ def _pass_roundtrip_flag(name: str) -> bool:
     return True if spec is None else spec.roundtrip_ok
 
 
-def _trusted(name: str) -> bool:
-    """The pass's declared PassSpec.keeps_roundtrip: its output round-trips when its input did."""
-    spec = find_pass(name)
-    return spec is not None and spec.keeps_roundtrip
+def irviz_lowers_note(ops) -> str:
+    return (f"calls {', '.join(ops)}, which TVM 0.27 cannot legalize: plain tvm.compile(mod) fails "
+            "on this module; irviz builds it with its own lowering "
+            "(irviz.core.backend.legalize.CUSTOM_LEGALIZE_MAP given to LegalizeOps)")
 
 
 def _pipeline_text(session) -> str:
@@ -69,20 +71,16 @@ def _pipeline_text(session) -> str:
 
 
 def export_trace(session, out_dir, steps=None, run_result=None, run_results=None,
-                 verify="auto", latency=None) -> Path:
+                 latency=None) -> Path:
     """Write the trace (see the module docstring) to ``out_dir``; returns its Path.
 
     steps: indices to export (default all).  run_result: a build.RunResult for the cursor step, or
     run_results {step index: RunResult}; shown in report.html and steps.json.
-    verify: True runs every written step file (in this process, as ``python step_NN.py`` would:
-    its ``load()`` and ``__main__`` block) and compares what it loads with the step's module
-    (slow: the TVMScript parser takes seconds per step on ResNet-18); "auto" (default) does that
-    for the first exported step and wherever it is not known: a step after a pass that is not a
-    built-in TVM/build pass known to round-trip (user, course, library, schedule passes), or after
-    a step that was not checked or did not round-trip.  A built-in round-tripping pass applied to
-    a module whose file loaded back is trusted, as measured on ResNet-18 for zero and
-    default_build.  False trusts PassSpec.roundtrip_ok alone.  A step whose
-    pass has roundtrip_ok=False is never written as .py.
+    Every step written as ``.py`` is run back in this process (its ``load()`` and ``__main__``
+    block, as ``python step_NN.py`` would) and compared with the step's module: slow on big
+    models (the TVMScript parser takes seconds per step on ResNet-18), but a flag inferred from
+    the pass once called files loadable that TVM could not parse.  A step whose pass has
+    roundtrip_ok=False is never written as .py.
     latency: a trace from ``irviz.core.backend.latency.latency_trace`` (one entry per step): report.html
     shows it as a chart and a table, steps.json keeps it under "latency".
     """
@@ -109,22 +107,13 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     records = []
     files: dict[int, dict] = {}
     written_params: dict = {}  # constant handles -> a .params file already holding exactly them
-    # True while the module at this step is known to round-trip: a step whose file was run and
-    # loaded back equal, then passes declared to keep that (PassSpec.keeps_roundtrip).  The import is not
-    # trusted: its printed script depends on the model (an attention mask's -inf, dtypes, ...)
-    known_good = False
-    for i in range(n):
+    for i in indices:
         step = session.steps[i]
         flag_ok = _pass_roundtrip_flag(step.pass_name)
-        inherited = known_good and i > 0 and _trusted(step.pass_name)
-        known_good = inherited
-        if i not in indices:
-            continue
         stem = step_stem(i, step.pass_name)
         t0 = time.perf_counter()
         text, consts = module_script(step.mod)
         count_ok = metadata_count(text) == len(consts)
-        check = verify is True or (verify == "auto" and not inherited)
         verified, equal = False, None
         if not flag_ok:
             loadable, note = False, (f"{step.pass_name} is marked as not round-tripping "
@@ -133,21 +122,21 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
             loadable, note = False, "the constants found do not match the script's metadata table"
         else:
             loadable, note = True, ""
+        irviz_lowers = ops_needing_custom_legalize(step.mod)
         try:
             rec_files = write_step_file(out, session, step, text, consts, loadable, note,
                                         written_params)
-            if loadable and check:
+            if loadable:
                 loadable, equal, note = roundtrip_check(out / rec_files["file"], step.mod)
                 verified = loadable
-                known_good = loadable and equal
                 if not loadable:
                     discard_step_file(out, rec_files, written_params)
                     rec_files = write_step_file(out, session, step, text, consts, False, note,
                                                 written_params)
                 elif note:
                     add_header_note(out / rec_files["file"], note)
-            if not loadable:
-                known_good = False
+            if irviz_lowers:
+                add_header_note(out / rec_files["file"], irviz_lowers_note(irviz_lowers))
             if i > 0:
                 udiff = diff_mod.unified_diff(session.steps[i - 1].mod, step.mod)
                 (out / "diffs" / f"step_{i:02d}.diff").write_text(udiff, encoding="utf-8")
@@ -160,10 +149,12 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
         rec = {
             "index": i, "pass": step.pass_name, "params": jsonable(step.params),
             "seconds": round(float(step.seconds), 6), "changed": bool(step.changed),
+            "changed_what": step.changed_what, "pass_notes": list(step.notes),
             "added": list(ch.added), "removed": list(ch.removed), "changed_funcs": list(ch.changed),
             **rec_files, "loadable": bool(loadable), "verified": verified,
             "equal": equal if verified else None, "constants": len(consts),
-            "note": note or None, "export_seconds": round(time.perf_counter() - t0, 4),
+            "note": note or None, "irviz_lowers": irviz_lowers,
+            "export_seconds": round(time.perf_counter() - t0, 4),
         }
         rec["memory"] = memory.get(i)
         if i in results:

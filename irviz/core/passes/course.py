@@ -19,6 +19,7 @@ import tvm_ffi
 from tvm import IRModule, relax, topi
 
 from irviz.core.backend.legalize import te_ewise_fma
+from irviz.core.passes.registry import pass_note
 
 __all__ = [
     "EwiseFMA",
@@ -129,6 +130,8 @@ class MatmulAddFusor(relax.PyExprMutator):
         self.matmul_op = tvm.ir.Op.get("relax.matmul")
         self.counter = 0
         self._taken = {gv.name_hint for gv in mod.get_global_vars()}
+        self.fused = 0
+        self.skipped: list[str] = []  # why an add(matmul(x, w), b) was left alone
 
     def transform(self) -> IRModule:
         for global_var, func in self.mod_.functions.items():
@@ -168,10 +171,11 @@ class MatmulAddFusor(relax.PyExprMutator):
         if value is None:
             return call
         x, w = value.args[0], value.args[1]
-        if not all(_static_2d_or_bias(e) for e in (x, w, b)) or _tensor_ty(x).ndim != 2 \
-                or _tensor_ty(w).ndim != 2:
+        why = _not_fusable(x, w, b)
+        if why is not None:
             # the course's dense pattern only: LowerToTensorIR cannot lower a batched matmul inside
             # the sub-function, and a symbolic size loses the result's shape (CallTIRRewrite fails)
+            self.skipped.append(why)
             return call
         param_x = relax.Var("x", relax.TensorType(x.ty.shape, x.ty.dtype))
         param_w = relax.Var("w", relax.TensorType(w.ty.shape, w.ty.dtype))
@@ -186,7 +190,31 @@ class MatmulAddFusor(relax.PyExprMutator):
             bb.emit_func_output(gv)
         fused_fn = bb.get()[fn_name].with_attr("Primitive", 1)
         global_var = self.builder_.add_func(fused_fn, fn_name)
+        self.fused += 1
         return relax.Call(global_var, [x, w, b], None, None)
+
+
+def _shape_text(expr) -> str:
+    ty = _tensor_ty(expr)
+    if ty is None or ty.shape is None:
+        return "?"
+    dims = [str(int(d)) if isinstance(d, tvm.tirx.IntImm) else str(d) for d in ty.shape.values]
+    return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def _not_fusable(x, w, b) -> str | None:
+    """Why add(matmul(x, w), b) is outside the course's pattern, or None when it fits."""
+    shapes = f"matmul {_shape_text(x)} x {_shape_text(w)} + {_shape_text(b)}"
+    tys = [_tensor_ty(e) for e in (x, w, b)]
+    if any(t is None or t.shape is None for t in tys):
+        return f"{shapes}: left alone, its operands' shapes are unknown"
+    if tys[0].ndim != 2 or tys[1].ndim != 2:
+        return f"{shapes}: left alone, MatmulAddFuse matches 2-D matmul only (x and w of rank 2)"
+    if tys[2].ndim not in (1, 2):
+        return f"{shapes}: left alone, the bias must be of rank 1 or 2"
+    if not all(_static_2d_or_bias(e) for e in (x, w, b)):
+        return f"{shapes}: left alone, MatmulAddFuse needs every size known (no symbolic sizes)"
+    return None
 
 
 @tvm.ir.transform.module_pass(opt_level=2, name="MatmulAddFuse")
@@ -194,7 +222,13 @@ class MatmulAddFuse:
     """Fuse matmul+add pairs into Primitive sub-functions fused_matmul_add0, 1, ..."""
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        return MatmulAddFusor(mod).transform()
+        fusor = MatmulAddFusor(mod)
+        out = fusor.transform()
+        for why in fusor.skipped:
+            pass_note(why)
+        if not fusor.fused and not fusor.skipped:
+            pass_note("no add(matmul(x, w), b) in the module")
+        return out
 
 
 # ---------------------------------------------------------------------------------------------

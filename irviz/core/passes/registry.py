@@ -10,6 +10,7 @@ pass files are ``user_files``; ``irviz.core.passes`` exports all of them.
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 import traceback
@@ -57,9 +58,9 @@ class PassSpec:
     make: Callable[..., tvm.ir.transform.Pass]  # make(**params) -> Pass
     category: str = "user"  # "tvm" | "course" | "build" | "user"
     roundtrip_ok: bool = True  # False when TVM's printer output won't parse after it
-    # True when a module that round-trips (printed, parsed back equal) still does after this pass,
-    # so an export need not check the step again; measured on ResNet-18 for TVM's zero and
-    # default_build passes
+    # True when a module that round-trips (printed, parsed back equal) still did after this pass,
+    # measured on ResNet-18 for TVM's zero and default_build passes.  Export does not rely on it:
+    # a step file is called loadable only after it was parsed back
     keeps_roundtrip: bool = False
     # the pass may change its input module in place (dlight ApplyDefaultSchedule, and any user
     # code), so apply_pass hands it a shallow copy: a Session's earlier steps must stay as they were
@@ -257,6 +258,29 @@ def _as_target(target):
         return as_target(target)
     except Exception as e:
         raise PassError(f"bad target {target!r}: {tvm_error_text(e)}", hint="e.g. 'llvm'") from e
+
+
+_NOTES: contextvars.ContextVar[list | None] = contextvars.ContextVar("irviz_pass_notes", default=None)
+
+
+def pass_note(text: str) -> None:
+    """Called from inside a pass: say why it did what it did, or nothing (shown with the step).
+    Outside apply_pass_noted it goes nowhere."""
+    sink = _NOTES.get()
+    if sink is not None and text not in sink:
+        sink.append(text)
+
+
+def apply_pass_noted(inv: PassInvocation | str, mod: tvm.IRModule,
+                     target=None) -> tuple[tvm.IRModule, list[str]]:
+    """apply_pass, and the notes the pass gave with pass_note."""
+    sink: list[str] = []
+    token = _NOTES.set(sink)
+    try:
+        out = apply_pass(inv, mod, target)
+    finally:
+        _NOTES.reset(token)
+    return out, sink
 
 
 def apply_pass(inv: PassInvocation | str, mod: tvm.IRModule, target=None) -> tvm.IRModule:

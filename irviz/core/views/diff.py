@@ -139,10 +139,22 @@ class FunctionChanges:
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
+    # the changed functions whose code is the same, only their attributes differ (op_pattern,
+    # schedule notes, ...)
+    attrs_only: list[str] = field(default_factory=list)
 
     @property
     def changed_any(self) -> bool:
         return bool(self.added or self.removed or self.changed)
+
+    @property
+    def what(self) -> str:
+        """"none", "attrs" (only function attributes changed) or "ir"."""
+        if not self.changed_any:
+            return "none"
+        if not self.added and not self.removed and set(self.changed) <= set(self.attrs_only):
+            return "attrs"
+        return "ir"
 
     def to_dict(self) -> dict:
         return {"added": list(self.added), "removed": list(self.removed), "changed": list(self.changed)}
@@ -160,11 +172,27 @@ def compare_modules(before, after) -> FunctionChanges:
     # the same object is unchanged without hashing (passes share untouched functions)
     changed = [n for n in fa if n in fb and not fa[n].same_as(fb[n])
                and _function_hash(fa[n]) != _function_hash(fb[n])]
+    changed = sorted(changed, key=order.get)
     return FunctionChanges(
         added=sorted((n for n in fa if n not in fb), key=order.get),
         removed=sorted((n for n in fb if n not in fa), key=order_b.get),
-        changed=sorted(changed, key=order.get),
+        changed=changed,
+        attrs_only=[n for n in changed if _same_but_attrs(fa[n], fb[n])],
     )
+
+
+def _without_attrs(func):
+    attrs = func.attrs
+    for key in list(attrs.keys()) if attrs is not None else []:
+        func = func.without_attr(key)
+    return func
+
+
+def _same_but_attrs(a, b) -> bool:
+    try:
+        return tvm_ffi.structural_equal(_without_attrs(a), _without_attrs(b))
+    except Exception:  # a label only: when in doubt, say the code changed
+        return False
 
 
 # ---------------------------------------------------------------------------------------------

@@ -450,8 +450,10 @@ class Workspace(Results):
             elif event == "stepped" and payload["applied"]:
                 done[0] += 1
                 st = payload["step"]
-                self.log(f"  {st.index:2d} {st.pass_name:28} {st.seconds:7.3f} s  "
-                         f"{'changed' if st.changed else 'no change'}")
+                what = {"attrs": "attributes only", "none": "no change"}.get(st.changed_what, "changed")
+                self.log(f"  {st.index:2d} {st.pass_name:28} {st.seconds:7.3f} s  {what}")
+                for note in st.notes:
+                    self.log(f"     {note}")
 
         self.stage = "pipeline"
         unsubscribe = self.session.subscribe(on_event)

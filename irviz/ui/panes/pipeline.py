@@ -322,7 +322,7 @@ class PipelinePane(BisectActions, Pane):
                 err = _err_text(entry.get("max_abs_error")) if entry.get("ok") else ""
             cells = [str(s.get("index", r)), s.get("pass", ""),
                      f"{1000 * float(s.get('seconds') or 0):.1f}",
-                     ("yes " + " ".join(details)).strip() if s.get("changed") else
+                     ("attributes only" if s.get("changed_what") == "attrs" else ("yes " + " ".join(details)).strip()) if s.get("changed") else
                      ("—" if s.get("index") else "import"),
                      *(str(size[k]) if size.get(k) is not None else "" for k in
                        ("bindings", "prim_funcs", "tir_lines")),
@@ -337,7 +337,7 @@ class PipelinePane(BisectActions, Pane):
                     for key in ("added", "removed", "changed_funcs"):
                         if s.get(key):
                             tip += f"\n{key.replace('_funcs', '')}: {', '.join(s[key][:12])}"
-                    item.setToolTip(tip)
+                    item.setToolTip("\n".join([tip, *s.get("notes", [])]))
                 if not changed:
                     item.setForeground(QBrush(QColor(c.dim_text)))
                 if s.get("index") == cursor:
