@@ -34,12 +34,39 @@ LINKING = ("Selecting an FX node highlights the Relax bindings it became and the
            "links follow the passes (provenance is carried through fusion).")
 
 
-def help_html() -> str:
+def _plain(text: str) -> str:
+    return text.replace("&&", "\0").replace("&", "").replace("\0", "&")
+
+
+def menus_html(window) -> str:
+    """Every menu command of `window` with what it does (its tooltip), read off the menu bar
+    itself so the page cannot miss one."""
+    out = []
+    for menu_action in window.menuBar().actions():
+        menu = menu_action.menu()
+        if menu is None:
+            continue
+        items = []
+        for a in menu.actions():
+            if a.isSeparator() or not a.text():
+                continue
+            name = _plain(a.text())
+            tip = a.toolTip() if a.toolTip() and _plain(a.toolTip()) != name.rstrip("…") else ""
+            sub = ", ".join(_plain(s.text()) for s in a.menu().actions() if s.text() and s.isEnabled()) if a.menu() else ""
+            items.append(f"<li><b>{html.escape(name)}</b>"
+                         + (f" — {html.escape(tip)}" if tip else "")
+                         + (f": {html.escape(sub)}" if sub else "") + "</li>")
+        out.append(f"<p><b>{html.escape(_plain(menu_action.text()))}</b></p><ul>{''.join(items)}</ul>")
+    return "".join(out)
+
+
+def help_html(window=None) -> str:
     rows = "".join(f"<tr><td style='padding-right:14px'><b>{html.escape(k)}</b></td>"
                    f"<td>{html.escape(v)}</td></tr>" for k, v in SHORTCUTS)
     panes = "".join(f"<p><b>{html.escape(r.title)}</b> — {html.escape(r.help)}</p>"
                     for r in pane_table.rows())
-    return (f"<h3>Panes</h3>{panes}<h3>Cross-linking</h3><p>{html.escape(LINKING)}</p>"
+    menus = f"<h3>Menus</h3>{menus_html(window)}" if window is not None else ""
+    return (f"<h3>Panes</h3>{panes}<h3>Cross-linking</h3><p>{html.escape(LINKING)}</p>{menus}"
             f"<h3>Shortcuts</h3><table>{rows}</table>")
 
 
@@ -60,7 +87,7 @@ class HelpDialog(QDialog):
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         browser = QTextBrowser()
         browser.setOpenExternalLinks(True)
-        browser.setHtml(about_html() if about else help_html())
+        browser.setHtml(about_html() if about else help_html(parent))
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.close)
         lay = QVBoxLayout(self)

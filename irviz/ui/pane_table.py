@@ -47,27 +47,42 @@ PANES: list[PaneRow] = [
             "op, target, args, shape, module.",
             Dock(1, "right", "pipeline")),
     PaneRow("relax", RelaxPane, "Relax",
-            "The Relax function at the current step: its dataflow graph and its TVMScript. Nodes "
-            "the step added are marked as added, nodes whose call changed as changed. After Build & "
-            "Run, nodes are coloured by the time their kernels took.",
+            "The Relax function at the current step: Graph (its dataflow graph), Code (its TVMScript) "
+            "or Split (both). Nodes the step added are marked as added, nodes whose call changed as "
+            "changed. After Build & Run, nodes are coloured by the time their kernels took. The Query "
+            "box takes a chain of ops (conv2d -> add -> relu): matches are highlighted, and ◀ ▶ step "
+            "through them.",
             Dock(3, "right", "fx")),
     PaneRow("tir", TirPane, "TensorIR",
             "Every prim_func at the current step with its signature and loop nest; the selected "
             "one's TVMScript below.",
             Dock(4, "right", "relax")),
     PaneRow("pipeline", PipelinePane, "Pipeline",
-            "Applied steps (pass, time, whether it changed the module) and the passes still "
-            "planned. Choose a named pipeline or compose your own: add, remove, reorder, edit "
-            "parameters, load passes from a file. Double-click a step to jump to it; tick 'Hide "
-            "passes that changed nothing' to see only the passes that mattered.",
+            "Applied steps (pass, time in ms, whether it changed the module or only its attributes) "
+            "and the passes still planned. Choose a named pipeline or compose your own: Add ▾ a "
+            "pass, Remove it, move it with ↑ ↓, edit its parameters, Load passes from a file; Copy "
+            "pipeline as text gives the line `irviz check --pipeline` takes, Paste pipeline reads "
+            "one back. ◀ Back, Step ▶ and Run to end ▶▶ move the cursor. A click on a step shows it "
+            "in the Diff pane; a double-click jumps to it. Tick 'Hide passes that changed nothing' "
+            "to see only the passes that mattered. Find first bad pass builds the steps and finds "
+            "the first whose numbers differ from PyTorch, or that fails; Write repro folder writes "
+            "before.py, after.py, inputs, expected outputs and repro.py for the bad step (or the "
+            "cursor's).",
             Dock(0)),
     PaneRow("diff", DiffPane, "Diff",
-            "What a step changed, per function: side by side or unified, with the changed "
-            "characters marked. Follows the cursor, or pick any two steps.",
+            "What a step changed, per function: Side by side or Unified, with the changed "
+            "characters marked; ▲ Prev hunk and ▼ Next hunk move between changes. With Follow cursor "
+            "ticked it shows the cursor's step; untick it to pick any two steps.",
             Dock(2, "below", "fx")),
     PaneRow("run", RunPane, "Build and Run",
-            "Compiles the current step, runs it, compares outputs with PyTorch (max error, "
-            "pass/fail), TVM vs PyTorch latency and the time of every kernel.",
+            "Build & Run compiles the current step, runs it and compares its outputs with PyTorch "
+            "(max error, pass/fail), with TVM and PyTorch latency; Sizes… sets symbolic sizes. Tabs: "
+            "Kernels (the time of every kernel and the CPU decision behind it); Latency per step "
+            "(Time every step builds each step, Show error switches the chart from latency to "
+            "error); Intermediates (Compare intermediates checks every FX node against the binding "
+            "it became, First divergence selects the earliest that differs); Memory (Plan memory of "
+            "this step shows the storage StaticPlanBlockMemory shares between tensors). A result "
+            "for another model, pipeline or step is greyed and says so.",
             Dock(5, "right", "diff")),
 ]
 

@@ -81,8 +81,10 @@ class WindowChrome:
     def _build_actions(self) -> None:
         a = self._action
         self.act_open = a("&Open…", self.open_dialog, "Ctrl+O", "Open a model file")
-        self.act_export_step = a("Export current &step…", lambda: self.export_dialog(current_only=True), "Ctrl+E")
-        self.act_export_trace = a("Export whole &trace…", lambda: self.export_dialog(current_only=False), "Ctrl+Shift+E")
+        self.act_export_step = a("Export current &step…", lambda: self.export_dialog(current_only=True), "Ctrl+E",
+                                 "Write the current step's TVMScript and its parameters to a folder")
+        self.act_export_trace = a("Export whole &trace…", lambda: self.export_dialog(current_only=False), "Ctrl+Shift+E",
+                                  "Write every step's script, the diffs, steps.json and report.html")
         self.act_export_relax_png = a("Relax graph as PNG…", lambda: self.export_graph("relax", "png"))
         self.act_export_relax_svg = a("Relax graph as SVG…", lambda: self.export_graph("relax", "svg"))
         self.act_export_fx_png = a("FX graph as PNG…", lambda: self.export_graph("fx", "png"))
@@ -91,7 +93,8 @@ class WindowChrome:
                                      "Load a Python file with CONVERTERS = {aten op: fn} for ops TVM cannot import")
         self.act_reimport = a("Re-&import", self.reimport, "Ctrl+Shift+R",
                               "Import the captured model into Relax again, with the loaded converters")
-        self.act_restart = a("Restart engine", lambda: self.bridge.restart("Restarted the engine on request."))
+        self.act_restart = a("Restart engine", lambda: self.bridge.restart("Restarted the engine on request."),
+                             None, "Start a new engine process and replay the session to the current step")
         self.act_quit = a("&Quit", self.close, "Ctrl+Q")
         self.act_find = a("&Find", self.focus_search, "Ctrl+F", "Search in the focused pane")
         self.act_step = a("&Step", self.step, "F10", "Apply the next pass")
@@ -105,15 +108,15 @@ class WindowChrome:
                                "conv2d tile on this machine instead of reading the cache")
         self.act_compare = a("&Compare with pipeline…", self.compare_dialog, None,
                              "Run another pipeline on the same model and compare the two, step by step")
-        self.act_next_hunk = a("Next hunk", self.diff.view.next_hunk, "Alt+Down")
-        self.act_prev_hunk = a("Previous hunk", self.diff.view.prev_hunk, "Alt+Up")
-        self.act_fit = a("&Fit graphs", self.fit_graphs, "Ctrl+0")
+        self.act_next_hunk = a("Next hunk", self.diff.view.next_hunk, "Alt+Down", "Scroll the Diff pane to its next change")
+        self.act_prev_hunk = a("Previous hunk", self.diff.view.prev_hunk, "Alt+Up", "Scroll the Diff pane to its previous change")
+        self.act_fit = a("&Fit graphs", self.fit_graphs, "Ctrl+0", "Fit the FX and Relax graphs to their panes")
         self.act_bookkeeping = a("Show &bookkeeping nodes", lambda: None, "Ctrl+Shift+B",
                                  "Draw asserts, copies of lifted constants, aliases and scalar "
                                  "constants in the FX and Relax graphs")
         self.act_bookkeeping.setCheckable(True)
         self.act_bookkeeping.toggled.connect(self.set_show_bookkeeping)
-        self.act_reset_layout = a("Reset &layout", self.reset_layout)
+        self.act_reset_layout = a("Reset &layout", self.reset_layout, None, "Put every pane back where it starts")
         self.act_toggle_theme = a("Toggle dark theme", self.toggle_theme, "Ctrl+Shift+T")
         self.act_help = a("&Shortcuts and panes", lambda: HelpDialog(self).show(), "F1")
         self.act_about = a("&About irviz", lambda: HelpDialog(self, about=True).show())

@@ -143,6 +143,20 @@ def test_jump_by_double_click_and_diff_of_any_step(qtbot, win):
     assert win.diff.view.hunk_count() == 2  # the function header + one changed block
 
 
+def test_a_click_on_a_step_says_the_diff_left_the_cursor(qtbot, win):
+    open_mlp(qtbot, win)
+    win.run_to_end()
+    qtbot.waitUntil(lambda: win.state["cursor"] == 5 and win.all_filled(), timeout=5000)
+    win.pipeline.table.selectRow(2)  # a single click: the diff of step 2, the cursor stays
+    qtbot.waitUntil(lambda: win.diff.result is not None and win.diff.pair == (1, 2), timeout=5000)
+    assert win.state["cursor"] == 5
+    assert not win.diff.follow.isChecked()
+    assert "not the cursor's step 5" in win.diff.info.text() and "Follow cursor" in win.diff.info.text()
+    win.diff.follow.setChecked(True)
+    qtbot.waitUntil(lambda: win.diff.pair == (4, 5) and win.diff.result is not None, timeout=5000)
+    assert "not the cursor" not in win.diff.info.text()
+
+
 def test_export(qtbot, win, tmp_path):
     open_mlp(qtbot, win)
     win.export_to(str(tmp_path), current_only=False)

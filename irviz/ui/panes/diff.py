@@ -147,6 +147,10 @@ class DiffPane(Pane):
         n = len(self.result.get("functions") or [])
         text = (f"{names.get(a, a)} → {names.get(b, b)}: "
                 + (f"{n} function{'s' if n != 1 else ''} differ" if n else "no change"))
+        cursor = self.cursor_of(self.state)
+        if not self.follow.isChecked() and cursor is not None and b != cursor:
+            # a click in the Pipeline pane picked this pair: say so, or the cursor seems ignored
+            text += f" · not the cursor's step {cursor}: tick Follow cursor to go back to it"
         marks = self._marks_here()
         if marks:
             first = self.diverging.get("first")
