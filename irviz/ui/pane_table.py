@@ -49,7 +49,9 @@ PANES: list[PaneRow] = [
     PaneRow("relax", RelaxPane, "Relax",
             "The Relax function at the current step: Graph (its dataflow graph), Code (its TVMScript) "
             "or Split (both). Nodes the step added are marked as added, nodes whose call changed as "
-            "changed. After Build & Run, nodes are coloured by the time their kernels took. The Query "
+            "changed. After Build & Run, nodes are coloured in blues by the time their kernels took; "
+            "after Compare intermediates, in yellow to red by their error against PyTorch. The "
+            "legend in the corner says which, and a node's tooltip gives its value. The Query "
             "box takes a chain of ops (conv2d -> add -> relu): matches are highlighted, and ◀ ▶ step "
             "through them.",
             Dock(3, "right", "fx")),

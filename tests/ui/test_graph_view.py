@@ -15,7 +15,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QPainterPath
 from PySide6.QtWidgets import QGraphicsRectItem
 
-from irviz.ui.widgets import palette
+from irviz.ui.widgets import heat_scale
 from irviz.ui.widgets.graph_items import GroupItem, NodeItem
 from irviz.ui.widgets.graph_view import GraphView
 
@@ -44,6 +44,27 @@ def view(qtbot):
     qtbot.waitExposed(v)
     v.set_graph(layout_graph(dag50(), group_attr="module_path"))
     return v
+
+
+def test_time_and_error_colourings_differ_and_carry_a_legend(view):
+    time, error = heat_scale.TIME, heat_scale.ERROR
+    # the hottest kernel and the worst error must never look alike
+    assert time.color(1.0).name() != error.color(1.0).name()
+    assert abs(time.color(1.0).hue() - error.color(1.0).hue()) > 90
+    assert not view.heat.legend.isVisible()
+    view.set_heat({"n4": 0.25, "n6": 1.0})
+    assert view.heat.legend.isVisible()
+    assert view.heat.legend.text() == "Kernel time (Build & Run): 0 ms … 1 ms"
+    assert "kernel time 0.25 ms (25% of the slowest)" in view.heat.tooltip("n4")
+    assert view.heat.tooltip("n5") == ""
+    view.set_heat({"n4": 0.625}, 1.0, error)  # 10**(-8 + 0.625 * 8) = 1e-3 on the log scale
+    assert view.nodes["n4"].heat.name() == error.color(0.625).name()
+    assert view.heat.legend.text() == "Error vs PyTorch (log): ≤ 1e-8 … ≥ 1"
+    assert "max |error| vs PyTorch ≈ 1.0e-03" in view.heat.tooltip("n4")
+    legend = view.heat.legend.geometry()
+    assert view.rect().contains(legend)
+    view.set_heat(None)
+    assert not view.heat.legend.isVisible() and view.heat.tooltip("n4") == ""
 
 
 def test_set_graph_creates_items(view):
@@ -95,7 +116,7 @@ def test_highlight_roles_and_heat(view):
     view.highlight([], "linked")
     assert view.nodes["n2"].role() == "added"
     view.set_heat({"n4": 1.0, "n6": 4.0})
-    assert view.nodes["n6"].heat.name() == palette.heat_color(1.0)
+    assert view.nodes["n6"].heat.name() == heat_scale.TIME.color(1.0).name()
     assert view.nodes["n4"].heat is not None and view.nodes["n5"].heat is None
     view.set_heat(None)
     assert all(n.heat is None for n in view.nodes.values())

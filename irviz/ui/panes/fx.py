@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QTabWidget, QVBoxLayout
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, SearchBox, dim_label, shape_text
 from irviz.ui.widgets.graph_view import GraphView
+from irviz.ui.widgets.heat_scale import ERROR
 from irviz.ui.widgets.node_table import NodeTable
 
 COLUMNS = ("name", "op", "target", "args", "shape", "module")
@@ -315,7 +316,7 @@ class FxPane(Pane):
         for node, t in self._error_heat.items():
             shown = self._group_of.get(node, node)
             heat[shown] = max(heat.get(shown, 0.0), float(t))
-        self.graph.set_heat(heat, 1.0)
+        self.graph.set_heat(heat, 1.0, ERROR)
 
     def center_on_linked(self) -> None:
         shown = [self._group_of.get(i, i) for i in self._linked]

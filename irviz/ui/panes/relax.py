@@ -15,6 +15,7 @@ from irviz.ui.panes.base import Pane, SearchBox, dim_label
 from irviz.ui.result_stamp import ResultStamp
 from irviz.ui.widgets.code_view import CodeView
 from irviz.ui.widgets.graph_view import GraphView
+from irviz.ui.widgets.heat_scale import ERROR, TIME, HeatScale
 
 _BINDING = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
 ALL_LABEL = "All functions"   # the function box's entry for every Relax function in one graph
@@ -51,6 +52,7 @@ class RelaxPane(Pane):
         self.changed: list[str] = []
         self._linked: list[str] = []
         self._heat: dict = {}
+        self._heat_scale: HeatScale = TIME
         self._heat_vmax: float | None = None  # fixed for the error overlay's log scale
         self._shown: tuple | None = None  # (step, func) displayed
         self._graph_func: str | None = None
@@ -134,7 +136,7 @@ class RelaxPane(Pane):
         hub.linked.connect(self._on_linked)
         hub.cleared.connect(lambda: self._on_linked(None))
         hub.heatChanged.connect(self._on_heat)
-        hub.errorHeatChanged.connect(lambda d: self._on_heat(d.get("relax") or {}, vmax=1.0))
+        hub.errorHeatChanged.connect(lambda d: self._on_heat(d.get("relax") or {}, vmax=1.0, scale=ERROR))
 
     def restore_settings(self, settings) -> None:
         mode = str(settings.value("relax/view", "split"))
@@ -242,7 +244,7 @@ class RelaxPane(Pane):
             self._graph_func = self.current_func()
             self.graph.set_graph(self.graph_dict, keep_view=same_func)
             if self._heat:
-                self.graph.set_heat(self._heat, self._heat_vmax)
+                self.graph.set_heat(self._heat, self._heat_vmax, self._heat_scale)
         elif purpose == "prev_graph":
             self.prev_graph = result or {"nodes": []}
         elif purpose == "text":
@@ -430,10 +432,10 @@ class RelaxPane(Pane):
     def linked_ids(self) -> list[str]:
         return list(self._linked)
 
-    def _on_heat(self, heat: dict, vmax: float | None = None) -> None:
-        self._heat, self._heat_vmax = dict(heat), vmax
+    def _on_heat(self, heat: dict, vmax: float | None = None, scale: HeatScale = TIME) -> None:
+        self._heat, self._heat_vmax, self._heat_scale = dict(heat), vmax, scale
         if self.graph_dict is not None:
-            self.graph.set_heat(self._heat, vmax)
+            self.graph.set_heat(self._heat, vmax, scale)
 
     def _search(self) -> list[str]:
         text = self.search.text().strip()

@@ -20,13 +20,13 @@ from PySide6.QtGui import QColor, QImage, QPainter, QPainterPath, QPalette, QPen
 from PySide6.QtWidgets import (QApplication, QGraphicsPathItem, QGraphicsScene, QGraphicsView,
                                QMenu, QToolTip, QVBoxLayout, QWidget)
 
-from irviz.ui.widgets import palette as pal
 from irviz.ui.widgets.graph_items import (
     ARROW_BAND, LOD_TEXT, OVERVIEW_NODES, OVERVIEW_ZOOM, GraphStyle, GroupItem, NodeItem,
     add_arrow, edge_path, esc_html, overview_image,
 )
 from irviz.ui.widgets.graph_export import render_png, render_svg
 from irviz.ui.widgets.graph_minimap import Minimap
+from irviz.ui.widgets.heat_scale import TIME, HeatOverlay, HeatScale
 from irviz.ui.widgets.idle_work import idle_work
 
 __all__ = ["GraphView"]
@@ -71,7 +71,7 @@ class _View(QGraphicsView):
             text = None
             for item in self.items(event.pos()):
                 if hasattr(item, "tooltip"):
-                    text = item.tooltip()
+                    text = item.tooltip() + self.owner.heat.tooltip(getattr(item, "nid", None))
                     break
                 k = item.data(0)
                 if isinstance(k, int):
@@ -111,6 +111,7 @@ class _View(QGraphicsView):
     def resizeEvent(self, event):
         super().resizeEvent(event)
         self.owner._minimap.place()
+        self.owner.heat.place(self.viewport())
 
     def scrollContentsBy(self, dx, dy):
         super().scrollContentsBy(dx, dy)
@@ -156,6 +157,7 @@ class GraphView(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.view)
         self._minimap = Minimap(self)
+        self.heat = HeatOverlay(self)
         self._graph: dict | None = None
         self.nodes: dict[str, NodeItem] = {}
         # edges are plain QGraphicsPathItems (painted in C++); per-edge data lives here,
@@ -510,24 +512,20 @@ class GraphView(QWidget):
         for role in list(self._roles):
             self.highlight([], role)
 
-    def set_heat(self, values: dict[str, float] | None, vmax: float | None = None) -> None:
-        """Colour nodes by value (e.g. kernel ms): hottest = `vmax` (default: the largest value);
-        None or {} clears."""
+    def set_heat(self, values: dict[str, float] | None, vmax: float | None = None,
+                 scale: HeatScale = TIME) -> None:
+        """Colour nodes by value on `scale` (kernel ms, or error): hottest = `vmax` (default: the
+        largest value); None or {} clears. The legend shows while a colouring is on."""
         for it in self.nodes.values():
             if it.heat is not None:
                 it.heat = None
                 it.update()
-        self._heat = {}
-        if not values:
-            return
-        vmax = vmax or max(values.values()) or 1.0
-        for nid, v in values.items():
-            if str(nid) not in self._node_data:
-                continue
-            self._heat[str(nid)] = QColor(pal.heat_color(v / vmax))
-            it = self.nodes.get(str(nid))
+        self._heat = self.heat.set(values, vmax, scale, self._node_data)
+        self.heat.place(self.view.viewport())
+        for nid, color in self._heat.items():
+            it = self.nodes.get(nid)
             if it is not None:
-                it.heat = self._heat[str(nid)]
+                it.heat = color
                 it.update()
 
     def set_dark(self, dark: bool) -> None:
