@@ -4,6 +4,14 @@ Import TVM things from here when a name differs from the course, so a TVM upgrad
 """
 from __future__ import annotations
 
+import contextlib
+import importlib
+import inspect
+import linecache
+import os
+import sys
+import threading
+
 import tvm
 import tvm_ffi
 from tvm import relax, te, topi  # noqa: F401 - re-exported: the one place irviz takes them from
@@ -68,3 +76,57 @@ def static_shape(ty) -> list[int] | None:
         return None
     dims = ty.shape.values
     return [int(d) for d in dims] if all(isinstance(d, tirx.IntImm) for d in dims) else None
+
+
+class _FramesOnly:
+    """`inspect` as TVM's script decorators see it inside :func:`quick_script_parsing`.
+
+    `T.prim_func(...)`, `R.function(...)` and `I.ir_module` call `inspect.stack()` each time the
+    parser evaluates them, and `inspect.stack()` looks up every frame's source; for a frame of code
+    compiled from text it scans all of `sys.modules` (thousands with torch loaded). Parsing a
+    ~300-function module back took minutes, nearly all of it there. These frames carry the same
+    frame objects and read a source line only from files on disk (linecache), which is what TVM's
+    "defined in a class?" check reads.
+    """
+
+    def __getattr__(self, name):
+        return getattr(inspect, name)
+
+    @staticmethod
+    def stack(context: int = 1) -> list:
+        out = []
+        f = sys._getframe(1)
+        while f is not None:
+            path, line = f.f_code.co_filename, f.f_lineno
+            text = linecache.getline(path, line) if context and os.path.exists(path) else ""
+            out.append(inspect.FrameInfo(f, path, line, f.f_code.co_name, [text] if text else None,
+                                         0 if text else None))
+            f = f.f_back
+        return out
+
+
+_SCRIPT_ENTRIES = ("tvm.tirx.script.parser.entry", "tvm.relax.script.parser.entry",
+                   "tvm.script.parser.ir.entry")
+_quick_lock = threading.Lock()
+_quick_depth = 0
+
+
+@contextlib.contextmanager
+def quick_script_parsing():
+    """Parse TVMScript without `inspect.stack()`'s source look-ups (see :class:`_FramesOnly`)."""
+    global _quick_depth
+    mods = [m for m in (sys.modules.get(n) or importlib.import_module(n) for n in _SCRIPT_ENTRIES)
+            if getattr(m, "inspect", None) is not None]
+    with _quick_lock:
+        _quick_depth += 1
+        if _quick_depth == 1:
+            for m in mods:
+                m.inspect = _FramesOnly()
+    try:
+        yield
+    finally:
+        with _quick_lock:
+            _quick_depth -= 1
+            if _quick_depth == 0:
+                for m in mods:
+                    m.inspect = inspect

@@ -142,11 +142,12 @@ def parse_script(text: str, consts) -> object:
     """TVMScript text + constants (GenericConst or tensors, print order) -> IRModule."""
     from tvm.script import from_source
 
-    from irviz.core.tvm_compat import GenericConst, I, R, T, relax
+    from irviz.core.tvm_compat import GenericConst, I, R, T, quick_script_parsing, relax
 
     table = [c if isinstance(c, GenericConst) else relax.const(c) for c in consts]
-    return from_source(text, extra_vars={"metadata": {"ir.GenericConst": table},
-                                         **printer_names(), "I": I, "R": R, "T": T})
+    with quick_script_parsing():
+        return from_source(text, extra_vars={"metadata": {"ir.GenericConst": table},
+                                             **printer_names(), "I": I, "R": R, "T": T})
 
 
 def printer_names() -> dict:
@@ -204,9 +205,11 @@ def run_step_file(path) -> tuple[object | None, str]:
     """Run a written step file in this process exactly as ``python step_NN.py`` does (its own
     ``load()`` and ``__main__`` block) -> (the module it loaded, "") or (None, what it printed
     on failure).  In-process: a fresh interpreter would spend seconds importing TVM per step."""
+    from irviz.core.tvm_compat import quick_script_parsing  # lazy: this module stays TVM-free
+
     out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), quick_script_parsing():
             ns = runpy.run_path(str(path), run_name="__main__")
     except SystemExit as exc:
         return None, err.getvalue().strip() or f"{Path(path).name} exited with status {exc.code}"
