@@ -80,7 +80,7 @@ def test_after_prepack_the_conv_is_the_prepacked_call():
     assert any(c and "batch_norm" in c for c in bn) and not any(c and "conv2d" in c for c in bn), bn
 
 
-@pytest.mark.parametrize("spec", ["sample:small_cnn", "sample:mlp"])
+@pytest.mark.parametrize("spec", ["sample:small_cnn", "sample:mlp", "sample:resnet18"])
 @pytest.mark.parametrize("pipeline", [p for p in BUILT_IN if p != "tir-cpu"])
 def test_every_built_in_pipeline(spec, pipeline):
     bad = [b for st in _steps(spec, pipeline) for b in _check_step(st)]
