@@ -142,8 +142,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             '`{"unified": str, "functions": [{"name", "status": "added|removed|changed", "rows": '
             '[[left_no, left_text, right_no, right_text, tag, left_ranges, right_ranges]]}]}`',
             supersede=True, on="views", section="views"),
-    Command("provenance", (_STEP,), '`{"fx_to_relax": {fx node: [vars]}, "relax_to_callee": '
-                                    '{var: global name}}`', on="views", section="views"),
+    Command("provenance", (_STEP,), '`{"fx_to_relax": {fx node: [binding ids]}, "relax_to_callee": '
+                                    '{binding id: global name}}`: an id is the var name, `name#k` for '
+                                    'its k-th repeat (the Relax graph\'s node ids)', on="views", section="views"),
     # -- build, run, export
     Command("build_run", (_STEP, opt("repeats", "int", 10), opt("func", "str", "main"),
                           opt("dims", "{str: int}|null", None, "sizes for made-up inputs, kept")),

@@ -37,6 +37,7 @@ from irviz.core.backend.outputs import to_numpy as _to_numpy
 from irviz.core.backend.outputs import to_tvm as _to_tvm
 from irviz.core.errors import RequestError, RunError
 from irviz.core.tvm_compat import callee_name, var_name
+from irviz.core.views.provenance import binding_ids
 
 __all__ = ["IntermediatesResult", "NodeError", "compare_intermediates", "torch_values"]
 
@@ -370,11 +371,17 @@ def _value_vars(step, graph) -> tuple[dict[str, str], dict[str, str]]:
     for i, b in enumerate(_main_bindings(step.mod)):
         index.setdefault(var_name(b.var), i)
         shapes.setdefault(var_name(b.var), _ty_shapes(b.var.ty))
+    # provenance names bindings by unique id (``lv1#1`` for a second ``lv1``); the values here
+    # are fetched by var name, which reaches the first of them only
+    ids = binding_ids(main)
+    name_of = {ids[v.__chandle__()]: var_name(v) for v in list(main.params) + [
+        b.var for b in _main_bindings(step.mod)]}
     chosen, why = {}, {}
     for node in graph.nodes:
         if node.kind in _SKIP_KINDS:
             continue
-        names = [n for n in step.provenance.get(node.name, []) if n in index]
+        names = list(dict.fromkeys(name_of[n] for n in step.provenance.get(node.name, [])
+                                   if name_of.get(n) in index))
         if node.name not in step.provenance:
             why[node.name] = "no mapping: the importer gave this node no Relax binding"
         elif not names:

@@ -16,6 +16,7 @@ from tvm import relax, tirx
 
 from irviz.core.tvm_compat import GenericConst, callee_name, var_name
 from irviz.core.views.decisions import decision_texts
+from irviz.core.views.provenance import binding_ids, unique_id
 
 KINDS = ("param", "const", "op", "call_tir", "call_dps_packed", "call_fused", "tuple", "get_item",
          "output")
@@ -161,16 +162,13 @@ def relax_digraph(mod, func: str = "main", expand_fused: bool = False) -> nx.DiG
     g = nx.DiGraph(name=func)
     ids: dict = {}  # relax.Var -> node id
     const_ids: dict = {}  # GenericConst -> node id
-    used_names: set = set()
+    # main's own vars take the ids provenance names them by, whatever else gets a node first
+    own_ids = binding_ids(f)
+    used_names: set = set(own_ids.values())
     order = [0]
 
     def new_id(name):
-        nid, k = name, 1
-        while nid in used_names:
-            nid = f"{name}#{k}"
-            k += 1
-        used_names.add(nid)
-        return nid
+        return unique_id(name, used_names)
 
     def add_node(nid, **attrs):
         attrs.setdefault("group", None)
@@ -181,7 +179,8 @@ def relax_digraph(mod, func: str = "main", expand_fused: bool = False) -> nx.DiG
 
     def add_var_node(var, kind, label, op, callee=None, group=None, prefix=""):
         shape, dtype = type_shape_dtype(_expr_ty(var))
-        nid = new_id(prefix + var_name(var))
+        own = None if prefix else own_ids.get(var.__chandle__())
+        nid = own if own is not None else new_id(prefix + var_name(var))
         ids[var] = nid
         add_node(nid, label=label, op=op, kind=kind, callee=callee, shape=shape, dtype=dtype,
                  group=group, var=var_name(var))

@@ -1,0 +1,87 @@
+"""Provenance at every step of the built-in pipelines: an FX node maps to Relax graph nodes of that
+step (the ids the GUI highlights) and, through them, to the kernels that do its work."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("tvm")
+
+from irviz.core.passes import get_pipeline
+from irviz.core.views.graph import relax_digraph
+from irviz.core.views.provenance import relax_to_callee
+from irviz.core.workspace import Workspace
+
+BUILT_IN = ("zero", "default_build", "course", "tir-cpu", "fast-cpu")
+
+
+def _steps(spec: str, pipeline: str):
+    ws = Workspace()
+    ws.open(spec, planned=get_pipeline(pipeline))
+    s = ws.session
+    while s.pipeline:
+        st = s.step_forward()
+        assert st is not None, f"{pipeline} failed on {spec}: {s.error}"
+        yield st
+
+
+def _kind(fx: str) -> str | None:
+    if fx.startswith("convolution"):
+        return "conv"
+    if fx.startswith("_native_batch_norm"):
+        return "bn"
+    return None
+
+
+def _check_step(st) -> list[str]:
+    """What is wrong with the provenance at this step (empty: nothing)."""
+    graph = relax_digraph(st.mod, "main")
+    callees = relax_to_callee(st)
+    kernels = {c for c in callees.values() if c}
+    has_conv_kernel = any("conv2d" in k for k in kernels)
+    bad = []
+    for fx, ids in st.provenance.items():
+        missing = [i for i in ids if i not in graph]
+        if missing:
+            bad.append(f"{fx}: {missing} are no nodes of main")
+            continue
+        # the GUI takes a node's kernel from relax_to_callee; the graph must agree on which node
+        for i in ids:
+            shown = graph.nodes[i].get("callee")
+            if shown and callees.get(i) not in (None, shown):
+                bad.append(f"{fx}: {i} calls {shown} in the graph, {callees.get(i)} in relax_to_callee")
+        mine = {callees[i] for i in ids if callees.get(i)}
+        kind = _kind(fx)
+        if kind == "conv" and has_conv_kernel and not any("conv2d" in k for k in mine):
+            bad.append(f"{fx}: its kernels {sorted(mine)} have no conv2d")
+        if kind == "conv" and any("batch_norm" in k and "conv2d" not in k for k in mine):
+            bad.append(f"{fx}: credited with a batch-norm kernel {sorted(mine)}")
+        if kind == "bn" and any("conv2d" in k and "batch_norm" not in k for k in mine):
+            bad.append(f"{fx}: credited with a convolution kernel {sorted(mine)}")
+    return [f"step {st.index} {st.pass_name}: {b}" for b in bad]
+
+
+@pytest.mark.parametrize("spec,pipeline", [
+    ("sample:small_cnn", "tir-cpu"),
+    ("sample:resnet18", "tir-cpu"),
+])
+def test_conv_maps_to_its_kernel_at_every_step(spec, pipeline):
+    bad = [b for st in _steps(spec, pipeline) for b in _check_step(st)]
+    assert not bad, "\n".join(bad[:20])
+
+
+def test_after_prepack_the_conv_is_the_prepacked_call():
+    last = list(_steps("sample:small_cnn", "tir-cpu"))[-1]
+    assert last.pass_name == "CPUPrepackWeights"
+    graph = relax_digraph(last.mod, "main")
+    # the node that calls the kernel, not only the alias the pass left under the old name
+    conv = [graph.nodes[i].get("callee") for i in last.provenance["convolution"]]
+    assert any(c and "conv2d" in c and "prepacked" in c for c in conv), conv
+    bn = [graph.nodes[i].get("callee") for i in last.provenance["_native_batch_norm_legit_no_training"]]
+    assert any(c and "batch_norm" in c for c in bn) and not any(c and "conv2d" in c for c in bn), bn
+
+
+@pytest.mark.parametrize("spec", ["sample:small_cnn", "sample:mlp", "sample:resnet18"])
+@pytest.mark.parametrize("pipeline", [p for p in BUILT_IN if p != "tir-cpu"])
+def test_every_built_in_pipeline(spec, pipeline):
+    bad = [b for st in _steps(spec, pipeline) for b in _check_step(st)]
+    assert not bad, "\n".join(bad[:20])
