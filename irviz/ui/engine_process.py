@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -48,6 +49,7 @@ class _Engine:
         self.err = b""
         self.retired = False      # killed or replaced: every signal from it is ignored
         self.accepting = False    # replay (if any) sent: new requests may go straight to it
+        self.paused = False       # (spare) stopped with SIGSTOP while the current engine works
 
 
 class EngineBridge(RequestRouter):
@@ -66,6 +68,7 @@ class EngineBridge(RequestRouter):
         self._spare_timer = QTimer(self)
         self._spare_timer.setSingleShot(True)
         self._spare_timer.timeout.connect(self._start_spare)
+        self.busyChanged.connect(self._pause_spare)
         self._stderr_tail: deque[str] = deque(maxlen=200)
         self._recipe: dict | None = None
         self._pass_files: list[str] = []            # loaded with load_pass_file: replayed first
@@ -246,6 +249,7 @@ class EngineBridge(RequestRouter):
         self._restart_t0 = time.perf_counter()
         spare, self._spare = self._spare, None
         if spare is not None and spare.qp.state() != QProcess.ProcessState.NotRunning:
+            _signal_paused(spare, False)
             spare.spare = False
             self._eng = spare
             if spare.ready:
@@ -286,6 +290,13 @@ class EngineBridge(RequestRouter):
             self._spare_timer.start(SPARE_DELAY_MS)   # do not compete with real work on 2 cores
             return
         self._spare = self._new_process(spare=True)
+
+    def _pause_spare(self, busy: bool) -> None:
+        # A spare importing torch and TVM takes both cores of a 2-core machine for seconds: beside a
+        # build_run it slows the build and makes the engine's timing figures say nothing. It waits,
+        # stopped, while the engine works and goes on warming when it is idle.
+        if self._spare is not None:
+            _signal_paused(self._spare, busy)
 
     def _write(self, line: bytes) -> None:
         self._eng.qp.write(line)
@@ -579,6 +590,21 @@ class EngineBridge(RequestRouter):
 
     def _on_idle(self) -> None:
         self._schedule_spare()
+
+
+def _signal_paused(eng: _Engine, paused: bool) -> None:
+    """Stop (SIGSTOP) or continue (SIGCONT) an engine process; nothing where there are no such
+    signals, or once it has exited."""
+    if eng.paused == paused or not hasattr(signal, "SIGSTOP"):
+        return
+    pid = int(eng.qp.processId() or 0)
+    if pid <= 0 or eng.qp.state() == QProcess.ProcessState.NotRunning:
+        return
+    try:
+        os.kill(pid, signal.SIGSTOP if paused else signal.SIGCONT)
+    except OSError:
+        return
+    eng.paused = paused
 
 
 def _frontend_recipe(state: dict) -> dict:
