@@ -114,8 +114,8 @@ def _check(args, out) -> int:
     summary = {"ok": False, "failed_stage": None, "error": None, "model": args.model,
                "pipeline": args.pipeline, "importer": args.importer, "steps": [],
                "max_abs_error": None, "max_rel_error": None, "allclose": None,
-               "tvm_ms": None, "torch_ms": None, "threads": None, "build_seconds": None,
-               "reference": None, "func": args.func, "verdict": None, "not_comparable": None}
+               "tvm_ms": None, "torch_ms": None, "reliable": None, "reason": None,
+               "threads": None, "build_seconds": None, "reference": None, "func": args.func, "verdict": None, "not_comparable": None}
     ws = open_workspace(args, failure, log)
     if ws is not None and failure.stage is None:
         try:
@@ -127,6 +127,7 @@ def _check(args, out) -> int:
                            max_abs_error=finite(res.max_abs_error),
                            max_rel_error=finite(res.max_rel_error), allclose=res.allclose,
                            tvm_ms=round(res.tvm_ms, 4), torch_ms=finite(round(res.torch_ms, 4)),
+                           reliable=res.reliable, reason=res.reason,
                            threads=res.threads, timing=_timing_fields(res))
             summary["memory"] = _memory_fields(built, args.func)
             # "torch" rather than "PyTorch": the JSON's values are short identifiers
@@ -139,6 +140,8 @@ def _check(args, out) -> int:
                 log(f"run      tvm {res.tvm_ms:.3f} ms  {torch_part}"
                     f"({res.threads} threads)  max abs error {res.max_abs_error:.3g} "
                     f"against {ws.reference_name}")
+            if not res.reliable:
+                log(f"timing   unreliable: {res.reason}")
             # "ran" would read like a result: with nothing to compare with, the numbers are unjudged
             summary.update(verdict="not judged" if res.verdict == "ran" else res.verdict,
                            not_comparable=res.not_comparable)

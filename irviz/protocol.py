@@ -317,6 +317,10 @@ class BuildRunResult(TypedDict):
     kernels: list[Kernel]
     tvm_timing: dict | None
     torch_timing: dict | None
+    # False when something competed for the cores while a shown figure was timed; `reason` says
+    # what (the views show it instead of a ratio)
+    reliable: bool
+    reason: str | None
     cpu: dict
     timing_text: str
 

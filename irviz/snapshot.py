@@ -1,10 +1,14 @@
 """`irviz snapshot MODEL --steps N --out FILE.png`: render the main window offscreen after N steps.
 
 Starts the app offscreen (unless a platform is already chosen), opens MODEL, steps N times, waits
-until every pane shows the current step, resizes the window and saves a grab of it."""
+until every pane shows the current step, resizes the window and saves a grab of it. With
+`--build-run --json PATH` it also writes the Run pane's figures as shown, so the app's own figures
+can be checked by a script."""
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import sys
 import time
@@ -23,6 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--select", default=None,
                    help="FX node to select, showing the cross-links ('auto': the first op that maps to a kernel)")
     p.add_argument("--build-run", action="store_true", help="also Build & Run the last step")
+    p.add_argument("--json", default=None, metavar="PATH",
+                   help="with --build-run: write the Run pane's figures as shown to PATH ('-': stdout)")
     p.add_argument("--timeout", type=float, default=600.0)
 
 
@@ -34,6 +40,38 @@ def wait_until(app, predicate, timeout: float) -> bool:
             return True
         time.sleep(0.01)
     return predicate()
+
+
+def run_figures(win, pipeline: str) -> dict:
+    """The Run pane's figures as the window shows them (`shown`: each field's text), beside the
+    numbers they came from, so a script can check what a user would read."""
+    pane = win.run
+    r = pane.result or {}
+    tvm_ms, torch_ms = r.get("tvm_ms"), r.get("torch_ms")
+    reliable = r.get("reliable")
+    return {
+        "step": pane.built_step, "pipeline": pipeline, "func": r.get("func"),
+        "verdict": pane.verdict.text() or None,
+        "tvm_ms": tvm_ms, "torch_ms": torch_ms,
+        "ratio": (tvm_ms / torch_ms) if tvm_ms and torch_ms and reliable is not False else None,
+        "reliable": reliable, "reason": r.get("reason"),
+        "max_abs_error": r.get("max_abs_error"), "max_rel_error": r.get("max_rel_error"),
+        "threads": r.get("threads"), "torch_threads": r.get("torch_threads"),
+        "shown": {k: label.text() for k, label in pane.fields.items()},
+        "timing_note": pane.timing_note.text(),
+        "error": pane.error,
+    }
+
+
+def write_figures(path: str, figures: dict) -> None:
+    # NaN (no torch figure for an IR file) is not JSON: null instead
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in figures.items()}
+    text = json.dumps(clean, indent=2)
+    if path == "-":
+        print(text)
+    else:
+        with open(path, "w") as f:
+            f.write(text + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
         wait_until(app, lambda: win.run.result is not None or win.run.error is not None, args.timeout)
     if not wait_until(app, settled, args.timeout):
         print("irviz snapshot: panes did not fill in time; saving what is shown", file=sys.stderr)
+    if args.json and args.build_run:
+        write_figures(args.json, run_figures(win, args.pipeline))
     win.resize(w, h)
     wait_until(app, lambda: False, 0.3)  # let layouts and graph views settle
     if (win.width(), win.height()) != (w, h):

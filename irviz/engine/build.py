@@ -40,7 +40,8 @@ class BuildCommands:
             "outputs": res.outputs, "per_output": list(res.per_output or []),
             "kernels": [{"name": k.name, "calls": k.calls, "ms": k.ms, "binding": k.binding,
                          "decision": decided.get(k.name)} for k in res.kernels],
-            "tvm_timing": res.tvm_timing, "torch_timing": res.torch_timing, "cpu": cpu_info().as_dict(),
+            "tvm_timing": res.tvm_timing, "torch_timing": res.torch_timing,
+            "reliable": res.reliable, "reason": res.reason, "cpu": cpu_info().as_dict(),
             "timing_text": describe({"TVM": res.tvm_timing, "PyTorch": res.torch_timing}, res.threads),
         }
 

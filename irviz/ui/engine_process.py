@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
-import tempfile
 import time
 from collections import deque
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, QTimer
 
-from irviz.protocol import empty_state
-from irviz.ui.request_routing import RequestRouter, Request
+from irviz.ui.request_routing import Request
+from irviz.ui.session_replay import SessionReplay
 
 # Give up replaying after this many engines in a row died while replaying.
 MAX_REPLAY_FAILURES = 2
@@ -48,9 +48,10 @@ class _Engine:
         self.err = b""
         self.retired = False      # killed or replaced: every signal from it is ignored
         self.accepting = False    # replay (if any) sent: new requests may go straight to it
+        self.paused = False       # (spare) stopped with SIGSTOP while the current engine works
 
 
-class EngineBridge(RequestRouter):
+class EngineBridge(SessionReplay):
     """Requests in, signals out. One engine process at a time; restarted and replayed on death."""
 
     def __init__(self, parent: QObject | None = None, *, program: str | None = None,
@@ -66,6 +67,7 @@ class EngineBridge(RequestRouter):
         self._spare_timer = QTimer(self)
         self._spare_timer.setSingleShot(True)
         self._spare_timer.timeout.connect(self._start_spare)
+        self.busyChanged.connect(self._pause_spare)
         self._stderr_tail: deque[str] = deque(maxlen=200)
         self._recipe: dict | None = None
         self._pass_files: list[str] = []            # loaded with load_pass_file: replayed first
@@ -246,6 +248,7 @@ class EngineBridge(RequestRouter):
         self._restart_t0 = time.perf_counter()
         spare, self._spare = self._spare, None
         if spare is not None and spare.qp.state() != QProcess.ProcessState.NotRunning:
+            _signal_paused(spare, False)
             spare.spare = False
             self._eng = spare
             if spare.ready:
@@ -286,6 +289,13 @@ class EngineBridge(RequestRouter):
             self._spare_timer.start(SPARE_DELAY_MS)   # do not compete with real work on 2 cores
             return
         self._spare = self._new_process(spare=True)
+
+    def _pause_spare(self, busy: bool) -> None:
+        # A spare importing torch and TVM takes both cores of a 2-core machine for seconds: beside a
+        # build_run it slows the build and makes the engine's timing figures say nothing. It waits,
+        # stopped, while the engine works and goes on warming when it is idle.
+        if self._spare is not None:
+            _signal_paused(self._spare, busy)
 
     def _write(self, line: bytes) -> None:
         self._eng.qp.write(line)
@@ -395,86 +405,6 @@ class EngineBridge(RequestRouter):
             self._send(r)
         self._update_busy()
 
-    def _on_replay_reply(self, ok: bool, msg: dict, state: dict | None) -> None:
-        reason = self._pending_reason or "The engine restarted."
-        if ok and state is not None:
-            self._replay_failures = 0
-            self._take_state(state)
-            text = f"{reason} Restarted and replayed to step {state.get('cursor', 0)}."
-            if self._crash_repro is not None:
-                self._request_crash_repro(text, state)
-                return
-            self._finish_restart(text, state)
-        elif state is not None and state.get("import_error"):
-            # the session was captured but did not import before either: that is where we were
-            self._replay_failures = 0
-            self._take_state(state)
-            self._finish_restart(f"{reason} Restarted; the model is captured again but its import "
-                                 "still fails.", state)
-        else:
-            err = msg.get("error") or {}
-            self._recipe = None
-            if state is not None:
-                self._take_state(state)
-            self._finish_restart(f"{reason} Restarted, but replaying the session failed: "
-                                 f"{err.get('message', 'unknown error')}", state)
-
-    def _request_crash_repro(self, text: str, state: dict) -> None:
-        """Ask the new engine (the GUI has no TVM) to write the repro folder of what killed the old
-        one; the restart is announced once it answers, with where the folder is."""
-        what, self._crash_repro = self._crash_repro, None
-        try:
-            out = tempfile.mkdtemp(prefix="irviz-crash-repro-")
-        except OSError:
-            self._finish_restart(text, state)
-            return
-        args = {"out_dir": out, "reason": text, **what}
-        self._repro_text, self._repro_state = text, state   # announced once the folder is written
-        self._send(Request(self._new_id(), "write_repro", args, internal=True))
-
-    def _on_repro_reply(self, ok: bool, msg: dict) -> None:
-        state, text = self._repro_state, self._repro_text
-        self._repro_state = None
-        if ok:
-            path = (msg.get("result") or {}).get("path")
-            text += f" Repro folder: {path} (python {path}/repro.py)."
-        else:
-            text += f" (No repro folder: {(msg.get('error') or {}).get('message', 'unknown error')})"
-        self._finish_restart(text, state)
-
-    def _finish_restart(self, text: str, state: dict | None) -> None:
-        self._pending_reason = None
-        self._crash_repro = None
-        self._restarts += 1
-        self.last_restart_seconds = time.perf_counter() - self._restart_t0
-        if state is not None:
-            self.stateChanged.emit(state)
-        elif self._recipe is None:
-            self._state = None
-            self.stateChanged.emit(empty_state())
-        self.engineRestarted.emit(text)
-
-    def _take_state(self, state: dict) -> None:
-        super()._take_state(state)
-        if not state.get("spec"):
-            return
-        if state.get("steps"):
-            applied = [{"name": s["pass"], "params": s.get("params") or {}} for s in state["steps"][1:]]
-            cursor = int(state.get("cursor") or 0)
-        elif state.get("import_error"):
-            applied, cursor = [], 0  # captured, import failed: a replay captures again (and shows the same failure)
-        else:
-            return
-        self._recipe = {
-            "spec": state["spec"],
-            "importer": state.get("importer") or "exported_program",
-            "keep_params": bool(state.get("keep_params")),
-            "applied": applied,
-            "planned": [{"name": p["name"], "params": p.get("params") or {}} for p in state.get("planned") or []],
-            "cursor": cursor,
-            **_frontend_recipe(state),
-        }
-
     def _on_error(self, eng: _Engine, err) -> None:
         if eng.retired:
             return
@@ -568,12 +498,6 @@ class EngineBridge(RequestRouter):
 
     # ------------------------------------------------------------------------------ helpers
 
-    def _describe_recipe(self) -> str:
-        r = self._recipe
-        if not r:
-            return "the session"
-        return f"{r['spec']} to step {r['cursor']}"
-
     def _restarting(self) -> bool:
         return self._pending_reason is not None
 
@@ -581,12 +505,16 @@ class EngineBridge(RequestRouter):
         self._schedule_spare()
 
 
-def _frontend_recipe(state: dict) -> dict:
-    """How the model was captured and which course map files it used: a replay needs them to
-    rebuild a symbolic_trace session (absent for older engines and for IR files)."""
-    out = {}
-    if state.get("capture"):
-        out["capture"] = state["capture"]
-    if state.get("importer_maps"):
-        out["importer_maps"] = list(state["importer_maps"])
-    return out
+def _signal_paused(eng: _Engine, paused: bool) -> None:
+    """Stop (SIGSTOP) or continue (SIGCONT) an engine process; nothing where there are no such
+    signals, or once it has exited."""
+    if eng.paused == paused or not hasattr(signal, "SIGSTOP"):
+        return
+    pid = int(eng.qp.processId() or 0)
+    if pid <= 0 or eng.qp.state() == QProcess.ProcessState.NotRunning:
+        return
+    try:
+        os.kill(pid, signal.SIGSTOP if paused else signal.SIGCONT)
+    except OSError:
+        return
+    eng.paused = paused

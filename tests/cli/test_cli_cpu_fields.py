@@ -25,3 +25,18 @@ def test_check_json_names_the_cpu_the_timing_the_stages_and_the_decisions(capsys
     for d in summary["decisions"]:
         if d["kind"] == "library_or_tir":
             assert d["choice"] in ("torch", "tir") and d["workload"].split()[0] in ("conv2d", "matmul")
+
+
+def test_check_json_says_whether_the_figures_can_be_trusted(capsys, monkeypatch):
+    from irviz.core.backend import run as run_mod
+    from irviz.core.backend import timing
+
+    grows = iter(range(0, 10**9, 10))       # every read: 10 s more waiting for a core
+    monkeypatch.setattr(timing, "_run_delay", lambda: float(next(grows)))
+    monkeypatch.setattr(run_mod, "MAX_ROUNDS", 2)
+    code = main(["check", "sample:mlp", "--json", "-", "--repeats", "2"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0, summary["error"]
+    assert summary["reliable"] is False
+    assert "waited for a core" in summary["reason"] and "after 2 rounds" in summary["reason"]
+    assert summary["timing"]["torch"]["waited"] > 1 and summary["torch_ms"] > 0

@@ -28,3 +28,25 @@ def test_snapshot_of_a_missing_model_fails_with_a_message(tmp_path):
     assert proc.returncode != 0
     assert "nope.py" in proc.stderr + proc.stdout
     assert not (tmp_path / "x.png").exists()
+
+
+def test_snapshot_json_writes_the_run_panes_figures_as_shown(tmp_path):
+    import json
+
+    out, figures = tmp_path / "shot.png", tmp_path / "run.json"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "IRVIZ_ENGINE_SPARE": "0"}
+    proc = subprocess.run([sys.executable, "-m", "irviz", "snapshot", "sample:mlp", "--steps", "1",
+                           "--build-run", "--json", str(figures), "--out", str(out), "--size", "1200x800"],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    f = json.loads(figures.read_text())
+    assert f["step"] == 1 and f["pipeline"] == "zero" and f["verdict"] == "PASS"
+    assert f["tvm_ms"] > 0 and f["torch_ms"] > 0 and f["max_abs_error"] < 1e-4
+    assert isinstance(f["reliable"], bool)
+    shown = f["shown"]
+    if f["reliable"]:
+        assert f["reason"] is None and abs(f["ratio"] - f["tvm_ms"] / f["torch_ms"]) < 1e-9
+        assert shown["ratio"] == f"{f['ratio']:.3g}×"
+    else:
+        assert f["ratio"] is None and shown["ratio"] == f"unreliable: {f['reason']}"
+    assert shown["tvm_ms"] == f"{f['tvm_ms']:.4g} ms"

@@ -217,6 +217,8 @@ def test_build_run_compares_with_torch(engine):
     assert res["max_abs_error"] < 1e-4
     assert res["tvm_ms"] > 0 and res["torch_ms"] > 0 and res["build_seconds"] > 0
     assert isinstance(res["kernels"], list)
+    # whether the figures can be trusted travels with them, with the reason when they cannot
+    assert isinstance(res["reliable"], bool) and (res["reliable"] or res["reason"])
 
 
 def test_unknown_pass_is_a_pipeline_error(engine):

@@ -13,10 +13,12 @@ with the model's example inputs and compares every output with PyTorch eager:
   do not fail on float32 rounding that accumulated over many layers); float16 uses 1e-2;
   integer and bool outputs must be equal.
 * timing: at least ``repeats`` runs of torch eager (and at least 0.2 s of them) before any TVM kernel
-  runs, then the same of ``vm["main"]``, then torch again (its faster block is the figure), each
-  block after its own warm-up (``timing.time_alone``; interleaving them distorted torch's figure up
-  to 100×); the
-  median is the figure, ``tvm_timing``/``torch_timing`` keep min, quartiles and the load average.
+  runs, then the same of ``vm["main"]``, then torch again, each block after its own warm-up and
+  after the other runtime's pool has gone to sleep (``timing.time_alone``; interleaving them
+  distorted torch's figure up to 100×). While a shown block was competed with (its threads waited
+  for a core) up to two more rounds of TVM and torch blocks run; each figure is the median of its
+  fastest clean block, ``tvm_timing``/``torch_timing`` keep min, quartiles, the load average and
+  the contention, and ``reliable``/``reason`` say whether the figures can be trusted.
 * kernels: per-kernel time from ``vm.set_instrument`` over ``min(repeats, 3)`` extra runs (kept
   apart from the timed runs, since the instrument adds overhead per call).  ``KernelTime.ms`` is
   the mean total time per run of that kernel, ``calls`` the calls per run.  Only PrimFuncs of the
@@ -52,7 +54,7 @@ from irviz.core.backend.outputs import compare as _compare
 from irviz.core.backend.outputs import flatten as _flatten
 from irviz.core.backend.outputs import to_numpy as _to_numpy
 from irviz.core.backend.outputs import to_tvm as _to_tvm
-from irviz.core.backend.timing import time_alone
+from irviz.core.backend.timing import best, contention, judge, time_alone
 from irviz.core.errors import RunError, traceback_text, tvm_error_text
 from irviz.core.frontend.inputs import check_func, entry_functions, random_inputs, symbolic_sizes
 from irviz.core.tvm_compat import var_name
@@ -96,6 +98,10 @@ class RunResult:
     per_output: list[dict] = field(default_factory=list)  # shape, dtype, max_abs, max_rel, allclose
     tvm_timing: dict | None = None  # timing.Timing.as_dict(): median, min, quartiles, runs, load
     torch_timing: dict | None = None
+    # whether the figures say what each runtime takes alone: False when another process (or a
+    # runtime's own pool) competed for the cores while a shown block ran; `reason` says which and how
+    reliable: bool = True
+    reason: str | None = None
     func: str = "main"  # the Relax function that ran
     # why outputs that differ cannot match by nature (a random op, order-dependent writes); None
     # for a genuine mismatch, and whenever the outputs match (see backend/nondeterminism.py)
@@ -146,6 +152,11 @@ def _main_params(mod) -> list[str] | None:
     fn = mod["main"]
     return [var_name(p) for p in fn.params] if isinstance(fn, relax.Function) else None
 
+
+# Rounds of (TVM block, torch block) after the first torch block: a second and third only while a
+# shown block was competed with, and not once this many seconds of timing have passed.
+MAX_ROUNDS = 3
+MAX_EXTRA_SECONDS = 5.0
 
 # TVM's runtime starts one worker per core only when told to (it used 1 here); torch uses every core.
 # The pool reads this when it starts, i.e. at the first run after this module is imported.
@@ -254,15 +265,26 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
         not_comparable = nondeterminism.explain(loaded.module, example,
                                                 program if program is not None else loaded.exported)
 
-    # --- TVM timed in a block of its own (see timing.py for why not interleaved with torch)
-    try:
-        tvm_timing = time_alone(lambda: main(*tvm_inputs), repeats, warmup=1)
-    except Exception as exc:
-        msg = tvm_error_text(exc)
-        raise RunError(f"a timed run failed: {msg}", _run_hint(msg),
-                       detail=traceback_text(exc)) from exc
-    torch_after = _time_torch(loaded, example, repeats, used_torch_threads)
-    torch_timing = min(torch_before, torch_after, key=lambda t: t.median_ms)
+    # --- TVM and torch in alternating blocks of their own (see timing.py for why not call by call);
+    # more rounds while a block was competed with, and each figure is its best clean block
+    tvm_blocks, torch_blocks = [], [torch_before]
+    t_start, rounds = time.perf_counter(), 0
+    while rounds < MAX_ROUNDS:
+        rounds += 1
+        try:
+            tvm_blocks.append(time_alone(lambda: main(*tvm_inputs), repeats, warmup=1))
+        except Exception as exc:
+            msg = tvm_error_text(exc)
+            raise RunError(f"a timed run failed: {msg}", _run_hint(msg),
+                           detail=traceback_text(exc)) from exc
+        torch_blocks.append(_time_torch(loaded, example, repeats, used_torch_threads))
+        tvm_timing, torch_timing = best(tvm_blocks, n_tvm), best(torch_blocks, used_torch_threads)
+        clean = contention(tvm_timing, n_tvm) is None and contention(torch_timing, used_torch_threads) is None
+        if clean or time.perf_counter() - t_start > MAX_EXTRA_SECONDS:
+            break
+    reliable, reason = judge({"TVM": tvm_timing, "PyTorch": torch_timing}, n_tvm)
+    if not reliable:
+        reason += f" (after {rounds} round{'s' if rounds > 1 else ''} of blocks)"
 
     kernels = _kernel_times(build_result, dev, tvm_inputs, runs=min(repeats, 3))
 
@@ -285,6 +307,8 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
         tvm_timing=tvm_timing.as_dict(),
         torch_timing=torch_timing.as_dict(),
         not_comparable=not_comparable,
+        reliable=reliable,
+        reason=reason,
     )
 
 
@@ -437,6 +461,7 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
         max_rel_error=max((o["max_rel"] for o in per_output), default=nan),
         allclose=all(o["allclose"] for o in per_output) if per_output else None,
         outputs=len(per_output), tvm_ms=tvm_timing.median_ms, torch_ms=nan, tvm_timing=tvm_timing.as_dict(),
+        reliable=(judged := judge({"TVM": tvm_timing}, tvm_threads()))[0], reason=judged[1],
         kernels=_kernel_times(build_result, dev, tvm_inputs, runs=min(repeats, 3), func=func),
         threads=tvm_threads(), repeats=repeats, per_output=per_output, func=func,
     )

@@ -37,6 +37,14 @@ def timing_note(r: dict) -> str:
     return " · ".join(parts)
 
 
+def ratio_text(r: dict) -> str:
+    """TVM / PyTorch as shown, or why no ratio is: one made up by contention misleads more than none."""
+    if r.get("reliable") is False:
+        return f"unreliable: {r.get('reason') or 'the cores were busy while timing'}"
+    tvm_ms, torch_ms = r.get("tvm_ms"), r.get("torch_ms")
+    return _fmt((tvm_ms / torch_ms) if tvm_ms and torch_ms else None, 3, "×")
+
+
 class _Num(QTableWidgetItem):
     """Sorts numerically."""
 
@@ -502,16 +510,17 @@ class RunPane(Pane):
         self.verdict.setMinimumWidth(min(self.verdict.sizeHint().width(), longest))
         self.verdict.setStyleSheet(f"color: {c.ok if ok or no_reference else c.bad};")
         tvm_ms, torch_ms = r.get("tvm_ms"), r.get("torch_ms")
-        ratio = (tvm_ms / torch_ms) if tvm_ms and torch_ms else None
         mismatch = not ok and not no_reference
         values = {"max_abs_error": error_text(r.get("max_abs_error"), mismatch),
                   "max_rel_error": error_text(r.get("max_rel_error"), mismatch),
                   "tvm_ms": _fmt(tvm_ms, 4, " ms"), "torch_ms": _fmt(torch_ms, 4, " ms"),
-                  "ratio": _fmt(ratio, 3, "×"), "build_seconds": _fmt(r.get("build_seconds"), 3, " s"),
+                  "ratio": ratio_text(r), "build_seconds": _fmt(r.get("build_seconds"), 3, " s"),
                   "threads": str(r.get("threads", "—")), "target": short_target(r.get("target")) or "—"}
         for k, v in values.items():
             self.fields[k].setText(v)
         self.fields["target"].setToolTip(str(r.get("target") or ""))
+        self.fields["ratio"].setWordWrap(r.get("reliable") is False)
+        self.fields["ratio"].setToolTip(str(r.get("reason") or ""))
         self.timing_note.setText(timing_note(r))
         against = r.get("reference_name") or "PyTorch"
         func = r.get("func") or self.built_func or "main"
