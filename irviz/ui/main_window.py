@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow
 
 from irviz.ui import pane_table, themes
@@ -28,6 +29,24 @@ IMPORT_ADVICE = ("Load a converter file for this op (File ▸ Load converters…
                  "example: irviz/samples/example_converter.py), then Re-import (Ctrl+Shift+R). "
                  "The FX graph marks the node in red.")
 
+
+
+# what a window's frame (title bar, borders) adds around its client area, at most
+FRAME_MARGIN = (16, 48)
+
+
+def available_geometry(widget):
+    """The usable part of the screen the widget is on (no taskbar), or None offscreen-less."""
+    screen = widget.screen() or QGuiApplication.primaryScreen()
+    return screen.availableGeometry() if screen is not None else None
+
+
+def fit_to(width: int, height: int, available) -> tuple[int, int]:
+    """`width` x `height`, shrunk so the window with its frame fits `available` (a QRect)."""
+    if available is None or available.width() <= 0 or available.height() <= 0:
+        return width, height
+    return (min(width, available.width() - FRAME_MARGIN[0]),
+            min(height, available.height() - FRAME_MARGIN[1]))
 
 class MainWindow(WindowChrome, QMainWindow):
     allFilled = Signal()  # every pane shows the current step
@@ -76,7 +95,7 @@ class MainWindow(WindowChrome, QMainWindow):
         self._on_busy(bool(getattr(bridge, "busy", False)))  # the panes' first requests are out already
 
         self._default_state = self.saveState(LAYOUT_VERSION)
-        self.resize(1600, 1000)
+        self.resize(*fit_to(1600, 1000, available_geometry(self)))
         self._restore_settings()
         self._ask("samples", "list_samples")
         self._update_actions()
@@ -121,6 +140,8 @@ class MainWindow(WindowChrome, QMainWindow):
         geo = s.value("window/geometry")
         if isinstance(geo, (QByteArray, bytes)) and geo:
             self.restoreGeometry(QByteArray(geo))
+            # saved on a bigger screen (or grown past it once): never come back larger than this one
+            self.resize(*fit_to(self.width(), self.height(), available_geometry(self)))
         st = s.value("window/state")
         self._layout_restored = False
         if isinstance(st, (QByteArray, bytes)) and st:
