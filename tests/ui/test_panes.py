@@ -395,3 +395,11 @@ def test_diff_marks_the_bindings_a_bisect_found_diverging_at_that_step(qtbot, wi
     win.hub.select_step(1)
     qtbot.waitUntil(lambda: win.diff.pair == (0, 1) and win.diff.result is not None, timeout=5000)
     assert view.marked_blocks == []
+
+
+def test_the_step_table_says_its_units_where_the_column_is_narrow(win):
+    header = win.pipeline.table.horizontalHeaderItem
+    units = {header(c).text(): header(c).toolTip() for c in range(win.pipeline.table.columnCount())}
+    # the pass time is the third column: its header is the unit itself, so a narrow pane shows it
+    assert header(2).text() == "ms" and "milliseconds" in units["ms"]
+    assert "Run ms" in units and "Max err" in units

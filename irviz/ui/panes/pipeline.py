@@ -23,7 +23,7 @@ from irviz.ui.result_stamp import ResultStamp
 CUSTOM = "(custom)"
 
 # (header, tooltip); the last five are the per-step numbers
-COLUMNS = [("#", "Step"), ("Pass", "The pass applied"), ("Pass ms", "Time the pass took to apply"),
+COLUMNS = [("#", "Step"), ("Pass", "The pass applied"), ("ms", "Time the pass took to apply, in milliseconds"),
            ("Changed", "Whether the pass changed the module (+added −removed ~changed functions)"),
            ("Bind", "Bindings in main"), ("PF", "TensorIR prim_funcs in the module"),
            ("TIR ln", "Lines of TensorIR (TVMScript) in the module"),
