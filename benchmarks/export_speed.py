@@ -39,6 +39,14 @@ def timed(cmd: list[str]) -> tuple[float, float, str]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), out.stdout
 
 
+def _size(step_file: str) -> tuple[int, int]:
+    """(bindings in main, prim_funcs) read off a step file's script."""
+    text = open(step_file, encoding="utf-8").read()
+    body = text.split("def main(", 1)[1] if "def main(" in text else ""
+    bindings = sum(1 for line in body.splitlines() if " = R." in line or ": R.Tensor" in line and " = " in line)
+    return bindings, text.count("@T.prim_func")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="sample:hf_llama")
@@ -50,10 +58,10 @@ def main() -> None:
                               args.pipeline, "--out", out])
         steps = json.load(open(os.path.join(out, "steps.json")))["steps"]
         last = steps[-1]
-        size = last.get("size") or {}
+        bindings, funcs = _size(os.path.join(out, steps[0]["file"]))
         print(f"export {args.model} --pipeline {args.pipeline}: {wall:.1f} s wall, {cpu:.1f} s CPU; "
               f"{len(steps)} steps, all loadable: {all(s.get('loadable') for s in steps)}; "
-              f"last step: {size.get('bindings', '?')} bindings in main, {size.get('prim_funcs', '?')} prim_funcs")
+              f"imported main: {bindings} bindings; last step: {_size(os.path.join(out, last['file']))[1]} prim_funcs")
         path = os.path.join(out, last["file"])
         wall, cpu, said = timed([sys.executable, "-c", OPEN, path])
         print(f"open {last['file']} (Workspace.open, fresh process): {wall:.1f} s wall, {cpu:.1f} s CPU "
