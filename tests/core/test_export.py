@@ -205,15 +205,30 @@ def test_report_has_a_per_step_table_with_ir_size_latency_and_error(zero_session
     assert int(re.findall(r"<td[^>]*>(\d+)</td>", rows[last])[-1]) > 0  # lowered: TensorIR lines
 
 
-def test_passes_declare_whether_they_keep_a_round_trip():
-    # export skips re-checking a step after a pass declared keeps_roundtrip: the TVM and build
-    # passes that round-trip (checked on ResNet-18); course, CPU and user passes are always checked
-    for spec in passes.list_passes():
-        if spec.category in ("tvm", "build"):
-            assert spec.keeps_roundtrip == spec.roundtrip_ok, spec.name
-        elif spec.category in ("course", "cpu", "user"):
-            assert not spec.keeps_roundtrip, spec.name
-    assert passes.PassSpec("p", "", [], lambda: None).keeps_roundtrip is False
+def test_a_pass_declared_not_to_round_trip_is_never_called_loadable(zero_session, tmp_path):
+    # PassSpec.roundtrip_ok=False (CallTIRRewrite, StaticPlanBlockMemory, ...) is declared, not
+    # guessed from the category: the step after such a pass is text, whatever its script looks like
+    import tvm
+
+    spec = passes.PassSpec("DeclaredNotRoundTripping", "identity, declared not to round-trip", [],
+                           lambda: tvm.transform.module_pass(lambda m, _c: m, opt_level=0,
+                                                             name="DeclaredNotRoundTripping"),
+                           category="tvm", roundtrip_ok=False)
+    passes.register_pass(spec)
+    try:
+        s = Session(zero_session.imported, zero_session.captured)
+        s.set_pipeline(["LegalizeOps", "DeclaredNotRoundTripping"])
+        s.run_to_end()
+        assert s.error is None
+        recs = json.loads((export_trace(s, tmp_path) / "steps.json").read_text())["steps"]
+    finally:
+        passes.unregister_pass(spec.name)
+    by_pass = {r["pass"]: r for r in recs}
+    assert by_pass["LegalizeOps"]["loadable"] is True
+    declared = by_pass["DeclaredNotRoundTripping"]
+    assert declared["loadable"] is False and declared["file"].endswith(".txt")
+    assert "roundtrip_ok=False" in declared["note"]
+    assert "CallTIRRewrite" in {p.name for p in passes.list_passes() if not p.roundtrip_ok}
 
 
 def test_loadable_comes_from_parsing_the_written_file(zero_session, tmp_path, monkeypatch):

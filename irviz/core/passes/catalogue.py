@@ -44,7 +44,7 @@ def _dlight_cpu():
 
 
 def _spec(name, description, make, category="tvm", params=(), roundtrip_ok=True, mutates_input=False,
-          check=None, keeps_roundtrip=False):
+          check=None):
     return PassSpec(
         name=name,
         description=description,
@@ -52,7 +52,6 @@ def _spec(name, description, make, category="tvm", params=(), roundtrip_ok=True,
         make=make,
         category=category,
         roundtrip_ok=roundtrip_ok,
-        keeps_roundtrip=keeps_roundtrip,
         mutates_input=mutates_input,
         check=check,
     )
@@ -70,10 +69,9 @@ def _builtin_specs() -> list[PassSpec]:
                 PassParam("enable_warning", "bool", False, "warn about ops without a legalization"),
                 PassParam("skip_ops", "str", "", "comma-separated op names to leave alone, e.g. relax.nn.conv2d"),
             ],
-            keeps_roundtrip=True,
         ),
-        _spec("AnnotateTIROpPattern", "Tag each PrimFunc with its op pattern kind for FuseOps", RT.AnnotateTIROpPattern, keeps_roundtrip=True),
-        _spec("FoldConstant", "Evaluate calls whose inputs are all constants at compile time", RT.FoldConstant, keeps_roundtrip=True),
+        _spec("AnnotateTIROpPattern", "Tag each PrimFunc with its op pattern kind for FuseOps", RT.AnnotateTIROpPattern),
+        _spec("FoldConstant", "Evaluate calls whose inputs are all constants at compile time", RT.FoldConstant),
         _spec(
             "FuseOps",
             "Group bindings into Primitive sub-functions by op pattern (needs AnnotateTIROpPattern)",
@@ -81,9 +79,8 @@ def _builtin_specs() -> list[PassSpec]:
             params=[
                 PassParam("fuse_opt_level", "int", -1, "fusion level; -1 = the PassContext opt_level, 0 = no fusion"),
             ],
-            keeps_roundtrip=True,
         ),
-        _spec("FuseTIR", "Merge each Primitive Relax function of call_tir's into one PrimFunc", RT.FuseTIR, keeps_roundtrip=True),
+        _spec("FuseTIR", "Merge each Primitive Relax function of call_tir's into one PrimFunc", RT.FuseTIR),
         _spec(
             "DeadCodeElimination",
             "Remove unused bindings, and functions unreachable from public/entry functions",
@@ -91,7 +88,6 @@ def _builtin_specs() -> list[PassSpec]:
             params=[
                 PassParam("entry_functions", "str", "", "comma-separated extra roots, e.g. a private function to keep (public functions always are)"),
             ],
-            keeps_roundtrip=True,
         ),
         _spec(
             "BindParams",
@@ -104,38 +100,34 @@ def _builtin_specs() -> list[PassSpec]:
                           "file; keys = parameter names; empty: the params file a --keep-params import wrote"),
             ],
             check=bind_params.check,
-            keeps_roundtrip=True,
         ),
-        _spec("CanonicalizeBindings", "Remove trivial rebindings (y = x) and simplify match_casts", RT.CanonicalizeBindings, keeps_roundtrip=True),
+        _spec("CanonicalizeBindings", "Remove trivial rebindings (y = x) and simplify match_casts", RT.CanonicalizeBindings),
         _spec(
             "EliminateCommonSubexpr",
             "Reuse the first of several identical computations",
             lambda call_only=False: RT.EliminateCommonSubexpr(bool(call_only)),
             params=[PassParam("call_only", "bool", False, "only eliminate calls")],
-            keeps_roundtrip=True,
         ),
         _spec(
             "ConvertToDataflow",
             "Wrap runs of pure bindings into dataflow blocks",
             lambda min_size=2: RT.ConvertToDataflow(int(min_size)),
             params=[PassParam("min_size", "int", 2, "smallest run of bindings turned into a block")],
-            keeps_roundtrip=True,
         ),
-        _spec("ToNonDataflow", "Turn dataflow blocks into ordinary binding blocks", RT.ToNonDataflow, keeps_roundtrip=True),
-        _spec("DecomposeOpsForInference", "Split composite ops (batch_norm, layer_norm...) into simple ones", lambda: RT.DecomposeOpsForInference(), keeps_roundtrip=True),
-        _spec("LambdaLift", "Lift local functions to module-level functions", RT.LambdaLift, keeps_roundtrip=True),
+        _spec("ToNonDataflow", "Turn dataflow blocks into ordinary binding blocks", RT.ToNonDataflow),
+        _spec("DecomposeOpsForInference", "Split composite ops (batch_norm, layer_norm...) into simple ones", lambda: RT.DecomposeOpsForInference()),
+        _spec("LambdaLift", "Lift local functions to module-level functions", RT.LambdaLift),
         _spec(
             "DlightCPUSchedule",
             "dlight default schedules for CPU (GEMV, Reduction) on matching PrimFuncs",
             _dlight_cpu,
             mutates_input=True,
-            keeps_roundtrip=True,
         ),
         # ---- default_build steps (tvm/relax/pipeline.py: default_build_pipeline) -------------
-        _spec("DispatchSampling", "Lower R.multinomial_from_uniform to TIR sampling kernels", B.DispatchSampling, "build", keeps_roundtrip=True),
-        _spec("DispatchSortScan", "Lower sort/argsort/topk/cumsum to target kernels", B.DispatchSortScan, "build", keeps_roundtrip=True),
-        _spec("RewriteDataflowReshape", "Turn reshape-like call_tir into zero-copy R.reshape", RT.RewriteDataflowReshape, "build", keeps_roundtrip=True),
-        _spec("RemovePurityChecking", "Mark pure functions force_pure and unwrap pure-override ops", RT.RemovePurityChecking, "build", keeps_roundtrip=True),
+        _spec("DispatchSampling", "Lower R.multinomial_from_uniform to TIR sampling kernels", B.DispatchSampling, "build"),
+        _spec("DispatchSortScan", "Lower sort/argsort/topk/cumsum to target kernels", B.DispatchSortScan, "build"),
+        _spec("RewriteDataflowReshape", "Turn reshape-like call_tir into zero-copy R.reshape", RT.RewriteDataflowReshape, "build"),
+        _spec("RemovePurityChecking", "Mark pure functions force_pure and unwrap pure-override ops", RT.RemovePurityChecking, "build"),
         _spec(
             "CallTIRRewrite",
             "Make call_tir explicit: allocate outputs, then call the PrimFunc in DPS style",
@@ -157,12 +149,12 @@ def _builtin_specs() -> list[PassSpec]:
             "build",
             roundtrip_ok=False,
         ),
-        _spec("LowerAllocTensor", "Lower remaining alloc_tensor to alloc_storage + alloc_tensor", RT.LowerAllocTensor, "build", keeps_roundtrip=True),
-        _spec("KillAfterLastUse", "Free tensors and storage right after their last use", RT.KillAfterLastUse, "build", keeps_roundtrip=True),
-        _spec("LowerRuntimeBuiltin", "Lower generic builtins to VM builtins", RT.LowerRuntimeBuiltin, "build", keeps_roundtrip=True),
-        _spec("ComputePrimValue", "Compute R.prim_value expressions with generated PrimFuncs", RT.ComputePrimValue, "build", keeps_roundtrip=True),
-        _spec("VMShapeLower", "Lower shape computations and checks to VM shape-heap code", RT.VMShapeLower, "build", keeps_roundtrip=True),
-        _spec("AttachGlobalSymbol", "Attach global_symbol to functions for codegen", RT.AttachGlobalSymbol, "build", keeps_roundtrip=True),
+        _spec("LowerAllocTensor", "Lower remaining alloc_tensor to alloc_storage + alloc_tensor", RT.LowerAllocTensor, "build"),
+        _spec("KillAfterLastUse", "Free tensors and storage right after their last use", RT.KillAfterLastUse, "build"),
+        _spec("LowerRuntimeBuiltin", "Lower generic builtins to VM builtins", RT.LowerRuntimeBuiltin, "build"),
+        _spec("ComputePrimValue", "Compute R.prim_value expressions with generated PrimFuncs", RT.ComputePrimValue, "build"),
+        _spec("VMShapeLower", "Lower shape computations and checks to VM shape-heap code", RT.VMShapeLower, "build"),
+        _spec("AttachGlobalSymbol", "Attach global_symbol to functions for codegen", RT.AttachGlobalSymbol, "build"),
         # ---- course passes -------------------------------------------------------------------
         _spec(
             "EwiseFMA",

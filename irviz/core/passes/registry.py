@@ -58,10 +58,6 @@ class PassSpec:
     make: Callable[..., tvm.ir.transform.Pass]  # make(**params) -> Pass
     category: str = "user"  # "tvm" | "course" | "build" | "user"
     roundtrip_ok: bool = True  # False when TVM's printer output won't parse after it
-    # True when a module that round-trips (printed, parsed back equal) still did after this pass,
-    # measured on ResNet-18 for TVM's zero and default_build passes.  Export does not rely on it:
-    # a step file is called loadable only after it was parsed back
-    keeps_roundtrip: bool = False
     # the pass may change its input module in place (dlight ApplyDefaultSchedule, and any user
     # code), so apply_pass hands it a shallow copy: a Session's earlier steps must stay as they were
     mutates_input: bool = False
