@@ -17,7 +17,12 @@ def test_compare_view_rows_and_pairs(qtbot):
     assert pane.compare("  ") is None and "Type pipeline B" in pane.info.text()
     pane.compare("LegalizeOps,AnnotateTIROpPattern,FuseOps,FuseTIR")
     qtbot.waitUntil(lambda: pane.diff_result is not None)
-    assert pane.rows.rowCount() == 2 and pane.rows.item(1, 5).text() == "4"
+    assert pane.rows.rowCount() == 2 and pane.rows.item(1, 3).text() == "4"  # kernels
+    # the figures come before the pipeline text, which is last and elided, whole in its tooltip
+    header = [pane.rows.horizontalHeaderItem(c).text() for c in range(pane.rows.columnCount())]
+    assert header[1:3] == ["TVM ms", "max abs error"] and header[-1] == "pipeline"
+    assert pane.rows.item(1, 6).toolTip() == "LegalizeOps,AnnotateTIROpPattern,FuseOps,FuseTIR"
+    assert pane.rows.columnWidth(6) <= 320
     assert pane.steps.rowCount() == 6
     assert pane.steps.item(3, 1).text() == "FoldConstant" and pane.steps.item(3, 3).text() == ""
     assert pane.steps.item(3, 0).background().color() == ONLY_A
@@ -87,3 +92,14 @@ def test_graph_tab_draws_both_mains_with_one_sided_and_changed_nodes(qtbot):
     assert bridge.sent[-1] == ("compare_graphs", {"a": 3, "b": 2})
     pane.mode.setCurrentIndex(1)
     assert pane.graphs.result is None and "two steps" in pane.graphs.legend.text()
+
+
+def test_a_long_pipeline_text_does_not_widen_the_compare_window(qtbot):
+    bridge = FakeBridge()
+    pane = ComparePane(bridge, EventHub())
+    qtbot.addWidget(pane)
+    before = pane.minimumSizeHint().width()
+    long_text = ",".join(["CPUTileReductions(lanes=16)"] * 80)
+    bridge.stateChanged.emit({"model": "mlp", "pipeline_text": long_text})
+    assert pane.a_label.toolTip() == long_text
+    assert pane.minimumSizeHint().width() <= max(before, 900)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QHBoxLayout, QLabel, QLineEdit,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QHBoxLayout, QLabel, QLineEdit, QSizePolicy,
                                QPushButton, QSplitter, QTableWidgetItem, QTabWidget, QVBoxLayout,
                                QWidget)
 
@@ -27,12 +27,16 @@ def _fmt(v, spec=".3g") -> str:
     return "–" if v is None else format(v, spec) if isinstance(v, float) else str(v)
 
 
+PIPELINE_COL = 6  # the summary rows' last column
+
 class ComparePane(Pane):
     def __init__(self, bridge, hub, parent=None, settings=None):
         super().__init__(bridge, hub, parent, settings=settings)
         self.result: dict | None = None
         self.diff_result: dict | None = None
         self.a_label = dim_label("A: the open pipeline")
+        # a pipeline text has no spaces to wrap at: clip it rather than widen the window
+        self.a_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.b_edit = QLineEdit()
         self.b_edit.setPlaceholderText("pipeline B: a name (zero, default_build, …) or a text "
                                        "(LegalizeOps,FuseOps,FuseTIR)")
@@ -43,7 +47,8 @@ class ComparePane(Pane):
         self.go.clicked.connect(self.compare)
         self.info = dim_label("")
 
-        self.rows = row_table(["", "pipeline", "passes", "TVM ms", "max abs error", "kernels", "build s"])
+        # the figures first and the pipeline text last: a long pipeline must not push them away
+        self.rows = row_table(["", "TVM ms", "max abs error", "kernels", "build s", "passes", "pipeline"])
         self.rows.setMaximumHeight(76)
         self.steps = row_table(["A", "pass in A", "B", "pass in B"])
         self.steps.itemSelectionChanged.connect(self._row_selected)
@@ -93,6 +98,7 @@ class ComparePane(Pane):
     def on_state(self, state: dict, prev: dict) -> None:
         text = state.get("pipeline_text") or ""
         self.a_label.setText(f"A: {text}" if text else "A: no model open")
+        self.a_label.setToolTip(text)
         self.go.setEnabled(bool(state.get("model")))
         self.slot.check(state)
 
@@ -134,15 +140,17 @@ class ComparePane(Pane):
         pipes = result.get("pipelines") or []
         self.rows.setRowCount(len(pipes))
         for r, p in enumerate(pipes):
-            cells = ["AB"[r], p.get("pipeline", ""), str(len(p.get("steps") or []) - 1),
-                     _fmt(p.get("tvm_ms"), ".3f"), _fmt(p.get("max_abs_error")), _fmt(p.get("kernels")),
-                     _fmt(p.get("build_seconds"), ".2f")]
+            cells = ["AB"[r], _fmt(p.get("tvm_ms"), ".3f"), _fmt(p.get("max_abs_error")),
+                     _fmt(p.get("kernels")), _fmt(p.get("build_seconds"), ".2f"),
+                     str(len(p.get("steps") or []) - 1), p.get("pipeline", "")]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                if p.get("error"):
-                    item.setToolTip(p["error"])
+                item.setToolTip(p["error"] if p.get("error") else p.get("pipeline", "") if c == PIPELINE_COL else "")
                 self.rows.setItem(r, c, item)
         self.rows.resizeColumnsToContents()
+        # the pipeline text takes what is left, elided; its tooltip has all of it
+        self.rows.horizontalHeader().setStretchLastSection(True)
+        self.rows.setColumnWidth(PIPELINE_COL, min(self.rows.columnWidth(PIPELINE_COL), 320))
         errors = [f"{'AB'[k]}: {p['error']}" for k, p in enumerate(pipes) if p.get("error")]
         aligned = result.get("aligned") or []
         names = [p.get("steps") or [] for p in pipes]
