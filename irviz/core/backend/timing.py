@@ -128,19 +128,24 @@ def _run_delay() -> float | None:
     return total / 1e9
 
 
+def _other_thread_stats():
+    """The fields after the command name of /proc/self/task/<tid>/stat, for every thread of this
+    process but the calling one (a thread that exits meanwhile is skipped)."""
+    me = str(threading.get_native_id())
+    for tid in os.listdir("/proc/self/task"):
+        if tid == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                yield f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+
+
 def _other_threads_cpu() -> float | None:
     """CPU seconds used so far by this process's threads other than the calling one, or None."""
-    me, total = str(threading.get_native_id()), 0
     try:
-        for tid in os.listdir("/proc/self/task"):
-            if tid == me:
-                continue
-            try:
-                with open(f"/proc/self/task/{tid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except FileNotFoundError:
-                continue
-            total += int(fields[11]) + int(fields[12])   # utime, stime
+        total = sum(int(fields[11]) + int(fields[12]) for fields in _other_thread_stats())  # utime, stime
     except (OSError, ValueError, IndexError):
         return None
     return total / os.sysconf("SC_CLK_TCK")
@@ -148,19 +153,10 @@ def _other_threads_cpu() -> float | None:
 
 def _other_threads_running() -> int:
     """How many of this process's threads other than the calling one are running or ready to."""
-    me, n = str(threading.get_native_id()), 0
     try:
-        for tid in os.listdir("/proc/self/task"):
-            if tid == me:
-                continue
-            try:
-                with open(f"/proc/self/task/{tid}/stat") as f:
-                    n += f.read().rsplit(")", 1)[1].split()[0] == "R"
-            except FileNotFoundError:
-                continue
+        return sum(fields[0] == "R" for fields in _other_thread_stats())
     except (OSError, IndexError):
         return 0
-    return n
 
 
 def settle_threads(minimum: float = SETTLE_SECONDS, longest: float = MAX_SETTLE_SECONDS,
