@@ -10,25 +10,16 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import QObject, QSettings, Signal
+from fake_bridge import FakeBridge
+from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QDialogButtonBox
 
 from irviz.ui.open_dialog import OpenDialog
 
 
-class RecordingBridge(QObject):
-    replied = Signal(int, str, object)
-    failed = Signal(int, str, dict)
-    progress = Signal(int, str, float)
-    busyChanged = Signal(bool)
-    engineRestarted = Signal(str)
-    stateChanged = Signal(dict)
-    busy = False
+class RecordingBridge(FakeBridge):
+    """The shared fake engine, but it never answers: the test reads exactly what was sent."""
     converter_files: list = []
-
-    def __init__(self):
-        super().__init__()
-        self.sent = []
 
     def request(self, cmd, supersede=None, **args):
         self.sent.append((cmd, args))
