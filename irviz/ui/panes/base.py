@@ -8,7 +8,7 @@ from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (QAbstractItemView, QLabel, QLineEdit, QSizePolicy, QTableWidget,
                                QWidget)
 
-from irviz.ui import themes
+from irviz.ui import result_stamp, themes
 
 
 class Pane(QWidget):
@@ -179,11 +179,7 @@ class Pane(QWidget):
             return None
         return int(state.get("cursor", 0))
 
-    @staticmethod
-    def model_key(state: dict | None):
-        if not state or not state.get("model"):
-            return None
-        return (state.get("spec"), state.get("importer"), state.get("model"))
+    model_key = staticmethod(result_stamp.model_key)
 
 
 class SearchBox(QLineEdit):
