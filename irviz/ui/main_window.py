@@ -389,7 +389,8 @@ class MainWindow(WindowChrome, QMainWindow):
         step = next((s for s in self.state.get("steps") or [] if s.get("index") == cursor), {})
         text = f"Step {cursor}: {step.get('pass', '')}"
         if cursor > 0:
-            text += " — changed the module" if step.get("changed") else " — changed nothing"
+            text += (" — changed only attributes" if step.get("changed_what") == "attrs" else
+                     " — changed the module" if step.get("changed") else " — changed nothing")
         return text
 
     def _on_replied(self, rid: int, cmd: str, result) -> None:

@@ -403,3 +403,12 @@ def test_the_step_table_says_its_units_where_the_column_is_narrow(win):
     # the pass time is the third column: its header is the unit itself, so a narrow pane shows it
     assert header(2).text() == "ms" and "milliseconds" in units["ms"]
     assert "Run ms" in units and "Max err" in units
+
+
+def test_the_status_line_says_when_a_step_changed_only_attributes(win):
+    from irviz.protocol import make_state, step_entry
+
+    steps = [step_entry(0, "import", {}, 0.1, True),
+             step_entry(1, "AnnotateTIROpPattern", {}, 0.01, True, changed_what="attrs")]
+    win.state = make_state(model="mlp", spec="sample:mlp", importer="exported_program", cursor=1, steps=steps)
+    assert win._step_text() == "Step 1: AnnotateTIROpPattern — changed only attributes"
