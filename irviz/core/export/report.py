@@ -219,15 +219,40 @@ def _render_memory(session, memory: dict, shown: list[int]) -> str:
     return "".join(out)
 
 
+def step_diff_html(session, i: int, between=None) -> str:
+    """Step ``i``'s diff against step ``i - 1``, function by function, within the row budget.
+    between: called after each function, e.g. to tend work running beside this one."""
+    budget = MAX_REPORT_ROWS_PER_STEP
+    out = []
+    fds = diff_mod.side_by_side(session.steps[i - 1].mod, session.steps[i].mod)
+    for k, fd in enumerate(fds):
+        if budget <= 0:
+            rest = len(fds) - k
+            out.append(f'<p class="note">… {rest} more function(s) left out; see '
+                       f"diffs/step_{i:02d}.diff.</p>")
+            break
+        html_rows, nrows = _render_rows(fd)
+        budget -= nrows
+        big = fd.status != "changed" and (len(fds) > 4 or nrows > 60)
+        out.append(f"<details{'' if big else ' open'}><summary><code>{_e(fd.name)}</code>"
+                   f'<span class="tag t-{fd.status}">{fd.status}</span> '
+                   f"<span class=no>{nrows} lines</span></summary>"
+                   f'<div class="diff">{html_rows}</div></details>')
+        if between is not None:
+            between()
+    return "".join(out)
+
+
 def html_report(session, run_results=None, files: dict | None = None, steps=None,
-                latency=None, memory: dict | None = None) -> str:
+                latency=None, memory: dict | None = None, diff_html: dict | None = None) -> str:
     """The trace as one self-contained HTML page (inline CSS/JS, no external resources).
 
     run_results: a RunResult (for the cursor step) or {step index: RunResult}.  files: per-step
     export records (from export_trace) for links to the step files.  Diffs only, collapsed to
     hunks; the full text of each step is in the exported files.  latency: a latency trace
     (``irviz.core.backend.latency.latency_trace``), shown as an SVG chart and a table.  memory:
-    {step index: backend.memory summary or {"error"}}, shown as a table after the passes."""
+    {step index: backend.memory summary or {"error"}}, shown as a table after the passes.
+    diff_html: {step index: :func:`step_diff_html`} already rendered."""
     results = results_by_step(session, run_results)
     files = files or {}
     n = len(session.steps)
@@ -312,7 +337,6 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
         if i == 0:
             continue
         s = session.steps[i]
-        prev = session.steps[i - 1]
         ch = s.changes
         summary = f"Step {i}: {s.pass_name} — " + (
             f"{len(ch.added)} added, {len(ch.removed)} removed, {len(ch.changed)} changed"
@@ -324,20 +348,6 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
         if not s.changed:
             body.append("<p class=no>The module is structurally unchanged.</p></details>")
             continue
-        budget = MAX_REPORT_ROWS_PER_STEP
-        fds = diff_mod.side_by_side(prev.mod, s.mod)
-        for k, fd in enumerate(fds):
-            if budget <= 0:
-                rest = len(fds) - k
-                body.append(f'<p class="note">… {rest} more function(s) left out; see '
-                            f"diffs/step_{i:02d}.diff.</p>")
-                break
-            html_rows, nrows = _render_rows(fd)
-            budget -= nrows
-            big = fd.status != "changed" and (len(fds) > 4 or nrows > 60)
-            body.append(f"<details{'' if big else ' open'}><summary><code>{_e(fd.name)}</code>"
-                        f'<span class="tag t-{fd.status}">{fd.status}</span> '
-                        f"<span class=no>{nrows} lines</span></summary>"
-                        f'<div class="diff">{html_rows}</div></details>')
+        body.append(diff_html[i] if diff_html and i in diff_html else step_diff_html(session, i))
         body.append("</details>")
     return "".join(head + table + body) + "</body></html>\n"

@@ -33,7 +33,8 @@ from pathlib import Path
 from irviz.core.backend.legalize import ops_needing_custom_legalize
 from irviz.core.backend.memory import step_memory_summaries
 from irviz.core.errors import ExportError
-from irviz.core.export.report import html_report, results_by_step, run_dict
+from irviz.core.export.report import html_report, results_by_step, run_dict, step_diff_html
+from irviz.core.export.roundtrip_pool import RoundtripPool
 from irviz.core.export.step_files import (
     add_header_note,
     discard_step_file,
@@ -70,16 +71,30 @@ def _pipeline_text(session) -> str:
     return pipeline_text(session.full_pipeline())
 
 
+def _settle(out, session, step, rec, checked, text, consts, written_params) -> None:
+    """Put what running the step file back showed into its record (and its file): a step that
+    did not load is rewritten as a NOT LOADABLE ``.txt`` with the parser's complaint."""
+    loadable, equal, note = checked
+    rec.update(loadable=bool(loadable), verified=bool(loadable), equal=equal if loadable else None,
+               note=note or None)
+    if not loadable:
+        discard_step_file(out, rec, written_params)
+        rec.update(write_step_file(out, session, step, text, consts, False, note, written_params))
+    elif note:
+        add_header_note(out / rec["file"], note)
+
+
 def export_trace(session, out_dir, steps=None, run_result=None, run_results=None,
                  latency=None) -> Path:
     """Write the trace (see the module docstring) to ``out_dir``; returns its Path.
 
     steps: indices to export (default all).  run_result: a build.RunResult for the cursor step, or
     run_results {step index: RunResult}; shown in report.html and steps.json.
-    Every step written as ``.py`` is run back in this process (its ``load()`` and ``__main__``
-    block, as ``python step_NN.py`` would) and compared with the step's module: slow on big
-    models (the TVMScript parser takes seconds per step on ResNet-18), but a flag inferred from
-    the pass once called files loadable that TVM could not parse.  A step whose pass has
+    Every step written as ``.py`` is run back (its ``load()`` and ``__main__`` block, as
+    ``python step_NN.py`` would) and compared with the step's module, in forked copies of this
+    process on the other cores (:mod:`roundtrip_pool`): slow on big models (the TVMScript parser
+    takes seconds per step), but a flag inferred from the pass once called files loadable that
+    TVM could not parse.  A step whose pass has
     roundtrip_ok=False is never written as .py.
     latency: a trace from ``irviz.core.backend.latency.latency_trace`` (one entry per step): report.html
     shows it as a chart and a table, steps.json keeps it under "latency".
@@ -107,6 +122,8 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     records = []
     files: dict[int, dict] = {}
     written_params: dict = {}  # constant handles -> a .params file already holding exactly them
+    checks = RoundtripPool(roundtrip_check)
+    pending = {}  # step index -> (text, consts), for rewriting a step that did not load as .txt
     for i in indices:
         step = session.steps[i]
         flag_ok = _pass_roundtrip_flag(step.pass_name)
@@ -114,7 +131,6 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
         t0 = time.perf_counter()
         text, consts = module_script(step.mod)
         count_ok = metadata_count(text) == len(consts)
-        verified, equal = False, None
         if not flag_ok:
             loadable, note = False, (f"{step.pass_name} is marked as not round-tripping "
                                      "(PassSpec.roundtrip_ok=False).")
@@ -122,21 +138,12 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
             loadable, note = False, "the constants found do not match the script's metadata table"
         else:
             loadable, note = True, ""
-        irviz_lowers = ops_needing_custom_legalize(step.mod)
         try:
             rec_files = write_step_file(out, session, step, text, consts, loadable, note,
                                         written_params)
             if loadable:
-                loadable, equal, note = roundtrip_check(out / rec_files["file"], step.mod)
-                verified = loadable
-                if not loadable:
-                    discard_step_file(out, rec_files, written_params)
-                    rec_files = write_step_file(out, session, step, text, consts, False, note,
-                                                written_params)
-                elif note:
-                    add_header_note(out / rec_files["file"], note)
-            if irviz_lowers:
-                add_header_note(out / rec_files["file"], irviz_lowers_note(irviz_lowers))
+                checks.submit(i, out / rec_files["file"], step.mod)
+                pending[i] = (text, consts)
             if i > 0:
                 udiff = diff_mod.unified_diff(session.steps[i - 1].mod, step.mod)
                 (out / "diffs" / f"step_{i:02d}.diff").write_text(udiff, encoding="utf-8")
@@ -151,9 +158,9 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
             "seconds": round(float(step.seconds), 6), "changed": bool(step.changed),
             "changed_what": step.changed_what, "pass_notes": list(step.notes),
             "added": list(ch.added), "removed": list(ch.removed), "changed_funcs": list(ch.changed),
-            **rec_files, "loadable": bool(loadable), "verified": verified,
-            "equal": equal if verified else None, "constants": len(consts),
-            "note": note or None, "irviz_lowers": irviz_lowers,
+            **rec_files, "loadable": bool(loadable), "verified": False, "equal": None,
+            "constants": len(consts), "note": note or None,
+            "irviz_lowers": ops_needing_custom_legalize(step.mod),
             "export_seconds": round(time.perf_counter() - t0, 4),
         }
         rec["memory"] = memory.get(i)
@@ -161,6 +168,20 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
             rec["run"] = run_dict(results[i])
         records.append(rec)
         files[i] = rec
+    # rendered while the children parse: it needs no file, and it is the other slow part
+    diff_html = {i: step_diff_html(session, i, between=checks.poll) for i in indices
+                 if i > 0 and session.steps[i].changed}
+    checked = checks.results()
+    for rec in records:
+        i = rec["index"]
+        try:
+            if i in checked:
+                _settle(out, session, session.steps[i], rec, checked[i], *pending[i],
+                        written_params)
+            if rec["irviz_lowers"]:
+                add_header_note(out / rec["file"], irviz_lowers_note(rec["irviz_lowers"]))
+        except OSError as exc:
+            raise ExportError(f"cannot write {rec['file']} in {out}: {exc}") from exc
 
     summary = {
         "irviz_export": 1,
@@ -182,7 +203,8 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
     try:
         (out / "steps.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         (out / "report.html").write_text(
-            html_report(session, results, files=files, steps=indices, latency=latency, memory=memory),
+            html_report(session, results, files=files, steps=indices, latency=latency, memory=memory,
+                        diff_html=diff_html),
             encoding="utf-8")
     except OSError as exc:
         raise ExportError(f"cannot write to {out}: {exc}") from exc
