@@ -361,6 +361,20 @@ def test_pipeline_shows_ir_size_and_each_steps_latency_and_error_after_a_trace(q
     assert t.item(1, COL_ERR).text() == "1.0e-07"
 
 
+def test_pipeline_pass_time_column_stays_in_view_in_the_default_window(qtbot, win):
+    open_mlp(qtbot, win)
+    win.run_to_end()
+    qtbot.waitUntil(lambda: win.state["cursor"] == 5 and win.all_filled(), timeout=5000)
+    win.show()
+    qtbot.waitUntil(lambda: win.pipeline.table.isVisible(), timeout=5000)
+    t = win.pipeline.table
+    assert t.horizontalHeaderItem(2).text() == "ms"
+    assert t.columnViewportPosition(2) + t.columnWidth(2) <= t.viewport().width(), \
+        "the pass-time column is scrolled out of the pipeline dock"
+    longest = max(range(t.rowCount()), key=lambda r: len(t.item(r, 1).text()))
+    assert t.item(longest, 1).toolTip().startswith(t.item(longest, 1).text())
+
+
 def test_diff_marks_the_bindings_a_bisect_found_diverging_at_that_step(qtbot, win):
     open_mlp(qtbot, win)
     win.run_to_end()

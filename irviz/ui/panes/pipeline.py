@@ -30,6 +30,7 @@ COLUMNS = [("#", "Step"), ("Pass", "The pass applied"), ("ms", "Time the pass to
            ("Run ms", "TVM latency of the step built (Run ▸ Time every step)"),
            ("Max err", "Largest absolute difference from PyTorch's outputs (Run ▸ Time every step)")]
 COL_RUN, COL_ERR = 7, 8
+PASS_COLUMN_MAX = 150  # px: "#", "Pass" and "ms" fit the dock's default width
 
 
 def _err_text(v) -> str:
@@ -72,9 +73,13 @@ class PipelinePane(BisectActions, Pane):
         for col, (_h, tip) in enumerate(COLUMNS):
             self.table.horizontalHeaderItem(col).setToolTip(tip)
         hh = self.table.horizontalHeader()
+        # a stretched Pass column as wide as its longest name pushed "ms" and the rest out of
+        # a narrow dock: it is capped and elided instead (the whole name is in its tooltip)
         for col in range(len(COLUMNS)):
-            hh.setSectionResizeMode(col, QHeaderView.ResizeMode.Stretch if col == 1 else
+            hh.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive if col == 1 else
                                     QHeaderView.ResizeMode.ResizeToContents)
+        hh.setStretchLastSection(True)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
         # the last latency trace ("Time every step" in the Run pane), {step index: entry}
         self.trace: dict[int, dict] = {}
         self.trace_stamp: ResultStamp | None = None
@@ -363,6 +368,8 @@ class PipelinePane(BisectActions, Pane):
                         item.setToolTip(f"{verdict.get('stage')}: {verdict.get('reason')}")
                 self.table.setItem(r, col, item)
         self.table.blockSignals(False)
+        self.table.horizontalHeader().resizeSection(
+            1, min(self.table.sizeHintForColumn(1), PASS_COLUMN_MAX))
         self._filter()
         if cursor is not None and cursor < self.table.rowCount():
             self.table.scrollToItem(self.table.item(cursor, 0))
