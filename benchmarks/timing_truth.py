@@ -1,6 +1,6 @@
 """Do the engine's timing figures, after a realistic session, say what each runtime takes alone?
 
-    python benchmarks/timing_truth.py [--models small_cnn,hf_vit,resnet18] [--pipeline fast-cpu]
+    python benchmarks/timing_truth.py [--models small_cnn,hf_vit,resnet18,FILE.py] [--pipeline fast-cpu]
                                       [--load] [--spare] [--repeats 10]
 
 For each model, one engine process (`python -m irviz.engine`, as the app starts it) goes through
@@ -132,7 +132,7 @@ def main() -> int:
             hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
             time.sleep(1.0)
         for name in args.models.split(","):
-            spec = f"sample:{name}"
+            spec = name if name.endswith(".py") or ":" in name else f"sample:{name}"
             t0 = time.perf_counter()
             try:
                 runs = session(spec, args.pipeline, args.repeats, env, args.spare)

@@ -38,7 +38,7 @@ MODELS = {
 
 
 def _check(name):
-    loaded = load_model(f"sample:{name}")
+    loaded = load_model(f"sample:{name}") if isinstance(name, str) else name
     cap = capture(loaded)
     imp = import_model(cap)
     s = Session(imp, cap)
@@ -122,3 +122,27 @@ def test_missing_transformers_is_a_load_error(monkeypatch):
         load_model("sample:hf_gpt2")
     assert "pip install 'irviz[hf]'" in ei.value.message
     assert not hf.available()
+
+
+LM_AS_USERS_WRITE_IT = '''
+import torch
+import transformers
+
+
+def get_model():
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=32)
+    return transformers.GPT2LMHeadModel(cfg).eval(), (torch.randint(0, 64, (1, 8)),)
+'''
+
+
+@needs_hf
+def test_a_causal_lm_written_without_irviz_helpers_captures_with_its_cache_off(tmp_path):
+    """transformers returns a DynamicCache beside the logits, which torch.export cannot output."""
+    f = tmp_path / "user_lm.py"
+    f.write_text(LM_AS_USERS_WRITE_IT)
+    loaded = load_model(str(f))
+    assert loaded.module.config.use_cache is False
+    assert len(loaded.notes) == 1 and "use_cache" in loaded.notes[0]
+    _, r = _check(loaded)
+    assert r.allclose, r.max_abs_error

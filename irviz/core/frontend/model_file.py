@@ -51,6 +51,7 @@ class LoadedModel:
     capture: str | None = None  # a model file's IRVIZ_CAPTURE ("export" | "symbolic_trace")
     importer: str | None = None  # a model file's IRVIZ_IMPORTER ("exported_program" | "course")
     course_maps: tuple = ()  # a model file's own call_function_map / call_module_map, if any
+    notes: tuple = ()  # what irviz changed on the way in, for the log
 
 
 def load_model(spec: str) -> LoadedModel:
@@ -162,12 +163,26 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
         alt_inputs = (alt_inputs,) if isinstance(alt_inputs, torch.Tensor) else tuple(alt_inputs)
 
     module_obj.eval()
+    notes = _without_kv_cache(module_obj)
     _check_forward(module_obj, inputs, shown, path)
     name = path.stem if factory == DEFAULT_FACTORY else f"{path.stem}:{factory}"
     capture, importer, course_maps = _frontend_hints(module, shown)
     return LoadedModel(module=module_obj, example_inputs=inputs, spec=spec, name=name,
                        dynamic_shapes=dynamic_shapes, alt_inputs=alt_inputs, capture=capture,
-                       importer=importer, course_maps=course_maps)
+                       importer=importer, course_maps=course_maps, notes=notes)
+
+
+def _without_kv_cache(module) -> tuple[str, ...]:
+    """A transformers decoder returns its KV cache beside the logits by default, as a
+    ``DynamicCache`` that torch.export cannot put in a program's outputs: the capture failed on a
+    causal LM written the usual way.  One forward pass has no use for the cache, so it is turned
+    off, and the log says so."""
+    config = getattr(module, "config", None)
+    if not type(module).__module__.startswith("transformers.") or not getattr(config, "use_cache", False):
+        return ()
+    config.use_cache = False
+    return (f"{type(module).__name__}: config.use_cache set to False: the KV cache a decoder "
+            "returns is not a tensor torch.export can output; the logits are compared as before",)
 
 
 def _frontend_hints(module, shown: str):

@@ -186,6 +186,8 @@ class Workspace(Results):
         loaded = model_file.load_model(spec)
         load_seconds = time.perf_counter() - t
         self.log(f"load     {load_seconds:7.2f} s  {loaded.name}")
+        for note in loaded.notes:
+            self.log(f"note     {note}")
         capture, importer, why = choose_frontend(loaded, capture, importer, maps)
         if why:
             self.log(f"frontend {why}")
