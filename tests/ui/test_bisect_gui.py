@@ -63,9 +63,13 @@ def test_find_first_bad_pass_jumps_there_and_writes_a_repro(qtbot, qapp, tmp_pat
         assert "R.subtract(" in first
         assert "diverge from torch" in diff.info.text()
 
-        pane.write_repro(str(tmp_path / "repro"), step=3)
+        pane.jump(0)  # the cursor moves away: the repro is still the bad step's
+        qtbot.waitUntil(lambda: pane.state.get("cursor") == 0, timeout=SLOW)
+        pane.write_repro(str(tmp_path / "repro"))
         qtbot.waitUntil(lambda: "write_repro" in done, timeout=SLOW)
         assert (tmp_path / "repro" / "after.py").is_file() and (tmp_path / "repro" / "repro.py").is_file()
-        assert pane.info.text().startswith("Wrote the repro folder")
+        assert "WrongAddToSubtract" in (tmp_path / "repro" / "README.txt").read_text()
+        assert pane.info.text().startswith("Wrote the repro folder of step 3 (WrongAddToSubtract) to ")
+        pane.grab().save(str(Path(os.environ.get("IRVIZ_SHOTS", tmp_path)) / "pipeline_repro.png"))
     finally:
         bridge.shutdown()

@@ -24,6 +24,8 @@ def _diverging_text(d: dict | None) -> str:
 class BisectActions:
     """Mixed into PipelinePane, whose widgets (info line, steps) and state it uses."""
 
+    repro_of = ""  # "step 3 (WrongAddToSubtract)": what the repro folder being written is of
+
     def find_first_bad_pass(self) -> None:
         """Ask the engine to bisect (it applies the planned passes first); progress per step checked
         shows in the info line, then the pane jumps to the bad step and says why."""
@@ -98,6 +100,7 @@ class BisectActions:
             args["step"] = int(step)
         self.ask("repro", "write_repro", **args)
         name = next((s.get("pass") for s in self.steps if s.get("index") == step), "")
-        self.info.setText(f"Writing the repro folder of step {step if step is not None else 'the cursor'}"
-                          + (f" ({name})" if name else "") + "…")
+        self.repro_of = (f"step {step if step is not None else 'the cursor'}"
+                         + (f" ({name})" if name else ""))
+        self.info.setText(f"Writing the repro folder of {self.repro_of}…")
 

@@ -211,7 +211,9 @@ class PipelinePane(BisectActions, Pane):
             self.show_bisect(result or {})
         elif purpose == "repro":
             path = (result or {}).get("path", "")
-            self.info.setText(f"Wrote the repro folder {path} (python {path}/repro.py)")
+            of = self.repro_of
+            self.info.setText(f"Wrote the repro folder{' of ' + of if of else ''} to {path} "
+                              f"(python {path}/repro.py)")
             self.info.setToolTip("\n".join((result or {}).get("files") or []))
 
     def on_error(self, purpose: str, error: dict) -> None:
