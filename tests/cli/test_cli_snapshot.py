@@ -48,5 +48,6 @@ def test_snapshot_json_writes_the_run_panes_figures_as_shown(tmp_path):
         assert f["reason"] is None and abs(f["ratio"] - f["tvm_ms"] / f["torch_ms"]) < 1e-9
         assert shown["ratio"] == f"{f['ratio']:.3g}×"
     else:
-        assert f["ratio"] is None and shown["ratio"] == f"unreliable: {f['reason']}"
+        assert f["ratio"] is None and shown["ratio"].startswith("unreliable")
+        assert f["reason"] and f["reason"].split(" (after")[0] in f["timing_note"]
     assert shown["tvm_ms"] == f"{f['tvm_ms']:.4g} ms"

@@ -39,8 +39,8 @@ def timing_note(r: dict) -> str:
 
 def ratio_text(r: dict) -> str:
     """TVM / PyTorch as shown, or why no ratio is: one made up by contention misleads more than none."""
-    if r.get("reliable") is False:
-        return f"unreliable: {r.get('reason') or 'the cores were busy while timing'}"
+    if r.get("reliable") is False:  # the reason is in the timing note below and the tooltip
+        return "unreliable"
     tvm_ms, torch_ms = r.get("tvm_ms"), r.get("torch_ms")
     return _fmt((tvm_ms / torch_ms) if tvm_ms and torch_ms else None, 3, "×")
 
@@ -519,7 +519,6 @@ class RunPane(Pane):
         for k, v in values.items():
             self.fields[k].setText(v)
         self.fields["target"].setToolTip(str(r.get("target") or ""))
-        self.fields["ratio"].setWordWrap(r.get("reliable") is False)
         self.fields["ratio"].setToolTip(str(r.get("reason") or ""))
         self.timing_note.setText(timing_note(r))
         against = r.get("reference_name") or "PyTorch"
