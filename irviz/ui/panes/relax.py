@@ -3,6 +3,7 @@ time. Nodes the current step added or changed are highlighted; the run pane's pe
 colour the graph."""
 from __future__ import annotations
 
+import html
 import re
 
 from PySide6.QtCore import Qt
@@ -77,6 +78,9 @@ class RelaxPane(Pane):
         self.query_box = QLineEdit()
         self.query_box.setPlaceholderText("Pattern: conv2d -> batch_norm -> relu, matmul(dtype=float32) -> * -> softmax")
         self.query_box.setClearButtonEnabled(True)
+        self.query_box.setToolTip("What the bindings call, joined by '->' (feeds): Relax ops (conv2d), "
+                                  "functions (linear0, fused_* globs), extern functions (env.relu); "
+                                  "'*' is any call")
         self.query_box.setMinimumWidth(80)  # the pane shares the top row with three others
         self.query_box.returnPressed.connect(self.run_query)
         self.query_prev = QToolButton(text="◀")
@@ -258,8 +262,10 @@ class RelaxPane(Pane):
             message = error.get("message", "the query failed")
             self.query_info.setText(message.splitlines()[0])
             self.query_info.setStyleSheet("color: #c0392b")
-            # the caret under the pattern, in a fixed font, where the mouse rests
-            self.query_info.setToolTip("<pre>" + "\n".join(message.splitlines()[1:]) + "</pre>")
+            # the caret under the pattern, in a fixed font, and what to do, where the mouse rests
+            hint = error.get("hint")
+            self.query_info.setToolTip("<pre>" + html.escape("\n".join(message.splitlines()[1:])) + "</pre>"
+                                       + (f"<p>{html.escape(hint)}</p>" if hint else ""))
             if self.graph_dict is not None:
                 self.graph.highlight([], "found")
             self._list_matches([])
@@ -337,9 +343,20 @@ class RelaxPane(Pane):
         return list(row["bindings"]) if row else []
 
     def _match_ids(self, chain: list[str]) -> list[str]:
-        # main's bindings are node ids as they are; a fused function's show as function:var
-        return [b for b in chain if self.graph_dict and any(n["id"] == b for n in self.graph_dict.get("nodes", []))] \
-            or [b.split(":")[-1] for b in chain]
+        """The nodes of the shown graph that a match's bindings are. main's bindings are node ids
+        as they are; another function's come as function:var, which is var in that function's
+        own graph and function/var in the graph of all functions. A binding of a function not
+        shown has no node here (its var name may be another binding's in this graph)."""
+        ids = {n["id"] for n in (self.graph_dict or {}).get("nodes", [])}
+        shown = self.current_func()
+        out = []
+        for b in chain:
+            func, _, var = b.rpartition(":")
+            for cand in (b, f"{func}/{var}" if func else None, var if func == shown else None):
+                if cand in ids:
+                    out.append(cand)
+                    break
+        return out
 
     def _show_query(self) -> None:
         if self.query_result is None:
