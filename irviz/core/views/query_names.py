@@ -108,8 +108,21 @@ def targets(name: str, names: ModuleNames) -> Targets:
                    externs=sorted(s for s in names.externs if numbered.fullmatch(s)))
 
 
+def _families(names) -> list[str]:
+    """Names with LegalizeOps' numbering folded: add, add1, add2, add3 -> add…add3."""
+    groups: dict[str, list] = {}
+    for n in names:
+        base = n.rstrip("0123456789")
+        groups.setdefault(base, []).append((int(n[len(base):] or -1), n))
+    out = []
+    for base in sorted(groups):
+        members = [n for _, n in sorted(groups[base])]
+        out += [f"{members[0]}…{members[-1]}"] if len(members) > 2 else members
+    return out
+
+
 def _listed(kind: str, names) -> str:
-    names = sorted(names)
+    names = _families(names)
     more = f" (+{len(names) - _SHOWN_PER_KIND} more)" if len(names) > _SHOWN_PER_KIND else ""
     return f"{kind}: {', '.join(names[:_SHOWN_PER_KIND]) or 'none'}{more}"
 
@@ -120,11 +133,13 @@ def unknown_name_text(name: str, names: ModuleNames) -> tuple[str, str]:
     ops = {short_op(op) for op in names.ops}
     known = sorted(ops | set(names.functions) | names.externs)
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    # the first line is what a narrow query box shows: the name and the likeliest fix first
+    message = f"unknown name {name!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
     what = "matches no Relax op, function or extern function" if is_glob(name) \
         else "is not a Relax op, a function or an extern function"
-    message = f"{name!r} {what} of any step" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
-    hint = ("the steps have " + "; ".join([_listed("ops", ops), _listed("functions", names.functions),
-                                           _listed("extern functions", names.externs)])
+    hint = (f"{name!r} {what} of any step. The steps have "
+            + "; ".join([_listed("ops", ops), _listed("functions", names.functions),
+                         _listed("extern functions", names.externs)])
             + ". Any registered op name works too (conv2d, matmul, relu, ...), '*' is any call, "
               "and a name may be a glob (fused_*)")
     return message, hint
