@@ -343,20 +343,7 @@ class RelaxPane(Pane):
         return list(row["bindings"]) if row else []
 
     def _match_ids(self, chain: list[str]) -> list[str]:
-        """The nodes of the shown graph that a match's bindings are. main's bindings are node ids
-        as they are; another function's come as function:var, which is var in that function's
-        own graph and function/var in the graph of all functions. A binding of a function not
-        shown has no node here (its var name may be another binding's in this graph)."""
-        ids = {n["id"] for n in (self.graph_dict or {}).get("nodes", [])}
-        shown = self.current_func()
-        out = []
-        for b in chain:
-            func, _, var = b.rpartition(":")
-            for cand in (b, f"{func}/{var}" if func else None, var if func == shown else None):
-                if cand in ids:
-                    out.append(cand)
-                    break
-        return out
+        return match_node_ids(chain, (self.graph_dict or {}).get("nodes", []), self.current_func())
 
     def _show_query(self) -> None:
         if self.query_result is None:
@@ -460,3 +447,35 @@ class RelaxPane(Pane):
         if not ids and text:
             self.code.find_text(text)
         return ids
+
+
+def _bare(node_id: str) -> str:
+    # an inlined binding of a fused call is "<call>/<var>", a repeated name "<var>#<k>"
+    return node_id.rsplit("/", 1)[-1].split("#", 1)[0]
+
+
+def match_node_ids(chain: list[str], nodes: list[dict], shown: str) -> list[str]:
+    """The nodes of the shown graph that a query match's bindings are.
+
+    A binding comes as its id in main, as function:id in another function. The function's own
+    graph has it as id, the graph of all functions as function/id (main's unprefixed). A fused
+    function inlined where it is called shows its bindings as <call>/<var> in a group named for
+    it (once per call), and the call's result node stands for the call binding (``binding_id``).
+    A binding of a function not shown has no node, though its name may be another binding's."""
+    ids = {n["id"] for n in nodes}
+    out = []
+    for b in chain:
+        func, _, var = b.rpartition(":")
+        func = func or "main"
+        if shown == ALL_FUNCTIONS:
+            own = var if func == "main" else f"{func}/{var}"
+        else:
+            own = var if func == shown else None
+        if own in ids:
+            out.append(own)
+            continue
+        out += [n["id"] for n in nodes
+                if (n.get("binding_id") == var and n.get("function", shown) == func)
+                or (func != "main" and str(n.get("group") or "").split(".")[-1] == func
+                    and _bare(n["id"]) == _bare(var))]
+    return out
