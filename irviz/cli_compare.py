@@ -11,7 +11,7 @@ from irviz.cli_common import Failure, add_model_arguments, log_for, open_workspa
 
 COMPARE_HELP = ("run two pipelines on the same model, steps aligned by pass name; write compare.html "
                 "and compare.json")
-QUERY_HELP = "count a pattern (conv2d -> add -> relu) in the Relax graph at every step"
+QUERY_HELP = "count a pattern (conv2d -> add -> relu, linear0 -> env.relu) in the Relax graph at every step"
 
 
 def add_compare_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,8 +23,10 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_query_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
-    p.add_argument("pattern", help="op names joined by '->', '*' for any op, constraints in parentheses: "
-                                   "'matmul(dtype=float32) -> * -> softmax', 'conv2d(shape=[1,64,56,56]) -> add'")
+    p.add_argument("pattern", help="op, function or extern function names (globs too) joined by '->', "
+                                   "'*' for any call, constraints in parentheses: "
+                                   "'matmul(dtype=float32) -> * -> softmax', 'conv2d(shape=[1,64,56,56]) -> add', "
+                                   "'linear0 -> env.relu', 'fused_* -> fused_*'")
     p.add_argument("--json", metavar="PATH", help="write the matches per step as JSON to PATH ('-' = stdout)")
 
 

@@ -186,7 +186,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         opt("stage", "str|null", None, '"pass" (with `pass_name`) or "build": after a crash'),
         opt("reason", "str", ""), opt("atol", "float|null", None), opt("rtol", "float|null", None)),
         '`{"path", "files"}`: a repro folder', stage="export", section="analysis"),
-    Command("query", (req("pattern", "str", "ops joined by `->`, e.g. `conv2d -> add -> relu`"),),
+    Command("query", (req("pattern", "str", "ops, functions or extern functions joined by `->`, e.g. "
+                                "`conv2d -> add -> relu`, `linear0 -> env.relu`"),),
             "the pattern's matches at every recorded step: `{steps: [{index, pass, matches, bindings}], "
             "...}`", stage="query", section="analysis"),
     # -- catalogues and housekeeping

@@ -52,8 +52,8 @@ PANES: list[PaneRow] = [
             "changed. After Build & Run, nodes are coloured in blues by the time their kernels took; "
             "after Compare intermediates, in yellow to red by their error against PyTorch. The "
             "legend in the corner says which, and a node's tooltip gives its value. The Query "
-            "box takes a chain of ops (conv2d -> add -> relu): matches are highlighted, and ◀ ▶ step "
-            "through them.",
+            "box takes a chain of ops or functions (conv2d -> add -> relu, linear0 -> env.relu, "
+            "fused_* globs): matches are highlighted, and ◀ ▶ step through them.",
             Dock(3, "right", "fx")),
     PaneRow("tir", TirPane, "TensorIR",
             "Every prim_func at the current step with its signature and loop nest; the selected "

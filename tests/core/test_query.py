@@ -87,6 +87,9 @@ def test_unknown_name_is_an_error_at_its_column(resnet_steps):
     with pytest.raises(query.QueryError) as info:
         query.query_steps(resnet_steps[:2], "conv2d -> frobnicate")
     assert info.value.column == 11
+    # what the steps have, LegalizeOps' numbered kernels folded into one entry per family
+    assert "functions: add…add4, batch_norm…batch_norm4, conv2d…conv2d10, main," in info.value.hint
+    assert "ops: add, batch_norm, call_tir, conv2d," in info.value.hint
 
 
 def test_cli_query_json(capsys):

@@ -7,7 +7,8 @@ from fake_bridge import FakeBridge, open_mlp
 MATCHES = {0: [["lv", "lv1"], ["lv1", "lv2"]], 1: []}
 
 
-def _with_query(win):
+def _with_query(win, matches=None):
+    matches = MATCHES if matches is None else matches
     bridge = win.bridge
     compute = FakeBridge._compute
 
@@ -15,7 +16,7 @@ def _with_query(win):
         if cmd != "query":
             return compute(self, cmd, args)
         steps = [{"index": i, "pass": "import" if i == 0 else "LegalizeOps", "matches": len(m),
-                  "bindings": m} for i, m in MATCHES.items()]
+                  "bindings": m} for i, m in matches.items()]
         return {"pattern": args["pattern"], "steps": steps}
 
     bridge._compute = answer.__get__(bridge)
@@ -66,3 +67,15 @@ def test_no_match_at_this_step_leaves_the_list_empty(qtbot, win):
     assert relax.query_list.placeholderText() == "0 matches here"
     relax.goto_match(+1)  # nothing to go to: nothing changes
     assert relax.query_pos == -1
+
+
+def test_a_match_in_another_function_is_not_drawn_on_mains_namesake(qtbot, win):
+    # fused_f:lv2 is lv2 of fused_f; main, shown here, has an lv2 of its own
+    _with_query(win, {0: [["lv", "lv1"], ["fused_f:lv2"]], 1: []})
+    open_mlp(qtbot, win)
+    relax = win.relax
+    relax.query_box.setText("* -> *")
+    relax.run_query()
+    qtbot.waitUntil(lambda: relax.query_list.count() == 2, timeout=5000)
+    assert relax.graph.highlighted("found") == {"lv", "lv1"}
+    assert relax.query_list.itemText(1) == "2: fused_f:lv2"

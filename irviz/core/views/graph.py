@@ -264,6 +264,8 @@ def relax_digraph(mod, func: str = "main", expand_fused: bool = False) -> nx.DiG
         if isinstance(result, relax.Var) and result in local:
             ids[binding.var] = local[result]
             g.nodes[local[result]]["var"] = var_name(binding.var)
+            # the call binding has no node of its own: a query match naming it finds this one
+            g.nodes[local[result]]["binding_id"] = own_ids.get(binding.var.__chandle__())
         else:
             nid = add_var_node(binding.var, "call_fused", f"call {callee}", "call", callee, callee)
             connect(result, nid, local, callee)

@@ -1,20 +1,25 @@
-"""Find chains of ops in the Relax graph with a small pattern text, compiled to ``tvm.relax.dpl``.
+"""Find chains of calls in the Relax graph with a small pattern text, compiled to ``tvm.relax.dpl``.
 
     conv2d -> batch_norm -> relu
     matmul(dtype=float32) -> * -> softmax
     conv2d(shape=[1,64,56,56]) -> add -> relu
+    linear0 -> env.relu
+    fused_* -> fused_*
 
-A name is a Relax op (``conv2d`` finds ``relax.nn.conv2d``; full names work too) or a function of
-the step: ``R.call_tir`` of a PrimFunc called NAME or NAME1, NAME2, ... (what LegalizeOps names
-its kernels), or a call of a Relax function of that name (``fused_conv2d_add_relu`` after
-FuseOps). ``*`` is any call. ``A -> B`` means A's result is one of B's arguments (or an element
-of B's tuple of arguments for ``call_tir``); a tuple element taken from A counts as A's result, so
-``conv2d -> batch_norm -> relu`` sees through the ``[0]`` the importer puts after batch_norm.
-Constraints in parentheses apply to the op's own result: ``dtype=`` and ``shape=`` (exact sizes).
+A name is what a binding calls (see query_names): a Relax op (``conv2d`` finds ``relax.nn.conv2d``;
+full names work too), a function of the step (a PrimFunc called NAME or NAME1, NAME2, ..., what
+LegalizeOps names its kernels; a Relax function such as ``fused_conv2d_add_relu`` after FuseOps),
+or an extern function (``env.relu``). Functions are found however they are called: directly,
+through ``R.call_tir``, ``R.call_dps_packed`` or ``R.call_pure_packed``. A name may be a glob
+(``fused_*``). ``*`` is any call, these included. ``A -> B`` means A's result is one of B's
+arguments (or an element of the tuple of arguments of ``call_tir`` / ``call_dps_packed``); a tuple
+element taken from A counts as A's result, so ``conv2d -> batch_norm -> relu`` sees through the
+``[0]`` the importer puts after batch_norm. Constraints in parentheses apply to the call's own
+result: ``dtype=`` and ``shape=`` (exact sizes).
 
-A match is anchored at the binding of the last op; its bindings are listed first op first. Every
-Relax function of the step is searched (main, and fused functions until FuseTIR turns them
-into TensorIR); a binding outside main is named ``function:var``.
+A match is anchored at the binding of the last element; its bindings are listed first element
+first. Every Relax function of the step is searched (main, and fused functions until FuseTIR turns
+them into TensorIR); a binding outside main is named ``function:var``.
 """
 from __future__ import annotations
 
@@ -27,12 +32,13 @@ from tvm.relax import dpl
 
 from irviz.core.errors import RequestError
 from irviz.core.tvm_compat import var_name
+from irviz.core.views.provenance import binding_ids
+from irviz.core.views.query_names import ModuleNames, names_in, targets, unknown_name_text
 
 __all__ = ["QueryError", "Node", "parse", "compile_pattern", "find_matches", "query_steps"]
 
-# an argument fed by the previous op may sit at any of these positions (binary ops, conv with bias)
-_MAX_ARG_POSITION = 3
-_OP_PREFIXES = ("", "relax.", "relax.nn.", "relax.image.", "relax.memory.", "relax.builtin.")
+# calls whose first argument is the callee and whose second is the tuple of its arguments
+_DPS_OPS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_dps_packed")
 _CONSTRAINTS = ("dtype", "shape")
 
 
@@ -44,15 +50,16 @@ class QueryError(RequestError):
     def __init__(self, message: str, pattern: str, column: int, hint: str | None = None):
         caret = f"{pattern}\n{' ' * (column - 1)}^"
         super().__init__(f"{message} at column {column}\n{caret}",
-                         hint or "a pattern is op names joined by '->', '*' for any op, constraints "
-                                 "in parentheses: matmul(dtype=float32) -> * -> softmax")
+                         hint or "a pattern is op or function names joined by '->', '*' for any "
+                                 "call, constraints in parentheses: matmul(dtype=float32) -> * -> softmax, "
+                                 "linear0 -> env.relu")
         self.column = column
         self.caret = caret
 
 
 @dataclass
 class Node:
-    name: str  # an op or function name, or "*"
+    name: str  # an op, function or extern name, maybe a glob (fused_*), or "*"
     column: int  # 1-based, for errors about this node
     constraints: dict = field(default_factory=dict)  # dtype: str, shape: tuple[int, ...]
 
@@ -60,7 +67,7 @@ class Node:
 # ---------------------------------------------------------------------------------------------
 # parsing
 
-_TOKEN = re.compile(r"\s*(?:(?P<arrow>->)|(?P<name>[A-Za-z_][\w.]*)|(?P<int>-?\d+)|(?P<punct>[*()=,\[\]x])|(?P<bad>\S))")
+_TOKEN = re.compile(r"\s*(?:(?P<arrow>->)|(?P<name>[A-Za-z_*?][\w.*?]*)|(?P<int>-?\d+)|(?P<punct>[()=,\[\]x])|(?P<bad>\S))")
 
 
 def _tokens(text: str) -> list[tuple[str, str, int]]:
@@ -119,15 +126,12 @@ def parse(text: str) -> list[Node]:
 
     def node() -> Node:
         k, v, col = peek()
-        if k == "punct" and v == "*":
+        if k == "name":
             take()
-            n = Node("*", col)
-        elif k == "name":
-            take()
-            n = Node(v, col)
+            n = Node("*" if set(v) == {"*"} else v, col)
         else:
             found = "the end of the pattern" if k == "end" else repr(v)
-            raise QueryError(f"expected an op name or '*', found {found}", text, col)
+            raise QueryError(f"expected an op or function name or '*', found {found}", text, col)
         if peek()[1] == "(":
             take()
             while True:
@@ -161,27 +165,6 @@ def parse(text: str) -> list[Node]:
 # compiling to relax.dpl
 
 
-def resolve_op(name: str) -> str | None:
-    """The registered Relax op a short name stands for (conv2d -> relax.nn.conv2d), or None."""
-    for prefix in _OP_PREFIXES:
-        full = prefix + name
-        if not full.startswith("relax."):
-            continue
-        try:
-            tvm.ir.Op.get(full)
-        except Exception:  # TVM raises for an unregistered op
-            continue
-        return full
-    return None
-
-
-def _functions_named(mod, name: str) -> list[tuple[str, bool]]:
-    """(global name, is a PrimFunc) of the module's functions called `name` or `name` + digits."""
-    rx = re.compile(re.escape(name) + r"\d*")
-    return [(gv.name_hint, isinstance(f, tvm.tirx.PrimFunc))
-            for gv, f in mod.functions.items() if rx.fullmatch(gv.name_hint)]
-
-
 def _any_of(patterns):
     out = patterns[0]
     for p in patterns[1:]:
@@ -195,61 +178,95 @@ def _wild(n: int) -> list:
     return [dpl.wildcard() for _ in range(n)]
 
 
-def _fed_call(callee, feed):
-    """A call of `callee` (a pattern) with `feed` as one of its first arguments (any when None)."""
-    if feed is None:
-        return dpl.CallPattern(callee, [], varg_default_wildcard=True)
-    return _any_of([dpl.CallPattern(callee, _wild(i) + [feed], varg_default_wildcard=True)
-                    for i in range(_MAX_ARG_POSITION)])
+@dataclass
+class _Arities:
+    """How many arguments the module's calls pass: a CallPattern names each position it checks,
+    a TuplePattern has a fixed length."""
+
+    call: int  # the most arguments of any call
+    dps: list  # the lengths of the argument tuples of call_tir / call_dps_packed
 
 
-def _call_tir_arities(mod) -> list[int]:
-    """How many arguments the module's R.call_tir calls pass (a TuplePattern has a fixed length)."""
-    call_tir = tvm.ir.Op.get("relax.call_tir")
-    seen = set()
+def _arities(mod) -> _Arities:
+    dps_ops = [tvm.ir.Op.get(op) for op in _DPS_OPS]
+    most, tuples = 1, set()
 
     def visit(e):
-        if isinstance(e, relax.Call) and e.op.same_as(call_tir) and isinstance(e.args[1], relax.Tuple):
-            seen.add(len(e.args[1].fields))
+        nonlocal most
+        if not isinstance(e, relax.Call):
+            return
+        most = max(most, len(e.args))
+        if any(e.op.same_as(op) for op in dps_ops) and len(e.args) > 1 and isinstance(e.args[1], relax.Tuple):
+            tuples.add(len(e.args[1].fields))
 
     for func in mod.functions.values():
         if isinstance(func, relax.Function):
             relax.analysis.post_order_visit(func.body, visit)
-    return sorted(seen - {0})
+    return _Arities(most, sorted(tuples - {0}))
 
 
-def _fed_call_tir(callee, feed, arities):
-    """R.call_tir(callee, (..., feed, ...)) for each argument count the module uses."""
-    call_tir = dpl.ExprPattern(tvm.ir.Op.get("relax.call_tir"))
+def _fed_call(op, feed, arities: _Arities, first: tuple = ()):
+    """A call of `op` (a pattern) whose leading arguments match `first` and with `feed` as one of
+    the arguments after them (any arguments when `feed` is None)."""
+    first = list(first)
+    if feed is None:
+        return dpl.CallPattern(op, first, varg_default_wildcard=True)
+    if arities.call <= len(first):
+        return None
+    return _any_of([dpl.CallPattern(op, first + _wild(i) + [feed], varg_default_wildcard=True)
+                    for i in range(arities.call - len(first))])
+
+
+def _dps_call(callee, feed, arities: _Arities):
+    """R.call_tir / R.call_dps_packed (callee, (..., feed, ...)); None when `feed` can be in none
+    of the module's argument tuples."""
+    ops = _any_of([dpl.ExprPattern(tvm.ir.Op.get(op)) for op in _DPS_OPS])
     if feed is None:
         args = dpl.wildcard()
     else:
-        if not arities:
+        if not arities.dps:
             return None
         args = _any_of([dpl.TuplePattern(_wild(i) + [feed] + _wild(n - i - 1))
-                        for n in arities for i in range(n)])
-    return dpl.CallPattern(call_tir, [callee, args], varg_default_wildcard=True)
+                        for n in arities.dps for i in range(n)])
+    return dpl.CallPattern(ops, [callee, args], varg_default_wildcard=True)
+
+
+def _calls_of(callee, feed, arities: _Arities) -> list:
+    """Every way a binding calls `callee`: directly (a Relax function, R.call_packed), through
+    call_tir / call_dps_packed, or through call_pure_packed (callee first, then the arguments)."""
+    packed = dpl.ExprPattern(tvm.ir.Op.get("relax.call_pure_packed"))
+    return [_fed_call(callee, feed, arities), _dps_call(callee, feed, arities),
+            _fed_call(packed, feed, arities, first=(callee,))]
+
+
+def _op_calls(op: str, feed, arities: _Arities) -> list:
+    if op in _DPS_OPS:  # `call_dps_packed -> *`: the op itself, its arguments in the tuple
+        return [_dps_call(dpl.wildcard(), feed, arities)]
+    return [_fed_call(dpl.ExprPattern(tvm.ir.Op.get(op)), feed, arities)]
 
 
 def compile_pattern(chain: list[Node], mod, text: str = "") -> tuple[object, list[object]]:
-    """(the whole pattern, the pattern of each node) for the functions of `mod`. A name that is
-    neither a Relax op nor a function of `mod` matches nothing here (None for the whole)."""
+    """(the whole pattern, the pattern of each node) for the functions of `mod`. A name that
+    stands for nothing in `mod` matches nothing here (None for the whole)."""
     prev = None
     nodes = []
-    arities = _call_tir_arities(mod)
+    arities = _arities(mod)
+    names = names_in(mod)
     for n in chain:
         # a tuple element of the previous result (batch_norm(...)[0]) feeds as the result itself
         feed = None if prev is None else prev | dpl.is_tuple_get_item(prev)
         alts = []
         if n.name == "*":
-            alts += [_fed_call(dpl.wildcard(), feed), _fed_call_tir(dpl.wildcard(), feed, arities)]
+            alts += _calls_of(dpl.wildcard(), feed, arities)
         else:
-            op = resolve_op(n.name)
-            if op is not None:
-                alts.append(_fed_call(dpl.ExprPattern(tvm.ir.Op.get(op)), feed))
-            for gname, is_prim in _functions_named(mod, n.name):
-                gv = dpl.GlobalVarPattern(gname)
-                alts.append(_fed_call_tir(gv, feed, arities) if is_prim else _fed_call(gv, feed))
+            found = targets(n.name, names)
+            for op in found.ops:
+                alts += _op_calls(op, feed, arities)
+            for gname, _ in found.functions:
+                # the GlobalVar itself: a GlobalVarPattern matches every name containing its own
+                alts += _calls_of(dpl.ExprPattern(mod.get_global_var(gname)), feed, arities)
+            for symbol in found.externs:
+                alts += _calls_of(dpl.ExternFuncPattern(symbol), feed, arities)
         alts = [a for a in alts if a is not None]
         if not alts:
             return None, []
@@ -264,15 +281,19 @@ def compile_pattern(chain: list[Node], mod, text: str = "") -> tuple[object, lis
 
 
 def check_names(chain: list[Node], text: str, modules) -> None:
-    """Raise QueryError for a name that is no Relax op and no function of any of `modules`."""
+    """Raise QueryError for a name that stands for nothing in any of `modules`, listing the ops,
+    functions and extern functions they do have."""
+    names = None
     for n in chain:
-        if n.name == "*" or resolve_op(n.name) is not None:
+        if n.name == "*":
             continue
-        if any(_functions_named(m, n.name) for m in modules):
-            continue
-        raise QueryError(f"{n.name!r} is not a Relax op nor a function of any step", text, n.column,
-                         "use an op name (conv2d, matmul, add, relu, softmax, batch_norm, ...), '*', "
-                         "or the name of a function the steps call")
+        if names is None:
+            names = ModuleNames()
+            for m in modules:
+                names.update(names_in(m))
+        if not targets(n.name, names):
+            message, hint = unknown_name_text(n.name, names)
+            raise QueryError(message, text, n.column, hint)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,7 +309,8 @@ def _bindings(func):
 
 def find_matches(mod, chain: list[Node], text: str = "") -> list[list[str]]:
     """The matches in every Relax function of `mod`: per match, the binding names of its nodes
-    in chain order (first op first); main's bindings by var name, others as function:var."""
+    in chain order (first op first); main's bindings by their graph node id (the var's name, or
+    name#k for the k-th repeat of a name), others as function:id."""
     whole, nodes = compile_pattern(chain, mod, text)
     if whole is None:
         return []
@@ -299,9 +321,11 @@ def find_matches(mod, chain: list[Node], text: str = "") -> list[list[str]]:
         prefix = "" if gv.name_hint == "main" else gv.name_hint + ":"
         var2val = relax.analysis.get_var2val(func)
         bound = list(_bindings(func))
+        # the graph's node ids: a pass may give two bindings one name (lv, lv#1)
+        ids = binding_ids(func)
         name_of = {}
         for b in bound:
-            name_of.setdefault(b.value, prefix + var_name(b.var))
+            name_of.setdefault(b.value, prefix + ids.get(b.var.__chandle__(), var_name(b.var)))
         for b in bound:
             # `gv = lv6` would match again what lv6 matched: dpl looks through the var
             if isinstance(b.value, relax.Var) or not whole.match(b.value, var2val):

@@ -3,6 +3,7 @@ time. Nodes the current step added or changed are highlighted; the run pane's pe
 colour the graph."""
 from __future__ import annotations
 
+import html
 import re
 
 from PySide6.QtCore import Qt
@@ -77,6 +78,9 @@ class RelaxPane(Pane):
         self.query_box = QLineEdit()
         self.query_box.setPlaceholderText("Pattern: conv2d -> batch_norm -> relu, matmul(dtype=float32) -> * -> softmax")
         self.query_box.setClearButtonEnabled(True)
+        self.query_box.setToolTip("What the bindings call, joined by '->' (feeds): Relax ops (conv2d), "
+                                  "functions (linear0, fused_* globs), extern functions (env.relu); "
+                                  "'*' is any call")
         self.query_box.setMinimumWidth(80)  # the pane shares the top row with three others
         self.query_box.returnPressed.connect(self.run_query)
         self.query_prev = QToolButton(text="◀")
@@ -258,8 +262,10 @@ class RelaxPane(Pane):
             message = error.get("message", "the query failed")
             self.query_info.setText(message.splitlines()[0])
             self.query_info.setStyleSheet("color: #c0392b")
-            # the caret under the pattern, in a fixed font, where the mouse rests
-            self.query_info.setToolTip("<pre>" + "\n".join(message.splitlines()[1:]) + "</pre>")
+            # the caret under the pattern, in a fixed font, and what to do, where the mouse rests
+            hint = error.get("hint")
+            self.query_info.setToolTip("<pre>" + html.escape("\n".join(message.splitlines()[1:])) + "</pre>"
+                                       + (f"<p>{html.escape(hint)}</p>" if hint else ""))
             if self.graph_dict is not None:
                 self.graph.highlight([], "found")
             self._list_matches([])
@@ -337,9 +343,7 @@ class RelaxPane(Pane):
         return list(row["bindings"]) if row else []
 
     def _match_ids(self, chain: list[str]) -> list[str]:
-        # main's bindings are node ids as they are; a fused function's show as function:var
-        return [b for b in chain if self.graph_dict and any(n["id"] == b for n in self.graph_dict.get("nodes", []))] \
-            or [b.split(":")[-1] for b in chain]
+        return match_node_ids(chain, (self.graph_dict or {}).get("nodes", []), self.current_func())
 
     def _show_query(self) -> None:
         if self.query_result is None:
@@ -443,3 +447,35 @@ class RelaxPane(Pane):
         if not ids and text:
             self.code.find_text(text)
         return ids
+
+
+def _bare(node_id: str) -> str:
+    # an inlined binding of a fused call is "<call>/<var>", a repeated name "<var>#<k>"
+    return node_id.rsplit("/", 1)[-1].split("#", 1)[0]
+
+
+def match_node_ids(chain: list[str], nodes: list[dict], shown: str) -> list[str]:
+    """The nodes of the shown graph that a query match's bindings are.
+
+    A binding comes as its id in main, as function:id in another function. The function's own
+    graph has it as id, the graph of all functions as function/id (main's unprefixed). A fused
+    function inlined where it is called shows its bindings as <call>/<var> in a group named for
+    it (once per call), and the call's result node stands for the call binding (``binding_id``).
+    A binding of a function not shown has no node, though its name may be another binding's."""
+    ids = {n["id"] for n in nodes}
+    out = []
+    for b in chain:
+        func, _, var = b.rpartition(":")
+        func = func or "main"
+        if shown == ALL_FUNCTIONS:
+            own = var if func == "main" else f"{func}/{var}"
+        else:
+            own = var if func == shown else None
+        if own in ids:
+            out.append(own)
+            continue
+        out += [n["id"] for n in nodes
+                if (n.get("binding_id") == var and n.get("function", shown) == func)
+                or (func != "main" and str(n.get("group") or "").split(".")[-1] == func
+                    and _bare(n["id"]) == _bare(var))]
+    return out
