@@ -42,6 +42,7 @@ class MulAdd:
 
 
 KINDS = '''\
+import tvm
 from tvm import relax
 from tvm.relax.transform import FuseOps as ImportedFuseOps  # noqa: F401 - imported, not defined
 
