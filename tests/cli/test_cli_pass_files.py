@@ -65,6 +65,8 @@ def test_passes_lists_whose_each_pass_is(capsys):
     assert rows["MatmulAddFuse"].startswith("[user: ") and "course_chapter_passes.py:107]" in rows["MatmulAddFuse"]
     assert rows["builtin:MatmulAddFuse"].startswith("[course]")
     assert rows["FuseTIR"].startswith("[tvm]")
+    assert main(["passes", "--passes", "no_such_passes.py"]) == 2
+    assert "pass file not found" in capsys.readouterr().err
 
 
 def test_a_raising_pass_stops_check_naming_the_pass_and_line_and_keeps_the_steps_before(tmp_path, capsys):
