@@ -1,7 +1,7 @@
 """Example irviz pass file: load it with irviz.core.passes.load_pass_file("examples/my_passes.py")
 (the GUI's and CLI's "load pass file" do the same); its passes then appear in the pass list.
 
-A pass file is plain Python. irviz collects two kinds of passes from it (category "user"):
+A pass file is plain Python. irviz collects these kinds of passes from it (category "user"):
 
 1. functions decorated with ``@irviz_pass(name=..., description=...)``.  Either
      * ``def f(mod, **params) -> IRModule``   - gets the module, returns a new one, or
@@ -9,6 +9,10 @@ A pass file is plain Python. irviz collects two kinds of passes from it (categor
    Keyword parameters with defaults become pass parameters (bool / int / str defaults give
    that kind of editor in the GUI).
 2. ``IRVIZ_PASSES = [PassSpec(...), ...]``  for full control over parameters and ``make``.
+3. TVM's own: classes decorated with ``@tvm.ir.transform.module_pass(opt_level=..., name=...)``,
+   ``relax.transform.function_pass`` or ``dataflowblock_pass`` (their ``__init__`` parameters are
+   the pass's), and Pass instances / ``tvm.transform.Sequential`` bound to a name in the file.
+   A pass may take a built-in's name; the built-in is then ``builtin:NAME``.
 
 Rules of the road: never change the module you are given in place (build a new one; irviz also
 hands user passes a shallow copy), and do not print the module with show_meta=True or pickle it

@@ -37,12 +37,25 @@ def _run_samples(args) -> int:
     return 0
 
 
+def _add_passes_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--passes", metavar="FILE", action="append", default=[],
+                   help="also list the passes of this pass file (as check --passes loads them)")
+
+
 def _run_passes(args) -> int:
+    from irviz.cli_common import load_pass_files
+    from irviz.core.errors import IrvizError
     from irviz.core.passes import list_passes  # loads TVM: only for this command
 
+    try:
+        load_pass_files(args.passes, lambda _msg: None)
+    except IrvizError as exc:
+        print(f"irviz: pipeline failed: {exc.user_message()}", file=sys.stderr)
+        return 2
     for spec in list_passes():
         params = ", ".join(f"{p.name}={p.default!r}" for p in spec.params)
-        print(f"{spec.name}\t[{spec.category}] {spec.description}" + (f" ({params})" if params else ""))
+        origin = f"user: {spec.source}" if spec.category == "user" else spec.category
+        print(f"{spec.name}\t[{origin}] {spec.description}" + (f" ({params})" if params else ""))
     return 0
 
 
@@ -64,7 +77,8 @@ COMMANDS: dict[str, Subcommand] = {
     "query": Subcommand(cli_compare.QUERY_HELP, cli_compare.add_query_arguments, cli_compare.run_query),
     "bisect": Subcommand(cli_bisect.BISECT_HELP, cli_bisect.add_bisect_arguments, cli_bisect.run_bisect),
     "samples": Subcommand("list sample models (use as sample:NAME)", _no_arguments, _run_samples),
-    "passes": Subcommand("list passes", _no_arguments, _run_passes),
+    "passes": Subcommand("list passes (built-in, and a pass file's with --passes FILE)",
+                         _add_passes_arguments, _run_passes),
     "pipelines": Subcommand("list named pipelines", _no_arguments, _run_pipelines),
     "snapshot": Subcommand(snapshot.HELP, snapshot.add_arguments, snapshot.run, quiet_warnings=False),
 }

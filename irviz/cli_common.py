@@ -52,7 +52,9 @@ def add_model_arguments(sp: argparse.ArgumentParser, pipelines: int = 1) -> None
                          "f(bb, node_map, node)} and/or call_module_map = {nn.Module class: "
                          "f(bb, node_map, node, nn_mod)}; implies --capture symbolic_trace")
     sp.add_argument("--passes", metavar="FILE", action="append", default=[],
-                    help="Python file with extra passes (IRVIZ_PASSES or @irviz_pass)")
+                    help="Python file with extra passes: module_pass / function_pass / dataflowblock_pass "
+                         "classes, Sequentials, @irviz_pass functions, IRVIZ_PASSES (or sample:NAME); "
+                         "a name a built-in has is the file's, the built-in is then builtin:NAME")
     sp.add_argument("--converters", metavar="FILE",
                     help="Python file with CONVERTERS = {aten op: converter} for ops TVM cannot import")
     sp.add_argument("--dim", metavar="NAME=INT,...", default="",
@@ -91,9 +93,21 @@ class Failure:
         print(f"irviz: compare failed: {error}", file=sys.stderr)
 
 
-def open_workspace(args, failure: Failure, log):
+def load_pass_files(paths, log) -> None:
+    """Every --passes file, before any pipeline text is read: the texts may name their passes."""
+    from irviz.core import passes
+
+    for path in paths:
+        for spec in passes.load_pass_file(path):
+            shadowed = passes.find_pass(passes.BUILTIN_PREFIX + spec.name)
+            log(f"loaded pass {spec.name} from {spec.source or path}"
+                + (f" (the built-in {shadowed.category} pass is now {shadowed.name})" if shadowed else ""))
+
+
+def open_workspace(args, failure: Failure, log, other_pipelines=()):
     """Pass files → load → capture → import → every pass applied, one step each. The Workspace,
-    or None when a stage failed before there was a session."""
+    or None when a stage failed before there was a session. `other_pipelines` (compare's B) are
+    only parsed, with the pass files loaded, so that a bad one stops before the model loads."""
     from irviz.core import passes
 
     ws = Workspace(log=log)
@@ -103,10 +117,10 @@ def open_workspace(args, failure: Failure, log):
         set_cache_enabled(False)
     try:
         ws.dims = parse_dims(args.dim)
-        for path in args.passes:
-            for spec in passes.load_pass_file(path):
-                log(f"loaded pass {spec.name} from {path}")
+        load_pass_files(args.passes, log)
         pipeline = passes.parse_pipeline(args.pipeline)
+        for other in other_pipelines:
+            passes.parse_pipeline(other)
     except Exception as exc:  # an unknown pipeline is a usage error: stop before loading anything
         failure.record("pipeline", exc)
         return None

@@ -42,16 +42,9 @@ def run_compare(args) -> int:
         print(f"irviz: compare needs exactly two pipelines, got {len(pipelines)}: "
               "give --pipeline A --pipeline B", file=sys.stderr)
         return 2
-    try:
-        from irviz.core.passes import parse_pipeline
-
-        for p in pipelines[1:]:
-            parse_pipeline(p)  # a bad B stops before the model is loaded; A is parsed by the open
-    except Exception as exc:
-        failure.record("pipeline", exc)
-        return 1
     args.pipeline = pipelines[0]
-    ws = open_workspace(args, failure, print)
+    # B is parsed with the pass files loaded (it may name their passes), before the model loads
+    ws = open_workspace(args, failure, print, other_pipelines=pipelines[1:])
     if ws is None or ws.imported is None:
         return 1
     try:

@@ -192,8 +192,11 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "...}`", stage="query", section="analysis"),
     # -- catalogues and housekeeping
     Command("list_samples", (), "`[{name, description}]`", section="catalogue"),
-    Command("list_passes", (), "`[{name, description, category, roundtrip_ok, params: [{name, kind, "
-                               "default, help, choices}]}]`", section="catalogue"),
+    Command("list_passes", (), "`[{name, description, category, roundtrip_ok, source, shadows, params: [{name, "
+                               "kind, default, help, choices}]}]`; `source`: a user pass's \"file.py:LINE\"; `shadows`: "
+                               "\"builtin:NAME\" when the user pass took built-in NAME's name (the "
+                               "built-in is then listed as builtin:NAME)",
+            section="catalogue"),
     Command("list_pipelines", (), "`[{name, description, passes: [{name, params}]}]`",
             section="catalogue"),
     Command("warm", (opt("spec", "str", "sample:mul_add"),),

@@ -22,6 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--out", required=True)
     p.add_argument("--pipeline", default="zero")
+    p.add_argument("--passes", metavar="FILE", action="append", default=[],
+                   help="a pass file loaded before the pipeline is read (as check --passes)")
     p.add_argument("--size", default="1600x1000")
     p.add_argument("--theme", default="light", choices=("light", "dark"))
     p.add_argument("--select", default=None,
@@ -108,8 +110,11 @@ def run(args: argparse.Namespace) -> int:
     win.resize(w, h)
     win.show()
     failure: list[str] = []
-    win.bridge.failed.connect(lambda _i, cmd, err: cmd in ("open", "step", "set_pipeline", "build_run")
+    win.bridge.failed.connect(lambda _i, cmd, err: cmd in ("open", "step", "set_pipeline", "build_run",
+                                                           "load_pass_file")
                               and failure.append(f"{cmd}: {err.get('stage')}: {err.get('message')}"))
+    for path in args.passes:  # the engine answers in order: loaded before the open reads the pipeline
+        win.pipeline.load_pass_file(path if path.startswith("sample:") else os.path.abspath(path))
 
     def settled() -> bool:
         return bool(failure) or win.all_filled()

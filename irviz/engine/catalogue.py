@@ -24,11 +24,12 @@ class CatalogueCommands:
         return [pass_dict(p) for p in list_passes()]
 
     def list_pipelines(self) -> list[dict]:
-        from irviz.core.passes import PIPELINES
+        from irviz.core.passes import PIPELINES, get_pipeline
 
+        # get_pipeline: a built-in a user pass took the name of is listed as builtin:NAME
         return [{"name": name, "description": desc,
-                 "passes": [protocol.invocation(i.name, i.params) for i in invs]}
-                for name, (desc, invs) in PIPELINES.items()]
+                 "passes": [protocol.invocation(i.name, i.params) for i in get_pipeline(name)]}
+                for name, (desc, _invs) in PIPELINES.items()]
 
     def warm(self, spec="sample:mul_add") -> dict:
         """Pay the one-time costs in advance: the bridge's spare engine runs this so that a restart
@@ -47,10 +48,21 @@ def pass_dict(spec) -> dict:
     return {
         "name": spec.name, "description": spec.description, "category": spec.category,
         "roundtrip_ok": bool(spec.roundtrip_ok),
+        "source": spec.source if spec.category == "user" else "",
+        "shadows": shadowed_builtin(spec),
         "params": [{"name": p.name, "kind": p.kind, "default": clean(p.default), "help": p.help,
                     "choices": list(p.choices) if p.choices is not None else None}
                    for p in spec.params],
     }
+
+
+def shadowed_builtin(spec) -> str:
+    """"builtin:NAME" when the user pass `spec` took the name of built-in NAME, else ""."""
+    from irviz.core.passes import BUILTIN_PREFIX, find_pass
+
+    if spec.category != "user":
+        return ""
+    return BUILTIN_PREFIX + spec.name if find_pass(BUILTIN_PREFIX + spec.name) is not None else ""
 
 
 def prewarm() -> None:

@@ -108,10 +108,19 @@ class SessionCommands:
         return {"path": files[-1], "ops": sorted(table), "files": list(files)}
 
     def load_pass_file(self, path) -> list[dict]:
-        from irviz.core.passes import load_pass_file
+        from irviz.core.passes import BUILTIN_PREFIX, find_pass, load_pass_file
 
-        load_pass_file(path)
+        users_before = {s.name for s in self._user_passes()}
+        loaded = load_pass_file(path)
+        self.ws.keep_builtins(s.name for s in loaded if s.name not in users_before
+                              and find_pass(BUILTIN_PREFIX + s.name) is not None)
         return self.list_passes()
+
+    @staticmethod
+    def _user_passes() -> list:
+        from irviz.core.passes import list_passes
+
+        return [s for s in list_passes() if s.category == "user"]
 
 
 def pipeline_text(session) -> str:

@@ -380,6 +380,8 @@ class EngineBridge(SessionReplay):
                 self._converter_files.append(path)   # the engine's order: later files win
 
     def _on_internal_reply(self, req: Request, ok: bool, msg: dict, state: dict | None) -> None:
+        if req.cmd == "load_pass_file":
+            return  # reloaded after a restart with no model: its error was shown when first loaded
         if req.cmd == "write_repro":
             self._on_repro_reply(ok, msg)
         else:
@@ -399,6 +401,9 @@ class EngineBridge(SessionReplay):
                 args["converter_files"] = list(self._converter_files)
             self._send(Request(self._new_id(), "replay", args, internal=True))
         elif self._pending_reason is not None:
+            # no session to replay, but the pass files stay loaded: later pipelines may name their passes
+            for path in self._pass_files:
+                self._send(Request(self._new_id(), "load_pass_file", {"path": path}, internal=True))
             self._finish_restart(self._pending_reason + " Restarted with no model open.", None)
         queue, self._queue = self._queue, []
         for r in queue:
@@ -464,6 +469,9 @@ class EngineBridge(SessionReplay):
         culprit_error = None
         if culprit is not None and culprit.internal and culprit.cmd == "write_repro":
             self._crash_repro = None  # writing the repro killed it too: replay without one
+        elif culprit is not None and culprit.internal and culprit.cmd == "load_pass_file":
+            # reloading this pass file killed the engine: not again, or it would die on every start
+            self._pass_files = [p for p in self._pass_files if p != culprit.args.get("path")]
         elif culprit is not None and not culprit.internal:
             self._crash_repro = self._what_died(culprit)
         if culprit is not None and not culprit.internal:

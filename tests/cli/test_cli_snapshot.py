@@ -51,3 +51,18 @@ def test_snapshot_json_writes_the_run_panes_figures_as_shown(tmp_path):
         assert f["ratio"] is None and shown["ratio"].startswith("unreliable")
         assert f["reason"] and f["reason"].split(" (after")[0] in f["timing_note"]
     assert shown["tvm_ms"] == f"{f['tvm_ms']:.4g} ms"
+
+
+def test_snapshot_loads_pass_files_before_the_pipeline_is_read(tmp_path):
+    import json
+
+    out, figures = tmp_path / "shot.png", tmp_path / "run.json"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "IRVIZ_ENGINE_SPARE": "0"}
+    chapter = "sample:course_chapter_passes"
+    proc = subprocess.run([sys.executable, "-m", "irviz", "snapshot", chapter, "--passes", chapter,
+                           "--pipeline", "MatmulAddFuse,LowerToTensorIR,FuseTIR", "--steps", "3",
+                           "--build-run", "--json", str(figures), "--out", str(out), "--size", "1200x800"],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    f = json.loads(figures.read_text())
+    assert f["step"] == 3 and f["verdict"] == "PASS" and f["max_abs_error"] < 1e-4

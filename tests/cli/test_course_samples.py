@@ -1,12 +1,12 @@
 """Each course sample passes `irviz check`, compared with its reference() (IR files) or with torch
-(course_fx_mlp); all seven in one test, so the one-time costs are paid once."""
+(course_fx_mlp); all of them in one test, so the one-time costs are paid once."""
 import json
 
 from irviz.cli import main
 from irviz.core.frontend.samples import is_ir_sample, list_samples
 
 COURSE = ["course_te", "course_emit_te", "course_mymodule", "course_extern", "course_mixture",
-          "course_bind_params", "course_fx_mlp"]
+          "course_bind_params", "course_fx_mlp", "course_chapter_passes"]
 
 
 def test_every_course_sample_passes_check(capsys):

@@ -255,3 +255,21 @@ def test_engine_that_cannot_start_fails_requests(qtbot, qapp, program, arguments
         assert rec.failures[rid2]["stage"] == "engine"
     finally:
         b.shutdown()
+
+
+CHAPTER = "sample:course_chapter_passes"
+
+
+def test_restart_with_no_model_reloads_the_pass_files(qtbot, bridge):
+    rec = Recorder(bridge)
+    names = {p["name"] for p in call(qtbot, bridge, rec, "load_pass_file", path=CHAPTER)}
+    assert "builtin:MatmulAddFuse" in names
+    with qtbot.waitSignal(bridge.engineRestarted, timeout=SLOW) as sig:
+        bridge.kill_engine()
+    assert "no model open" in sig.args[0]
+    # the new engine has the file's passes: a pipeline naming them opens
+    call(qtbot, bridge, rec, "open", spec=CHAPTER, pipeline="MatmulAddFuse,builtin:LowerToTensorIR")
+    st = call(qtbot, bridge, rec, "run_to_end")
+    assert [s["pass"] for s in st["steps"]] == ["import", "MatmulAddFuse", "builtin:LowerToTensorIR"]
+    listed = {p["name"]: p for p in call(qtbot, bridge, rec, "list_passes")}
+    assert listed["MatmulAddFuse"]["source"].endswith("course_chapter_passes.py:107")

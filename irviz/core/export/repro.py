@@ -222,7 +222,8 @@ def make_pass(name, params=None):
 
 def apply_pass(mod):
     target = tvm.target.Target.from_device(tvm.cpu())
-    p = make_pass(INFO["pass"], INFO["params"])
+    # a user's pass (it has its pass file) may bear a TVM pass's name; builtin:NAME is built-in NAME
+    p = None if INFO["pass_files"] else make_pass(INFO["pass"].split(":")[-1], INFO["params"])
     if p is not None:
         with target, tvm.transform.PassContext(opt_level=3):
             return p(mod)

@@ -7,6 +7,7 @@ User pass files import their decorator and types from here (`examples/my_passes.
     from irviz.core.passes import PassParam, PassSpec, irviz_pass
 """
 from irviz.core.passes.registry import (
+    BUILTIN_PREFIX,
     PassInvocation,
     PassParam,
     PassSpec,
@@ -33,6 +34,7 @@ from irviz.core.passes import catalogue  # registers the built-in passes
 from irviz.core.passes.pipeline_text import PipelineTextError, parse_pipeline, pipeline_text
 
 __all__ = [
+    "BUILTIN_PREFIX",
     "CPU_SCHEDULE_STEPS",
     "DEFAULT_BUILD_STEPS",
     "PIPELINES",

@@ -6,7 +6,8 @@
 * a value is bare (``0``, ``true``, ``w.npz``, ``{"a": [1, 2]}``: brackets and quotes inside it
   are balanced, so their commas do not end it) or quoted (``"a,b"``, ``'x)'``, backslash escapes);
 * each value is typed by the pass's parameter kind (int, float, bool, str, choice, json);
-* a named pipeline (``zero``) may stand for its passes, alone or among others.
+* a named pipeline (``zero``) may stand for its passes, alone or among others;
+* ``builtin:NAME`` is irviz's built-in pass NAME when a user's pass file took that name.
 
 :func:`parse_pipeline` gives ``list[PassInvocation]`` and :func:`pipeline_text` writes it back:
 ``parse_pipeline(pipeline_text(invs)) == invs``. A mistake raises :class:`PipelineTextError`
@@ -20,11 +21,13 @@ import re
 
 from irviz.core.errors import PassError
 from irviz.core.passes.pipelines import PIPELINES, get_pipeline
-from irviz.core.passes.registry import PassInvocation, coerce_param, find_pass, list_passes
+from irviz.core.passes.registry import BUILTIN_PREFIX, PassInvocation, coerce_param, find_pass, list_passes
 
 __all__ = ["PipelineTextError", "parse_pipeline", "pipeline_text"]
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+# a built-in a user pass shadows is written with its prefix: builtin:MatmulAddFuse
+_PASS_NAME_RE = re.compile(re.escape(BUILTIN_PREFIX) + r"[A-Za-z_][A-Za-z0-9_.\-]*|" + _NAME_RE.pattern)
 _BARE_RE = re.compile(r"[A-Za-z0-9_./:+\-~@%*]+")
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 
@@ -93,7 +96,7 @@ class _Parser:
         return self.text[self.pos] if self.pos < len(self.text) else ""
 
     def name(self, what: str) -> tuple[str, int]:
-        m = _NAME_RE.match(self.text, self.pos)
+        m = (_PASS_NAME_RE if what == "a pass name" else _NAME_RE).match(self.text, self.pos)
         if m is None:
             found = repr(self.peek()) if self.peek() else "the end"
             raise self.fail(f"expected {what}, found {found}", _known_hint() if what == "a pass name" else None)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from irviz.core.backend.build import DEFAULT_BUILD_STEPS
 from irviz.core.errors import PassError
-from irviz.core.passes.registry import PassInvocation
+from irviz.core.passes.registry import BUILTIN_PREFIX, PassInvocation, find_pass
+
 
 def _inv(*names) -> list[PassInvocation]:
     return [PassInvocation(n) for n in names]
@@ -50,7 +51,13 @@ def list_pipelines() -> list[tuple[str, str]]:
 
 
 def get_pipeline(name: str) -> list[PassInvocation]:
-    """A fresh copy of a named pipeline's invocations."""
+    """A fresh copy of a named pipeline's invocations. A named pipeline is built-in passes: a
+    name a user's pass file took stands for the built-in, "builtin:NAME"."""
     if name not in PIPELINES:
         raise PassError(f"unknown pipeline {name!r}", hint="known pipelines: " + ", ".join(PIPELINES))
-    return [PassInvocation(i.name, dict(i.params)) for i in PIPELINES[name][1]]
+    return [PassInvocation(_builtin(i.name), dict(i.params)) for i in PIPELINES[name][1]]
+
+
+def _builtin(name: str) -> str:
+    spec = find_pass(name)
+    return BUILTIN_PREFIX + name if spec is not None and spec.category == "user" else name

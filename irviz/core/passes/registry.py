@@ -11,6 +11,7 @@ pass files are ``user_files``; ``irviz.core.passes`` exports all of them.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import json
 import threading
 import traceback
@@ -27,7 +28,9 @@ __all__ = [
     "PassInvocation",
     "PassParam",
     "PassSpec",
+    "BUILTIN_PREFIX",
     "apply_pass",
+    "builtin_name",
     "coerce_param",
     "find_pass",
     "get_pass",
@@ -75,17 +78,29 @@ class PassInvocation:
 
 # ---------------------------------------------------------------------------------------------
 # registry
+#
+# Built-in passes and users' passes are kept apart: a user pass may take a built-in's name (the
+# course's MatmulAddFuse, say); the plain name is then the user's, and the built-in stays
+# reachable as BUILTIN_PREFIX + name ("builtin:MatmulAddFuse").
 
-_REGISTRY: dict[str, PassSpec] = {}
+BUILTIN_PREFIX = "builtin:"
+_REGISTRY: dict[str, PassSpec] = {}  # built-in passes (category other than "user")
+_USER: dict[str, PassSpec] = {}  # users' passes
+_QUALIFIED: dict[str, PassSpec] = {}  # "builtin:NAME" -> the built-in under that name
 _LOCK = threading.RLock()
 
 
 def register_pass(spec: PassSpec, *, replace: bool = False) -> PassSpec:
-    """Add a pass. A user pass may replace an earlier user pass of the same name, never a built-in."""
+    """Add a pass. A user pass may replace an earlier user pass of the same name and may take a
+    built-in's name (the built-in is then "builtin:NAME"); a built-in never replaces another
+    unless `replace`."""
     if not isinstance(spec, PassSpec):
         raise PassError(f"register_pass expects a PassSpec, got {type(spec).__name__}")
     if not spec.name or not isinstance(spec.name, str):
         raise PassError("a pass needs a non-empty name")
+    if spec.name.startswith(BUILTIN_PREFIX):
+        raise PassError(f"pass {spec.name!r}: names starting with {BUILTIN_PREFIX!r} are the "
+                        "built-ins' qualified names", hint="give your pass another name")
     if not callable(spec.make):
         raise PassError(f"pass {spec.name}: make is not callable")
     for p in spec.params:
@@ -95,30 +110,56 @@ def register_pass(spec: PassSpec, *, replace: bool = False) -> PassSpec:
                 hint=f"use one of {', '.join(PARAM_KINDS)}",
             )
     with _LOCK:
+        if spec.category == "user":
+            _USER[spec.name] = spec
+            return spec
         old = _REGISTRY.get(spec.name)
-        if old is not None and not replace and not (old.category == "user" == spec.category):
+        if old is not None and not replace:
             raise PassError(
                 f"a pass named {spec.name!r} already exists ({old.category})",
                 hint="give your pass another name",
             )
         _REGISTRY[spec.name] = spec
+        _QUALIFIED.pop(BUILTIN_PREFIX + spec.name, None)
     return spec
 
 
 def unregister_pass(name: str) -> None:
+    """Remove a pass: the user's of that name if there is one (uncovering a built-in it shadowed),
+    else the built-in."""
     with _LOCK:
-        _REGISTRY.pop(name, None)
+        if _USER.pop(name, None) is None:
+            _REGISTRY.pop(name, None)
+            _QUALIFIED.pop(BUILTIN_PREFIX + name, None)
+
+
+def _qualified(name: str) -> PassSpec | None:
+    spec = _QUALIFIED.get(BUILTIN_PREFIX + name)
+    if spec is None and name in _REGISTRY:
+        spec = dataclasses.replace(_REGISTRY[name], name=BUILTIN_PREFIX + name)
+        _QUALIFIED[spec.name] = spec
+    return spec
 
 
 def list_passes() -> list[PassSpec]:
-    """All passes, in registration order (TVM, build steps, course, then user passes)."""
+    """All passes, in registration order (TVM, build steps, course, then user passes); a built-in
+    a user pass shadows is listed under its qualified name "builtin:NAME"."""
     with _LOCK:
-        return list(_REGISTRY.values())
+        builtins = [_qualified(n) if n in _USER else s for n, s in _REGISTRY.items()]
+        return builtins + list(_USER.values())
 
 
 def find_pass(name: str) -> PassSpec | None:
+    """The user's pass `name`, else the built-in; "builtin:NAME" is always the built-in."""
     with _LOCK:
-        return _REGISTRY.get(name)
+        if name.startswith(BUILTIN_PREFIX):
+            return _qualified(name[len(BUILTIN_PREFIX):])
+        return _USER.get(name) or _REGISTRY.get(name)
+
+
+def builtin_name(name: str) -> str:
+    """The built-in pass's own name: "builtin:FuseOps" -> "FuseOps" (others unchanged)."""
+    return name[len(BUILTIN_PREFIX):] if name.startswith(BUILTIN_PREFIX) else name
 
 
 def replace_user_passes(old_names, specs) -> None:
@@ -126,18 +167,15 @@ def replace_user_passes(old_names, specs) -> None:
     passes replace what it registered before, and passes it no longer defines disappear."""
     with _LOCK:
         for name in old_names:
-            old = _REGISTRY.get(name)
-            if old is not None and old.category == "user":
-                _REGISTRY.pop(name)
+            _USER.pop(name, None)
         for s in specs:
             register_pass(s)
 
 
 def get_pass(name: str) -> PassSpec:
-    with _LOCK:
-        spec = _REGISTRY.get(name)
-        known = list(_REGISTRY)
+    spec = find_pass(name)
     if spec is None:
+        known = [s.name for s in list_passes()]
         raise PassError(f"unknown pass {name!r}", hint="known passes: " + ", ".join(known))
     return spec
 
@@ -330,8 +368,8 @@ def _hint_for(spec: PassSpec, exc: BaseException) -> str:
     text = str(exc)
     if spec.category == "user":
         return f"the pass is defined in {spec.source}; fix it and reload the file"
-    if spec.name == "FuseTIR" or "call_tir" in text:
+    if builtin_name(spec.name) == "FuseTIR" or "call_tir" in text:
         return "FuseTIR and the build steps expect lowered ops: run LegalizeOps (or LowerToTensorIR) first"
-    if spec.name == "FuseOps":
+    if builtin_name(spec.name) == "FuseOps":
         return "FuseOps needs AnnotateTIROpPattern after LegalizeOps"
     return "step back, or try the passes before it in another order (see Details for TVM's trace)"

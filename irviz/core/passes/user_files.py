@@ -1,5 +1,10 @@
-"""Users' files: pass files (``@irviz_pass`` functions and/or ``IRVIZ_PASSES = [PassSpec, ...]``,
-see ``examples/my_passes.py``) and parameter files for BindParams."""
+"""Users' files: pass files and parameter files for BindParams.
+
+A pass file contributes every pass it defines (see ``examples/my_passes.py``): ``@irviz_pass``
+functions, ``IRVIZ_PASSES = [PassSpec, ...]``, and TVM's own kinds (``file_passes``): classes
+decorated with ``module_pass`` / ``function_pass`` / ``dataflowblock_pass``, Pass instances and
+Sequentials. A pass may take a built-in's name: within the session the name is the user's and the
+built-in is ``builtin:NAME``."""
 from __future__ import annotations
 
 import inspect
@@ -10,27 +15,11 @@ from pathlib import Path
 import numpy as np
 import tvm
 
-from irviz.core.errors import PassError, traceback_text
-from irviz.core.passes.registry import PassParam, PassSpec, find_pass, replace_user_passes
+from irviz.core.errors import LoadError, PassError, traceback_text
+from irviz.core.frontend.samples import sample_path
+from irviz.core.passes.file_passes import params_from_signature, tvm_passes_of
+from irviz.core.passes.registry import PassSpec, replace_user_passes
 from irviz.core.user_code import exec_file
-
-_PARAM_KIND_OF = {bool: "bool", int: "int", str: "str"}
-
-
-def _params_from_signature(fn, skip_first: bool) -> list[PassParam]:
-    params = []
-    sig = inspect.signature(fn)
-    items = list(sig.parameters.values())
-    if skip_first and items:
-        items = items[1:]
-    for p in items:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        default = None if p.default is p.empty else p.default
-        kind = _PARAM_KIND_OF.get(type(default), "json")
-        params.append(PassParam(p.name, kind, default, f"{p.name} of {fn.__name__}"))
-    return params
-
 
 def _source_of(fn) -> str:
     try:
@@ -84,7 +73,7 @@ def irviz_pass(name: str | None = None, description: str = "", *, roundtrip_ok: 
         fn.irviz_spec = PassSpec(
             name=pass_name,
             description=desc,
-            params=_params_from_signature(fn, skip_first=takes_mod),
+            params=params_from_signature(fn, skip_first=takes_mod, owner=fn.__name__),
             make=make,
             category="user",
             roundtrip_ok=roundtrip_ok,
@@ -114,7 +103,13 @@ def _error_location(exc: BaseException, path: str) -> str:
 
 
 def load_pass_file(path) -> list[PassSpec]:
-    """Execute a user pass file and register its passes (category "user"); PassError with file:line."""
+    """Execute a user pass file (or sample:NAME, a sample that is also a pass file) and register its
+    passes (category "user"); PassError with file:line."""
+    if str(path).startswith("sample:"):
+        try:
+            path = sample_path(str(path)[len("sample:"):])
+        except LoadError as e:
+            raise PassError(e.message, hint=e.hint) from None
     path = Path(str(path)).expanduser().resolve()
     spath = str(path)
     if not path.is_file():
@@ -154,26 +149,26 @@ def load_pass_file(path) -> list[PassSpec]:
         if isinstance(s, PassSpec) and getattr(value, "__module__", None) == mod_name:
             if all(s is not x for x in specs):
                 specs.append(s)
+    specs.extend(tvm_passes_of(module, mod_name, path))
     if not specs:
         raise PassError(
             f"{spath}: defines no passes",
-            hint="add IRVIZ_PASSES = [PassSpec(...), ...] or decorate functions with @irviz_pass(name=...)",
+            hint="decorate a class with @tvm.ir.transform.module_pass(opt_level=0, name=...) (or "
+                 "relax.transform.function_pass), bind a tvm.transform.Sequential to a name, "
+                 "decorate functions with @irviz_pass(name=...), or set IRVIZ_PASSES = [PassSpec(...)]",
         )
-    names = [s.name for s in specs]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise PassError(f"{spath}: pass names used twice: {', '.join(dup)}")
     for s in specs:
         s.category = "user"
         s.mutates_input = True
         if not s.source:
             s.source = _source_of(s.make) or f"{spath}:1"
-        existing = find_pass(s.name)
-        if existing is not None and existing.category != "user":
-            raise PassError(
-                f"{spath}: pass {s.name!r} clashes with the built-in {existing.category} pass",
-                hint="rename your pass",
-            )
+    names = [s.name for s in specs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        where = "; ".join(f"{n} at " + ", ".join(s.source.rsplit(":", 1)[-1] for s in specs if s.name == n)
+                          for n in dup)
+        raise PassError(f"{spath}: pass names used twice: {where}",
+                        hint="give each pass its own name (the name= of its decorator)")
     replace_user_passes(_FILE_PASSES.get(spath, []), specs)
     _FILE_PASSES[spath] = [s.name for s in specs]
     return specs

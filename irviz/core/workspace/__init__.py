@@ -149,6 +149,19 @@ class Workspace(Results):
             return []
         return [PassInvocation(st.pass_name, dict(st.params or {})) for st in self.session.steps[1:]]
 
+    def keep_builtins(self, names) -> None:
+        """A pass file has just taken the names `names` from built-ins: the steps and planned passes
+        of those names were the built-ins, and stay them, as builtin:NAME."""
+        from irviz.core.passes import BUILTIN_PREFIX
+
+        names = set(names)
+        for st in self.session.steps[1:] if self.session is not None else ():
+            if st.pass_name in names:
+                st.pass_name = BUILTIN_PREFIX + st.pass_name
+        for inv in self.planned():  # the same objects the session or the import plan holds
+            if inv.name in names:
+                inv.name = BUILTIN_PREFIX + inv.name
+
     # -- opening --------------------------------------------------------------------------------
 
     def open(self, spec: str, importer: str | None = None, planned=(), fraction_span=(0.0, 1.0),

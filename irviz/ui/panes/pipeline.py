@@ -5,6 +5,7 @@ and pasted as text (`irviz check --pipeline` takes the same text) and the steppi
 from __future__ import annotations
 
 import html
+import os
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QFont, QGuiApplication
@@ -48,7 +49,7 @@ class PipelinePane(BisectActions, Pane):
         self.pipelines: list[dict] = []
         self.steps: list[dict] = []
         self.planned: list[dict] = []
-        self._paste_error: str | None = None
+        self._kept_message: str | None = None  # shown instead of the next state's summary
         self._bisect_text = ""
 
         # -- stepping
@@ -139,7 +140,9 @@ class PipelinePane(BisectActions, Pane):
         self.down_button.setToolTip("Move down")
         self.down_button.clicked.connect(lambda: self.move_selected(1))
         self.load_button = QToolButton(text="Load passes…")
-        self.load_button.setToolTip("Load passes from a Python file (IRVIZ_PASSES or @irviz_pass)")
+        self.load_button.setToolTip("Load passes from a Python file: module_pass / function_pass classes, "
+                                    "Sequentials, @irviz_pass, IRVIZ_PASSES; a built-in's name becomes "
+                                    "the file's, the built-in is then builtin:NAME")
         self.load_button.clicked.connect(self.load_pass_file_dialog)
         edit_bar = QHBoxLayout()
         edit_bar.setContentsMargins(0, 0, 0, 0)
@@ -202,7 +205,15 @@ class PipelinePane(BisectActions, Pane):
             self.passes = list(result or [])
             self._fill_add_menu()
             if purpose == "load":
-                self.info.setText(f"{len(self.passes)} passes available")
+                self.info.setText(self._loaded_text())
+                self.ask("pipelines", "list_pipelines")  # they name the built-ins it shadows anew
+                if self.state and self.state.get("model") and any(p.get("shadows") for p in self.passes):
+                    # steps of a built-in the file took the name of are now builtin:NAME
+                    self._kept_message = self.info.text()
+                    self.bridge.request("state")
+            if self.state:
+                self._fill_steps(self.state)
+                self._fill_planned()
         elif purpose == "pipelines":
             self.pipelines = list(result or [])
             self._fill_pipelines()
@@ -229,7 +240,7 @@ class PipelinePane(BisectActions, Pane):
             full = message + (f"\nhint: {error['hint']}" if error.get("hint") else "")
             self.info.setToolTip(f"<pre>{html.escape(full)}</pre>")
             message = "Paste pipeline: " + message.splitlines()[0] + " (pipeline unchanged)"
-            self._paste_error = message  # the unchanged state that follows must not hide it
+            self._kept_message = message  # the unchanged state that follows must not hide it
         self.info.setText(message)
 
     def _fill_add_menu(self) -> None:
@@ -239,11 +250,32 @@ class PipelinePane(BisectActions, Pane):
             by_cat.setdefault(p.get("category") or "other", []).append(p)
         for cat, items in by_cat.items():
             sub = self.add_menu.addMenu(cat)
+            sub.setToolTipsVisible(True)
             for p in items:
-                act = QAction(p["name"], sub)
-                act.setToolTip(p.get("description", ""))
+                where = os.path.basename(p.get("source") or "")
+                act = QAction(p["name"] + (f"  ({where})" if where else ""), sub)
+                act.setToolTip(f"{self.origin(p['name'])}: {p.get('description', '')}")
                 act.triggered.connect(lambda _c=False, name=p["name"]: self.add_pass(name))
                 sub.addAction(act)
+
+    def origin(self, name: str) -> str:
+        """Whose pass `name` is: "user: file.py:LINE" or "built-in (course)"."""
+        spec = self._spec(name) or {}
+        if spec.get("category") == "user":
+            return f"user: {spec.get('source') or 'a pass file'}"
+        return f"built-in ({spec['category']})" if spec.get("category") else "built-in"
+
+    def _loaded_text(self) -> str:
+        """What the last Load passes… added (the newest source file's passes)."""
+        users = [p for p in self.passes if p.get("category") == "user"]
+        if not users:
+            return f"{len(self.passes)} passes available"
+        newest = (users[-1].get("source") or "").rsplit(":", 1)[0]
+        mine = [p for p in users if (p.get("source") or "").rsplit(":", 1)[0] == newest]
+        shadows = [p["shadows"] for p in mine if p.get("shadows")]
+        return (f"Loaded {', '.join(p['name'] for p in mine)} from {os.path.basename(newest)}"
+                + (f"; the built-in{'s are' if len(shadows) > 1 else ' is'} now {', '.join(shadows)}"
+                   if shadows else ""))
 
     def _fill_pipelines(self) -> None:
         self.pipeline_box.blockSignals(True)
@@ -284,9 +316,9 @@ class PipelinePane(BisectActions, Pane):
             if fb and fb.get("index") not in self._verdicts() and self._marks_shown:
                 self._marks_shown = False
                 self.hub.mark_diverging({})  # the Diff pane's marks were for that bad step
-            if self._paste_error:
-                self.info.setText(self._paste_error)
-                self._paste_error = None
+            if self._kept_message:
+                self.info.setText(self._kept_message)
+                self._kept_message = None
             elif fb and cur == fb.get("index") and fb.get("index") in self._verdicts():
                 self.info.setText(self._bisect_text)  # the jump to the bad step keeps saying why
             else:
@@ -341,6 +373,8 @@ class PipelinePane(BisectActions, Pane):
                     tip = s.get("pass", "")
                     if s.get("params"):
                         tip += f"({params_text(s['params'])})"
+                    if r:
+                        tip += f"\n{self.origin(s.get('pass', ''))}"
                     for key in ("added", "removed", "changed_funcs"):
                         if s.get(key):
                             tip += f"\n{key.replace('_funcs', '')}: {', '.join(s[key][:12])}"
@@ -427,6 +461,7 @@ class PipelinePane(BisectActions, Pane):
             if p.get("params"):
                 text += f"  ({params_text(p['params'])})"
             item = QListWidgetItem(text)
+            item.setToolTip(self.origin(p.get("name", "")))
             self.planned_list.addItem(item)
         self.planned_list.blockSignals(False)
         if 0 <= row < self.planned_list.count():
