@@ -96,8 +96,10 @@ def _with_kept_params(imported: Imported, captured) -> Imported:
     that hold the model's parameters into main's parameters (see lift_params)."""
     from irviz.core.frontend.lift_params import lift_params
 
-    module = captured.loaded.module
-    imported.mod, imported.params = lift_params(imported.mod, module.named_parameters())
+    named = list(captured.loaded.module.named_parameters())
+    if not named:
+        return imported
+    imported.mod, imported.params = lift_params(imported.mod, named)
     if not imported.params:
         raise IRImportError("--keep-params found none of the model's weights in main: the map "
                             "functions computed new constants from them",
