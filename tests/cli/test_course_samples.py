@@ -1,12 +1,12 @@
 """Each course sample passes `irviz check`, compared with its reference() (IR files) or with torch
-(course_fx_mlp); all seven in one test, so the one-time costs are paid once."""
+(course_fx_mlp); all of them in one test, so the one-time costs are paid once."""
 import json
 
 from irviz.cli import main
 from irviz.core.frontend.samples import is_ir_sample, list_samples
 
 COURSE = ["course_te", "course_emit_te", "course_mymodule", "course_extern", "course_mixture",
-          "course_bind_params", "course_fx_mlp"]
+          "course_bind_params", "course_bind_params_mixture", "course_primfunc_only", "course_fx_mlp"]
 
 
 def test_every_course_sample_passes_check(capsys):
@@ -27,3 +27,14 @@ def test_every_course_sample_passes_check(capsys):
             assert summary["reference"] == "torch"
             assert (summary["capture"], summary["importer"]) == ("symbolic_trace", "course")
     assert not failures, failures
+
+
+def test_the_bind_params_and_primfunc_samples_pass_with_their_pipelines(capsys):
+    """BindParams in a step of its own on MyModuleMixture; the PrimFunc scheduled by tir-cpu."""
+    for name, pipeline, first in (("course_bind_params_mixture", "BindParams,zero", "BindParams"),
+                                  ("course_primfunc_only", "tir-cpu", "LegalizeOps")):
+        code = main(["check", f"sample:{name}", "--pipeline", pipeline, "--json", "-", "--repeats", "1"])
+        summary = json.loads(capsys.readouterr().out)
+        assert code == 0 and summary["allclose"] is True, (name, summary["error"])
+        assert summary["steps"][0]["pass"] == first
+        assert any(s["changed"] for s in summary["steps"]), name
