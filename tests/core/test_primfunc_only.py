@@ -96,6 +96,8 @@ def test_a_te_prim_func_runs_against_its_reference_at_every_scheduling_step(tmp_
     assert ref.what == "reference()"
     assert all(check_module(st.mod, ref, index=st.index).ok for st in ws.session.steps)
     assert bisect(ws.session, ref).first_bad is None
+    trace = ws.latency_trace(steps=[0, len(ws.session.steps) - 1], repeats=1)
+    assert all(e["ok"] and e["tvm_ms"] > 0 for e in trace), trace
     # the TensorIR pane's data: the loops of the function
     from irviz.core.views.graph import tir_functions
 
