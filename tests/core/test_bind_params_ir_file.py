@@ -141,3 +141,36 @@ def get_inputs():
     with pytest.raises(Exception, match="get_params\\(\\) gives w9, which main does not take"):
         ws.open(str(bad))
     assert ws.ir_file.path.name == "mixture.py"  # the failed open kept the open file
+
+
+def test_repeated_parameter_names_go_by_position(tmp_path):
+    path = tmp_path / "dup.py"
+    path.write_text('''
+import numpy as np
+from tvm import relax
+
+
+def get_irmodule():
+    bb = relax.BlockBuilder()
+    a, b = (relax.Var("x", relax.TensorType((2,), "float32")) for _ in range(2))
+    with bb.function("main", [a, b]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.subtract(a, b))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def get_inputs():
+    return np.array([3, 4], "float32"), np.array([1, 1], "float32")
+
+
+def reference(a, b):
+    return a - b
+''')
+    ws = Workspace()
+    ws.open(str(path))
+    _, res = ws.build_run(repeats=1)
+    assert res.allclose is True
+    ref = reference_for(ws)
+    np.testing.assert_array_equal(ref.expected[0], [2, 3])
+    assert check_module(ws.session.steps[0].mod, ref).ok

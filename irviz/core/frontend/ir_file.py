@@ -261,8 +261,16 @@ def _given(ir: IRFile, func: str, names: list[str], weights: dict) -> dict:
 
 def _positional(ir, mod, func, dims, seed) -> list:
     if ir is not None and ir.get_inputs is not None:
-        values = _given(ir, func, _param_names(mod, func) or [], {})
-        return list(values.values())
+        values = raw_inputs(ir)
+        if isinstance(values, dict):
+            raise RunError(f"get_inputs() gives a dict, but {func}'s parameter names repeat",
+                           f"return a tuple, one value per parameter of {func} in order")
+        values = list(values) if isinstance(values, (tuple, list)) else [values]
+        names = _param_names(mod, func) or []
+        if len(values) != len(names):
+            raise RunError(f"get_inputs() returned {len(values)} values; {func} takes {len(names)} "
+                           f"({', '.join(names)})", f"return one value per parameter of {func}, in order")
+        return values
     from irviz.core.frontend.inputs import random_inputs  # lazy: see named_inputs
 
     return random_inputs(mod, seed=seed, func=func, dims=dims or {})
