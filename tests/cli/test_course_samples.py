@@ -38,3 +38,17 @@ def test_the_bind_params_and_primfunc_samples_pass_with_their_pipelines(capsys):
         assert code == 0 and summary["allclose"] is True, (name, summary["error"])
         assert summary["steps"][0]["pass"] == first
         assert any(s["changed"] for s in summary["steps"]), name
+
+
+def test_every_step_of_the_bind_params_mixture_sample_matches_its_reference():
+    from irviz.core.backend.bisect import check_module, reference_for
+    from irviz.core.passes import parse_pipeline
+    from irviz.core.workspace import Workspace
+
+    ws = Workspace()
+    ws.open("sample:course_bind_params_mixture", planned=parse_pipeline("BindParams,zero"))
+    ws.run_to_end()
+    ref = reference_for(ws)
+    checks = [check_module(st.mod, ref, index=st.index, pass_name=st.pass_name) for st in ws.session.steps]
+    assert [c.pass_name for c in checks if not c.ok] == []
+    assert [len(st.mod["main"].params) for st in ws.session.steps[:2]] == [5, 1]
