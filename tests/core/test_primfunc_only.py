@@ -113,6 +113,8 @@ def test_func_picks_a_prim_func_and_a_symbolic_size_needs_dim(tmp_path, capsys):
     assert "--func add_one --dim n=" in s["error"]
     code, s = _check(path, "--dim", "n=5", capsys=capsys)
     assert code == 0 and s["func"] == "add_one" and s["allclose"] is True
+    code, s = _check(path, "--func", "nope", capsys=capsys)
+    assert "has no function 'nope' to run; it has: add_one, double" in s["error"]
     # double has no reference of its own: reference() is add_one's, so the outputs differ
     code, s = _check(path, "--func", "double", capsys=capsys)
     assert s["func"] == "double" and s["allclose"] is False and s["failed_stage"] == "compare"

@@ -121,8 +121,7 @@ def reference_for(ws, func: str = "main") -> Reference:
         inputs, params = [], {k: _as_array(v) for k, v in named.items()}
     names = [f"input_{i}" for i in range(len(inputs))]
     if ws.ir_file is not None and ws.ir_file.reference is not None:
-        file_mod = ws.ir_file.mod if named is not None else step0
-        args = [_as_array(x) for x in ws._ir_inputs(file_mod, func)]
+        args = [_as_array(x) for x in ws._ir_reference_inputs(step0, func)]
         try:
             out = ws.ir_file.reference(*args)
         except Exception as exc:

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 import tvm
-from tvm import tirx
+from tvm import relax, tirx
 
 from irviz.core.backend.build import BuildResult
 from irviz.core.backend.outputs import to_numpy
@@ -40,8 +40,6 @@ def is_prim_func(mod, func: str) -> bool:
 def resolve_func(mod, func: str | None) -> str:
     """`func`, or for the default "main" of a module with no Relax function and no PrimFunc named
     main, its first PrimFunc (the only one, usually)."""
-    from tvm import relax
-
     func = func or "main"
     if func in [gv.name_hint for gv in mod.get_global_vars()]:
         return func

@@ -38,7 +38,8 @@ def check_func(mod, func: str) -> None:
     be run alone by name)."""
     names = entry_functions(mod)
     if func not in names and func not in prim_functions(mod):
-        raise RunError(f"the module has no Relax function {func!r} to run; it has: "
+        kind = "function" if names and names[0] in prim_functions(mod) else "Relax function"
+        raise RunError(f"the module has no {kind} {func!r} to run; it has: "
                        f"{', '.join(names) or 'none'}",
                        f"pick one of them (irviz check FILE --func {names[0] if names else 'main'})")
 

@@ -204,7 +204,7 @@ def named_inputs(ir: IRFile | None, mod, func: str = "main", dims: dict | None =
     weights `params` (get_params(), or a --keep-params file) for the ones it leaves out; random
     arrays without get_inputs() (symbolic sizes from `dims` and from the weights' shapes). None
     when parameter names repeat: values can then only go by position."""
-    base = _defining(ir, mod, func)
+    base = defining_module(ir, mod, func)
     names = _param_names(base, func) or []
     if len(set(names)) != len(names):
         return None
@@ -276,7 +276,7 @@ def _positional(ir, mod, func, dims, seed) -> list:
     return random_inputs(mod, seed=seed, func=func, dims=dims or {})
 
 
-def _defining(ir: IRFile | None, mod, func: str):
+def defining_module(ir: IRFile | None, mod, func: str):
     """The module whose `func` says what the inputs are: the file's own, unless a step made it."""
     if ir is not None and _param_names(ir.mod, func) is not None:
         return ir.mod

@@ -17,9 +17,8 @@ class Results:
         workspace's `dims`). Returns (BuildResult, RunResult); the result is kept for the exported
         report."""
         from irviz.core.backend import build as build_mod
-        from irviz.core.backend import run as run_mod
-
         from irviz.core.backend import prim_run
+        from irviz.core.backend import run as run_mod
 
         st = self.step_at(step)
         func = prim_run.resolve_func(st.mod, func)
@@ -108,6 +107,13 @@ class Results:
         return inputs_for(self.ir_file, mod, func=func, dims=self.dims if dims is None else dims,
                           params=self.kept_params)
 
+    def _ir_reference_inputs(self, mod, func: str, dims=None) -> list:
+        """What reference() takes: every parameter of `func` as the IR file defines it (as `mod`,
+        a step, has it when a pass made the function)."""
+        from irviz.core.frontend.ir_file import defining_module
+
+        return self._ir_inputs(defining_module(self.ir_file, mod, func), func, dims)
+
     def _ir_named_inputs(self, mod, func: str, dims=None) -> dict | None:
         """{parameter name: value} of the IR file's `func` (see ir_file.named_inputs); None when
         its parameter names repeat, and the values can only go by position."""
@@ -121,7 +127,6 @@ class Results:
         "inputs": "model" (a PyTorch model's example inputs), "get_inputs" (the IR file's) or
         "random" (made up: then every size needs a value), "dims": the values the workspace has}."""
         from irviz.core.backend import run as run_mod
-
         from irviz.core.backend.prim_run import resolve_func
 
         st = self.step_at(step)
@@ -140,7 +145,7 @@ class Results:
 
         reference = None
         if self.ir_file is not None and self.ir_file.reference is not None:
-            reference = self._reference(self._ir_inputs(self.ir_file.mod, func, dims))
+            reference = self._reference(self._ir_reference_inputs(built.mod, func, dims))
         what = "and comparing with reference()" if reference is not None else "(nothing to compare with)"
         self.progress(f"Running {func} {what}", 0.6)
         return run_mod.run_module(built, inputs, reference=reference, func=func, repeats=repeats)
