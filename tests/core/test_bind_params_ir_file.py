@@ -174,3 +174,14 @@ def reference(a, b):
     ref = reference_for(ws)
     np.testing.assert_array_equal(ref.expected[0], [2, 3])
     assert check_module(ws.session.steps[0].mod, ref).ok
+
+
+def test_bind_params_without_weights_says_where_they_come_from(tmp_path):
+    path = _write(tmp_path, "mixture.py", MY_MODULE, INPUTS, REFERENCE)
+    ws = Workspace()
+    ws.open(str(path), planned=["BindParams"])
+    with pytest.raises(Exception) as info:
+        ws.run_to_end()
+    assert "get_params()" in info.value.user_message()
+    assert len(ws.session.steps) == 1  # step 0 stays, and still runs
+    assert ws.build_run(step=0, repeats=1)[1].allclose is True

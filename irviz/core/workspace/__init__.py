@@ -172,8 +172,8 @@ class Workspace(Results):
             if keep_params:
                 raise RequestError(f"--keep-params is for PyTorch models; {spec} is an IRModule, whose "
                                    "functions take what parameters it gives them",
-                                   "open it without --keep-params (BindParams(params=FILE.npz) binds "
-                                   "weights its main takes)")
+                                   "open it without --keep-params: its get_params() gives the weights "
+                                   "BindParams binds (or BindParams(params=FILE.npz))")
         if step_files.is_exported_step(spec):
             return self._open_step_file(spec, planned, at)
         ir = ir_file.ir_file_spec(spec)
