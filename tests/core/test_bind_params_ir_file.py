@@ -185,3 +185,23 @@ def test_bind_params_without_weights_says_where_they_come_from(tmp_path):
     assert "get_params()" in info.value.user_message()
     assert len(ws.session.steps) == 1  # step 0 stays, and still runs
     assert ws.build_run(step=0, repeats=1)[1].allclose is True
+
+
+def test_the_engine_runs_both_sides_of_bind_params(tmp_path):
+    """What the app asks: the state names the weights file; Build & Run before and after."""
+    from irviz.engine import Engine
+
+    eng = Engine(type("Chan", (), {"send": lambda self, msg: json.dumps(msg)})())
+
+    def ok(cmd, **args):
+        reply = eng.handle({"id": 1, "cmd": cmd, "args": args})
+        assert reply["ok"], reply.get("error")
+        return reply["result"]
+
+    path = _write(tmp_path, "mixture.py", MY_MODULE, INPUTS, REFERENCE, WEIGHTS)
+    state = ok("open", spec=str(path), pipeline="BindParams,LegalizeOps")
+    assert state["params_file"] and state["planned"][0]["params"]["params"] == state["params_file"]
+    assert ok("build_run", step=0, repeats=1)["allclose"] is True
+    ok("run_to_end")
+    for step in (1, 2):
+        assert ok("build_run", step=step, repeats=1)["allclose"] is True, step
