@@ -128,8 +128,8 @@ def _check(args, out) -> int:
                            max_rel_error=finite(res.max_rel_error), allclose=res.allclose,
                            tvm_ms=round(res.tvm_ms, 4), torch_ms=finite(round(res.torch_ms, 4)),
                            reliable=res.reliable, reason=res.reason,
-                           threads=res.threads, timing=_timing_fields(res))
-            summary["memory"] = _memory_fields(built, args.func)
+                           threads=res.threads, timing=_timing_fields(res), func=res.func)
+            summary["memory"] = _memory_fields(built, res.func)
             # "torch" rather than "PyTorch": the JSON's values are short identifiers
             summary["reference"] = {"PyTorch": "torch", None: "none"}.get(ws.reference_name, ws.reference_name)
             if res.allclose is None:

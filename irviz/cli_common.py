@@ -60,8 +60,9 @@ def add_model_arguments(sp: argparse.ArgumentParser, pipelines: int = 1) -> None
     sp.add_argument("--dim", metavar="NAME=INT,...", default="",
                     help="values for symbolic sizes when an IR file's inputs are made up (m=1,n=128)")
     sp.add_argument("--func", default="main", metavar="NAME",
-                    help="the Relax function to build and run (an IR file's other functions, e.g. "
-                         "main_two_blocks); default main")
+                    help="the function to build and run: an IR file's other Relax functions (e.g. "
+                         "main_two_blocks) or a PrimFunc, run alone (e.g. mm); default main, or the "
+                         "first PrimFunc of a module without Relax functions")
     sp.add_argument("--keep-params", action="store_true",
                     help="import with the weights as parameters of main (main(x, p_linear0_weight, "
                          "...)), written to a .npz that BindParams binds in a step of its own")

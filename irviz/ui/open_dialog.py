@@ -142,8 +142,6 @@ class OpenDialog(QDialog):
             return "Course maps work on symbolic_trace graphs (call_module nodes): choose symbolic_trace or Auto."
         if c["importer_maps"] and c["importer"] == "exported_program":
             return "Course maps are used by the course importer: choose it or Auto."
-        if c["keep_params"] and (capture == "symbolic_trace" or c["importer"] == "course"):
-            return "Weights as inputs works with torch.export and TVM's importer: clear it, or choose those."
         return None
 
     # -- actions ---------------------------------------------------------------------------------

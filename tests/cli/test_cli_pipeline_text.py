@@ -75,7 +75,8 @@ def test_export_writes_the_weights_and_a_pipeline_text_that_reruns(tmp_path, cap
     assert s["pipeline_text"] == summary["pipeline_text"]
 
 
-def test_keep_params_with_the_course_importer_is_a_clear_error(capsys):
-    code, s = _check(capsys, "sample:mlp", "--keep-params", "--importer", "course")
-    assert code == 1 and s["failed_stage"] == "import"
-    assert "--keep-params works with the exported_program importer" in s["error"]
+def test_keep_params_with_the_course_importer_binds_in_its_own_step(capsys):
+    code, s = _check(capsys, "sample:course_fx_mlp", "--keep-params", "--pipeline", "BindParams,zero")
+    assert code == 0 and s["importer"] == "course" and s["allclose"] is True, s["error"]
+    assert s["steps"][0]["pass"] == "BindParams" and s["steps"][0]["changed"]
+    assert s["pipeline_text"].startswith(f"BindParams(params={s['params_file']}),")

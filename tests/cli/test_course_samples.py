@@ -6,7 +6,8 @@ from irviz.cli import main
 from irviz.core.frontend.samples import is_ir_sample, list_samples
 
 COURSE = ["course_te", "course_emit_te", "course_mymodule", "course_extern", "course_mixture",
-          "course_bind_params", "course_fx_mlp", "course_chapter_passes"]
+          "course_bind_params", "course_bind_params_mixture", "course_primfunc_only", "course_fx_mlp",
+          "course_chapter_passes"]
 
 
 def test_every_course_sample_passes_check(capsys):
@@ -27,3 +28,28 @@ def test_every_course_sample_passes_check(capsys):
             assert summary["reference"] == "torch"
             assert (summary["capture"], summary["importer"]) == ("symbolic_trace", "course")
     assert not failures, failures
+
+
+def test_the_bind_params_and_primfunc_samples_pass_with_their_pipelines(capsys):
+    """BindParams in a step of its own on MyModuleMixture; the PrimFunc scheduled by tir-cpu."""
+    for name, pipeline, first in (("course_bind_params_mixture", "BindParams,zero", "BindParams"),
+                                  ("course_primfunc_only", "tir-cpu", "LegalizeOps")):
+        code = main(["check", f"sample:{name}", "--pipeline", pipeline, "--json", "-", "--repeats", "1"])
+        summary = json.loads(capsys.readouterr().out)
+        assert code == 0 and summary["allclose"] is True, (name, summary["error"])
+        assert summary["steps"][0]["pass"] == first
+        assert any(s["changed"] for s in summary["steps"]), name
+
+
+def test_every_step_of_the_bind_params_mixture_sample_matches_its_reference():
+    from irviz.core.backend.bisect import check_module, reference_for
+    from irviz.core.passes import parse_pipeline
+    from irviz.core.workspace import Workspace
+
+    ws = Workspace()
+    ws.open("sample:course_bind_params_mixture", planned=parse_pipeline("BindParams,zero"))
+    ws.run_to_end()
+    ref = reference_for(ws)
+    checks = [check_module(st.mod, ref, index=st.index, pass_name=st.pass_name) for st in ws.session.steps]
+    assert [c.pass_name for c in checks if not c.ok] == []
+    assert [len(st.mod["main"].params) for st in ws.session.steps[:2]] == [5, 1]

@@ -3,7 +3,7 @@ feed the weights to a step that still takes them."""
 import numpy as np
 import pytest
 
-from irviz.core.errors import IRImportError, RequestError
+from irviz.core.errors import RequestError
 from irviz.core.workspace import Workspace
 
 
@@ -43,15 +43,57 @@ def test_bind_params_step_and_runs_before_and_after(ws):
     assert after.allclose is True and after.max_abs_error < 1e-5
 
 
-def test_keep_params_is_refused_for_ir_modules_and_the_course_importer(tmp_path):
+def test_keep_params_is_refused_for_ir_modules(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("from tvm.script import ir as I, relax as R\n\n@I.ir_module\nclass M:\n"
                  "    @R.function\n    def main(x: R.Tensor((2,), 'float32')):\n        return x\n")
     w = Workspace()
     with pytest.raises(RequestError, match="--keep-params is for PyTorch models"):
         w.open(str(f), keep_params=True)
-    with pytest.raises(IRImportError, match="exported_program importer"):
-        w.open("sample:mlp", importer="course", keep_params=True)
+
+
+def test_course_from_fx_keeps_the_weights_and_bind_params_binds_them(tmp_path):
+    """The chapter's from_fx with its own map_param (constants), weights lifted into main's
+    parameters; run, intermediates and bisect work before and after the BindParams step."""
+    from irviz.core.backend.bisect import bisect, check_module, reference_for
+
+    w = Workspace()
+    w.params_dir = tmp_path
+    w.open("sample:course_fx_mlp", planned=["BindParams", "LegalizeOps"], keep_params=True)
+    assert (w.capture, w.importer) == ("symbolic_trace", "course")
+    main = w.session.steps[0].mod["main"]
+    names = [p.name for p in main.params]
+    assert names == ["x", "p_linear0_weight", "p_linear0_bias", "p_linear1_weight", "p_linear1_bias"]
+    assert "R.const" not in main.script() and "metadata" not in main.script()
+    state = w.loaded.module.state_dict()
+    with np.load(w.params_file) as f:
+        np.testing.assert_array_equal(f["p_linear0_weight"], state["linear0.weight"].numpy())
+    _, before = w.build_run(step=0, repeats=1)
+    assert before.allclose is True
+    mid = w.compare_intermediates(step=0)
+    assert mid.first_divergence is None and [n for n in mid.nodes if n.status == "ok"]
+
+    w.run_to_end()
+    assert [p.name for p in w.session.steps[1].mod["main"].params] == ["x"]
+    _, after = w.build_run(step=1, repeats=1)
+    assert after.allclose is True and after.max_abs_error < 1e-5
+    mid = w.compare_intermediates(step=1)
+    assert mid.first_divergence is None and [n for n in mid.nodes if n.status == "ok"]
+    ref = reference_for(w)
+    for st in w.session.steps:
+        assert check_module(st.mod, ref, index=st.index).ok, st.pass_name
+    assert bisect(w.session, ref).first_bad is None
+
+
+def test_course_importer_on_an_export_graph_keeps_the_weights():
+    w = Workspace()
+    w.open("sample:mlp", importer="course", planned=["BindParams"], keep_params=True)
+    main = w.session.steps[0].mod["main"]
+    assert [p.name for p in main.params][1:] == list(w.kept_params)
+    assert len(w.kept_params) == 4
+    w.run_to_end()
+    assert len(w.session.steps[1].mod["main"].params) == 1
+    assert w.build_run(step=1, repeats=1)[1].allclose is True
 
 
 def test_replay_imports_with_the_weights_as_inputs_again(ws):

@@ -78,9 +78,11 @@ def test_open_dialog_offers_weights_as_inputs(qtbot, win):
     assert d.keep_params.text() == KEEP_PARAMS_TEXT and d.keep_params.isChecked()
     assert d.keep_params.isVisibleTo(d)
     assert d.choice()["keep_params"] is True and d.problem() is None
-    # the course importer builds its own Relax: weights as inputs do not apply there
+    # the course importer keeps the weights as inputs too, from symbolic_trace or torch.export
     d.importer.setCurrentIndex(d.importer.findData("course"))
-    assert "Weights as inputs" in d.problem()
+    assert d.problem() is None
+    d.capture.setCurrentIndex(d.capture.findData("symbolic_trace"))
+    assert d.choice()["keep_params"] is True and d.problem() is None
     d.keep_params.setChecked(False)
     assert d.choice()["keep_params"] is False and d.problem() is None
     shots = os.environ.get("IRVIZ_SHOTS")

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from irviz.core.backend import build as build_mod
+from irviz.core.backend import prim_run
 from irviz.core.backend.outputs import flatten as _flatten
 from irviz.core.backend.outputs import to_numpy as _to_numpy
 from irviz.core.backend.outputs import to_tvm as _to_tvm
@@ -109,23 +110,55 @@ def reference_for(ws, func: str = "main") -> Reference:
         params = {k: np.asarray(v) for k, v in (ws.kept_params or {}).items()}
         return Reference(inputs=inputs, expected=_numpy_outputs(out), what="torch", params=params,
                          input_names=[f"input_{i}" for i in range(len(inputs))])
-    inputs = ws._ir_inputs(session.steps[0].mod, func)
-    inputs = [x.numpy() if hasattr(x, "numpy") and not isinstance(x, np.ndarray) else x for x in inputs]
+    step0 = session.steps[0].mod
+    func = prim_run.resolve_func(step0, func)
+    if prim_run.is_prim_func(step0, func):
+        return _prim_reference(ws, step0, func)
+    named = ws._ir_named_inputs(step0, func)
+    if named is None:  # repeated parameter names: by position, as step 0 takes them
+        inputs, params = [_as_array(x) for x in ws._ir_inputs(step0, func)], {}
+    else:  # by name: a step that bound some of them (BindParams) takes the others
+        inputs, params = [], {k: _as_array(v) for k, v in named.items()}
     names = [f"input_{i}" for i in range(len(inputs))]
+    if ws.ir_file is not None and ws.ir_file.reference is not None:
+        args = [_as_array(x) for x in ws._ir_reference_inputs(step0, func)]
+        try:
+            out = ws.ir_file.reference(*args)
+        except Exception as exc:
+            raise RunError(f"reference() raised {exception_line(exc)}",
+                           "run the file in plain Python to see the full error") from exc
+        return Reference(inputs=inputs, expected=_numpy_outputs(out), what="reference()",
+                         params=params, input_names=names)
+    first = check_module(step0, Reference(inputs, [], "none", params=params), func=func)
+    if not first.ok:
+        raise RunError(f"there is no reference to compare with, and step 0 (the import) does not run: "
+                       f"{first.reason}", "open a model file, or give the IR file a reference()")
+    return Reference(inputs=inputs, expected=first._outputs, what="step 0", params=params,
+                     input_names=names)
+
+
+def _prim_reference(ws, mod, func: str) -> Reference:
+    """A PrimFunc's inputs (get_inputs() or random) and reference(*inputs), else what step 0's
+    function writes."""
+    from irviz.core.frontend.ir_file import raw_inputs
+
+    inputs = prim_run.prim_args(mod, func, raw_inputs(ws.ir_file), ws.dims).inputs
     if ws.ir_file is not None and ws.ir_file.reference is not None:
         try:
             out = ws.ir_file.reference(*inputs)
         except Exception as exc:
-
             raise RunError(f"reference() raised {exception_line(exc)}",
                            "run the file in plain Python to see the full error") from exc
-        return Reference(inputs=list(inputs), expected=_numpy_outputs(out), what="reference()",
-                         input_names=names)
-    first = check_module(session.steps[0].mod, Reference(list(inputs), [], "none"), func=func)
+        return Reference(inputs=inputs, expected=_numpy_outputs(out), what="reference()")
+    first = check_module(mod, Reference(inputs, [], "none"), func=func)
     if not first.ok:
-        raise RunError(f"there is no reference to compare with, and step 0 (the import) does not run: "
-                       f"{first.reason}", "open a model file, or give the IR file a reference()")
-    return Reference(inputs=list(inputs), expected=first._outputs, what="step 0", input_names=names)
+        raise RunError(f"there is no reference to compare with, and step 0 does not run: "
+                       f"{first.reason}", "give the IR file a reference()")
+    return Reference(inputs=inputs, expected=first._outputs, what="step 0")
+
+
+def _as_array(x):
+    return x.numpy() if hasattr(x, "numpy") and not isinstance(x, np.ndarray) else x
 
 
 def module_inputs(mod, ref: Reference, func: str = "main") -> list:
@@ -187,17 +220,22 @@ def check_module(mod, ref: Reference, *, index: int = 0, pass_name: str = "", at
 
     t0 = time.perf_counter()
     chk = StepCheck(index=index, pass_name=pass_name, ok=False)
+    func = prim_run.resolve_func(mod, func)
+    prim = prim_run.is_prim_func(mod, func)
     try:
-        built = build_mod.build(mod)
+        built = prim_run.build_prim(mod, func) if prim else build_mod.build(mod)
     except Exception as exc:  # an unbuildable step is a verdict
         chk.stage, chk.reason = "build", text(exc)
         chk.seconds = time.perf_counter() - t0
         return chk
     try:
-        dev = tvm.cpu()
-        args = [_to_tvm(x, dev) for x in module_inputs(mod, ref, func)]
-        out = relax.VirtualMachine(built.executable, dev)[func](*args)
-        got = _numpy_outputs(out)
+        if prim:
+            got = prim_run.call_prim(built, prim_run.prim_args(mod, func, ref.inputs))
+        else:
+            dev = tvm.cpu()
+            args = [_to_tvm(x, dev) for x in module_inputs(mod, ref, func)]
+            out = relax.VirtualMachine(built.executable, dev)[func](*args)
+            got = _numpy_outputs(out)
     except Exception as exc:
         chk.stage, chk.reason = "run", text(exc)
         chk.seconds = time.perf_counter() - t0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+from irviz.core.backend import prim_run
 from irviz.core.backend.run import build_and_run
 from irviz.core.errors import IrvizError, tvm_error_text
 from irviz.core.views import diff as diff_mod
@@ -48,8 +49,14 @@ def _measure(mod, loaded, repeats: int, params=None) -> dict:
     def built(br):
         out["build_seconds"] = _finite(br.seconds)
 
+    prim = prim_run.resolve_func(mod, "main") if loaded is None else "main"
     try:
-        _, res = build_and_run(mod, loaded, repeats=repeats, on_built=built, params=params)
+        if prim_run.is_prim_func(mod, prim):  # a PrimFunc-only module: its function alone
+            br = prim_run.build_prim(mod, prim)
+            built(br)
+            res = prim_run.run_prim(br, prim_run.prim_args(mod, prim), repeats=repeats)
+        else:
+            _, res = build_and_run(mod, loaded, repeats=repeats, on_built=built, params=params)
     except Exception as exc:  # an unbuildable step is a result, not a failure
         msg = exc.message if isinstance(exc, IrvizError) else tvm_error_text(exc, with_type=True)
         out["error"] = msg.strip().splitlines()[0][:300] if msg.strip() else type(exc).__name__

@@ -59,12 +59,11 @@ def import_model(captured, importer: str = "exported_program", custom_convert_ma
 
     keep_params: the model's parameters stay parameters of main after the user inputs
     (``main(x, p_linear0_weight, ...)``) and their values come back in ``Imported.params``;
-    buffers and constants are bound as usual."""
-    if keep_params and (importer != "exported_program" or getattr(captured, "method", "export") != "export"):
-        raise IRImportError(
-            f"--keep-params works with the exported_program importer, not {importer!r}",
-            hint="open without --keep-params, or with the exported_program importer",
-        )
+    buffers and constants are bound as usual. The course importers make the weights constants
+    first and lift them into parameters (lift_params)."""
+    if keep_params and importer == "course":
+        return _with_kept_params(import_model(captured, importer, custom_convert_map, course_maps),
+                                 captured)
     if getattr(captured, "method", "export") == "symbolic_trace":
         if importer != "course":
             raise IRImportError(
@@ -90,6 +89,25 @@ def import_model(captured, importer: str = "exported_program", custom_convert_ma
             f"unknown importer {importer!r}", hint=f"choose one of {', '.join(IMPORTERS)}"
         )
     return _import_exported_program(captured, custom_convert_map, keep_params)
+
+
+def _with_kept_params(imported: Imported, captured) -> Imported:
+    """The course importers make every weight a constant (the chapter's map_param): lift the ones
+    that hold the model's parameters into main's parameters (see lift_params)."""
+    from irviz.core.frontend.lift_params import lift_params
+
+    named = list(captured.loaded.module.named_parameters())
+    if not named:
+        return imported
+    imported.mod, imported.params = lift_params(imported.mod, named)
+    if not imported.params:
+        raise IRImportError("--keep-params found none of the model's weights in main: the map "
+                            "functions computed new constants from them",
+                            hint="open without --keep-params, or make the weights constants with "
+                                 "map_param(nn_mod.weight) as the course does")
+    for name in imported.params:  # the weight is the parameter of the same name, as with TVM's importer
+        imported.provenance.setdefault(name, [name])
+    return imported
 
 
 # --------------------------------------------------------------------------------------------

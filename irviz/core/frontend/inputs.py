@@ -12,7 +12,9 @@ from irviz.core.tvm_compat import var_name
 
 def entry_functions(mod) -> list[str]:
     """The Relax functions a build can run: public (a global_symbol) and not fused ("Primitive")
-    sub-functions; "main" first."""
+    sub-functions; "main" first. A module without Relax functions: its PrimFuncs, each run alone."""
+    if not any(isinstance(f, relax.Function) for f in mod.functions.values()):
+        return prim_functions(mod)
     names = []
     for gv, f in mod.functions.items():
         if not isinstance(f, relax.Function):
@@ -25,11 +27,19 @@ def entry_functions(mod) -> list[str]:
     return sorted(names, key=lambda n: (n != "main", n))
 
 
+def prim_functions(mod) -> list[str]:
+    """The module's PrimFuncs by name, "main" first."""
+    names = [gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+    return sorted(names, key=lambda n: (n != "main", n))
+
+
 def check_func(mod, func: str) -> None:
-    """RunError naming the functions there are when `func` is not one of them."""
+    """RunError naming the functions there are when `func` is not one of them (any PrimFunc can
+    be run alone by name)."""
     names = entry_functions(mod)
-    if func not in names:
-        raise RunError(f"the module has no Relax function {func!r} to run; it has: "
+    if func not in names and func not in prim_functions(mod):
+        kind = "function" if names and names[0] in prim_functions(mod) else "Relax function"
+        raise RunError(f"the module has no {kind} {func!r} to run; it has: "
                        f"{', '.join(names) or 'none'}",
                        f"pick one of them (irviz check FILE --func {names[0] if names else 'main'})")
 
@@ -37,7 +47,14 @@ def check_func(mod, func: str) -> None:
 def symbolic_sizes(mod, func: str = "main") -> list[str]:
     """The symbolic sizes in `func`'s parameter shapes, in the order they first appear."""
     out: list[str] = []
-    for p in mod[func].params:
+    fn = mod[func]
+    if isinstance(fn, tvm.tirx.PrimFunc):
+        for p in fn.params:
+            for d in (p.ty.shape if isinstance(p.ty, tvm.tirx.BufferType) else ()):
+                if not isinstance(d, tvm.tirx.IntImm) and str(d) not in out:
+                    out.append(str(d))
+        return out
+    for p in fn.params:
         ty = p.ty
         if isinstance(ty, relax.TensorType) and ty.shape is not None:
             for d in ty.shape.values:
@@ -46,13 +63,16 @@ def symbolic_sizes(mod, func: str = "main") -> list[str]:
     return out
 
 
-def random_inputs(mod, seed: int = 0, *, func: str = "main", dims: dict | None = None) -> list[np.ndarray]:
+def random_inputs(mod, seed: int = 0, *, func: str = "main", dims: dict | None = None,
+                  given=frozenset()) -> list:
     """One random array per parameter of `func`; symbolic sizes take their values from `dims`
-    (RunError listing the sizes that have none)."""
+    (RunError listing the sizes that have none). `given`: names of parameters whose values come
+    from elsewhere (weights): None in their place."""
     rng = np.random.default_rng(seed)
     dims = dims or {}
     params = mod[func].params
-    missing = sorted({str(d) for p in params if isinstance(p.ty, relax.TensorType) and p.ty.shape is not None
+    made = [p for p in params if var_name(p) not in given]
+    missing = sorted({str(d) for p in made if isinstance(p.ty, relax.TensorType) and p.ty.shape is not None
                       for d in p.ty.shape.values
                       if not isinstance(d, tvm.tirx.IntImm) and str(d) not in dims})
     if missing:
@@ -62,6 +82,9 @@ def random_inputs(mod, seed: int = 0, *, func: str = "main", dims: dict | None =
                        "in the file; a model file's example inputs fix them too")
     arrays = []
     for p in params:
+        if var_name(p) in given:
+            arrays.append(None)
+            continue
         ty = p.ty
         if not isinstance(ty, relax.TensorType) or ty.shape is None:
             raise RunError(f"parameter {var_name(p)} of {func} is not a tensor with a known shape ({ty})",

@@ -15,7 +15,7 @@ from irviz.core.tvm_compat import var_name
 
 KEEP_PARAMS_HINT = ("open the model with --keep-params (in the app: Open with 'Weights as inputs'): "
                     "main then takes the weights as parameters and BindParams binds them from the "
-                    "params file the import writes")
+                    "params file the import writes; an IR file gives its weights with get_params()")
 
 
 def make(func_name="main", params=""):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 from irviz.core.backend.timing import tune_seconds
 from irviz.core.errors import IRImportError, IrvizError, RequestError
@@ -184,8 +185,8 @@ class Workspace(Results):
             if keep_params:
                 raise RequestError(f"--keep-params is for PyTorch models; {spec} is an IRModule, whose "
                                    "functions take what parameters it gives them",
-                                   "open it without --keep-params (BindParams(params=FILE.npz) binds "
-                                   "weights its main takes)")
+                                   "open it without --keep-params: its get_params() gives the weights "
+                                   "BindParams binds (or BindParams(params=FILE.npz))")
         if step_files.is_exported_step(spec):
             return self._open_step_file(spec, planned, at)
         ir = ir_file.ir_file_spec(spec)
@@ -323,7 +324,7 @@ class Workspace(Results):
         """A Python file defining an IRModule: a session on it, run on get_inputs() (or made-up
         inputs) and compared with its reference(), if it has one."""
         from irviz.core.frontend.imported import Imported
-        from irviz.core.frontend.ir_file import load_ir_file
+        from irviz.core.frontend.ir_file import load_ir_file, weights_of
         from irviz.core.session import Session
 
         self.progress("Running the IR file", at(0.3))
@@ -331,6 +332,11 @@ class Workspace(Results):
         ir = load_ir_file(path, name, spec)
         imported = Imported(mod=ir.mod, provenance={}, importer="tvmscript", seconds=time.perf_counter() - t)
         self.log(f"load     {imported.seconds:7.2f} s  {ir.name} (an IRModule)")
+        weights = weights_of(ir)
+        if weights:  # BindParams without params= binds them, as after --keep-params
+            imported.params = weights
+            imported.params_file = self._write_params(SimpleNamespace(name=ir.path.stem), weights)
+            self.log(f"params   {len(weights)} weights from get_params(), written to {imported.params_file}")
         session = Session(imported, None)
         session.set_pipeline(list(planned or ()))
         self._replace(spec, "tvmscript", None, None, imported, session, ir)

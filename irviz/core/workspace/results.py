@@ -17,15 +17,21 @@ class Results:
         workspace's `dims`). Returns (BuildResult, RunResult); the result is kept for the exported
         report."""
         from irviz.core.backend import build as build_mod
+        from irviz.core.backend import prim_run
         from irviz.core.backend import run as run_mod
 
         st = self.step_at(step)
-        func = func or "main"
+        func = prim_run.resolve_func(st.mod, func)
         self.stage = "run"
         run_mod.check_func(st.mod, func)
         if self.loaded is not None and func != "main":
             raise RequestError(f"a PyTorch model is compared through main; {func} has no PyTorch "
                                "counterpart to run", "run main, or open the module as an IR file")
+        if prim_run.is_prim_func(st.mod, func):
+            self.progress(f"Building {func} of step {st.index} ({st.pass_name})", 0.05)
+            built, result = self._build_run_prim(st.mod, func, int(repeats), dims)
+            self.runs[st.index] = (st, result)
+            return built, result
         # inputs first: missing sizes or bad get_inputs() are reported before a build is paid for
         ir_inputs = self._ir_inputs(st.mod, func, dims) if self.loaded is None else None
         self.stage = "build"
@@ -40,7 +46,7 @@ class Results:
         self.stage = "run"
         t = time.perf_counter()
         if self.loaded is None:
-            result = self._run_ir(built, ir_inputs, func, int(repeats))
+            result = self._run_ir(built, ir_inputs, func, int(repeats), dims)
         else:
             self.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
             program = self.captured.exported if self.captured is not None else None
@@ -50,6 +56,39 @@ class Results:
         if inputs is None:
             self.runs[st.index] = (st, result)
         return built, result
+
+    def _build_run_prim(self, mod, func: str, repeats: int, dims=None):
+        """PrimFunc `func` of `mod` built alone and called on get_inputs() (or random inputs) and
+        zeroed outputs; compared with reference(*inputs), if the file has one (see
+        backend/prim_run.py). Returns (BuildResult, RunResult)."""
+        from irviz.core.backend import prim_run
+        from irviz.core.frontend.ir_file import raw_inputs
+
+        pa = prim_run.prim_args(mod, func, raw_inputs(self.ir_file), self.dims if dims is None else dims)
+        self.stage = "build"
+        built = prim_run.build_prim(mod, func)
+        self.stage_seconds["build"] = built.seconds
+        self.log(f"build    {built.seconds:7.2f} s  ({built.target}, {func} alone)")
+        self.stage = "run"
+        t = time.perf_counter()
+        reference = self._reference(pa.inputs)
+        what = "and comparing with reference()" if reference is not None else "(nothing to compare with)"
+        self.progress(f"Running {func} {what}", 0.6)
+        result = prim_run.run_prim(built, pa, reference=reference, repeats=repeats)
+        self.stage_seconds["run"] = time.perf_counter() - t
+        return built, result
+
+    def _reference(self, inputs):
+        """The IR file's reference(*inputs), or None without one."""
+        if self.ir_file is None or self.ir_file.reference is None:
+            return None
+        self.progress("Running reference()", 0.5)
+        try:
+            return self.ir_file.reference(*inputs)
+        except Exception as exc:
+            raise RunError(f"reference() raised {exception_line(exc)}",
+                           "run the file in plain Python to see the full error",
+                           detail=traceback_text(exc)) from exc
 
     def compare_intermediates(self, step=None, rtol=None, atol=None):
         """Every FX node's torch value against its Relax binding at a step (the cursor by default);
@@ -65,16 +104,33 @@ class Results:
     def _ir_inputs(self, mod, func: str, dims=None) -> list:
         from irviz.core.frontend.ir_file import inputs_for
 
-        return inputs_for(self.ir_file, mod, func=func, dims=self.dims if dims is None else dims)
+        return inputs_for(self.ir_file, mod, func=func, dims=self.dims if dims is None else dims,
+                          params=self.kept_params)
+
+    def _ir_reference_inputs(self, mod, func: str, dims=None) -> list:
+        """What reference() takes: every parameter of `func` as the IR file defines it (as `mod`,
+        a step, has it when a pass made the function)."""
+        from irviz.core.frontend.ir_file import defining_module
+
+        return self._ir_inputs(defining_module(self.ir_file, mod, func), func, dims)
+
+    def _ir_named_inputs(self, mod, func: str, dims=None) -> dict | None:
+        """{parameter name: value} of the IR file's `func` (see ir_file.named_inputs); None when
+        its parameter names repeat, and the values can only go by position."""
+        from irviz.core.frontend.ir_file import named_inputs
+
+        return named_inputs(self.ir_file, mod, func=func, dims=self.dims if dims is None else dims,
+                            params=self.kept_params)
 
     def run_sizes(self, step=None, func: str = "main") -> dict:
         """What running `func` needs: {"func", "sizes": its symbolic sizes in order of appearance,
         "inputs": "model" (a PyTorch model's example inputs), "get_inputs" (the IR file's) or
         "random" (made up: then every size needs a value), "dims": the values the workspace has}."""
         from irviz.core.backend import run as run_mod
+        from irviz.core.backend.prim_run import resolve_func
 
         st = self.step_at(step)
-        func = func or "main"
+        func = resolve_func(st.mod, func)
         run_mod.check_func(st.mod, func)
         inputs = ("model" if self.loaded is not None else
                   "get_inputs" if self.ir_file is not None and self.ir_file.get_inputs is not None else
@@ -82,19 +138,14 @@ class Results:
         return {"func": func, "sizes": run_mod.symbolic_sizes(st.mod, func), "inputs": inputs,
                 "dims": dict(self.dims)}
 
-    def _run_ir(self, built, inputs, func: str, repeats: int):
-        """An IR file or step file: its get_inputs() or made-up inputs; its reference(), if any."""
+    def _run_ir(self, built, inputs, func: str, repeats: int, dims=None):
+        """An IR file or step file: its get_inputs() or made-up inputs; its reference(), if any,
+        on every parameter of the file's own function (what a step has bound included)."""
         from irviz.core.backend import run as run_mod
 
         reference = None
         if self.ir_file is not None and self.ir_file.reference is not None:
-            self.progress("Running reference()", 0.5)
-            try:
-                reference = self.ir_file.reference(*inputs)
-            except Exception as exc:
-                raise RunError(f"reference() raised {exception_line(exc)}",
-                               "run the file in plain Python to see the full error",
-                               detail=traceback_text(exc)) from exc
+            reference = self._reference(self._ir_reference_inputs(built.mod, func, dims))
         what = "and comparing with reference()" if reference is not None else "(nothing to compare with)"
         self.progress(f"Running {func} {what}", 0.6)
         return run_mod.run_module(built, inputs, reference=reference, func=func, repeats=repeats)

@@ -171,6 +171,10 @@ class RelaxPane(Pane):
         if cursor is None:
             self.clear()
             return
+        if state.get("importer") == "tvmscript" and not state.get("relax_functions") \
+                and state.get("tir_functions"):
+            self._show_prims_only(state, cursor)
+            return
         funcs = list(state.get("relax_functions") or ["main"])
         several = len(state.get("run_functions") or []) > 1
         if several:
@@ -191,6 +195,21 @@ class RelaxPane(Pane):
             self.run_query()
         else:
             self._show_query()
+
+    def _show_prims_only(self, state: dict, cursor: int) -> None:
+        """A module of PrimFuncs only has no Relax graph: say where its functions are."""
+        key = ("prims", cursor, self.model_key(state))
+        if key == self._shown:
+            return
+        self._shown = key
+        self.func_box.clear()
+        self.graph.clear()
+        self.graph_dict, self.prev_graph = {"nodes": [], "edges": []}, None
+        names = ", ".join(state.get("tir_functions") or [])
+        self.text = (f"# No Relax function: this module holds only PrimFuncs ({names}).\n"
+                     "# See them in the TensorIR pane; Build & Run runs one alone.\n")
+        self.code.set_text(self.text)
+        self.info.setText(f"Step {cursor} · no Relax function: PrimFuncs only ({names})")
 
     def _reload(self, force: bool = False) -> None:
         cursor = self.cursor_of(self.state)
