@@ -125,3 +125,19 @@ def test_the_app_command_takes_the_pipeline_show_plans(monkeypatch):
     assert cli.main(["sample:mlp", "--pipeline", "LegalizeOps,FuseOps"]) == 0
     assert cli.main(["gui", "sample:mlp"]) == 0
     assert asked == [("sample:mlp", "LegalizeOps,FuseOps"), ("sample:mlp", "zero")]
+
+
+def test_the_notebook_example_runs_as_a_script_without_a_display(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "notebook_example.py"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")}
+    env["IRVIZ_ENGINE_SPARE"] = "0"
+    proc = subprocess.run([sys.executable, str(example)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "irviz report on" in proc.stdout and "FuseTIR" in proc.stdout
+    assert "irviz snapshot of" in proc.stdout and (tmp_path / "mymodule.png").stat().st_size > 10_000
