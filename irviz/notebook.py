@@ -127,6 +127,9 @@ def write_model_file(obj, inputs=None, *, expected=None, name: str | None = None
 
     mod = _irmodule(obj)
     if mod is not None:
+        if expected is not None and inputs is None:
+            raise TypeError(f"{caller}: expected= gives the outputs for the inputs given with it: "
+                            f"{caller.removesuffix('()')}(mod, inputs, expected=outputs)")
         with _new_folder(folder) as where:
             return files.write_ir_file(mod, where, name or "irmodule", inputs=inputs, expected=expected,
                                        caller=caller)

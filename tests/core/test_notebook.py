@@ -4,6 +4,7 @@ show(), is tested in tests/cli/test_notebook_show.py.)"""
 import html
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -170,6 +171,27 @@ def test_inputs_and_expected_outputs_become_get_inputs_and_reference(tmp_path):
     assert np.array_equal(ir.reference(*got), expected)
 
 
+def test_a_module_that_parses_back_differently_is_written_with_a_warning(tmp_path):
+    @I.ir_module
+    class Take:
+        @R.function
+        def main(x: R.Tensor((10, 4), "float32"), idx: R.Tensor((3,), "int32")):
+            with R.dataflow():
+                y = R.take(x, idx, axis=0)
+                R.output(y)
+            return y
+
+    legalized = relax.transform.LegalizeOps()(Take)   # an int32 extent the printer does not show
+    with pytest.warns(UserWarning, match="not structurally equal.*first difference at"):
+        path = write_model_file(legalized, folder=tmp_path, name="take")
+    assert "# NOTE: the TVMScript TVM prints" in path.read_text()
+    ir = _reload(path)
+    assert {gv.name_hint for gv in ir.mod.get_global_vars()} == {"main", "take"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        write_model_file(Take, folder=tmp_path, name="plain")   # the usual case: no warning
+
+
 def test_a_module_tvm_cannot_print_back_is_refused_and_nothing_is_left(tmp_path, monkeypatch):
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     mod = relax.transform.LegalizeOps()(MatmulRelu)
@@ -209,6 +231,8 @@ def test_show_names_what_it_accepts_for_anything_else():
     with pytest.raises(TypeError, match="model file gives its own"):
         irviz.show("sample:mlp", (torch.randn(1, 784),))
     program = torch.export.export(MyModel(), (torch.randn(1, 128),))
+    with pytest.raises(TypeError, match="expected= gives the outputs for the inputs"):
+        irviz.show(MatmulRelu, expected=np.zeros((1, 128), "float32"))
     with pytest.raises(TypeError, match="exported with"):
         irviz.show(program, (torch.randn(2, 128),))
 

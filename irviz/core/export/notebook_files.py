@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 
 from irviz.core.errors import ExportError, tvm_error_text
-from irviz.core.export.step_files import module_script, parse_script, write_params
+from irviz.core.export.step_files import _first_mismatch, module_script, parse_script, write_params
 
 __all__ = ["as_irmodule", "safe_name", "write_ir_file", "write_pt2", "to_numpy"]
 
@@ -112,15 +112,12 @@ def reference(*inputs):
 def write_ir_file(mod, folder, name: str, inputs=None, expected=None, caller: str = "irviz.show()") -> Path:
     """Write `mod` as ``folder/NAME.py`` (+ ``.params``, + ``.inputs.npz`` when `inputs` are given)
     and return the path. The written script is parsed back first: ExportError when TVM cannot
-    parse what it printed; a module that parses but is not structurally equal is written with a
-    note saying where it differs."""
+    parse what it printed; one that parses to a module that is not structurally equal is written
+    with a note (and a warning) saying where it differs."""
     import numpy as np
 
     from irviz.core.tvm_compat import structural_equal
 
-    if expected is not None and inputs is None:
-        raise ExportError("expected outputs were given without the inputs they belong to",
-                          "give inputs too: irviz.show(mod, inputs, expected=outputs)")
     stem = safe_name(name)
     folder = Path(folder)
     text, consts = module_script(mod)
@@ -131,12 +128,18 @@ def write_ir_file(mod, folder, name: str, inputs=None, expected=None, caller: st
                           "open the module as it was before the pass that made it unprintable "
                           "(TVM 0.27 prints alloc_tensor(..., ty_args=...) after CallTIRRewrite, "
                           "which its parser rejects)") from None
-    where = (f'\n# Its tensor constants, printed as metadata["ir.GenericConst"][k], are in {stem}.params\n'
-             "# next to this file." if consts else "")
-    body = _HEADER.format(caller=caller, stem=stem, script=_string_literal(text), consts=where)
+    notes = ""
+    if consts:
+        notes += (f'\n# Its tensor constants, printed as metadata["ir.GenericConst"][k], are in {stem}.params\n'
+                  "# next to this file.")
     if not structural_equal(back, mod):
-        body = body.replace("\nfrom pathlib", "\n# NOTE: the script parses back to a module that is not "
-                            "structurally equal to the one given\nfrom pathlib", 1)
+        # e.g. an int32 region extent after LegalizeOps of a take printed without its dtype: the
+        # file still loads, and irviz shows what it loads
+        differs = ("the TVMScript TVM prints for this module parses back to a module that is not "
+                   "structurally equal to it" + _first_mismatch(mod, back))
+        notes += f"\n# NOTE: {differs}"
+        warnings.warn(f"irviz: {differs}; irviz shows the module as parsed back", stacklevel=3)
+    body = _HEADER.format(caller=caller, stem=stem, script=_string_literal(text), consts=notes)
     arrays: dict = {}
     if inputs is not None:
         arrays.update({f"input{k:04d}": to_numpy(v) for k, v in enumerate(_as_tuple(inputs))})
