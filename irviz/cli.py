@@ -18,13 +18,15 @@ from irviz.core.frontend.samples import list_samples
 
 def _add_gui_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", help="a model to open (as `irviz check` takes it)")
+    p.add_argument("--pipeline", default="zero",
+                   help="the pipeline planned for MODEL: a named pipeline or a pipeline text (default zero)")
 
 
 def _run_gui(args) -> int:
     # Qt is imported only here, so the headless commands never pay for it
     from irviz.ui.app import run_app
 
-    return run_app(args.model)
+    return run_app(args.model, pipeline=args.pipeline)
 
 
 def _no_arguments(p: argparse.ArgumentParser) -> None:

@@ -7,8 +7,8 @@ import html
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayout
 
-import irviz
 from irviz.ui import pane_table
+from irviz.version import __version__
 
 # (shortcut, what it does): the keys of the actions in window_chrome, written for people
 SHORTCUTS = [
@@ -71,7 +71,7 @@ def help_html(window=None) -> str:
 
 
 def about_html() -> str:
-    return (f"<h3>irviz {html.escape(irviz.__version__)}</h3>"
+    return (f"<h3>irviz {html.escape(__version__)}</h3>"
             "<p>See what TVM does to a PyTorch model: the torch.fx graph, the Relax graph, the "
             "TensorIR functions, every pass with its diff, and whether the compiled result still "
             "computes the same numbers, and how fast.</p>"

@@ -244,7 +244,8 @@ def step_diff_html(session, i: int, between=None) -> str:
 
 
 def html_report(session, run_results=None, files: dict | None = None, steps=None,
-                latency=None, memory: dict | None = None, diff_html: dict | None = None) -> str:
+                latency=None, memory: dict | None = None, diff_html: dict | None = None,
+                name: str | None = None) -> str:
     """The trace as one self-contained HTML page (inline CSS/JS, no external resources).
 
     run_results: a RunResult (for the cursor step) or {step index: RunResult}.  files: per-step
@@ -252,12 +253,13 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
     hunks; the full text of each step is in the exported files.  latency: a latency trace
     (``irviz.core.backend.latency.latency_trace``), shown as an SVG chart and a table.  memory:
     {step index: backend.memory summary or {"error"}}, shown as a table after the passes.
-    diff_html: {step index: :func:`step_diff_html`} already rendered."""
+    diff_html: {step index: :func:`step_diff_html`} already rendered.  name: the model's name in
+    the title (default: the session's; an IR file's session has none)."""
     results = results_by_step(session, run_results)
     files = files or {}
     n = len(session.steps)
     shown = list(range(n)) if steps is None else [i for i in steps if 0 <= i < n]
-    title = f"irviz pass trace: {session.name}"
+    title = f"irviz pass trace: {name or session.name}"
     total = sum(float(s.seconds) for s in session.steps[1:])
     head = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
