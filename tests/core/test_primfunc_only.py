@@ -165,3 +165,24 @@ def test_the_engine_offers_the_prim_funcs_to_run_and_runs_one(tmp_path):
     assert not reply["ok"] and "symbolic sizes with no value: n" in reply["error"]["message"]
     res = ok("build_run", func="add_one", dims={"n": 2}, repeats=1)
     assert res["allclose"] is True and res["func"] == "add_one"
+
+
+def test_the_tile_search_times_a_prim_func_of_a_module_without_relax(tmp_path):
+    """Big enough for CPUTuneReductions to measure tiles: it builds the kernel alone, with no
+    Relax main to copy the call from, even when the kernel is itself called main."""
+    from irviz.core.tuning import decision_cache
+
+    decision_cache.set_cache_enabled(False)
+    try:
+        big = TE_MM.replace("(64, 32)", "(64, 64)").replace("(32, 16)", "(64, 64)") \
+                   .replace("(0, 32)", "(0, 64)").replace("(64, 16)", "(64, 64)")
+        ws = Workspace()
+        ws.open(str(_write(tmp_path, "te_mm64.py", big)), planned=get_pipeline("tir-cpu"))
+        ws.run_to_end()
+        assert ws.session.error is None, ws.session.error.user_message()
+        tuned = next(st for st in ws.session.steps if st.pass_name == "CPUTuneReductions")
+        assert "irviz.tile_search" in tuned.mod["main"].attrs
+        _, res = ws.build_run(repeats=1)
+        assert res.allclose is True
+    finally:
+        decision_cache.set_cache_enabled(True)

@@ -75,8 +75,8 @@ def single_call_module(call) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
 
 
 def kernel_module(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
-    """main(...) = call_tir(gv, args) as `mod`'s main first calls it; None when main does not call
-    it with static shapes."""
+    """main(...) = call_tir(kernel, args) as `mod`'s main first calls `gv`; None when main does
+    not call it with static shapes.  The kernel is the module's only PrimFunc (see kernel_of)."""
     found = []
     call_tir = tvm.ir.Op.get("relax.call_tir")
 
@@ -84,11 +84,37 @@ def kernel_module(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
         if not found and isinstance(e, relax.Call) and e.op.same_as(call_tir) and e.args[0].same_as(gv):
             found.append(e)
 
-    relax.analysis.post_order_visit(mod["main"], visit)
+    main = next((f for g, f in mod.functions.items() if g.name_hint == "main"), None)
+    if not isinstance(main, relax.Function):
+        return _prim_func_alone(mod, gv)
+    relax.analysis.post_order_visit(main, visit)
     if not found:
         return None
     return _one_call_module(found[0].args[1].fields, lambda bb, args: relax.call_tir(
         bb.add_func(mod[gv], gv.name_hint), args, found[0].ty_args[0]))
+
+
+def kernel_of(small) -> tvm.ir.GlobalVar:
+    """The kernel in a module from kernel_module (its name may differ from the original's)."""
+    return next(g for g, f in small.functions.items() if not isinstance(f, relax.Function))
+
+
+def _prim_func_alone(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
+    """A module of PrimFuncs only has no Relax call to copy: main calls the kernel with its last
+    buffer as the output, as irviz runs such a module.  None unless every shape is static."""
+    func = mod[gv]
+    buffers = [p.ty for p in func.params]
+    if len(buffers) < 2 or not all(isinstance(b, tvm.tirx.BufferType) for b in buffers):
+        return None
+    shapes = [[int(d) if isinstance(d, tvm.tirx.IntImm) else None for d in b.shape] for b in buffers]
+    if any(None in shape for shape in shapes):
+        return None
+    operands = [relax.Var(f"a{i}", relax.TensorType(shape, b.dtype))
+                for i, (shape, b) in enumerate(zip(shapes[:-1], buffers[:-1]))]
+    out = relax.TensorType(shapes[-1], buffers[-1].dtype)
+    # the kernel may itself be called main (te.create_prim_func's default)
+    return _one_call_module(operands, lambda bb, args: relax.call_tir(
+        bb.add_func(func, "kernel" if gv.name_hint == "main" else gv.name_hint), args, out))
 
 
 def build_and_time(mod, inputs) -> tuple[float, np.ndarray]:

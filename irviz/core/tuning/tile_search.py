@@ -142,7 +142,7 @@ def search(mod, gv, kind: _Kind, lanes: int) -> dict | None:
     if single is None:
         return None
     small, inputs = single
-    small_gv = small.get_global_var(gv.name_hint)
+    small_gv = measuring.kernel_of(small)
     key = f"{kind.cache_prefix} {ext[2]} lanes{lanes}"
     cache = DecisionCache.shared()
     hit = cache.get(key)
