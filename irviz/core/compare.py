@@ -115,7 +115,7 @@ def _reusable(ws, invocations) -> bool:
     s = ws.session
     if s is None or s.pipeline or s.error is not None:
         return False
-    return [(st.pass_name, st.params) for st in s.steps[1:]] == [(i.name, dict(i.params)) for i in invocations]
+    return [(st.pass_name, st.params) for st in s.pass_steps()] == [(i.name, dict(i.params)) for i in invocations]
 
 
 def compare_pipelines(ws, pipelines, progress=None) -> Comparison:

@@ -26,7 +26,7 @@ class SessionCommands:
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
                                      st.changes.added, st.changes.removed, st.changes.changed,
                                      size=self.views.ir_size(st), changed_what=st.changed_what,
-                                     notes=st.notes)
+                                     notes=st.notes, origin=st.origin)
                  for st in s.steps]
         relax_names, tir_names = self.views.func_names(s.steps[s.cursor])
         return protocol.make_state(

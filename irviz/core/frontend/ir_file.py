@@ -11,7 +11,9 @@ Contract:
   function's parameters, weights included; without it irviz makes random inputs, and symbolic
   sizes then need values (``--dim m=1,n=128``);
 - optional ``reference(*inputs)``: the expected output(s); a run is compared with it, and without
-  one there is nothing to compare with (never a PASS).
+  one there is nothing to compare with (never a PASS);
+- optional ``schedule(sch)``: a TensorIR schedule of the module (``tvm.s_tir.Schedule``), shown
+  one primitive per step before the pipeline (see ``schedule_steps``).
 
 The file runs in the engine, so functions it registers with ``tvm.register_global_func`` are live
 there; opening it again (a restart, a replay) registers them again.
@@ -36,6 +38,7 @@ from irviz.core.user_code import exception_line
 
 INPUTS_FUNC = "get_inputs"
 REFERENCE_FUNC = "reference"
+SCHEDULE_FUNC = "schedule"
 
 
 @dataclass
@@ -46,6 +49,7 @@ class IRFile:
     path: Path
     get_inputs: Callable | None = None
     reference: Callable | None = None
+    schedule: Callable | None = None   # schedule(sch), stepped by frontend.schedule_steps
 
 
 def ir_file_spec(spec: str):
@@ -97,7 +101,8 @@ def load_ir_file(path, name: str | None, spec: str) -> IRFile:
                         hint=f"pick one: {shown}:{sorted(modules)[0]}")
     return IRFile(mod=mod, spec=spec, name=path.stem if name == FACTORY else f"{path.stem}:{name}",
                   path=path, get_inputs=_optional(module, INPUTS_FUNC),
-                  reference=_optional(module, REFERENCE_FUNC))
+                  reference=_optional(module, REFERENCE_FUNC),
+                  schedule=_optional(module, SCHEDULE_FUNC))
 
 
 def _optional(module, fname: str):

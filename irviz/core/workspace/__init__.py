@@ -147,7 +147,7 @@ class Workspace(Results):
 
         if self.session is None:
             return []
-        return [PassInvocation(st.pass_name, dict(st.params or {})) for st in self.session.steps[1:]]
+        return [PassInvocation(st.pass_name, dict(st.params or {})) for st in self.session.pass_steps()]
 
     # -- opening --------------------------------------------------------------------------------
 
@@ -316,10 +316,29 @@ class Workspace(Results):
         ir = load_ir_file(path, name, spec)
         imported = Imported(mod=ir.mod, provenance={}, importer="tvmscript", seconds=time.perf_counter() - t)
         self.log(f"load     {imported.seconds:7.2f} s  {ir.name} (an IRModule)")
+        if ir.schedule is not None:
+            self._run_schedule(ir, imported, at)
         session = Session(imported, None)
         session.set_pipeline(list(planned or ()))
         self._replace(spec, "tvmscript", None, None, imported, session, ir)
         self.stage_seconds["load"] = imported.seconds
+
+    def _run_schedule(self, ir, imported, at) -> None:
+        """The file's schedule(sch), one step per primitive; a failing primitive keeps the steps
+        before it and the session's schedule_error says which line failed."""
+        from irviz.core.frontend.files import shown_path
+        from irviz.core.frontend.schedule_steps import run_schedule
+
+        self.stage = "pipeline"
+        self.progress("Running schedule(sch), one step per primitive", at(0.6))
+        run = run_schedule(ir.schedule, ir.mod, ir.path, shown_path(ir.path))
+        imported.schedule = run
+        self.log(f"schedule {run.seconds:7.2f} s  {len(run.steps)} primitives of schedule() in {run.source}")
+        for k, st in enumerate(run.steps, 1):
+            line = f"line {st.params['line']}" if st.params.get("line") else ""
+            self.log(f"  {k:2d} {st.name:28} {st.seconds:7.3f} s  {line}")
+        if run.error is not None:
+            self.log(f"schedule failed: {run.error.message}")
 
     def _replace(self, spec, importer, loaded, captured, imported, session, ir=None) -> None:
         # only called once a stage worked: a failed open leaves the previous model usable

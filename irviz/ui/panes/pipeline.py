@@ -251,7 +251,8 @@ class PipelinePane(BisectActions, Pane):
 
     def _match_pipeline(self) -> None:
         """Show the named pipeline whose passes are exactly applied + planned, else (custom)."""
-        names = [s.get("pass") for s in self.steps[1:]] + [p.get("name") for p in self.planned]
+        names = [s.get("pass") for s in self.steps[1:] if s.get("origin") != "schedule"] + \
+            [p.get("name") for p in self.planned]
         for i, p in enumerate(self.pipelines):
             if [x["name"] for x in p.get("passes", [])] == names:
                 self.pipeline_box.setCurrentIndex(i)
@@ -320,7 +321,10 @@ class PipelinePane(BisectActions, Pane):
             if entry is not None:
                 run_ms = fmt_ms(entry["tvm_ms"]) if entry.get("ok") and entry.get("tvm_ms") else "✗"
                 err = _err_text(entry.get("max_abs_error")) if entry.get("ok") else ""
-            cells = [str(s.get("index", r)), s.get("pass", ""),
+            theirs = s.get("origin") == "schedule"  # a primitive of the learner's schedule(sch)
+            line = (s.get("params") or {}).get("line")
+            cells = [str(s.get("index", r)), s.get("pass", "") + (f"  · schedule() line {line}" if theirs and line
+                                                                  else "  · schedule()" if theirs else ""),
                      f"{1000 * float(s.get('seconds') or 0):.1f}",
                      ("attributes only" if s.get("changed_what") == "attrs" else ("yes " + " ".join(details)).strip()) if s.get("changed") else
                      ("—" if s.get("index") else "import"),
@@ -330,7 +334,17 @@ class PipelinePane(BisectActions, Pane):
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.ItemDataRole.UserRole, s.get("index", r))
-                if col == 1:
+                if col == 1 and theirs:
+                    p = s.get("params") or {}
+                    tip = "\n".join(x for x in (f"{s.get('pass')}: a primitive of your schedule(sch)",
+                                                 f"line {line}: {p.get('code', '')}" if line else "",
+                                                 f"as the trace replays it: {p['trace']}" if p.get("trace") else "")
+                                     if x)
+                    font = QFont(self.table.font())
+                    font.setItalic(True)
+                    item.setFont(font)
+                    item.setToolTip(tip)
+                elif col == 1:
                     tip = s.get("pass", "")
                     if s.get("params"):
                         tip += f"({params_text(s['params'])})"
