@@ -268,10 +268,12 @@ class PipelinePane(BisectActions, Pane):
         self._match_pipeline()
         self._update_buttons()
         if state.get("model"):
+            theirs = sum(1 for s in self.steps if s.get("origin") == "schedule")
             cur = self.cursor_of(state)
             total = len(self.steps) - 1 + len(self.planned)
             self.info.setText(f"{state.get('model')} · step {cur} of {total}"
                               + (f" · {len(self.planned)} planned" if self.planned else " · done")
+                              + (f" · steps 1–{theirs} are your schedule()" if theirs else "")
                               + (f" · weights as inputs: {state['params_file']}"
                                  if state.get("keep_params") and state.get("params_file") else ""))
             fb = (self.bisect_result or {}).get("first_bad")
@@ -323,8 +325,7 @@ class PipelinePane(BisectActions, Pane):
                 err = _err_text(entry.get("max_abs_error")) if entry.get("ok") else ""
             theirs = s.get("origin") == "schedule"  # a primitive of the learner's schedule(sch)
             line = (s.get("params") or {}).get("line")
-            cells = [str(s.get("index", r)), s.get("pass", "") + (f"  · schedule() line {line}" if theirs and line
-                                                                  else "  · schedule()" if theirs else ""),
+            cells = [str(s.get("index", r)), s.get("pass", "") + (f" · line {line}" if theirs and line else ""),
                      f"{1000 * float(s.get('seconds') or 0):.1f}",
                      ("attributes only" if s.get("changed_what") == "attrs" else ("yes " + " ".join(details)).strip()) if s.get("changed") else
                      ("—" if s.get("index") else "import"),
