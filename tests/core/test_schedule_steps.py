@@ -169,3 +169,13 @@ def test_export_writes_a_trace_that_replays_in_plain_tvm(tmp_path):
     again = opened(out / "schedule_trace.py").session
     assert [st.pass_name for st in again.steps[1:]] == PRIMITIVES
     assert structural_equal(again.steps[-1].mod, ws.session.steps[len(PRIMITIVES)].mod)
+
+
+def test_replay_rebuilds_the_schedule_then_the_passes():
+    # how the app recovers from a crashed engine: the recipe names only the passes
+    ws = Workspace()
+    ws.replay(str(SAMPLE), applied=["LegalizeOps"], planned=["FuseOps"], cursor=7)
+    s = ws.session
+    assert [st.pass_name for st in s.steps[1:]] == PRIMITIVES + ["LegalizeOps"]
+    assert s.cursor == 7 and [i.name for i in s.pipeline] == ["FuseOps"]
+    assert [i.name for i in ws.applied()] == ["LegalizeOps"]

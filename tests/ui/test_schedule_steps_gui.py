@@ -58,6 +58,8 @@ def test_schedule_steps_in_the_pipeline_pane(qtbot, win):
     qtbot.waitUntil(lambda: win.diff.pair == (3, 4) and "T.parallel(128)" in win.diff.view.right.toPlainText(),
                     timeout=T)
     assert "T.parallel" not in win.diff.view.left.toPlainText()
+    # a crashed engine is replayed from the passes alone: the file brings its schedule back
+    assert win.bridge.recipe["applied"] == [] and win.bridge.recipe["cursor"] == 4
     shot(win.pipeline, "schedule_steps_pipeline.png")
     shot(win, "schedule_steps_window.png")
 
