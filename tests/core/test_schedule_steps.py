@@ -179,3 +179,7 @@ def test_replay_rebuilds_the_schedule_then_the_passes():
     assert [st.pass_name for st in s.steps[1:]] == PRIMITIVES + ["LegalizeOps"]
     assert s.cursor == 7 and [i.name for i in s.pipeline] == ["FuseOps"]
     assert [i.name for i in ws.applied()] == ["LegalizeOps"]
+    # measuring afresh applies the same passes after the same schedule steps
+    ws.remeasure()
+    assert [st.pass_name for st in ws.session.steps[1:]] == PRIMITIVES + ["LegalizeOps"]
+    assert [i.name for i in ws.session.pipeline] == ["FuseOps"]

@@ -235,7 +235,7 @@ def run_schedule(fn, mod, path, shown: str) -> ScheduleRun:
         # a line that made several primitives (a helper, a loop) shares its time among them
         sharing = sum(1 for e in ends if clock.line_of(e)[0] == line) if line else 1
         run.steps.append(ScheduleStep(primitive_name(insts[k].kind.name), params, m, seconds / sharing))
-    if final is not None and mods and not tvm_ffi.structural_equal(mods[-1], final):
+    if run.error is None and final is not None and mods and not tvm_ffi.structural_equal(mods[-1], final):
         run.error = PassError(f"replaying the trace of schedule() in {Path(shown).name} gave another "
                               "module than the schedule did", hint="schedule the `sch` irviz gives schedule(sch)")
     return run

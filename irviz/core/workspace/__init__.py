@@ -435,6 +435,7 @@ class Workspace(Results):
         applied, planned = self.applied(), self.planned()
         session = Session(self.imported, self.captured)
         session.set_pipeline(applied + planned)
+        session.cursor = len(session.steps) - 1  # past the learner's schedule steps, recorded already
         self.session = session
         self._forget_results()
         set_cache_enabled(False)
