@@ -121,8 +121,8 @@ _AUTHORED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("irviz_a
 
 @contextlib.contextmanager
 def authored(names: dict[str, str]):
-    """While a pass runs: the functions (by name) whose schedule is the learner's, and whose
-    (an IR file's schedule()); the rules leave them as they are."""
+    """While a pass runs: {function name: whose schedule it is} for the functions the learner
+    scheduled (an IR file's schedule()); the rules leave those as they are."""
     token = _AUTHORED.set(dict(names or {}))
     try:
         yield

@@ -183,3 +183,19 @@ def test_replay_rebuilds_the_schedule_then_the_passes():
     ws.remeasure()
     assert [st.pass_name for st in ws.session.steps[1:]] == PRIMITIVES + ["LegalizeOps"]
     assert [i.name for i in ws.session.pipeline] == ["FuseOps"]
+
+
+def test_lines_in_a_loop_and_in_a_helper(tmp_path):
+    body = ('def _unroll_last(sch, block):\n    sch.unroll(sch.get_loops(block)[-1])\n\n\n'
+            'def schedule(sch):\n    block_Y = sch.get_sblock("Y", func_name="mm_relu")\n'
+            "    i, j, k = sch.get_loops(block_Y)\n    for loop in (i, j):\n"
+            "        sch.split(loop, factors=[None, 4])\n    _unroll_last(sch, block_Y)")
+    old = SOURCE[SOURCE.index("def schedule(sch):"):SOURCE.index("\n\n\n_rng")]
+    path = variant(tmp_path, "loop_helper", old, body)
+    text = path.read_text()
+    steps = opened(path).session.steps[1:]
+    assert [st.pass_name for st in steps] == ["split", "split", "unroll"]
+    split_line = line_of(text, "sch.split(loop")
+    assert [st.params["line"] for st in steps] == [split_line, split_line, line_of(text, "sch.unroll(")]
+    assert "factors=[None, 4]" in steps[1].params["trace"]
+    assert "T.unroll(128)" in steps[2].mod["mm_relu"].script()

@@ -130,12 +130,12 @@ class _LineClock:
         self._seen(None)
         return False
 
-    def line_of(self, index: int) -> tuple[int | None, float]:
-        """(line, seconds that line took) of instruction `index`."""
-        for n, line, seconds in self.marks:
+    def line_of(self, index: int) -> tuple[int | None, float, int]:
+        """(line, seconds that line took, which run of a line it was) of instruction `index`."""
+        for k, (n, line, seconds) in enumerate(self.marks):
             if index < n:
-                return line, seconds
-        return None, 0.0
+                return line, seconds, k
+        return None, 0.0, -1
 
 
 def _source_line(filename: str, line: int | None) -> str:
@@ -193,7 +193,15 @@ def run_schedule(fn, mod, path, shown: str) -> ScheduleRun:
 
     filename = str(path)
     run = ScheduleRun(source=shown)
-    sch = s_tir.Schedule(mod)
+    try:
+        sch = s_tir.Schedule(mod)
+    except Exception as exc:  # e.g. a PrimFunc TVM's schedule cannot hold
+        run.error = PassError(f"cannot schedule the module of {Path(shown).name}: "
+                              f"{tvm_error_text(exc, head=3, tail=0)}",
+                              hint="schedule(sch) works on TensorIR written with T.sblock "
+                                   "(@T.prim_func(s_tir=True)) or made by te.create_prim_func",
+                              detail="".join(traceback.format_exception(exc)))
+        return run
     t0 = time.perf_counter()
     clock = _LineClock(sch, filename)
     returned = None
@@ -228,12 +236,12 @@ def run_schedule(fn, mod, path, shown: str) -> ScheduleRun:
                               detail="".join(traceback.format_exception(exc)))
         return run
     for k, m in zip(ends, mods):
-        line, seconds = clock.line_of(k) if lines_known else (None, 0.0)
+        line, seconds, mark = clock.line_of(k) if lines_known else (None, 0.0, -1)
         params = {"line": line, "code": _source_line(filename, line)} if line else {}
         if len(calls) == len(insts):
             params["trace"] = calls[k]
-        # a line that made several primitives (a helper, a loop) shares its time among them
-        sharing = sum(1 for e in ends if clock.line_of(e)[0] == line) if line else 1
+        # a line that made several primitives at once (a helper's call) shares its time among them
+        sharing = sum(1 for e in ends if clock.line_of(e)[2] == mark) if line else 1
         run.steps.append(ScheduleStep(primitive_name(insts[k].kind.name), params, m, seconds / sharing))
     if run.error is None and final is not None and mods and not tvm_ffi.structural_equal(mods[-1], final):
         run.error = PassError(f"replaying the trace of schedule() in {Path(shown).name} gave another "
