@@ -452,6 +452,10 @@ class MainWindow(WindowChrome, QMainWindow):
             # the model was captured: its state (import_error, FX graph) follows, a new model
             self.state = {}
             self.hub.sessionReset.emit()
+        elif purpose == "open" and stage == "pipeline" and msg.startswith("schedule()"):
+            # the file opened and its schedule stopped at a primitive: a new model all the same
+            self.state = {}
+            self.hub.sessionReset.emit()
         elif purpose == "open":
             self._pending_open = None
             for p in (self.fx, self.relax, self.tir, self.pipeline):  # undo "Opening…"

@@ -80,4 +80,5 @@ def test_a_failing_primitive_opens_with_the_steps_before_it(qtbot, win, tmp_path
     qtbot.waitUntil(lambda: win.all_filled() and not win.bridge.busy, timeout=T)
     assert f"bad_block.py:{line}" in win.status_label.text()
     assert win.pipeline.table.rowCount() == 3
+    assert win.recent_files()[0] == str(path)  # it opened: File ▸ Recent has it
     shot(win, "schedule_failed_window.png")
