@@ -199,3 +199,14 @@ def test_lines_in_a_loop_and_in_a_helper(tmp_path):
     assert [st.params["line"] for st in steps] == [split_line, split_line, line_of(text, "sch.unroll(")]
     assert "factors=[None, 4]" in steps[1].params["trace"]
     assert "T.unroll(128)" in steps[2].mod["mm_relu"].script()
+
+
+def test_a_module_of_one_primfunc_needs_no_func_name(tmp_path):
+    # the course's get_block("Y") looked in the one function; TVM 0.27 needs work_on, which irviz does
+    only = SOURCE[:SOURCE.index("    @R.function")].rstrip() + "\n\n\n" + SOURCE[SOURCE.index("def schedule(sch):"):]
+    path = tmp_path / "only_prim.py"
+    path.write_text(only.replace('sch.get_sblock("Y", func_name="mm_relu")', 'sch.get_sblock("Y")'))
+    s = opened(path).session
+    assert s.schedule_error is None and [st.pass_name for st in s.steps[1:]] == PRIMITIVES
+    assert 'func_name="mm_relu"' in s.schedule.trace_python()
+    assert structural_equal(s.steps[-1].mod["mm_relu"], opened(SAMPLE).session.steps[-1].mod["mm_relu"])
