@@ -101,7 +101,8 @@ def _run_pipeline(ws, invocations, progress, label: str):
 
     def on_event(event, payload):
         if event == "applying":
-            progress(f"Pipeline {label}: {payload['pass']} ({payload['index']}/{total})", None)
+            done = payload["index"] - session.n_schedule  # the learner's schedule steps are not passes
+            progress(f"Pipeline {label}: {payload['pass']} ({done}/{total})", None)
 
     unsubscribe = session.subscribe(on_event)
     try:
