@@ -97,8 +97,7 @@ class SessionCommands:
                        pass_files, converter_files, capture=capture, importer_maps=importer_maps,
                        keep_params=bool(keep_params))
         self.progress("Replayed", 1.0)
-        self._schedule_failed()
-        return self.state()
+        return self.state()  # a schedule that stopped at a primitive is in the state's error
 
     def remeasure(self) -> State:
         self.ws.remeasure()
