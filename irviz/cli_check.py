@@ -165,8 +165,10 @@ def _check(args, out) -> int:
         summary["importer"] = ws.importer
         summary["capture"] = ws.capture
     if ws is not None and ws.session is not None:
+        # the learner's schedule primitives first ("origin": "schedule", with their line), then the passes
         summary["steps"] = [{"pass": s.pass_name, "changed": s.changed, "changed_what": s.changed_what,
-                             "notes": list(s.notes), "seconds": round(s.seconds, 6)}
+                             "notes": list(s.notes), "seconds": round(s.seconds, 6), "origin": s.origin,
+                             **({"params": dict(s.params)} if s.origin == "schedule" else {})}
                             for s in ws.session.steps[1:]]
         summary["decisions"] = _decisions(ws, log)
     if ws is not None:

@@ -136,6 +136,9 @@ def open_workspace(args, failure: Failure, log, other_pipelines=()):
     except Exception as exc:
         failure.record(ws.stage or "load", exc)
         return None
+    if ws.session.schedule_error is not None:  # the steps before the failing primitive stay
+        failure.record("pipeline", ws.session.schedule_error)
+        return ws
     try:
         ws.run_to_end()
     except Exception as exc:

@@ -259,7 +259,9 @@ StepEntry = TypedDict("StepEntry", {
     "added": list[str], "removed": list[str], "changed_funcs": list[str], "size": StepSize | None,
     # added later; an older engine leaves them out: "none" | "attrs" (only function attributes
     # changed) | "ir", and what the pass said about its work (why it changed nothing, ...)
-    "changed_what": NotRequired[str], "notes": NotRequired[list[str]]})
+    "changed_what": NotRequired[str], "notes": NotRequired[list[str]],
+    # "import" | "schedule" (a primitive of an IR file's schedule(sch), the learner's) | "pass"
+    "origin": NotRequired[str]})
 
 
 class Invocation(TypedDict):
@@ -343,16 +345,18 @@ class Reply(TypedDict):
 
 def step_entry(index: int, pass_name: str, params: dict, seconds: float, changed: bool,
                added=(), removed=(), changed_funcs=(), size: dict | None = None,
-               changed_what: str | None = None, notes=()) -> StepEntry:
+               changed_what: str | None = None, notes=(), origin: str | None = None) -> StepEntry:
     """One recorded step as the state lists it. `size`: {bindings, prim_funcs, tir_lines} of the
     step's module (core.views.ir_size), None when not computed.  `changed_what`: "none", "attrs"
-    or "ir" (default: from `changed`); `notes`: what the pass said about its work."""
+    or "ir" (default: from `changed`); `notes`: what the pass said about its work; `origin`:
+    "import", "schedule" (the learner's schedule primitive) or "pass" (default: from `index`)."""
     return {"index": int(index), "pass": pass_name, "params": clean(dict(params or {})),
             "seconds": float(seconds), "changed": bool(changed), "added": list(added),
             "removed": list(removed), "changed_funcs": list(changed_funcs),
             "size": dict(size) if size else None,
             "changed_what": changed_what or ("ir" if changed else "none"),
-            "notes": [str(n) for n in notes]}
+            "notes": [str(n) for n in notes],
+            "origin": origin or ("pass" if index else "import")}
 
 
 def invocation(name: str, params: dict | None = None) -> Invocation:

@@ -102,7 +102,8 @@ def _run_pipeline(ws, invocations, progress, label: str):
 
     def on_event(event, payload):
         if event == "applying":
-            progress(f"Pipeline {label}: {payload['pass']} ({payload['index']}/{total})", None)
+            done = payload["index"] - session.n_schedule  # the learner's schedule steps are not passes
+            progress(f"Pipeline {label}: {payload['pass']} ({done}/{total})", None)
 
     unsubscribe = session.subscribe(on_event)
     try:
@@ -116,7 +117,7 @@ def _reusable(ws, invocations) -> bool:
     s = ws.session
     if s is None or s.pipeline or s.error is not None:
         return False
-    return [(st.pass_name, st.params) for st in s.steps[1:]] == [(i.name, dict(i.params)) for i in invocations]
+    return [(st.pass_name, st.params) for st in s.pass_steps()] == [(i.name, dict(i.params)) for i in invocations]
 
 
 def compare_pipelines(ws, pipelines, progress=None) -> Comparison:

@@ -25,6 +25,9 @@ Kernels with fewer than PARALLEL_MIN_WORK loop iterations stay on one thread.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
@@ -113,13 +116,31 @@ def _already(func, rule: str) -> bool:
     return func.attrs is not None and DONE_ATTR in func.attrs and rule in [str(d) for d in func.attrs[DONE_ATTR]]
 
 
-def user_scheduled(func) -> str | None:
-    """Why `func` looks scheduled by someone other than irviz's rules, or None.
+_AUTHORED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("irviz_authored", default=None)
+
+
+@contextlib.contextmanager
+def authored(names: dict[str, str]):
+    """While a pass runs: {function name: whose schedule it is} for the functions the learner
+    scheduled (an IR file's schedule()); the rules leave those as they are."""
+    token = _AUTHORED.set(dict(names or {}))
+    try:
+        yield
+    finally:
+        _AUTHORED.reset(token)
+
+
+def user_scheduled(func, name: str | None = None) -> str | None:
+    """Why `func` (named `name` in its module) looks scheduled by someone other than irviz's
+    rules, or None.  A function the learner's schedule() changed is theirs whatever its loops.
 
     Lowering (TE, TOPI, LegalizeOps, FuseTIR) leaves serial loops, each block iterator bound to one
     loop variable (or a constant).  A rule of ours that changes loops marks the function
     (DONE_ATTR), so an unmarked function with a parallel/vectorized/unrolled loop, or a block
     bound to split or fused loops (``vj = j0 * 4 + j1``), was scheduled by its author."""
+    theirs = (_AUTHORED.get() or {}).get(name) if name is not None else None
+    if theirs is not None:
+        return theirs
     if func.attrs is not None and DONE_ATTR in func.attrs:
         return None
     # TVM 0.27's Python has no TIR statement visitor: walk the statement fields by hand
@@ -158,7 +179,7 @@ def _per_function(rule: str, apply):
             if func.attrs is not None and "tirx.is_scheduled" in func.attrs:
                 updates[gv] = _with_note(func, rule, "skipped: already scheduled (dlight)")
                 continue
-            theirs = user_scheduled(func)
+            theirs = user_scheduled(func, gv.name_hint)
             if theirs is not None:
                 # the author's schedule stays as written, and is not credited to this rule
                 updates[gv] = _with_note(func, rule, f"skipped: already scheduled by its author "

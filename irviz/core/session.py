@@ -30,6 +30,15 @@ Listeners: ``subscribe(callback)``; ``callback(event, payload)`` with events
 
 Provenance (fx node name -> binding var names of "main") is carried from step to step by
 ``carry_provenance`` (see there).
+
+The learner's schedule
+----------------------
+An IR file's ``schedule(sch)`` (``imported.schedule``, a ``schedule_steps.ScheduleRun``) is
+recorded at once as steps 1..n, one per primitive, ``origin == "schedule"``.  They are the
+learner's, not passes: ``full_pipeline()`` and ``set_pipeline`` start after them, and the passes
+applied later leave the functions they scheduled to their author.  A primitive that failed leaves
+the steps before it, the cursor on the last of them and ``schedule_error`` set: no pass runs on a
+half-applied schedule.
 """
 from __future__ import annotations
 
@@ -39,7 +48,7 @@ import traceback
 import weakref
 from dataclasses import dataclass, field
 
-from irviz.core import passes
+from irviz.core import passes, schedules
 from irviz.core.errors import IrvizError, PassError
 from irviz.core.tvm_compat import host_target
 from irviz.core.views import diff as diff_mod
@@ -62,6 +71,7 @@ class Step:
     provenance: dict[str, list[str]] = field(default_factory=dict)
     # what the pass said about its work, e.g. why it left the module as it was
     notes: list[str] = field(default_factory=list)
+    origin: str = "pass"  # "import" | "schedule" (a primitive of the learner's schedule) | "pass"
 
     @property
     def changed_what(self) -> str:
@@ -96,11 +106,18 @@ class Session:
             seconds=float(getattr(imported, "seconds", 0.0) or 0.0), changed=True,
             changes=diff_mod.FunctionChanges(added=diff_mod.function_names(mod)), mod=mod,
             provenance={k: list(v) for k, v in (getattr(imported, "provenance", None) or {}).items()},
+            origin="import",
         )]
         self.cursor = 0
         self.pipeline: list = []
         self.error: IrvizError | None = None
         self._listeners: list = []
+        self.schedule = getattr(imported, "schedule", None)
+        self.schedule_error: IrvizError | None = None
+        self.n_schedule = 0
+        self._authored: dict[str, str] = {}  # function name -> whose schedule it is
+        if self.schedule is not None:
+            self._record_schedule(self.schedule)
         # the hash/bindings caches keep functions (and their weights) alive: drop them with us
         weakref.finalize(self, clear_caches)
 
@@ -124,13 +141,36 @@ class Session:
     def module(self, i: int | None = None):
         return self.steps[self.cursor if i is None else i].mod
 
+    def _record_schedule(self, run) -> None:
+        for prim in run.steps:
+            prev = self.steps[-1]
+            changes = diff_mod.compare_modules(prev.mod, prim.mod)
+            where = f"line {prim.params['line']}: {prim.params.get('code', '')}" if prim.params.get("line") else ""
+            self.steps.append(Step(
+                index=len(self.steps), pass_name=prim.name, params=dict(prim.params), seconds=prim.seconds,
+                changed=changes.changed_any, changes=changes, mod=prim.mod,
+                provenance={k: list(v) for k, v in prev.provenance.items()},
+                notes=[f"your schedule() in {run.source}" + (f", {where}" if where else "")],
+                origin="schedule"))
+        self.n_schedule = len(run.steps)
+        names = [s.pass_name for s in self.steps[1:]]
+        why = f"schedule() in {run.source}: {', '.join(dict.fromkeys(names))}"
+        self._authored = {f: why for f in run.scheduled_functions(self.steps[0].mod)}
+        if run.error is not None:
+            self.schedule_error = self.error = run.error
+            self.cursor = self.n_schedule
+
+    def pass_steps(self) -> list[Step]:
+        """The steps the pipeline's passes made (after the import and the learner's schedule)."""
+        return self.steps[1 + self.n_schedule:]
+
     def pipeline_remaining(self) -> int:
         """How many step_forward() calls can still move: recorded steps ahead + planned passes."""
         return (len(self.steps) - 1 - self.cursor) + len(self.pipeline)
 
     def full_pipeline(self) -> list:
         """Applied passes (steps[1:]) followed by the planned ones, as PassInvocations."""
-        return [passes.PassInvocation(s.pass_name, dict(s.params)) for s in self.steps[1:]] + list(self.pipeline)
+        return [passes.PassInvocation(s.pass_name, dict(s.params)) for s in self.pass_steps()] + list(self.pipeline)
 
     def diff(self, i: int, j: int):
         """(unified diff text, list[FunctionDiff]) from step i to step j."""
@@ -162,17 +202,19 @@ class Session:
     # -- pipeline ------------------------------------------------------------------------------
 
     def set_pipeline(self, invocations) -> None:
-        """Replace the passes after the cursor (see the module docstring)."""
+        """Replace the passes after the cursor (see the module docstring); the learner's schedule
+        steps stay."""
         invs = [self._with_defaults(_as_invocation(x)) for x in (invocations or [])]
-        ahead = self.steps[self.cursor + 1:]
+        base = max(self.cursor, self.n_schedule)
+        ahead = self.steps[base + 1:]
         kept = 0
         while (kept < len(ahead) and kept < len(invs) and ahead[kept].pass_name == invs[kept].name
                and ahead[kept].params == invs[kept].params):
             kept += 1
         dropped = len(ahead) - kept
-        del self.steps[self.cursor + 1 + kept:]
+        del self.steps[base + 1 + kept:]
         self.pipeline = invs[kept:]
-        self.error = None
+        self.error = self.schedule_error
         self._emit("pipeline_changed", {"planned": list(self.pipeline), "dropped": dropped, "kept": kept})
 
     def _with_defaults(self, inv):
@@ -194,10 +236,15 @@ class Session:
     def _apply_next(self) -> Step | None:
         inv = self.pipeline[0]
         prev = self.steps[-1]
+        if self.schedule_error is not None:  # no pass on a schedule that stopped half-way
+            self.error = self.schedule_error
+            self._emit("error", {"error": self.error, "pass": inv.name, "cursor": self.cursor, "seconds": 0.0})
+            return None
         self._emit("applying", {"pass": inv.name, "index": len(self.steps)})
         t0 = time.perf_counter()
         try:
-            new_mod, notes = passes.apply_pass_noted(inv, prev.mod, self.target)
+            with schedules.authored(self._authored):
+                new_mod, notes = passes.apply_pass_noted(inv, prev.mod, self.target)
         except Exception as exc:  # every failure becomes a PassError
             seconds = time.perf_counter() - t0
             if isinstance(exc, IrvizError):

@@ -26,7 +26,7 @@ class SessionCommands:
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
                                      st.changes.added, st.changes.removed, st.changes.changed,
                                      size=self.views.ir_size(st), changed_what=st.changed_what,
-                                     notes=st.notes)
+                                     notes=st.notes, origin=st.origin)
                  for st in s.steps]
         relax_names, tir_names = self.views.func_names(s.steps[s.cursor])
         return protocol.make_state(
@@ -44,7 +44,15 @@ class SessionCommands:
         self.ws.open(spec, importer, planned=parse_pipeline(pipeline) if pipeline else [],
                      capture=capture, importer_maps=importer_maps, keep_params=bool(keep_params))
         self.progress("Ready", 1.0)
+        self._schedule_failed()
         return self.state()
+
+    def _schedule_failed(self) -> None:
+        """An IR file's schedule(sch) that stopped at a primitive: the open worked (the steps before
+        it are there, and the error reply carries that state), but the learner must hear why."""
+        s = self.ws.session
+        if s is not None and s.schedule_error is not None:
+            raise s.schedule_error
 
     def set_pipeline(self, pipeline=None, passes=None, text=None) -> State:
         """`pipeline`: a name, replacing the passes after the cursor; `passes`: [{name, params}],
@@ -89,7 +97,7 @@ class SessionCommands:
                        pass_files, converter_files, capture=capture, importer_maps=importer_maps,
                        keep_params=bool(keep_params))
         self.progress("Replayed", 1.0)
-        return self.state()
+        return self.state()  # a schedule that stopped at a primitive is in the state's error
 
     def remeasure(self) -> State:
         self.ws.remeasure()

@@ -375,9 +375,22 @@ class MainWindow(WindowChrome, QMainWindow):
         if (cursor, spec) != (prev.get("cursor"), prev.get("spec")) or not prev.get("model"):
             self.hub.set_provenance(None)
             self._ask("provenance", "provenance", step=cursor)
-        if not self.bridge.busy:
-            self.status(self._step_text())
+        if not self.bridge.busy or self._schedule_error():
+            self._resting_status()
         self._update_actions()
+
+    def _schedule_error(self) -> dict | None:
+        err = self.state.get("error") or {}
+        return err if str(err.get("message") or "").startswith("schedule()") else None
+
+    def _resting_status(self) -> None:
+        """The status line when nothing runs: the step, or, while the file's schedule stopped at a
+        primitive (until the learner moves on), why."""
+        err = self._schedule_error()
+        if err:
+            self.status(err["message"] + (f" — {err['hint']}" if err.get("hint") else ""), error=True)
+        else:
+            self.status(self._step_text())
 
     def _import_error_status(self) -> None:
         err = self.state.get("import_error") or {}
@@ -439,6 +452,10 @@ class MainWindow(WindowChrome, QMainWindow):
             # the model was captured: its state (import_error, FX graph) follows, a new model
             self.state = {}
             self.hub.sessionReset.emit()
+        elif purpose == "open" and stage == "pipeline" and msg.startswith("schedule()"):
+            # the file opened and its schedule stopped at a primitive: a new model all the same
+            self.state = {}
+            self.hub.sessionReset.emit()
         elif purpose == "open":
             self._pending_open = None
             for p in (self.fx, self.relax, self.tir, self.pipeline):  # undo "Opening…"
@@ -454,12 +471,14 @@ class MainWindow(WindowChrome, QMainWindow):
                      "build": "Build failed", "run": "Run failed", "export": "Export failed",
                      "engine": "Engine problem"}.get(stage, f"{stage} failed")
             body = msg + (f"\n\nHint: {hint}" if hint else "")
+            if stage == "pipeline" and msg.startswith("schedule()"):
+                title = "Your schedule failed"
             if stage == "import" and error.get("node"):
                 title = f"Import into Relax failed at {error.get('node')} ({error.get('op') or '?'})"
                 body = msg + "\n\n" + IMPORT_ADVICE
                 self.status(f"Import failed at FX node {error.get('node')} ({error.get('op') or '?'}). "
                             + IMPORT_ADVICE, error=True)
-            if self.state.get("model") and stage != "import":
+            if self.state.get("model") and stage != "import" and title != "Your schedule failed":
                 body += f"\n\nThe session stays at step {self.state.get('cursor', 0)}."
             self.notify(title, body)
 
@@ -480,8 +499,8 @@ class MainWindow(WindowChrome, QMainWindow):
         self.act_cancel.setEnabled(busy)
         if busy:
             self.progress.setRange(0, 0)
-        elif self.state.get("model") and self.status_label.styleSheet() == "":
-            self.status(self._step_text())
+        elif self.state.get("model") and (self.status_label.styleSheet() == "" or self._schedule_error()):
+            self._resting_status()
         elif not self.state.get("model") and self.state.get("import_error") \
                 and getattr(self, "_progress_status", False):
             self._import_error_status()   # replace the last progress text, not a newer message

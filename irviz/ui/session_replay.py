@@ -77,7 +77,9 @@ class SessionReplay(RequestRouter):
         if not state.get("spec"):
             return
         if state.get("steps"):
-            applied = [{"name": s["pass"], "params": s.get("params") or {}} for s in state["steps"][1:]]
+            # the learner's schedule steps come back with the file; only passes are replayed
+            applied = [{"name": s["pass"], "params": s.get("params") or {}} for s in state["steps"][1:]
+                       if s.get("origin") != "schedule"]
             cursor = int(state.get("cursor") or 0)
         elif state.get("import_error"):
             applied, cursor = [], 0  # captured, import failed: a replay captures again (and shows the same failure)

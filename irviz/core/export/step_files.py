@@ -350,7 +350,9 @@ if __name__ == "__main__":
 def _header_lines(session, step, stem: str, loadable: bool, note: str, text: str = "",
                   scalars_moved: bool = False) -> list[str]:
     applied = [s.pass_name for s in session.steps[1:step.index + 1]]
-    what = "the imported module" if step.index == 0 else f"the IRModule after pass {step.pass_name}"
+    what = ("the imported module" if step.index == 0 else
+            f"the IRModule after {step.pass_name}, a primitive of the file's schedule(sch)"
+            if getattr(step, "origin", "pass") == "schedule" else f"the IRModule after pass {step.pass_name}")
     lines = [
         f"# irviz export: step {step.index:02d} of model {session.name!r}: {what}",
         f"# importer: {getattr(session.imported, 'importer', '?')}; "

@@ -13,6 +13,8 @@
                                memory: tokens, planned/tensor/peak bytes of main after memory
                                planning (planned on a copy before StaticPlanBlockMemory)
       report.html              one self-contained page: the trace, diffs, build/run results, memory
+      schedule_trace.py        an IR file's schedule(sch) as a TVM trace that replays in plain TVM
+                               (steps.json "schedule_trace": whether it was run back to the same module)
 
 A step is written as ``.py`` only when its file was run during this export as
 ``python step_NN.py`` runs it and loaded a module (structurally equal to the step's, or else with
@@ -35,6 +37,7 @@ from irviz.core.backend.memory import step_memory_summaries
 from irviz.core.errors import ExportError
 from irviz.core.export.report import html_report, results_by_step, run_dict, step_diff_html
 from irviz.core.export.roundtrip_pool import RoundtripPool
+from irviz.core.export.schedule_trace import write_schedule_trace
 from irviz.core.export.step_files import (
     add_header_note,
     discard_step_file,
@@ -154,7 +157,7 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
             raise ExportError(f"cannot write {stem} in {out}: {exc}") from exc
         ch = step.changes
         rec = {
-            "index": i, "pass": step.pass_name, "params": jsonable(step.params),
+            "index": i, "pass": step.pass_name, "origin": step.origin, "params": jsonable(step.params),
             "seconds": round(float(step.seconds), 6), "changed": bool(step.changed),
             "changed_what": step.changed_what, "pass_notes": list(step.notes),
             "added": list(ch.added), "removed": list(ch.removed), "changed_funcs": list(ch.changed),
@@ -183,6 +186,10 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
         except OSError as exc:
             raise ExportError(f"cannot write {rec['file']} in {out}: {exc}") from exc
 
+    try:
+        schedule = write_schedule_trace(session, out)
+    except OSError as exc:
+        raise ExportError(f"cannot write {out}/schedule_trace.py: {exc}") from exc
     summary = {
         "irviz_export": 1,
         "model": session.name,
@@ -196,6 +203,8 @@ def export_trace(session, out_dir, steps=None, run_result=None, run_results=None
         "pipeline_text": _pipeline_text(session),
         "error": session.error.user_message() if getattr(session, "error", None) is not None else None,
         "steps": records,
+        # the learner's schedule() as a trace that replays in plain TVM (None without one)
+        "schedule_trace": schedule,
     }
     if latency:
         summary["latency"] = [{k: jsonable(v) for k, v in e.items() if k != "error_detail"}

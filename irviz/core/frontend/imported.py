@@ -26,6 +26,9 @@ class Imported:
     # and the .npz the workspace wrote them to (BindParams' default)
     params: dict | None = None
     params_file: str | None = None
+    # an IR file's schedule(sch), one step per primitive (frontend.schedule_steps.ScheduleRun):
+    # every Session on this import records its steps after step 0
+    schedule: object | None = None
 
 
 # --------------------------------------------------------------------------------------------

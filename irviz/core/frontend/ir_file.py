@@ -19,7 +19,9 @@ Contract:
   and ``BindParams`` planned without ``params=`` binds these, as after ``--keep-params``;
 - optional ``reference(*inputs)``: the expected output(s), called with every parameter of the
   function as the file defines it (weights included, whatever a step has bound); a run is compared
-  with it, and without one there is nothing to compare with (never a PASS).
+  with it, and without one there is nothing to compare with (never a PASS);
+- optional ``schedule(sch)``: a TensorIR schedule of the module (``tvm.s_tir.Schedule``), shown
+  one primitive per step before the pipeline (see ``schedule_steps``).
 
 The file runs in the engine, so functions it registers with ``tvm.register_global_func`` are live
 there; opening it again (a restart, a replay) registers them again.
@@ -45,6 +47,7 @@ from irviz.core.user_code import exception_line
 INPUTS_FUNC = "get_inputs"
 PARAMS_FUNC = "get_params"
 REFERENCE_FUNC = "reference"
+SCHEDULE_FUNC = "schedule"
 
 
 @dataclass
@@ -56,6 +59,7 @@ class IRFile:
     get_inputs: Callable | None = None
     reference: Callable | None = None
     get_params: Callable | None = None
+    schedule: Callable | None = None   # schedule(sch), stepped by frontend.schedule_steps
 
 
 def ir_file_spec(spec: str):
@@ -111,7 +115,8 @@ def load_ir_file(path, name: str | None, spec: str) -> IRFile:
     return IRFile(mod=mod, spec=spec, name=path.stem if name == FACTORY else f"{path.stem}:{name}",
                   path=path, get_inputs=_optional(module, INPUTS_FUNC),
                   reference=_optional(module, REFERENCE_FUNC),
-                  get_params=_optional(module, PARAMS_FUNC))
+                  get_params=_optional(module, PARAMS_FUNC),
+                  schedule=_optional(module, SCHEDULE_FUNC))
 
 
 def _optional(module, fname: str):

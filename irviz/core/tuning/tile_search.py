@@ -190,7 +190,7 @@ def _tune_pass(kind: _Kind, name: str, lanes: int):
         for gv, func in mod.functions.items():
             if not isinstance(func, tirx.PrimFunc) or (func.attrs is not None and kind.attr in func.attrs):
                 continue
-            if schedules.user_scheduled(func) is not None:
+            if schedules.user_scheduled(func, gv.name_hint) is not None:
                 continue  # its author's schedule: the rules leave it, so no tile to measure for them
             rec = search(mod, gv, kind, n)
             if rec is None:

@@ -148,7 +148,7 @@ class Workspace(Results):
 
         if self.session is None:
             return []
-        return [PassInvocation(st.pass_name, dict(st.params or {})) for st in self.session.steps[1:]]
+        return [PassInvocation(st.pass_name, dict(st.params or {})) for st in self.session.pass_steps()]
 
     def keep_builtins(self, names) -> None:
         """A pass file has just taken the names `names` from built-ins: the steps and planned passes
@@ -156,7 +156,7 @@ class Workspace(Results):
         from irviz.core.passes import BUILTIN_PREFIX
 
         names = set(names)
-        for st in self.session.steps[1:] if self.session is not None else ():
+        for st in self.session.pass_steps() if self.session is not None else ():
             if st.pass_name in names:
                 st.pass_name = BUILTIN_PREFIX + st.pass_name
         for inv in self.planned():  # the same objects the session or the import plan holds
@@ -337,10 +337,29 @@ class Workspace(Results):
             imported.params = weights
             imported.params_file = self._write_params(SimpleNamespace(name=ir.path.stem), weights)
             self.log(f"params   {len(weights)} weights from get_params(), written to {imported.params_file}")
+        if ir.schedule is not None:
+            self._run_schedule(ir, imported, at)
         session = Session(imported, None)
         session.set_pipeline(list(planned or ()))
         self._replace(spec, "tvmscript", None, None, imported, session, ir)
         self.stage_seconds["load"] = imported.seconds
+
+    def _run_schedule(self, ir, imported, at) -> None:
+        """The file's schedule(sch), one step per primitive; a failing primitive keeps the steps
+        before it and the session's schedule_error says which line failed."""
+        from irviz.core.frontend.files import shown_path
+        from irviz.core.frontend.schedule_steps import run_schedule
+
+        self.stage = "pipeline"
+        self.progress("Running schedule(sch), one step per primitive", at(0.6))
+        run = run_schedule(ir.schedule, ir.mod, ir.path, shown_path(ir.path))
+        imported.schedule = run
+        self.log(f"schedule {run.seconds:7.2f} s  {len(run.steps)} primitives of schedule() in {run.source}")
+        for k, st in enumerate(run.steps, 1):
+            line = f"line {st.params['line']}" if st.params.get("line") else ""
+            self.log(f"  {k:2d} {st.name:28} {st.seconds:7.3f} s  {line}")
+        if run.error is not None:
+            self.log(f"schedule failed: {run.error.message}")
 
     def _replace(self, spec, importer, loaded, captured, imported, session, ir=None) -> None:
         # only called once a stage worked: a failed open leaves the previous model usable
@@ -437,6 +456,7 @@ class Workspace(Results):
         applied, planned = self.applied(), self.planned()
         session = Session(self.imported, self.captured)
         session.set_pipeline(applied + planned)
+        session.cursor = len(session.steps) - 1  # past the learner's schedule steps, recorded already
         self.session = session
         self._forget_results()
         set_cache_enabled(False)
@@ -450,7 +470,8 @@ class Workspace(Results):
 
     def _raise_pass_error(self, before=None):
         err = self.session.error
-        if err is not None and err is not before:
+        # the schedule's error stands from the open on: a step refused for it says so again
+        if err is not None and (err is not before or err is self.session.schedule_error):
             raise err
 
     @contextmanager

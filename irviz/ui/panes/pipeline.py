@@ -290,7 +290,8 @@ class PipelinePane(BisectActions, Pane):
 
     def _match_pipeline(self) -> None:
         """Show the named pipeline whose passes are exactly applied + planned, else (custom)."""
-        names = [s.get("pass") for s in self.steps[1:]] + [p.get("name") for p in self.planned]
+        names = [s.get("pass") for s in self.steps[1:] if s.get("origin") != "schedule"] + \
+            [p.get("name") for p in self.planned]
         for i, p in enumerate(self.pipelines):
             if [x["name"] for x in p.get("passes", [])] == names:
                 self.pipeline_box.setCurrentIndex(i)
@@ -306,10 +307,12 @@ class PipelinePane(BisectActions, Pane):
         self._match_pipeline()
         self._update_buttons()
         if state.get("model"):
+            theirs = sum(1 for s in self.steps if s.get("origin") == "schedule")
             cur = self.cursor_of(state)
             total = len(self.steps) - 1 + len(self.planned)
             self.info.setText(f"{state.get('model')} · step {cur} of {total}"
                               + (f" · {len(self.planned)} planned" if self.planned else " · done")
+                              + (f" · steps 1–{theirs} are your schedule()" if theirs else "")
                               + (f" · weights as inputs: {state['params_file']}"
                                  if state.get("keep_params") and state.get("params_file") else ""))
             fb = (self.bisect_result or {}).get("first_bad")
@@ -359,7 +362,9 @@ class PipelinePane(BisectActions, Pane):
             if entry is not None:
                 run_ms = fmt_ms(entry["tvm_ms"]) if entry.get("ok") and entry.get("tvm_ms") else "✗"
                 err = _err_text(entry.get("max_abs_error")) if entry.get("ok") else ""
-            cells = [str(s.get("index", r)), s.get("pass", ""),
+            theirs = s.get("origin") == "schedule"  # a primitive of the learner's schedule(sch)
+            line = (s.get("params") or {}).get("line")
+            cells = [str(s.get("index", r)), s.get("pass", "") + (f" · line {line}" if theirs and line else ""),
                      f"{1000 * float(s.get('seconds') or 0):.1f}",
                      ("attributes only" if s.get("changed_what") == "attrs" else ("yes " + " ".join(details)).strip()) if s.get("changed") else
                      ("—" if s.get("index") else "import"),
@@ -369,7 +374,17 @@ class PipelinePane(BisectActions, Pane):
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.ItemDataRole.UserRole, s.get("index", r))
-                if col == 1:
+                if col == 1 and theirs:
+                    p = s.get("params") or {}
+                    tip = "\n".join(x for x in (f"{s.get('pass')}: a primitive of your schedule(sch)",
+                                                 f"line {line}: {p.get('code', '')}" if line else "",
+                                                 f"as the trace replays it: {p['trace']}" if p.get("trace") else "")
+                                     if x)
+                    font = QFont(self.table.font())
+                    font.setItalic(True)
+                    item.setFont(font)
+                    item.setToolTip(tip)
+                elif col == 1:
                     tip = s.get("pass", "")
                     if s.get("params"):
                         tip += f"({params_text(s['params'])})"
