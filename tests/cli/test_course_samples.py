@@ -7,7 +7,7 @@ from irviz.core.frontend.samples import is_ir_sample, list_samples
 
 COURSE = ["course_te", "course_emit_te", "course_mymodule", "course_extern", "course_mixture",
           "course_bind_params", "course_bind_params_mixture", "course_primfunc_only", "course_fx_mlp",
-          "course_chapter_passes"]
+          "course_chapter_passes", "course_schedule_steps"]
 
 
 def test_every_course_sample_passes_check(capsys):

@@ -15,7 +15,7 @@ from irviz.core.frontend.files import is_ir_file
 _ORDER = ("mlp", "matmul_relu", "mul_add", "small_cnn", "resnet18", "gpt",
           "course_te", "course_emit_te", "course_mymodule", "course_extern", "course_mixture",
           "course_bind_params", "course_bind_params_mixture", "course_primfunc_only", "course_fx_mlp",
-          "course_chapter_passes")
+          "course_chapter_passes", "course_schedule_steps")
 
 
 def is_ir_sample(name: str) -> bool:
