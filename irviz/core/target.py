@@ -220,3 +220,12 @@ def resolve_target(text: str | dict | None):
 
 def is_gpu(target) -> bool:
     return str(as_target(target).kind.name) in GPU_KINDS
+
+
+def pass_target(text: str | None):
+    """The target passes run under when the user chose `text`: that CPU, or for a GPU target None
+    (the host: the CPU pipelines' rules and measurements stay as they are)."""
+    if text is None:
+        return None
+    tgt = resolve_target(text)
+    return None if is_gpu(tgt) else tgt
