@@ -153,3 +153,26 @@ def test_counts_read_x86_and_arm_assembly():
     c = asm_counts(arm)
     assert (c["instructions"], c["vector"], c["vector_fma"], c["calls"]) == (4, 2, 1, 1)
     assert gpu_counts("__shared__ alignas(64) float red[256];\n__syncthreads();\n")["shared_bytes"] == 1024
+
+
+# ---------------------------------------------------------------------------------------------
+# the engine command the Code tab asks
+
+
+def test_the_engine_answers_kernel_code_and_list_targets():
+    from irviz.engine import Engine
+
+    eng = Engine(type("Sink", (), {"send": lambda self, m: None})())
+    assert eng.handle({"id": 1, "cmd": "open", "args": {"spec": "sample:mlp"}})["ok"]
+    assert eng.handle({"id": 2, "cmd": "run_to_end"})["ok"]
+    rep = eng.handle({"id": 3, "cmd": "kernel_code",
+                      "args": {"target": "aarch64", "kernel": "fused_matmul_add_relu"}})
+    assert rep["ok"], rep
+    res = rep["result"]
+    assert res["formats"] == ["asm", "ll"] and res["lexers"] == {"asm": "gas", "ll": "llvm"}
+    assert set(res["kernels"]) == {"fused_matmul_add_relu", "fused_matmul1_add1"}
+    assert "fused_matmul_add_relu_compute_:" in res["code"]["asm"]
+    bad = eng.handle({"id": 4, "cmd": "kernel_code", "args": {"target": "vulkan-ish"}})
+    assert not bad["ok"] and "targets available here" in str(bad["error"])
+    names = [t["name"] for t in eng.handle({"id": 5, "cmd": "list_targets"})["result"]]
+    assert names[:5] == ["host", "x86-avx2", "x86-avx512", "aarch64", "cuda"]

@@ -65,6 +65,10 @@ class StepCode:
     def suffix(self, fmt: str) -> str:
         return LLVM_FORMATS.get(fmt) or GPU_LANGUAGES[self.kind][1]
 
+    def lexer(self, fmt: str) -> str:
+        """The pygments lexer for code of format `fmt`."""
+        return {"asm": "gas", "ll": "llvm"}.get(fmt) or GPU_LANGUAGES[self.kind][2]
+
     def totals(self) -> dict:
         return total_counts([k.counts for k in self.kernels.values()])
 
