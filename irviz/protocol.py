@@ -167,7 +167,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         '`{target_name, target, kind, seconds, totals, kernels: {name: {symbols, counts, launch, '
         'error}}, formats, kernel, code: {format: text}|null, lexers: {format: pygments name}}`: '
         'what each kernel of the step becomes on the target, cached per step and target',
-        stage="build", supersede=True, section="build"),
+        stage="build", section="build"),
     Command("export", (req("out_dir", "str"), opt("steps", '"all"|[int]', "all")),
             '`{"path", "files": [...]}`', stage="export", section="build"),
     # -- compare, bisect, query

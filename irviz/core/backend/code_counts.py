@@ -60,7 +60,10 @@ def _vector_bits(mnemonic: str, operands: str) -> int | str | None:
 
 
 def _callee(operands: str) -> str:
-    name = operands.split(",")[-1].strip().lstrip("*")
+    name = operands.split(",")[-1].strip()
+    # through a register or memory (`callq *(%rax)`, `blr x8`): a function pointer, e.g. a packed call
+    if name.startswith(("*", "%", "(")) or re.fullmatch(r"[xw]\d+", name):
+        return "(indirect)"
     return re.sub(r"@PLT$", "", name) or "?"
 
 
