@@ -82,9 +82,14 @@ _NOISE = re.compile(r"^\s*(\.loc\b|\.cfi_\w+|\.file\b|\.p2align\b|\.Ltmp\d+:|\.L
                     r"\.Lfunc_end\d+:|#\s*--\s*(Begin|End) function)")
 
 
+_TABBED = re.compile(r"^\t(\S+)\t")
+
+
 def clean_asm(text: str) -> str:
-    """Assembly as a reader wants it: no debug-line, CFI or temporary-label lines."""
-    return "\n".join(ln for ln in text.splitlines() if not _NOISE.match(ln))
+    """Assembly as a reader wants it: no debug-line, CFI or temporary-label lines, and the tabs
+    between indent, mnemonic and operands as a few spaces (a narrow pane shows the operands)."""
+    return "\n".join(_TABBED.sub(lambda m: "  " + m.group(1).ljust(11) + " ", ln)
+                     for ln in text.splitlines() if not _NOISE.match(ln))
 
 
 # ---------------------------------------------------------------------------------------------
