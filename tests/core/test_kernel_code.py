@@ -14,6 +14,7 @@ from irviz.core.backend.code_counts import asm_counts, gpu_counts
 from irviz.core.backend.kernel_code import kernel_code
 from irviz.core.errors import RequestError
 from irviz.core.target import available_targets, resolve_target, target_spec
+from irviz.core.tvm_compat import I, T
 from irviz.core.workspace import Workspace
 
 
@@ -82,6 +83,33 @@ def test_each_kernel_gets_its_own_code_and_only_its_own(cpu_step):
         for other in names - {name}:
             assert f"{other}_compute_" not in k.code["asm"] + k.code["ll"]
         assert ".loc\t" not in k.code["asm"]  # debug-line records are cut
+
+
+@I.ir_module
+class TwoParallelKernels:
+    @T.prim_func(s_tir=True)
+    def scale(A: T.Buffer((256, 64), "float32"), B: T.Buffer((256, 64), "float32")):
+        T.func_attr({"global_symbol": "scale", "tirx.noalias": True})
+        for i in T.parallel(256):
+            for j in T.vectorized(64):
+                B[i, j] = A[i, j] * T.float32(2)
+
+    @T.prim_func(s_tir=True)
+    def expo(A: T.Buffer((256, 64), "float32"), B: T.Buffer((256, 64), "float32")):
+        T.func_attr({"global_symbol": "expo", "tirx.noalias": True})
+        for i in T.parallel(256):
+            for j in range(64):
+                B[i, j] = T.exp(A[i, j])
+
+
+def test_each_parallel_lambda_stays_with_its_kernel():
+    code = kernel_code(TwoParallelKernels, "host")
+    lambdas = {n: [s for s in k.symbols if "parallel_lambda" in s] for n, k in code.kernels.items()}
+    assert set(lambdas) == {"scale", "expo"} and all(len(v) == 1 for v in lambdas.values())
+    assert lambdas["scale"] != lambdas["expo"]
+    scale, expo = code.kernels["scale"].counts, code.kernels["expo"].counts
+    assert scale["callees"].get("TVMBackendParallelLaunch") == 1 and "expf" not in scale["callees"]
+    assert expo["callees"].get("expf", 0) >= 1  # libm, called from expo's lambda only
 
 
 def test_the_host_matmul_is_zmm_fmas_on_an_avx512_machine(cpu_step):

@@ -23,6 +23,28 @@ _ARM_SVE = re.compile(r"\bz\d+\.[bhsd]\b")
 _ARM_FMA = re.compile(r"^(fmla|fmls|fmadd|fmsub|fnmadd|fnmsub|bfmla\w*)$")
 _ELEM_BITS = {"b": 8, "h": 16, "s": 32, "d": 64}
 _COMMENT = re.compile(r"(^|\s)#(\s|$).*|//.*")
+# where a register gets a symbol's address: `movq __TVMBackendAllocWorkspace@GOTPCREL(%rip), %rax`,
+# `ldr x8, [x8, :got_lo12:__TVMBackendAllocWorkspace]`; or another register's: `movq (%rax), %rcx`
+_X86_LOAD = re.compile(r"^([A-Za-z_][\w.$]*)(?:@GOTPCREL)?\(%rip\),\s*%(\w+)$")
+_ARM_LOAD = re.compile(r"^([xw]\d+),\s*\[[xw]\d+,\s*:got_lo12:([\w.$]+)\]$")
+_X86_DEREF = re.compile(r"^\(%(\w+)\),\s*%(\w+)$")
+
+
+def _track(loaded: dict, mnemonic: str, operands: str) -> None:
+    if mnemonic.startswith(("mov", "lea")):
+        m = _X86_LOAD.match(operands)
+        if m:
+            loaded[m.group(2)] = m.group(1)
+            return
+        m = _X86_DEREF.match(operands)
+        if m and m.group(1) in loaded:
+            loaded[m.group(2)] = loaded[m.group(1)]
+    elif mnemonic == "ldr":
+        m = _ARM_LOAD.match(operands)
+        if m:
+            loaded[m.group(1)] = m.group(2)
+
+
 _CALL = re.compile(r"^(callq?|bl|blr)$")
 _TAIL = re.compile(r"^(jmpq?|b)$")
 
@@ -72,8 +94,10 @@ def asm_counts(text: str) -> dict:
     instructions = vector = fma = vector_fma = 0
     bits: Counter = Counter()
     callees: Counter = Counter()
+    loaded: dict[str, str] = {}  # register -> the symbol whose address or value it holds
     for mnemonic, operands in _instructions(text):
         instructions += 1
+        _track(loaded, mnemonic, operands)
         width = _vector_bits(mnemonic, operands)
         if width is not None:
             vector += 1
@@ -82,7 +106,11 @@ def asm_counts(text: str) -> dict:
             fma += 1
             vector_fma += width is not None
         if _CALL.match(mnemonic):
-            callees[_callee(operands)] += 1
+            callee = _callee(operands)
+            if callee == "(indirect)":  # TVM calls its runtime through pointers: name them
+                reg = re.search(r"%(\w+)|^([xw]\d+)$", operands.strip().lstrip("*").strip("()"))
+                callee = loaded.get(next((g for g in reg.groups() if g), ""), callee) if reg else callee
+            callees[callee.lstrip("_") if callee != "(indirect)" else callee] += 1
         elif _TAIL.match(mnemonic) and operands and not operands.startswith((".L", "*", "%")) \
                 and re.match(r"^[A-Za-z_]", operands):
             callees[_callee(operands)] += 1  # a tail call: jmp expf@PLT / b expf
