@@ -108,7 +108,8 @@ def run_code(args) -> int:
         print(f"irviz: no step {index}: the pipeline has steps 0..{len(steps) - 1}", file=sys.stderr)
         return 2
     try:
-        code = kernel_code(steps[index].mod, args.target)
+        # one kernel alone compiles in a fraction of the step's time
+        code = kernel_code(steps[index].mod, args.target, only=None if args.json else args.kernel)
     except Exception as exc:
         failure.record("build", exc)
         return 1

@@ -163,7 +163,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("kernel_code", (
         _STEP, opt("target", "str|null", None, "a name `list_targets` gives, with -key=value options, "
                                               "or a TVM target as JSON; default: the host"),
-        opt("kernel", "str|null", None, "also this kernel's code")),
+        opt("kernel", "str|null", None, "only this kernel (compiled alone unless the step is "
+                                        "cached), with its code")),
         '`{target_name, target, kind, seconds, totals, kernels: {name: {symbols, counts, launch, '
         'error}}, formats, kernel, code: {format: text}|null, lexers: {format: pygments name}}`: '
         'what each kernel of the step becomes on the target, cached per step and target',

@@ -134,8 +134,13 @@ def test_aarch64_is_neon(cpu_step):
     assert code.kernels["fused_matmul_add_relu"].counts["vector_fma"] > 0
 
 
-def test_a_second_look_is_cached(cpu_step):
+def test_a_second_look_is_cached_and_one_kernel_compiles_alone(cpu_step):
     assert kernel_code(cpu_step, "x86-avx2") is kernel_code(cpu_step, "x86-avx2")
+    assert kernel_code(cpu_step, "x86-avx2", only="fused_matmul1_add1") is kernel_code(cpu_step, "x86-avx2")
+    alone = kernel_code(cpu_step, "x86-avx512", only="fused_matmul_add_relu")
+    assert list(alone.kernels) == ["fused_matmul_add_relu"]
+    whole = kernel_code(cpu_step, "x86-avx512").kernels["fused_matmul_add_relu"]
+    assert alone.kernels["fused_matmul_add_relu"].counts == whole.counts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,8 +203,10 @@ def test_the_engine_answers_kernel_code_and_list_targets():
     assert rep["ok"], rep
     res = rep["result"]
     assert res["formats"] == ["asm", "ll"] and res["lexers"] == {"asm": "gas", "ll": "llvm"}
-    assert set(res["kernels"]) == {"fused_matmul_add_relu", "fused_matmul1_add1"}
+    assert set(res["kernels"]) == {"fused_matmul_add_relu"}  # compiled alone
     assert "fused_matmul_add_relu_compute_:" in res["code"]["asm"]
+    none = eng.handle({"id": 6, "cmd": "kernel_code", "args": {"kernel": "conv9"}})
+    assert not none["ok"] and "fused_matmul1_add1" in str(none["error"])
     bad = eng.handle({"id": 4, "cmd": "kernel_code", "args": {"target": "vulkan-ish"}})
     assert not bad["ok"] and "targets available here" in str(bad["error"])
     names = [t["name"] for t in eng.handle({"id": 5, "cmd": "list_targets"})["result"]]

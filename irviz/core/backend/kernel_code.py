@@ -23,7 +23,7 @@ import tvm
 from irviz.core.backend import code_split
 from irviz.core.backend.build import lower
 from irviz.core.backend.code_counts import asm_counts, gpu_counts, total_counts
-from irviz.core.errors import BuildError, tvm_error_text
+from irviz.core.errors import BuildError, RequestError, tvm_error_text
 from irviz.core.target import is_gpu, resolve_target
 
 # device module kind -> (format key, file suffix, pygments lexer)
@@ -79,25 +79,34 @@ class StepCode:
 
 
 _CACHE: collections.OrderedDict = collections.OrderedDict()
-_CACHE_SIZE = 8
+_CACHE_SIZE = 32
 _lock = threading.Lock()
 
 
-def kernel_code(mod, target=None) -> StepCode:
+def kernel_code(mod, target=None, only: str | None = None) -> StepCode:
     """Per kernel (PrimFunc after default_build) of `mod`: its code and counts for `target` (a name
     as `irviz targets` lists, a JSON/dict target or a tvm Target; None: the host). Cached per
-    (module, target): steps' modules are immutable, and the cache holds the module it keys on."""
+    (module, target): steps' modules are immutable, and the cache holds the module it keys on.
+
+    `only`: just that kernel, compiled alone unless the whole step is cached already (what the app
+    asks when a kernel is selected: the largest ResNet-18 kernel alone takes a tenth of the step)."""
     tgt = target if isinstance(target, tvm.target.Target) else resolve_target(target)
     name = target if isinstance(target, str) else ("host" if target is None else str(tgt.kind.name))
-    key = (id(mod), str(tgt))
-    with _lock:
-        hit = _CACHE.get(key)
-        if hit is not None and hit[0] is mod:
-            _CACHE.move_to_end(key)
-            return hit[1]
+    whole = (id(mod), str(tgt))
+    for key in (whole, (*whole, only)) if only is not None else (whole,):
+        with _lock:
+            hit = _CACHE.get(key)
+            if hit is not None and hit[0] is mod:
+                _CACHE.move_to_end(key)
+                return hit[1]
     t0 = time.perf_counter()
     lowered = lower(mod, tgt)
     kernels = {gv.name_hint: f for gv, f in lowered.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    if only is not None:
+        if only not in kernels:
+            raise RequestError(f"no kernel {only!r} in this step once lowered",
+                               hint=f"its kernels: {', '.join(kernels) or 'none'}")
+        kernels = {only: kernels[only]}
     kind = str(tgt.kind.name)
     if is_gpu(tgt):
         per_kernel, prelude = _gpu_code(kernels, tgt, kind)
@@ -106,7 +115,7 @@ def kernel_code(mod, target=None) -> StepCode:
     out = StepCode(target_name=name, target=json.loads(str(tgt)), kind=kind, kernels=per_kernel,
                    seconds=time.perf_counter() - t0, prelude=prelude)
     with _lock:
-        _CACHE[key] = (mod, out)
+        _CACHE[whole if only is None else (*whole, only)] = (mod, out)
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return out
@@ -134,15 +143,20 @@ def _llvm_code(kernels: dict, tgt) -> dict[str, KernelCode]:
         return lib.inspect_source("asm"), lib.inspect_source("ll")
 
     done, errors = _compile_each(kernels, tgt, lambda m: m, read)
+    names = list(kernels)
+    split = {}  # compiled group -> its functions and each kernel's part: cut once, not per kernel
     out = {}
     for name in kernels:
         if name in errors:
             out[name] = KernelCode(name, error=errors[name])
             continue
-        asm, ll = done.get(None) or done[name]
-        fa, fl = code_split.llvm_functions(asm, "asm"), code_split.llvm_functions(ll, "ll")
-        pa = code_split.kernel_parts(fa, list(kernels))[name]
-        pl = code_split.kernel_parts(fl, list(kernels))[name]
+        group = None if None in done else name
+        if group not in split:
+            asm, ll = done[group]
+            fa, fl = code_split.llvm_functions(asm, "asm"), code_split.llvm_functions(ll, "ll")
+            split[group] = (fa, fl, code_split.kernel_parts(fa, names), code_split.kernel_parts(fl, names))
+        fa, fl, parts_a, parts_l = split[group]
+        pa, pl = parts_a[name], parts_l[name]
         if not pa:
             out[name] = KernelCode(name, error=f"no function of {name} found in the compiled module")
             continue
@@ -179,7 +193,7 @@ def _gpu_code(kernels: dict, tgt, kind: str) -> tuple[dict[str, KernelCode], str
 
     done, errors = _compile_each(kernels, tgt, prepare, read)
     lang = GPU_LANGUAGES.get(kind, (kind, "." + kind, "text"))[0]
-    out, prelude = {}, ""
+    out, prelude, split = {}, "", {}
     for name in kernels:
         if name not in errors and not any(_is_binding(x) for x in _walk(scheduled[name].body)):
             errors[name] = f"{name} has no GPU thread bindings after dlight's schedules"
@@ -194,10 +208,14 @@ def _gpu_code(kernels: dict, tgt, kind: str) -> tuple[dict[str, KernelCode], str
                                 f"without CPU schedules (e.g. zero) for {kind}")
             out[name] = KernelCode(name, error=errors[name])
             continue
-        source = done.get(None) or done[name]
+        group = None if None in done else name
+        if group not in split:
+            source = done[group]
+            funcs = code_split.gpu_functions(source, kind)
+            split[group] = (source, funcs, code_split.gpu_kernel_parts(list(funcs), list(kernels)))
+        source, funcs, parts = split[group]
         prelude = prelude or code_split.gpu_prelude(source, kind)
-        funcs = code_split.gpu_functions(source, kind)
-        mine = code_split.gpu_kernel_parts(list(funcs), list(kernels))[name]
+        mine = parts[name]
         text = "\n".join(funcs[f] for f in mine)
         launches = launch_shapes(scheduled[name]) if name in scheduled else []
         for launch, func in zip(launches, mine):

@@ -116,9 +116,7 @@ class KernelCodeTab(QWidget):
             self.format.setCurrentIndex(formats.index(keep))
         self.format.blockSignals(False)
         kernel = (self.result.get("kernels") or {}).get(self.kernel) or {}
-        self.counts.setText(counts_text(self.result, kernel)
-                            + f"  ({self.result.get('seconds', 0):.2f} s for the step's "
-                              f"{len(self.result.get('kernels') or {})} kernels)")
+        self.counts.setText(counts_text(self.result, kernel) + f"  ({self.result.get('seconds', 0):.2f} s)")
         self.counts.setToolTip(str(self.result.get("target")))
         self._show_code()
 
