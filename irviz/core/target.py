@@ -12,13 +12,13 @@ target, so irviz keeps the friendly names and `-key=value` options and turns the
 from __future__ import annotations
 
 import functools
-import os
 import json
+import os
 import platform
 import sys
 from dataclasses import asdict, dataclass
 
-from irviz.core.errors import RequestError
+from irviz.core.errors import RequestError, tvm_error_text
 from irviz.core.tvm_compat import as_target, host_target
 
 # (feature LLVM names it by, ISA shown to the user, float32 lanes per vector register); first match wins
@@ -205,8 +205,6 @@ def target_spec(text: str | dict | None) -> tuple[str, dict]:
 def resolve_target(text: str | dict | None):
     """The tvm.target.Target for what the user typed (see :func:`target_spec`)."""
     import tvm
-
-    from irviz.core.errors import tvm_error_text
 
     name, spec = target_spec(text)
     if name == "host":

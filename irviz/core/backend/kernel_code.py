@@ -32,6 +32,10 @@ GPU_LANGUAGES = {"cuda": ("cuda", ".cu", "cuda"), "opencl": ("opencl", ".cl", "c
 LLVM_FORMATS = {"asm": ".s", "ll": ".ll"}
 
 
+def gpu_language(kind: str) -> tuple[str, str, str]:
+    return GPU_LANGUAGES.get(kind, (kind, "." + kind, "text"))
+
+
 @dataclass
 class KernelCode:
     name: str
@@ -60,14 +64,14 @@ class StepCode:
         return self.kind != "llvm"
 
     def formats(self) -> list[str]:
-        return list(LLVM_FORMATS) if not self.gpu else [GPU_LANGUAGES[self.kind][0]]
+        return list(LLVM_FORMATS) if not self.gpu else [gpu_language(self.kind)[0]]
 
     def suffix(self, fmt: str) -> str:
-        return LLVM_FORMATS.get(fmt) or GPU_LANGUAGES[self.kind][1]
+        return LLVM_FORMATS.get(fmt) or gpu_language(self.kind)[1]
 
     def lexer(self, fmt: str) -> str:
         """The pygments lexer for code of format `fmt`."""
-        return {"asm": "gas", "ll": "llvm"}.get(fmt) or GPU_LANGUAGES[self.kind][2]
+        return {"asm": "gas", "ll": "llvm"}.get(fmt) or gpu_language(self.kind)[2]
 
     def totals(self) -> dict:
         return total_counts([k.counts for k in self.kernels.values()])
@@ -124,16 +128,20 @@ def kernel_code(mod, target=None, only: str | None = None) -> StepCode:
 def _compile_each(kernels: dict, tgt, prepare, read) -> tuple[dict, dict]:
     """(read(compiled) per group, errors per kernel): all kernels at once; if that fails, one at a
     time so a kernel that does not lower for the target names itself and the others still show."""
+    def failed(name, exc) -> str:
+        return f"{name} does not compile for {tgt.kind.name}: {tvm_error_text(exc, head=12, tail=6)}"
+
     try:
         return {None: read(tvm.compile(prepare(tvm.IRModule(kernels)), target=tgt))}, {}
-    except Exception:  # find the kernel(s) that fail: one compile each below
-        pass
+    except Exception as exc:  # which kernel(s)? one compile each below
+        if len(kernels) == 1:
+            return {}, {name: failed(name, exc) for name in kernels}
     done, errors = {}, {}
     for name, func in kernels.items():
         try:
             done[name] = read(tvm.compile(prepare(tvm.IRModule({name: func})), target=tgt))
         except Exception as exc:
-            errors[name] = f"{name} does not compile for {tgt.kind.name}: {tvm_error_text(exc, head=12, tail=6)}"
+            errors[name] = failed(name, exc)
     return done, errors
 
 
@@ -192,7 +200,7 @@ def _gpu_code(kernels: dict, tgt, kind: str) -> tuple[dict[str, KernelCode], str
         return dev[0].inspect_source()
 
     done, errors = _compile_each(kernels, tgt, prepare, read)
-    lang = GPU_LANGUAGES.get(kind, (kind, "." + kind, "text"))[0]
+    lang = gpu_language(kind)[0]
     out, prelude, split = {}, "", {}
     for name in kernels:
         if name not in errors and not any(_is_binding(x) for x in _walk(scheduled[name].body)):
