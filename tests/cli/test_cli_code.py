@@ -39,6 +39,7 @@ def test_export_writes_each_kernels_cuda_source_and_counts(tmp_path):
         (path,) = k["files"]
         src = (tmp_path / path).read_text()
         assert path == f"code/cuda/{name}.cu" and "__global__ void __launch_bounds__" in src
+        assert src.count("__global__") == len(k["symbols"]) == 1  # its own, no other's declaration
         assert "#include" in src and "threadIdx" in src and k["launch"][0]["block"][0] > 1
     assert summary["steps"][-1]["code_totals"]["shared_bytes"] == sum(
         k["counts"]["shared_bytes"] for k in code["kernels"].values()) > 0

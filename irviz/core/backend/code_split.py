@@ -117,11 +117,15 @@ def gpu_functions(source: str, kind: str) -> dict[str, str]:
     return out
 
 
+_DECLARATION = re.compile(r'^(extern "C" __global__|__kernel void) [^{;]*;[ \t]*\n', re.M)
+
+
 def gpu_prelude(source: str, kind: str) -> str:
-    """The source before the first device function (includes, macros, declarations)."""
+    """The source before the first device function (includes, macros), without the declarations
+    of every device function (a kernel's file declares only what it defines)."""
     pattern = _GPU_HEAD.get(kind)
     m = pattern.search(source) if pattern is not None else None
-    return source[:m.start()] if m else ""
+    return _DECLARATION.sub("", source[:m.start()]) if m else ""
 
 
 def gpu_kernel_parts(device_funcs: list[str], kernels: list[str]) -> dict[str, list[str]]:
