@@ -46,6 +46,9 @@ def add_code_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", metavar="FMT", default=None,
                    help="with --kernel: asm (default) or ll for a CPU target; a GPU target has its "
                         "source only")
+    p.add_argument("--diff-target", metavar="T2",
+                   help="with --kernel: a unified diff of its code on --target against T2 (e.g. "
+                        "--target x86-avx2 --diff-target x86-avx512), counts of both above")
     p.add_argument("--json", metavar="PATH", help="write every kernel's counts as JSON ('-' = stdout)")
 
 
@@ -134,7 +137,33 @@ def run_code(args) -> int:
         print(f"irviz: no {fmt!r} code for target {code.target_name}; formats: {', '.join(k.code)}",
               file=sys.stderr)
         return 2
+    if args.diff_target:
+        return _print_diff(code, k, fmt, steps, index, args)
     print(f"# {k.name} on {code.target_name} {json.dumps(code.target)}, step {index} "
           f"({steps[index].pass_name})\n# {_counts_line(code, k)}")
     print(k.code[fmt])
+    return 0
+
+
+def _print_diff(code, k, fmt: str, steps, index: int, args) -> int:
+    """The kernel's code on --target against --diff-target: both counts, then a unified diff."""
+    import difflib
+
+    from irviz.core.backend.kernel_code import kernel_code
+
+    try:
+        other = kernel_code(steps[index].mod, args.diff_target, only=k.name)
+    except Exception as exc:
+        Failure(args.verbose).record("build", exc)
+        return 1
+    k2 = other.kernels[k.name]
+    if k2.error or fmt not in k2.code:
+        print(f"irviz: {k2.error or f'no {fmt!r} code for {other.target_name}'}", file=sys.stderr)
+        return 1
+    print(f"# {k.name}, step {index} ({steps[index].pass_name})\n"
+          f"# --- {code.target_name}: {_counts_line(code, k)}\n"
+          f"# +++ {other.target_name}: {_counts_line(other, k2)}")
+    sys.stdout.writelines(difflib.unified_diff(
+        k.code[fmt].splitlines(keepends=True), k2.code[fmt].splitlines(keepends=True),
+        fromfile=f"{k.name} {code.target_name}", tofile=f"{k.name} {other.target_name}", n=2))
     return 0

@@ -43,3 +43,14 @@ def test_export_writes_each_kernels_cuda_source_and_counts(tmp_path):
         assert "#include" in src and "threadIdx" in src and k["launch"][0]["block"][0] > 1
     assert summary["steps"][-1]["code_totals"]["shared_bytes"] == sum(
         k["counts"]["shared_bytes"] for k in code["kernels"].values()) > 0
+
+
+def test_code_diffs_one_kernel_between_two_targets(capsys):
+    assert main(["code", "sample:mlp", "--pipeline", "tir-cpu", "--kernel", "fused_matmul_add_relu",
+                 "--target", "x86-avx2", "--diff-target", "x86-avx512"]) == 0
+    out = capsys.readouterr().out
+    assert "# --- x86-avx2: " in out and "# +++ x86-avx512: " in out
+    removed = [ln for ln in out.splitlines() if ln.startswith("-  ")]
+    added = [ln for ln in out.splitlines() if ln.startswith("+  ")]
+    assert any("%ymm" in ln for ln in removed) and any(re.search(r"vfmadd\w+ps.*%zmm", ln) for ln in added)
+    assert not any("zmm" in ln for ln in removed)
