@@ -185,6 +185,9 @@ def test_counts_read_x86_and_arm_assembly():
     arm = "\tfmla\tv0.4s, v1.4s, v2.s[0]\n\tldr\tq3, [x1, #16]\n\tadd\tx0, x0, #4\n\tbl\ttanhf\n"
     c = asm_counts(arm)
     assert (c["instructions"], c["vector"], c["vector_fma"], c["calls"]) == (4, 2, 1, 1)
+    arm_runtime = ("\tadrp\tx24, :got:__TVMBackendAllocWorkspace\n"
+                   "\tldr\tx24, [x24, :got_lo12:__TVMBackendAllocWorkspace]\n\tldr\tx8, [x24]\n\tblr\tx8\n")
+    assert asm_counts(arm_runtime)["callees"] == {"TVMBackendAllocWorkspace": 1}
     assert gpu_counts("__shared__ alignas(64) float red[256];\n__syncthreads();\n")["shared_bytes"] == 1024
 
 

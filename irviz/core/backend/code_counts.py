@@ -28,6 +28,7 @@ _COMMENT = re.compile(r"(^|\s)#(\s|$).*|//.*")
 _X86_LOAD = re.compile(r"^([A-Za-z_][\w.$]*)(?:@GOTPCREL)?\(%rip\),\s*%(\w+)$")
 _ARM_LOAD = re.compile(r"^([xw]\d+),\s*\[[xw]\d+,\s*:got_lo12:([\w.$]+)\]$")
 _X86_DEREF = re.compile(r"^\(%(\w+)\),\s*%(\w+)$")
+_ARM_DEREF = re.compile(r"^([xw]\d+),\s*\[([xw]\d+)\]$")
 
 
 def _track(loaded: dict, mnemonic: str, operands: str) -> None:
@@ -43,6 +44,10 @@ def _track(loaded: dict, mnemonic: str, operands: str) -> None:
         m = _ARM_LOAD.match(operands)
         if m:
             loaded[m.group(1)] = m.group(2)
+            return
+        m = _ARM_DEREF.match(operands)
+        if m and m.group(2) in loaded:
+            loaded[m.group(1)] = loaded[m.group(2)]
 
 
 _CALL = re.compile(r"^(callq?|bl|blr)$")
