@@ -11,7 +11,7 @@ import os
 import sys
 import warnings
 
-from irviz import cli_bisect, cli_check, cli_compare, snapshot
+from irviz import cli_bisect, cli_check, cli_code, cli_compare, snapshot
 from irviz.cli_common import Subcommand
 from irviz.core.frontend.samples import list_samples
 
@@ -78,6 +78,8 @@ COMMANDS: dict[str, Subcommand] = {
                           cli_compare.run_compare),
     "query": Subcommand(cli_compare.QUERY_HELP, cli_compare.add_query_arguments, cli_compare.run_query),
     "bisect": Subcommand(cli_bisect.BISECT_HELP, cli_bisect.add_bisect_arguments, cli_bisect.run_bisect),
+    "code": Subcommand(cli_code.CODE_HELP, cli_code.add_code_arguments, cli_code.run_code),
+    "targets": Subcommand(cli_code.TARGETS_HELP, cli_code.add_targets_arguments, cli_code.run_targets),
     "samples": Subcommand("list sample models (use as sample:NAME)", _no_arguments, _run_samples),
     "passes": Subcommand("list passes (built-in, and a pass file's with --passes FILE)",
                          _add_passes_arguments, _run_passes),

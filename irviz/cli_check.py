@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from irviz.cli_common import Failure, add_model_arguments, finite, log_for, open_workspace, \
-    with_json_stdout, write_json
+from irviz.cli_common import Failure, add_model_arguments, add_target_argument, finite, log_for, \
+    open_workspace, with_json_stdout, write_json
 
 # irviz.core modules that load torch or TVM are imported inside the functions (see cli_common).
 
@@ -37,6 +37,7 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--latency", action="store_true",
                    help="build and time every step; report.html gets a latency-per-step chart")
     p.add_argument("--repeats", type=int, default=10, help="timed runs per step for --latency")
+    add_target_argument(p)
 
 
 def _check_alt_sizes(ws, args, failure: Failure, summary: dict, log) -> None:
@@ -240,5 +241,16 @@ def run_export(args) -> int:
     except Exception as exc:
         failure.record("export", exc)
         return 1
+    if args.target:
+        from irviz.core.export.kernel_files import write_kernel_code
+
+        try:
+            code = write_kernel_code(out, ws.session, args.target)
+        except Exception as exc:
+            failure.record("export", exc)
+            return 1
+        bad = [n for n, k in code["kernels"].items() if k["error"]]
+        print(f"wrote {len(code['kernels']) - len(bad)} kernels' code for {args.target} in {out}/{code['dir']}"
+              + (f"; not compiled: {', '.join(bad)}" if bad else ""))
     print(f"wrote {out}")
     return 0 if failure.stage is None else 1

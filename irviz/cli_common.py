@@ -122,7 +122,12 @@ def open_workspace(args, failure: Failure, log, other_pipelines=()):
         pipeline = passes.parse_pipeline(args.pipeline)
         for other in other_pipelines:
             passes.parse_pipeline(other)
-    except Exception as exc:  # an unknown pipeline is a usage error: stop before loading anything
+        if getattr(args, "target", None):
+            from irviz.core.target import resolve_target
+
+            resolve_target(args.target)
+            ws.target = args.target
+    except Exception as exc:  # an unknown pipeline or target is a usage error: stop before loading anything
         failure.record("pipeline", exc)
         return None
     try:
@@ -144,6 +149,13 @@ def open_workspace(args, failure: Failure, log, other_pipelines=()):
     except Exception as exc:
         failure.record("pipeline", exc)
     return ws
+
+
+def add_target_argument(sp: argparse.ArgumentParser, default: str | None = None) -> None:
+    sp.add_argument("--target", default=default, metavar="T",
+                    help="a target as `irviz targets` lists it (host, x86-avx2, aarch64, cuda "
+                         "-arch=sm_86, ...) or a TVM target as JSON; a CPU target is also the one "
+                         "the passes schedule for")
 
 
 def finite(x):

@@ -160,6 +160,15 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "+ `step`, `planned_by_step`", stage="build", section="build"),
     Command("latency_trace", (opt("steps", '"all"|[int]', "all"), opt("repeats", "int", 10)),
             '`{"trace": [entry], "torch_ms", "threads", "reference", "planned"}`', section="build"),
+    Command("kernel_code", (
+        _STEP, opt("target", "str|null", None, "a name `list_targets` gives, with -key=value options, "
+                                              "or a TVM target as JSON; default: the host"),
+        opt("kernel", "str|null", None, "only this kernel (compiled alone unless the step is "
+                                        "cached), with its code")),
+        '`{target_name, target, kind, seconds, totals, kernels: {name: {symbols, counts, launch, '
+        'error}}, formats, kernel, code: {format: text}|null, lexers: {format: pygments name}}`: '
+        'what each kernel of the step becomes on the target, cached per step and target',
+        stage="build", section="build"),
     Command("export", (req("out_dir", "str"), opt("steps", '"all"|[int]', "all")),
             '`{"path", "files": [...]}`', stage="export", section="build"),
     # -- compare, bisect, query
@@ -198,6 +207,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
                                "built-in is then listed as builtin:NAME)",
             section="catalogue"),
     Command("list_pipelines", (), "`[{name, description, passes: [{name, params}]}]`",
+            section="catalogue"),
+    Command("list_targets", (), "`[{name, description, target: {..}, unavailable: str|null}]`",
             section="catalogue"),
     Command("warm", (opt("spec", "str", "sample:mul_add"),),
             '`{"import_seconds", "open_seconds"}`: pays torch\'s and TVM\'s one-time costs, keeps '

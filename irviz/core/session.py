@@ -134,6 +134,10 @@ class Session:
             self._target = host_target()
         return self._target
 
+    @target.setter
+    def target(self, value) -> None:
+        self._target = value  # before any pass is applied: the steps do not follow a change
+
     @property
     def current(self) -> Step:
         return self.steps[self.cursor]

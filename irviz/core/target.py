@@ -4,14 +4,21 @@ the float32 vector width, read from the target's features rather than assumed.
     info = cpu_info()          # CpuInfo(model="AMD EPYC", target='{"kind":"llvm",...}',
                                #         mcpu="znver3", isa="AVX2", vector_lanes=8)
     vector_lanes(target)       # 16 with avx512f, 8 with avx/avx2, 4 with sse/neon
+
+and the targets a user names: `resolve_target("x86-avx2")`, `resolve_target("cuda -arch=sm_86")`,
+`resolve_target('{"kind": "llvm", "mcpu": "znver3"}')` (TVM 0.27 parses only the dict form of a
+target, so irviz keeps the friendly names and `-key=value` options and turns them into dicts).
 """
 from __future__ import annotations
 
 import functools
+import json
 import os
 import platform
+import sys
 from dataclasses import asdict, dataclass
 
+from irviz.core.errors import RequestError, tvm_error_text
 from irviz.core.tvm_compat import as_target, host_target
 
 # (feature LLVM names it by, ISA shown to the user, float32 lanes per vector register); first match wins
@@ -82,3 +89,141 @@ def cpu_info() -> CpuInfo:
     mcpu = str(tgt.attrs["mcpu"]) if "mcpu" in tgt.attrs else platform.machine()
     return CpuInfo(model=_model_name(), target=str(tgt), mcpu=mcpu, isa=isa, vector_lanes=lanes,
                    cores=os.cpu_count() or 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# targets by name
+
+
+@dataclass(frozen=True)
+class NamedTarget:
+    name: str
+    description: str
+    spec: dict | None  # the TVM target dict; None for the host (read from this machine)
+
+    def as_dict(self) -> dict:
+        return dict(self.spec) if self.spec is not None else host_target_dict()
+
+
+NAMED_TARGETS: dict[str, NamedTarget] = {t.name: t for t in (
+    NamedTarget("host", "this machine's CPU with all its features (the default)", None),
+    NamedTarget("x86-avx2", "x86-64 with AVX2 and FMA (Haswell)",
+                {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "haswell"}),
+    NamedTarget("x86-avx512", "x86-64 with AVX-512 (Skylake server)",
+                {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake-avx512"}),
+    NamedTarget("aarch64", "64-bit Arm with NEON (Cortex-A72), cross-compiled",
+                {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a72"}),
+    NamedTarget("cuda", "NVIDIA GPU: CUDA C (-arch=sm_XY picks the architecture)",
+                {"kind": "cuda", "arch": "sm_80"}),
+    NamedTarget("rocm", "AMD GPU (-mcpu=gfxNNN picks the architecture)", {"kind": "rocm", "mcpu": "gfx90a"}),
+    NamedTarget("metal", "Apple GPU: Metal shading language", {"kind": "metal"}),
+    NamedTarget("opencl", "OpenCL C", {"kind": "opencl"}),
+    NamedTarget("vulkan", "Vulkan: SPIR-V", {"kind": "vulkan"}),
+    NamedTarget("webgpu", "WebGPU: WGSL", {"kind": "webgpu"}),
+)}
+
+GPU_KINDS = ("cuda", "rocm", "metal", "opencl", "vulkan", "webgpu")
+
+
+def host_target_dict() -> dict:
+    return {k: v for k, v in json.loads(str(host_target())).items() if k in ("kind", "mtriple", "mcpu")}
+
+
+def _build_func_present(kind: str) -> bool:
+    import tvm_ffi
+
+    return tvm_ffi.get_global_func(f"target.build.{kind}", allow_missing=True) is not None
+
+
+def target_unavailable(spec: dict) -> str | None:
+    """Why this wheel cannot build for the target dict `spec` on this machine; None when it can."""
+    kind = spec.get("kind")
+    if not kind or not _build_func_present(kind):
+        return f"this TVM wheel has no {kind} code generator"
+    if kind == "llvm" and spec.get("mtriple"):
+        from tvm.target import codegen
+
+        arch = str(spec["mtriple"]).split("-", 1)[0]
+        if arch not in {str(a) for a in codegen.llvm_get_targets()}:
+            return f"this TVM's LLVM has no {arch} backend"
+    if kind == "metal" and sys.platform != "darwin":
+        return "Metal code generation crashes TVM 0.27 outside macOS"
+    if kind == "rocm" and not (os.environ.get("ROCM_PATH") or os.path.isdir("/opt/rocm")):
+        return "the ROCm toolkit (ROCM_PATH or /opt/rocm) is not installed here"
+    return None
+
+
+def available_targets() -> list[str]:
+    return [name for name, t in NAMED_TARGETS.items() if target_unavailable(t.as_dict()) is None]
+
+
+def _parse_options(words: list[str], text: str) -> dict:
+    out = {}
+    for w in words:
+        if not w.startswith("-") or "=" not in w:
+            raise RequestError(f"target {text!r}: {w!r} is not an option of the form -key=value",
+                               hint="e.g. 'cuda -arch=sm_86' or 'aarch64 -mcpu=cortex-a76'")
+        key, value = w.lstrip("-").split("=", 1)
+        out[key] = value
+    return out
+
+
+def target_spec(text: str | dict | None) -> tuple[str, dict]:
+    """(name shown to the user, TVM target dict) for a friendly name (with -key=value options), a
+    JSON object or a dict. Raises RequestError naming the targets this machine can build for."""
+    if text is None or text == "":
+        text = "host"
+    if isinstance(text, dict):
+        spec = dict(text)
+        name = spec.get("kind", "?")
+    elif text.lstrip().startswith("{"):
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise RequestError(f"target {text!r} is not valid JSON: {e}",
+                               hint='e.g. {"kind": "cuda", "arch": "sm_80"}') from e
+        if not isinstance(spec, dict):
+            raise RequestError(f"target {text!r} is not a JSON object", hint='e.g. {"kind": "llvm"}')
+        name = spec.get("kind", "?")
+    else:
+        first, *options = text.split()
+        if first not in NAMED_TARGETS:
+            raise RequestError(f"unknown target {first!r}",
+                               hint=f"targets available here: {', '.join(available_targets())}; "
+                                    'or a TVM target as JSON, e.g. {"kind": "llvm", "mcpu": "znver3"}')
+        spec = {**NAMED_TARGETS[first].as_dict(), **_parse_options(options, text)}
+        name = text.strip()
+    if "kind" not in spec:
+        raise RequestError(f"target {text!r} has no \"kind\"", hint='e.g. {"kind": "llvm"}')
+    why = target_unavailable(spec)
+    if why is not None:
+        raise RequestError(f"cannot build for target {name!r}: {why}",
+                           hint=f"targets available here: {', '.join(available_targets())}")
+    return name, spec
+
+
+def resolve_target(text: str | dict | None):
+    """The tvm.target.Target for what the user typed (see :func:`target_spec`)."""
+    import tvm
+
+    name, spec = target_spec(text)
+    if name == "host":
+        return host_target()  # today's default, features read from the device as before
+    try:
+        return tvm.target.Target(spec)
+    except Exception as e:  # TVM's own check of the attributes (an unknown -key, a bad value)
+        raise RequestError(f"TVM rejects target {name!r} {json.dumps(spec)}: {tvm_error_text(e)}",
+                           hint="see `irviz targets` for the targets and their attributes") from e
+
+
+def is_gpu(target) -> bool:
+    return str(as_target(target).kind.name) in GPU_KINDS
+
+
+def pass_target(text: str | None):
+    """The target passes run under when the user chose `text`: that CPU, or for a GPU target None
+    (the host: the CPU pipelines' rules and measurements stay as they are)."""
+    if text is None:
+        return None
+    tgt = resolve_target(text)
+    return None if is_gpu(tgt) else tgt

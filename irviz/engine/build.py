@@ -78,6 +78,19 @@ class BuildCommands:
                 "threads": next((e.get("threads") for e in trace if e.get("threads")), None),
                 "reference": self.ws.loaded is not None, "planned": len(self.ws.planned())}
 
+    def kernel_code(self, step=None, target=None, kernel=None) -> dict:
+        """What each kernel of a step becomes on `target` (irviz.core.backend.kernel_code)."""
+        from irviz.core.backend.kernel_code import kernel_code
+
+        st = self.ws.step_at(step)
+        self.progress(f"Compiling the kernels of step {st.index} for {target or 'host'}", 0.2)
+        code = kernel_code(st.mod, target, only=kernel)  # a kernel alone is quicker than the step
+        out = dict(code.as_dict(), step=st.index, formats=code.formats(), kernel=kernel, code=None,
+                   lexers={f: code.lexer(f) for f in code.formats()})
+        if kernel is not None:
+            out["code"] = dict(code.kernels[kernel].code)
+        return out
+
     def export(self, out_dir, steps="all") -> dict:
         sel = None if steps in (None, "all") else [int(i) for i in steps]
         path = os.fspath(self.ws.export(out_dir, steps=sel))

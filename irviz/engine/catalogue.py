@@ -31,6 +31,12 @@ class CatalogueCommands:
                  "passes": [protocol.invocation(i.name, i.params) for i in get_pipeline(name)]}
                 for name, (desc, _invs) in PIPELINES.items()]
 
+    def list_targets(self) -> list[dict]:
+        from irviz.core.target import NAMED_TARGETS, target_unavailable
+
+        return [{"name": n, "description": t.description, "target": t.as_dict(),
+                 "unavailable": target_unavailable(t.as_dict())} for n, t in NAMED_TARGETS.items()]
+
     def warm(self, spec="sample:mul_add") -> dict:
         """Pay the one-time costs in advance: the bridge's spare engine runs this so that a restart
         and replay is quick. Keeps nothing."""

@@ -57,7 +57,9 @@ PANES: list[PaneRow] = [
             Dock(3, "right", "fx")),
     PaneRow("tir", TirPane, "TensorIR",
             "Every prim_func at the current step with its signature and loop nest; the selected "
-            "one's TVMScript below.",
+            "one's TVMScript below, and in the Code tab what it becomes on a target (host, "
+            "x86-avx2, aarch64, cuda, … or a TVM target as JSON): its assembly or LLVM IR, or its "
+            "GPU source with grid and block, with instruction, vector-width, FMA and call counts.",
             Dock(4, "right", "relax")),
     PaneRow("pipeline", PipelinePane, "Pipeline",
             "Applied steps (pass, time in ms, whether it changed the module or only its attributes) "

@@ -39,6 +39,7 @@ __all__ = [
     "build",
     "default_build_progress",
     "kernel_bindings",
+    "lower",
 ]
 
 # tvm/relax/pipeline.py default_build_pipeline(), in order; the default_build pipeline of the pass
@@ -266,6 +267,27 @@ def build(mod, target=None) -> BuildResult:
             first_error = err
     message, detail = first_error
     raise BuildError(message, _build_hint(message), detail=detail)
+
+
+def lower(mod, target=None):
+    """The module `build` would hand to tvm.compile: default_build finished from wherever `mod` is,
+    under `target`, with no code generated. Its PrimFuncs are the kernels. Raises BuildError."""
+    if not isinstance(mod, tvm.IRModule):
+        raise BuildError(f"lower() needs a tvm.IRModule, got {type(mod).__name__}",
+                         "pass the module of a pipeline step (Session.module(i)).")
+    tgt = as_target(target)
+    _register_library_functions(mod)
+    start = default_build_progress(mod)
+    try:
+        return _lower(mod, tgt, start)[0]
+    except _PassFailed as pf:
+        if start > 0:  # as build(): the whole of default_build once more
+            try:
+                return _lower(mod, tgt, 0)[0]
+            except _PassFailed:
+                pass
+        message = f"default_build pass {pf.name} failed: {tvm_error_text(pf.exc)}"
+        raise BuildError(message, _build_hint(message), detail=traceback_text(pf.exc)) from pf.exc
 
 
 # ---------------------------------------------------------------------------------------------

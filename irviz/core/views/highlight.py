@@ -15,11 +15,26 @@ _LEXER_LOCK = threading.Lock()
 HTML_CLASS_PREFIX = "hl-"   # keeps pygments' short classes apart from the page's own
 
 
-def code_lexer():
+_OTHER_LEXERS: dict = {}
+
+
+def code_lexer(language: str = "python"):
     """TVMScript is Python syntax.  One lexer for every view: building one compiles its
-    regexes (~0.5 s), so only when first needed, and once even when two threads ask."""
+    regexes (~0.5 s), so only when first needed, and once even when two threads ask.
+    `language`: another pygments lexer by name, for the code a kernel becomes ("gas", "llvm",
+    "cuda", "c", "wgsl"); an unknown name gets plain text."""
     global _LEXER
     with _LEXER_LOCK:
+        if language != "python":
+            if language not in _OTHER_LEXERS:
+                from pygments.lexers import get_lexer_by_name
+                from pygments.util import ClassNotFound
+
+                try:
+                    _OTHER_LEXERS[language] = get_lexer_by_name(language)
+                except ClassNotFound:
+                    _OTHER_LEXERS[language] = get_lexer_by_name("text")
+            return _OTHER_LEXERS[language]
         if _LEXER is None:
             from pygments.lexers.python import PythonLexer
 

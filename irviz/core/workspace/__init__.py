@@ -88,6 +88,8 @@ class Workspace(Results):
         self.captured = None
         self.imported = None
         self.session = None
+        # the target chosen by name (`irviz targets`); a CPU one is also the passes' target
+        self.target: str | None = None
         self.converter_files: list[str] = []
         self.importer_maps: list[str] = []  # course map files of the open model (symbolic_trace)
         self.keep_params = False          # the open model keeps its weights as main's parameters
@@ -367,6 +369,10 @@ class Workspace(Results):
         self.importer_maps = []
         self.spec, self.importer = spec, importer
         self.loaded, self.captured, self.imported, self.session = loaded, captured, imported, session
+        if self.target is not None:  # lazy: the target module loads TVM
+            from irviz.core.target import pass_target
+
+            session.target = pass_target(self.target)
         self.import_error = None
         self.import_planned = []
         self.keep_params = False  # _import sets it once its session is in place
@@ -454,7 +460,7 @@ class Workspace(Results):
 
         self.need_session()
         applied, planned = self.applied(), self.planned()
-        session = Session(self.imported, self.captured)
+        session = Session(self.imported, self.captured, target=self.session.target)
         session.set_pipeline(applied + planned)
         session.cursor = len(session.steps) - 1  # past the learner's schedule steps, recorded already
         self.session = session

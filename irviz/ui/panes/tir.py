@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import QSplitter, QTreeWidget, QTreeWidgetItem, QVBoxLayout
+from PySide6.QtWidgets import QSplitter, QTabWidget, QTreeWidget, QTreeWidgetItem, QVBoxLayout
 
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, SearchBox, dim_label
+from irviz.ui.panes.kernel_code_tab import KernelCodeTab
 from irviz.ui.widgets.code_view import CodeView
 
 
@@ -47,9 +48,14 @@ class TirPane(Pane):
         self.tree.setAlternatingRowColors(True)
         self.tree.currentItemChanged.connect(self._item_changed)
         self.code = CodeView()
+        self.kernel_code = KernelCodeTab(self)  # what the selected kernel becomes on a target
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.code, "TensorIR")
+        self.tabs.addTab(self.kernel_code, "Code")
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.tree)
-        split.addWidget(self.code)
+        split.addWidget(self.tabs)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
         split.setSizes([260, 500])
@@ -83,6 +89,7 @@ class TirPane(Pane):
         self.text = None
         self.tree.clear()
         self.code.set_text("")
+        self.kernel_code.forget()
         self.say_no_model()
 
     def on_reply(self, purpose: str, result) -> None:
@@ -92,9 +99,13 @@ class TirPane(Pane):
         elif purpose == "text":
             self.text = (result or {}).get("text", "")
             self.code.set_text(self.text)
+        elif purpose == "code":
+            self.kernel_code.on_reply(result)
 
     def on_error(self, purpose: str, error: dict) -> None:
-        if purpose == "list":
+        if purpose == "code":
+            self.kernel_code.on_error(error)
+        elif purpose == "list":
             self.functions = []
             self.info.setText(f"TensorIR unavailable: {error.get('message', '')}")
         else:
@@ -170,6 +181,7 @@ class TirPane(Pane):
         self.selected = name
         self.text = None
         self.ask("text", "function_text", step=self.cursor_of(self.state), name=name)
+        self.kernel_code.show_kernel(self.cursor_of(self.state), name)
 
     def _item_changed(self, item, _prev) -> None:
         if item is None:
@@ -199,6 +211,7 @@ class TirPane(Pane):
     def restyle(self) -> None:
         """The linked rows carry the old theme's highlight."""
         self.code.restyle()
+        self.kernel_code.code.restyle()
         self._paint_linked()
 
     def linked_ids(self) -> list[str]:

@@ -48,8 +48,8 @@ def _formats_for_style(style_name: str) -> dict:
 class _LexState:
     """Where an incremental lex of one text stands: the token stream and the lines so far."""
 
-    def __init__(self, text: str, styled: frozenset):
-        self.tokens = iter(code_lexer().get_tokens(text))
+    def __init__(self, text: str, styled: frozenset, language: str = "python"):
+        self.tokens = iter(code_lexer(language).get_tokens(text))
         self.styled = styled
         self.effective: dict = {}
         self.lines: list[list] = [[]]
@@ -104,14 +104,14 @@ class _Highlighter(QSyntaxHighlighter):
         self._state: _LexState | None = None
         self._styled_upto = 0
 
-    def relex(self, text: str, style_name: str) -> None:
+    def relex(self, text: str, style_name: str, language: str = "python") -> None:
         self.lines = []
         self._state = None
         if not text:
             idle_work().cancel(self)
             return
         self.formats = _formats_for_style(style_name)
-        self._state = _LexState(text, frozenset(self.formats))
+        self._state = _LexState(text, frozenset(self.formats), language)
         self._styled_upto = 0
         idle_work().submit(self, self._work(self._state))
 
@@ -178,19 +178,24 @@ class CodeView(QPlainTextEdit):
         self._matches: list[QTextEdit.ExtraSelection] = []
         self._base_extra: list[QTextEdit.ExtraSelection] = []  # subclasses: row backgrounds
         self._line_labels: list[str] | None = None  # custom gutter labels (diff view)
+        self.language = "python"  # the pygments lexer of the text (TVMScript is Python)
         self.blockCountChanged.connect(self._update_margin)
         self.updateRequest.connect(self._update_numbers)
         self._update_margin()
 
     # -- content -----------------------------------------------------------------------------
-    def set_text(self, text: str) -> None:
+    def set_text(self, text: str, language: str | None = None) -> None:
+        """`language`: a pygments lexer name for what follows (default: as before, TVMScript)."""
+        if language is not None and language != self.language:
+            self.language = language
+            self.setPlainText("")  # the same text in another language must be lexed again
         if text == self.toPlainText():
             return
         self._highlighted = []
         self._matches = []
         self._hl.relex("", "")    # the old text's formats must not be applied to the new lines
         self.setPlainText(text)
-        self._hl.relex(text, themes.colors().pygments_style)
+        self._hl.relex(text, themes.colors().pygments_style, self.language)
         self._refresh_extra()
 
     def text(self) -> str:
@@ -200,7 +205,7 @@ class CodeView(QPlainTextEdit):
         if self.document().isEmpty():
             self._numbers.update()
             return
-        self._hl.relex(self.toPlainText(), themes.colors().pygments_style)
+        self._hl.relex(self.toPlainText(), themes.colors().pygments_style, self.language)
         self._refresh_extra()
         self._numbers.update()
 

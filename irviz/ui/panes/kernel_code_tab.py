@@ -1,0 +1,135 @@
+"""The Code tab under TensorIR: what the selected kernel becomes on a target — its assembly or LLVM
+IR for a CPU, its GPU source with the launch shape for a GPU — with its counts, coloured and
+searchable. Asked of the engine (`kernel_code`) only while the tab is shown."""
+from __future__ import annotations
+
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from irviz.ui.panes.base import SearchBox, dim_label
+from irviz.ui.widgets.code_view import CodeView
+
+# the names `irviz targets` lists that this wheel usually builds for; any other name or a TVM
+# target as JSON can be typed in, and the engine says which it cannot build for
+TARGET_NAMES = ("host", "x86-avx2", "x86-avx512", "aarch64", "cuda", "opencl", "webgpu")
+FORMAT_TITLES = {"asm": "Assembly", "ll": "LLVM IR", "cuda": "CUDA C", "opencl": "OpenCL C",
+                 "wgsl": "WGSL", "metal": "Metal"}
+
+
+def _widths(bits: dict) -> str:
+    def key(kv):
+        return -int(kv[0]) if str(kv[0]).isdigit() else 0
+
+    return ", ".join(f"{n}×{b}-bit" if str(b).isdigit() else f"{n}×{b}" for b, n in sorted(bits.items(), key=key))
+
+
+def counts_text(result: dict, kernel: dict) -> str:
+    """One line of what the kernel's code does, for the tab's header."""
+    if kernel.get("error"):
+        return f"Not compiled: {kernel['error']}"
+    c = kernel.get("counts") or {}
+    if result.get("kind") != "llvm":
+        shapes = "; ".join(f"grid {'×'.join(map(str, launch['grid']))}, block "
+                           f"{'×'.join(map(str, launch['block']))}" for launch in kernel.get("launch") or [])
+        return f"{shapes or 'no launch'} · {c.get('shared_bytes', 0)} B shared · {c.get('barriers', 0)} barriers"
+    calls = ", ".join(f"{f}×{n}" for f, n in list((c.get("callees") or {}).items())[:4])
+    vec = _widths(c.get("vector_bits") or {})
+    return (f"{c.get('instructions', 0)} instructions · {c.get('vector', 0)} vector"
+            + (f" ({vec})" if vec else "") + f" · {c.get('fma', 0)} FMA ({c.get('vector_fma', 0)} vector)"
+            + f" · {c.get('calls', 0)} calls out" + (f": {calls}" if calls else ""))
+
+
+class KernelCodeTab(QWidget):
+    def __init__(self, pane, parent=None):
+        super().__init__(parent)
+        self.pane = pane  # asks the engine for us; its on_reply hands "code" replies back
+        self.step: int | None = None
+        self.kernel: str | None = None
+        self.result: dict | None = None
+        self._asked = None
+
+        self.target = QComboBox()
+        self.target.setEditable(True)
+        self.target.addItems(TARGET_NAMES)
+        self.target.setToolTip("A target by name (`irviz targets`), e.g. 'cuda -arch=sm_86', or a TVM "
+                               "target as JSON; Enter compiles for it")
+        self.target.activated.connect(lambda _i: self.refresh())
+        self.target.lineEdit().returnPressed.connect(self.refresh)
+        self.format = QComboBox()
+        self.format.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.format.currentIndexChanged.connect(lambda _i: self._show_code())
+        self.search = SearchBox("Search the code…")
+        self.search.textChanged.connect(lambda t: self.code.find_text(t))
+        self.search.returnPressed.connect(lambda: self.code.find_text(self.search.text()))
+        self.counts = dim_label("Select a kernel")
+        self.counts.setWordWrap(True)
+        self.code = CodeView()
+
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel("Target"))
+        row.addWidget(self.target, 1)
+        row.addWidget(self.format)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 2, 0, 0)
+        lay.setSpacing(3)
+        lay.addLayout(row)
+        lay.addWidget(self.search)
+        lay.addWidget(self.counts)
+        lay.addWidget(self.code, 1)
+
+    def target_text(self) -> str:
+        return self.target.currentText().strip() or "host"
+
+    def show_kernel(self, step: int | None, kernel: str | None) -> None:
+        self.step, self.kernel = step, kernel
+        if self.isVisible():
+            self.refresh()
+
+    def showEvent(self, event) -> None:  # Qt name
+        super().showEvent(event)
+        self.refresh()
+
+    def refresh(self) -> None:
+        if self.kernel is None or self.step is None:
+            return
+        key = (self.step, self.kernel, self.target_text())
+        if key == self._asked:
+            return
+        self._asked = key
+        self.counts.setText(f"Compiling the kernels of step {self.step} for {self.target_text()}…")
+        self.pane.ask("code", "kernel_code", step=self.step, target=self.target_text(), kernel=self.kernel)
+
+    def forget(self) -> None:
+        self._asked = None
+        self.result = None
+        self.code.set_text("")
+
+    def on_reply(self, result: dict) -> None:
+        self.result = result or {}
+        formats = list(self.result.get("formats") or [])
+        keep = self.format.currentData()
+        self.format.blockSignals(True)
+        self.format.clear()
+        for f in formats:
+            self.format.addItem(FORMAT_TITLES.get(f, f), f)
+        if keep in formats:
+            self.format.setCurrentIndex(formats.index(keep))
+        self.format.blockSignals(False)
+        kernel = (self.result.get("kernels") or {}).get(self.kernel) or {}
+        self.counts.setText(counts_text(self.result, kernel) + f"  ({self.result.get('seconds', 0):.2f} s)")
+        self.counts.setToolTip(str(self.result.get("target")))
+        self._show_code()
+
+    def on_error(self, error: dict) -> None:
+        self.result = None
+        self._asked = None  # asking again may work (another target, a restarted engine)
+        self.counts.setText(f"Not compiled: {error.get('message', 'failed')}")
+        self.code.set_text("")
+
+    def _show_code(self) -> None:
+        code = (self.result or {}).get("code") or {}
+        fmt = self.format.currentData()
+        lexer = ((self.result or {}).get("lexers") or {}).get(fmt, "text")
+        self.code.set_text(code.get(fmt, ""), language=lexer)
+        if self.search.text():
+            self.code.find_text(self.search.text())
