@@ -11,6 +11,7 @@ inputs go to TVM's own converter. TVM's installed files are never patched.
   operands, then emits ``R.concat`` as TVM would (or the only operand left, unchanged).
 * ``arange`` with a negative step, ``unfold``, ``split_with_sizes`` with run-time sizes, ``amax`` /
   ``amin``, unsorted ``topk`` and ``scatter_reduce``: ``irviz.core.frontend.model_op_converters``.
+* ``add`` / ``sub`` / ``mul`` of a run-time size with a fixed one: ``model_op_converters``.
 * complex tensors (``polar``, ``view_as_complex`` / ``view_as_real``, complex ``mul``, the FFT):
   float pairs, ``irviz.core.frontend.complex_converters``.
 * ``index.Tensor``: torch's advanced indexing (negative indices, bool masks, index tensors that
@@ -298,6 +299,8 @@ def convert_elu(node, importer):
         relax.op.where(relax.op.greater(x, c(0.0)), positive, negative))
 
 
+_complex_mul = cx.make_complex_aware("mul.Tensor", _tvm_converter)
+
 BUILTIN_CONVERTERS: dict[str, Callable] = {
     "elu.default": convert_elu,
     "full.default": _make_nonfinite_full("full.default", like=False),
@@ -327,6 +330,10 @@ BUILTIN_CONVERTERS: dict[str, Callable] = {
     "_fft_c2c.default": cx.convert_fft_c2c,
     "_fft_r2c.default": cx.convert_fft_r2c,
     **{key: cx.make_complex_aware(key, _tvm_converter)
-       for key in ("mul.Tensor", "unsqueeze.default", "_to_copy.default")},
+       for key in ("unsqueeze.default", "_to_copy.default")},
+    "mul.Tensor": lambda node, imp: model_ops.align_broadcast_operands(
+        node, imp, lambda n: _complex_mul(n, imp)),
+    **{key: (lambda k: lambda node, imp: model_ops.align_broadcast_operands(
+        node, imp, _tvm_converter(imp, k)))(key) for key in ("add.Tensor", "sub.Tensor")},
     **{f"{name}.default": _make_float_function(f"{name}.default") for name in FLOAT_FUNCTIONS},
 }

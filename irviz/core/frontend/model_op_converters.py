@@ -9,6 +9,11 @@
 * ``split_with_sizes.default`` with sizes known only at run time (JetMoE splits tokens by expert
   counts, ``x.split(counts.tolist())``): TVM adds the fx nodes as if they were ints.  The converter
   slices at the running sums of the symbolic sizes.
+* ``add`` / ``sub`` / ``mul`` of a tensor whose size is a run-time sum with one of a fixed size
+  (JetMoE multiplies the re-concatenated expert outputs, ``(u0 + u1 + u2 + u3, d)``, by gates
+  ``(32, 1)``): Relax cannot prove the sizes equal and gives the result an unknown shape, which
+  FoldConstant's ``emit_te`` rejects.  torch broadcasts only equal sizes here, so the converter
+  casts the operand to the fixed size first (a ``match_cast``, checked when the model runs).
 * ``amax`` / ``amin`` (Reformer's ``logsumexp``; no TVM converter): ``max`` / ``min`` over the dims.
 * ``topk`` with ``sorted=False`` (mixture-of-experts routers: GLM-4-MoE, Nemotron-H): TVM accepts
   sorted output only.  torch leaves the order of unsorted output unspecified, so sorted output is
@@ -109,6 +114,40 @@ def convert_split_with_sizes(node, importer, tvm_converter):
         outs.append(bb.match_cast(part, relax.TensorType(want, _dtype(x))))
         offset = offset + s
     return bb.emit(relax.Tuple(outs))
+
+
+def align_broadcast_operands(node, importer, convert):
+    """convert(node) with symbolic sizes that meet a fixed size > 1 cast to it (module docstring)."""
+    from tvm import relax
+
+    fx_args = [a for a in node.args[:2] if hasattr(a, "meta")]
+    shapes = {a: _shape(importer.env[a]) for a in fx_args}
+    if len(fx_args) < 2 or any(s is None for s in shapes.values()):
+        return convert(node)
+    a, b = fx_args
+    saved = {}
+    for this, other in ((a, b), (b, a)):
+        mine, theirs = shapes[this], shapes[other]
+        want = list(mine)
+        for i in range(1, min(len(mine), len(theirs)) + 1):
+            fixed = _static(theirs[-i])
+            if _static(mine[-i]) is None and fixed is not None and fixed > 1:
+                want[-i] = fixed
+        if want != list(mine):
+            saved[this] = importer.env[this]
+            importer.env[this] = importer.block_builder.match_cast(
+                saved[this], relax.TensorType(want, _dtype(saved[this])))
+    try:
+        return convert(node)
+    finally:
+        importer.env.update(saved)
+
+
+def _static(dim):
+    try:
+        return int(dim)
+    except (TypeError, ValueError):
+        return None
 
 
 def _make_extremum(op_name: str):
