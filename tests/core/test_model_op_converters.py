@@ -243,3 +243,19 @@ def test_tiny_convbert_and_xmod_match_torch():
                       languages=["en_XX"], default_language="en_XX", **small))):
         r = _check(model, hf.token_ids(64, seq=16))
         assert r.allclose and r.max_abs_error < 1e-4, type(model.model).__name__
+
+
+def test_user_converter_takes_over_a_complex_op():
+    """The user's converter for an op irviz refuses on complex tensors is used."""
+    loaded = LoadedModel(module=InverseFFT(), example_inputs=(torch.randn(2, 8),), spec="m", name="m")
+    seen = []
+
+    def mine(node, imp):
+        from tvm import relax
+
+        seen.append(node.name)
+        z = imp.env[node.args[0]]
+        return imp.block_builder.emit(relax.op.zeros((2, 8), str(z.ty.dtype)))
+
+    import_model(capture(loaded), custom_convert_map={"aten._fft_c2r.default": mine})
+    assert seen == ["_fft_c2r"]

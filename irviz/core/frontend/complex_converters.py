@@ -34,10 +34,12 @@ def _key(node) -> str:
     return t if isinstance(t, str) else getattr(t, "__name__", str(t))
 
 
-def unsupported_complex_node(nodes):
-    """(node, reason) for the first node irviz cannot import because of complex tensors, else None."""
+def unsupported_complex_node(nodes, user_keys=()):
+    """(node, reason) for the first node irviz cannot import because of complex tensors, else None.
+
+    Ops in `user_keys` (the user's own converters) are the user's to handle."""
     for n in nodes:
-        if n.op != "call_function":
+        if n.op != "call_function" or _key(n) in user_keys:
             continue
         key = _key(n)
         inputs = [a for a in list(n.args) + list(n.kwargs.values()) if hasattr(a, "meta")]

@@ -175,7 +175,7 @@ def _import_exported_program(captured, custom_convert_map, keep_params=False) ->
 
     # 1. ops irviz cannot express (complex tensors beyond the few it carries as float pairs), then
     #    ops without a converter: name the first one (TVM would assert with a bare list).
-    complex_stop = unsupported_complex_node(nodes)
+    complex_stop = unsupported_complex_node(nodes, set(user))
     if complex_stop is not None:
         node, reason = complex_stop
         raise IRImportError(
