@@ -9,10 +9,13 @@ inputs go to TVM's own converter. TVM's installed files are never patched.
   4-D keys/values onto it).  Relax's ``concat`` requires operands of equal rank and rejects it
   ("Concat expects all input tensors to have same ndim").  The converter drops those empty 1-D
   operands, then emits ``R.concat`` as TVM would (or the only operand left, unchanged).
-* ``index.Tensor``: torch counts a negative index from the end of its dimension (Falcon's
-  multi-query attention takes ``qkv[..., [-2], :]``); TVM's ``take`` / ``index_tensor`` read memory
-  before the tensor instead, which gives garbage, not an error.  The converter adds the
-  dimension's size to negative indices.
+* ``arange`` with a negative step, ``unfold``, ``split_with_sizes`` with run-time sizes, ``amax`` /
+  ``amin``, unsorted ``topk`` and ``scatter_reduce``: ``irviz.core.frontend.model_op_converters``.
+* ``add`` / ``sub`` / ``mul`` of a run-time size with a fixed one: ``model_op_converters``.
+* complex tensors (``polar``, ``view_as_complex`` / ``view_as_real``, complex ``mul``, the FFT):
+  float pairs, ``irviz.core.frontend.complex_converters``.
+* ``index.Tensor``: torch's advanced indexing (negative indices, bool masks, index tensors that
+  broadcast around sliced axes): ``irviz.core.frontend.index_converter``.
 * ``cumsum.default`` / ``cumprod.default``: computed in torch's result dtype (bool and int inputs
   promote to int64; transformers builds position ids with ``mask.cumsum(-1)``).  TVM keeps the
   input dtype, and a bool cumsum fails in LLVM codegen ("MatchesCode(kDLFloat)") at build time.
@@ -44,6 +47,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from irviz.core.frontend.index_converter import convert_index_put as _index_put
+from irviz.core.frontend.index_converter import convert_index_tensor
+from irviz.core.frontend import complex_converters as cx
+from irviz.core.frontend import model_op_converters as model_ops
+
 
 def _tvm_converter(importer, key: str):
     """TVM's own converter for `key` (the custom map replaced it in importer.convert_map)."""
@@ -61,7 +69,7 @@ def _fx_shape(arg):
         return None
     try:
         return tuple(int(d) for d in shape)
-    except (TypeError, ValueError):  # symbolic dims
+    except Exception:  # symbolic dims (data-dependent ones raise torch's GuardOnDataDependentSymNode)
         return tuple(shape)
 
 
@@ -84,7 +92,8 @@ def _is_empty_1d(fx_arg, relax_value) -> bool:
     shape = _fx_shape(fx_arg)
     if shape is None:
         shape = _relax_shape(relax_value)
-    return shape == (0,)
+    # compare ints only: a symbolic torch dim would raise GuardOnDataDependentSymNode
+    return shape is not None and len(shape) == 1 and isinstance(shape[0], int) and shape[0] == 0
 
 
 def convert_cat(node, importer):
@@ -140,52 +149,6 @@ def _make_scan(op_name: str):
 
 convert_cumsum = _make_scan("cumsum")
 convert_cumprod = _make_scan("cumprod")
-
-
-def _known_nonnegative(value) -> bool:
-    # lazy: the workspace imports the converters, and importing TVM (which loads torch) there costs seconds
-    from irviz.core.tvm_compat import GenericConst
-
-    if isinstance(value, GenericConst):
-        try:
-            return bool((value.data.numpy() >= 0).all())
-        except Exception:  # unknown: fix it up to be safe
-            return False
-    return False
-
-
-def convert_index_tensor(node, importer):
-    """aten.index.Tensor with negative indices counted from the end, as torch does."""
-    from tvm import relax
-
-    bb = importer.block_builder
-    data = importer.env[node.args[0]]
-    ty = getattr(data, "ty", None) or getattr(data, "struct_info", None)
-    shape = getattr(getattr(ty, "shape", None), "values", None)
-    axes_of: dict = {}
-    for axis, idx in enumerate(node.args[1]):
-        if idx is not None:
-            axes_of.setdefault(idx, []).append(axis)
-    saved = {}
-    for idx, axes in axes_of.items():
-        value = importer.env[idx]
-        dtype = _relax_dtype(value) or ""
-        if not dtype.startswith("int") or _known_nonnegative(value) or shape is None:
-            continue
-        if len({str(shape[a]) for a in axes}) != 1:
-            continue  # one index tensor used for axes of different sizes: no single fix-up
-        try:
-            size = relax.const(int(shape[axes[0]]), dtype)
-        except TypeError:  # a symbolic dimension: read it from the shape at run time
-            dims = bb.emit(relax.op.shape_to_tensor(relax.op.shape_of(data)))
-            size = relax.op.astype(relax.op.take(dims, relax.const(axes[0], "int64"), axis=0), dtype)
-        saved[idx] = value
-        importer.env[idx] = bb.emit(relax.op.where(relax.op.less(value, relax.const(0, dtype)),
-                                                   relax.op.add(value, size), value))
-    try:
-        return _tvm_converter(importer, "index.Tensor")(node)
-    finally:
-        importer.env.update(saved)   # other users of the index tensors see them as they were
 
 
 # torch computes these in floating point whatever the input's dtype
@@ -336,6 +299,8 @@ def convert_elu(node, importer):
         relax.op.where(relax.op.greater(x, c(0.0)), positive, negative))
 
 
+_complex_mul = cx.make_complex_aware("mul.Tensor", _tvm_converter)
+
 BUILTIN_CONVERTERS: dict[str, Callable] = {
     "elu.default": convert_elu,
     "full.default": _make_nonfinite_full("full.default", like=False),
@@ -343,10 +308,32 @@ BUILTIN_CONVERTERS: dict[str, Callable] = {
     "fill.Scalar": _make_nonfinite_full("fill.Scalar", like=True),
     "cat.default": convert_cat,
     "index.Tensor": convert_index_tensor,
+    **{key: (lambda k: lambda node, imp: _index_put(node, imp, _tvm_converter(imp, k)))(key)
+       for key in ("index_put.default", "index_put_.default")},
     "cumsum.default": convert_cumsum,
     "cumprod.default": convert_cumprod,
     "histc.default": convert_histc,
     **{key: convert_div for key in ("div.Tensor", "div.Tensor_mode", "div.Scalar", "div.Scalar_mode")},
     "grouped_mm_fallback.default": convert_grouped_mm_fallback,
+    "arange.start_step": lambda node, imp: model_ops.convert_arange_start_step(
+        node, imp, _tvm_converter(imp, "arange.start_step")),
+    "unfold.default": model_ops.convert_unfold,
+    "split_with_sizes.default": lambda node, imp: model_ops.convert_split_with_sizes(
+        node, imp, _tvm_converter(imp, "split_with_sizes.default")),
+    "amax.default": model_ops.convert_amax,
+    "amin.default": model_ops.convert_amin,
+    "topk.default": model_ops.convert_topk,
+    "scatter_reduce.two": model_ops.convert_scatter_reduce,
+    "polar.default": cx.convert_polar,
+    "view_as_complex.default": cx.convert_view_as,
+    "view_as_real.default": cx.convert_view_as,
+    "_fft_c2c.default": cx.convert_fft_c2c,
+    "_fft_r2c.default": cx.convert_fft_r2c,
+    **{key: cx.make_complex_aware(key, _tvm_converter)
+       for key in ("unsqueeze.default", "_to_copy.default")},
+    "mul.Tensor": lambda node, imp: model_ops.align_broadcast_operands(
+        node, imp, lambda n: _complex_mul(n, imp)),
+    **{key: (lambda k: lambda node, imp: model_ops.align_broadcast_operands(
+        node, imp, _tvm_converter(imp, k)))(key) for key in ("add.Tensor", "sub.Tensor")},
     **{f"{name}.default": _make_float_function(f"{name}.default") for name in FLOAT_FUNCTIONS},
 }

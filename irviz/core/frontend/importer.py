@@ -27,6 +27,7 @@ from irviz.core.frontend.converters import (
     converter_error_location,
     normalize_key,
 )
+from irviz.core.frontend.complex_converters import unsupported_complex_node
 from irviz.core.frontend.course_fx import import_fx
 from irviz.core.frontend.course_importer import import_course
 from irviz.core.frontend.imported import (
@@ -190,7 +191,18 @@ def _import_exported_program(captured, custom_convert_map, keep_params=False) ->
     imp = _make_importer_class()()
     nodes = list(ep.graph.nodes)
 
-    # 1. ops without a converter: name the first one (TVM would assert with a bare list).
+    # 1. ops irviz cannot express (complex tensors beyond the few it carries as float pairs), then
+    #    ops without a converter: name the first one (TVM would assert with a bare list).
+    complex_stop = unsupported_complex_node(nodes, set(user))
+    if complex_stop is not None:
+        node, reason = complex_stop
+        raise IRImportError(
+            node_message(captured, node, reason),
+            hint="change the model to keep this computation in real tensors (e.g. cos/sin instead "
+                 "of complex rotation), or supply a converter with --converters FILE",
+            node=node.name,
+            op=op_name(node),
+        )
     known = set(imp.convert_map) | set(custom)
     missing = [n for n in nodes if n.op == "call_function" and _target_key(n) not in known]
     if missing:
