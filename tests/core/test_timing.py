@@ -88,6 +88,9 @@ def test_another_process_on_the_cores_is_seen_while_timing():
         spinner.wait()
     cores = os.cpu_count() or 1
     assert busy.others is not None and busy.others >= 0.8 / cores
+    if quiet.others > 1 - 0.8 / cores:
+        pytest.skip(f"the cores were already {quiet.others:.0%} taken before the spinner started: "
+                    "no room left to see it")
     assert busy.others > quiet.others
 
 
