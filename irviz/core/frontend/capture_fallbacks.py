@@ -27,7 +27,6 @@ import inspect
 import linecache
 import re
 import sys
-import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -50,7 +49,6 @@ def fall_back(loaded, export_error: CaptureError, cause: BaseException, user_fil
     reads its graph (capture.py's own tail); symbolic_trace(loaded) is capture.py's other capture.
     """
     tried = [("torch.export (non-strict)", _why_export_failed(loaded, export_error, cause, user_files))]
-    t0 = time.perf_counter()
     try:
         ep, assumed = _export_with_eager_values(loaded)
         captured = finish(ep, _strip_assertions)
@@ -58,12 +56,10 @@ def fall_back(loaded, export_error: CaptureError, cause: BaseException, user_fil
     except Exception as e:
         tried.append(("torch.export with eager branch values", _short(e)))
     else:
-        captured.seconds = time.perf_counter() - t0
         captured.fallback = "torch.export with eager branch values"
         captured.notes = (_used(tried, captured.fallback),
                           *(f"assumed {a}" for a in assumed))
         return captured
-    t0 = time.perf_counter()
     try:
         ep, assumed = _draft_export(loaded, user_files)
         captured = finish(ep, _strip_assertions)
@@ -71,7 +67,6 @@ def fall_back(loaded, export_error: CaptureError, cause: BaseException, user_fil
     except Exception as e:
         tried.append(("draft export", _short(e)))
     else:
-        captured.seconds = time.perf_counter() - t0
         captured.fallback = "draft export"
         captured.notes = (_used(tried, "draft export"),
                           *(f"draft export assumed {a}" for a in assumed))
