@@ -79,7 +79,7 @@ def _input(name: str, cfg, model):
     import torch
 
     g = torch.Generator().manual_seed(0)
-    if name == "input_ids":
+    if name in ("input_ids", "decoder_input_ids"):
         vocab = getattr(cfg, "vocab_size", None) or getattr(getattr(cfg, "text_config", None), "vocab_size", 256)
         return torch.randint(3, min(int(vocab), 256), (1, SEQ), generator=g)
     if name == "pixel_values":
@@ -115,6 +115,8 @@ def build_case(model_type: str):
     main = getattr(model, "main_input_name", "input_ids")
     tries = [[main]] if main in INPUTS else []
     tries.append([n for n in INPUTS if n in params])
+    if "decoder_input_ids" in params and "input_ids" in params:  # encoder-decoder: both token ids
+        tries.append(["input_ids", "decoder_input_ids"])
     last = None
     for names in tries:
         if not names:
@@ -251,7 +253,8 @@ def run_type(model_type: str, timeout: float, keep: Path | None) -> dict:
             else:
                 row["irviz"] = {"status": "FAIL", "stage": s.get("failed_stage"),
                                 "reason": _first_line(s.get("error") or "")}
-            notes = s.get("capture_notes") or []
+            notes = s.get("capture_notes") or [  # no session (a later stage failed): the log's
+                ln[9:] for ln in p.stdout.splitlines() if ln.startswith("note     captured with")]
             if notes:  # "captured with X (...)": the fallback that captured it
                 row["irviz"]["capture"] = notes[0].split(" (")[0]
         if keep is not None:
@@ -293,9 +296,11 @@ def tables(rows: list[dict]) -> str:
 
 def _cell(v: dict) -> str:
     status = v.get("status", "?")
+    how = f" ({v['capture']})" if v.get("capture") else ""  # a capture fallback's name
     if status == "PASS":
-        return "pass" + (f" ({v['capture']})" if v.get("capture") else "")
-    text = f"{status.lower()} at {v['stage']}: {v['reason']}" if v.get("stage") else f"{status.lower()}: {v.get('reason')}"
+        return "pass" + how
+    at = f" at {v['stage']}" if v.get("stage") else ""
+    text = f"{status.lower()}{at}{how}: {v.get('reason')}"
     return text.replace("|", "\\|")
 
 
