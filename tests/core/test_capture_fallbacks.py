@@ -14,6 +14,7 @@ from irviz.core import passes
 from irviz.core.backend.build import build
 from irviz.core.backend.run import run_and_compare
 from irviz.core.errors import CaptureError
+from irviz.core.frontend import hf
 from irviz.core.frontend.capture import capture
 from irviz.core.frontend.importer import import_model
 from irviz.core.frontend.model_file import LoadedModel
@@ -140,3 +141,25 @@ def test_check_says_which_fallback_was_used(tmp_path):
     assert "at branchy.py:6 `if x.sum() > 0:` in Branchy" in out
     assert "note     assumed `if x.sum() > 0:` is True at branchy.py:6 in Branchy" in out
     assert out.splitlines()[-1] == "OK"
+
+
+@pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
+def test_longformer_is_captured_with_its_global_attention_branch_as_in_eager():
+    """torch.export alone stops at `if is_global_attn:` (GuardOnDataDependentSymNode)."""
+    import transformers
+
+    cfg = transformers.LongformerConfig(vocab_size=128, hidden_size=32, num_hidden_layers=1,
+                                        num_attention_heads=4, intermediate_size=64,
+                                        attention_window=4, max_position_embeddings=64)
+    loaded = _loaded(hf.encoder(transformers.LongformerModel, cfg), hf.token_ids(128, seq=16))
+    cap = capture(loaded)
+    assert cap.fallback == "torch.export with eager branch values"
+    used, assumed = cap.notes
+    assert "modeling_longformer.py:" in used and "`if is_global_attn:` in " \
+           "model.encoder.layer.0.attention.self (LongformerSelfAttention)" in used
+    assert assumed.startswith("assumed `is_global_attn = is_index_global_attn.flatten().any().item()` "
+                              "is False at modeling_longformer.py:")
+    assert "in model.encoder (LongformerEncoder)" in assumed
+    with torch.no_grad():
+        want = loaded.module(*loaded.example_inputs)
+        assert torch.equal(cap.exported.module()(*loaded.example_inputs), want)
