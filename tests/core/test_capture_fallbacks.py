@@ -2,6 +2,7 @@
 eager torch, and one message naming what was tried (guard, source line, module) when none works."""
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 import textwrap
@@ -54,6 +55,12 @@ class Hopeless(torch.nn.Module):
         return torch.ones(n) * x.numpy().sum()
 
 
+def _line(cls, code: str) -> int:
+    """The line of this file where `cls`'s source has `code`."""
+    lines, start = inspect.getsourcelines(cls)
+    return start + next(i for i, ln in enumerate(lines) if code in ln)
+
+
 def _loaded(module, *inputs):
     return LoadedModel(module=module.eval(), example_inputs=tuple(inputs), spec="m", name="m")
 
@@ -75,8 +82,9 @@ def test_data_dependent_branch_is_exported_with_its_eager_value_and_matches_torc
     used, assumed = cap.notes
     assert used.startswith("captured with torch.export with eager branch values (torch.export "
                            "(non-strict) failed: data-dependent guard")
-    assert "test_capture_fallbacks.py:32 `if y.sum() > 0:` in Branchy" in used
-    assert assumed == (f"assumed `if y.sum() > 0:` is {sign > 0} at test_capture_fallbacks.py:32 in "
+    assert f"test_capture_fallbacks.py:{_line(Branchy, 'if y.sum()')} `if y.sum() > 0:` in Branchy" in used
+    assert assumed == (f"assumed `if y.sum() > 0:` is {sign > 0} at test_capture_fallbacks.py:"
+                       f"{_line(Branchy, 'if y.sum()')} in "
                        "Branchy, as on the example inputs (inputs that change it are computed as if it held)")
     ops = [str(n.target) for n in cap.exported.graph.nodes if n.op == "call_function"]
     assert ("aten.mul.Tensor" in ops) == (sign > 0) and ("aten.sub.Tensor" in ops) == (sign < 0), ops
@@ -107,13 +115,15 @@ def test_no_capture_lists_every_attempt_with_guard_line_and_module():
     lines = msg.splitlines()
     assert lines[0] == "torch.export could not capture m, and neither could irviz's fallbacks; tried:"
     assert lines[1].startswith("  1. torch.export (non-strict): data-dependent guard ")
-    assert "at test_capture_fallbacks.py:52 `n = int(x.sum().item() > 0) + 1` in Hopeless" in lines[1]
+    assert f"at test_capture_fallbacks.py:{_line(Hopeless, 'n = int')} `n = int(x.sum().item() > 0) + 1` in Hopeless" in lines[1]
     assert lines[2] == ("  2. torch.export with eager branch values: not used: forward() asks no "
                         "bool(tensor) or bool .item() in eager torch")
     assert lines[3].startswith("  3. draft export: RuntimeError: .numpy() is not supported")
-    assert lines[3].endswith("test_capture_fallbacks.py:53: return torch.ones(n) * x.numpy().sum()")
+    assert lines[3].endswith(f"test_capture_fallbacks.py:{_line(Hopeless, 'torch.ones(n)')}: "
+                             "return torch.ones(n) * x.numpy().sum()")
     assert lines[4].startswith("  4. symbolic_trace: torch.fx.symbolic_trace failed: TypeError")
-    assert lines[4].endswith("at test_capture_fallbacks.py:52: n = int(x.sum().item() > 0) + 1")
+    assert lines[4].endswith(f"at test_capture_fallbacks.py:{_line(Hopeless, 'n = int')}: "
+                             "n = int(x.sum().item() > 0) + 1")
     assert "torch._check" in ei.value.hint
 
 
