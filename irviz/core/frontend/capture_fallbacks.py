@@ -10,8 +10,9 @@ itself, so more models export than with strict tracing).  When that fails, ``fal
    example inputs take; each assumption (its line, value and module) goes to the capture's notes.
 2. **draft export** (``torch.export.draft_export``, where torch has it): torch's own guesses for
    data-dependent conditions, with run-time assertions irviz removes (TVM cannot check them).  In
-   torch 2.13 its guess does not follow the example inputs reliably (``if y.sum() > 0:`` went the
-   wrong way on negative sums), so it only serves when its graph gives eager torch's numbers.
+   torch 2.13 its guess does not follow the example inputs reliably (on ``y = self.lin(x)``,
+   ``if y.sum() > 0:`` went either way from run to run, whatever the sum's sign), so it only
+   serves when its graph gives eager torch's numbers.
 3. **torch.fx.symbolic_trace** (the course's capture, imported with the course importer), where the
    model's forward() traces without tensor values.
 
@@ -185,18 +186,8 @@ def _draft_export(loaded, user_files):
     draft = getattr(torch.export, "draft_export", None)
     if draft is None:
         raise CaptureError(f"this torch ({torch.__version__}) has no torch.export.draft_export")
-    # torch 2.13's draft export decides a branch from the real values of what it traces, but a
-    # parameter that requires grad reaches it without them (uninitialised memory): a branch on
-    # self.lin(x).sum() went either way from run to run.  Frozen, parameters keep their values.
-    grads = [(p, p.requires_grad) for p in loaded.module.parameters()]
-    try:
-        for p, _ in grads:
-            p.requires_grad_(False)
-        ep = draft(loaded.module, tuple(loaded.example_inputs), dynamic_shapes=loaded.dynamic_shapes,
-                   strict=False)
-    finally:
-        for p, flag in grads:
-            p.requires_grad_(flag)
+    ep = draft(loaded.module, tuple(loaded.example_inputs), dynamic_shapes=loaded.dynamic_shapes,
+               strict=False)
     report = getattr(ep, "_report", None)
     assumed = []
     for f in getattr(report, "failures", ()) or ():
