@@ -104,9 +104,11 @@ def build_case(model_type: str):
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
-    cls = getattr(transformers, MODEL_MAPPING_NAMES[model_type], None)
+    name = MODEL_MAPPING_NAMES[model_type]
+    name = name[0] if isinstance(name, (list, tuple)) else name  # funnel: (FunnelModel, FunnelBaseModel)
+    cls = getattr(transformers, name, None)
     if cls is None:
-        raise RuntimeError(f"transformers has no class {MODEL_MAPPING_NAMES[model_type]}")
+        raise RuntimeError(f"transformers has no class {name}")
     cfg = _shrink(CONFIG_MAPPING[model_type]())
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
