@@ -165,6 +165,7 @@ def _check(args, out) -> int:
     if ws is not None:
         summary["importer"] = ws.importer
         summary["capture"] = ws.capture
+        summary["capture_notes"] = list(getattr(ws.captured, "notes", ()))  # a fallback's, if any
     if ws is not None and ws.session is not None:
         # the learner's schedule primitives first ("origin": "schedule", with their line), then the passes
         summary["steps"] = [{"pass": s.pass_name, "changed": s.changed, "changed_what": s.changed_what,

@@ -5,6 +5,8 @@ Two captures:
 * ``"export"`` (default): torch.export, then ``run_decompositions()``. The program kept in
   `Captured.exported` is the decomposed one: the importer converts exactly that graph, so FX node
   names here are the keys of the importer's provenance.
+  When torch.export fails, ``capture_fallbacks.fall_back`` tries the next captures in order
+  (`Captured.fallback` names the one used, `Captured.notes` what it assumed).
 * ``"symbolic_trace"``: ``torch.fx.symbolic_trace`` of the nn.Module, as the course's from_fx
   does: a module-level graph of call_module / call_function / call_method nodes
   (`Captured.fx_module`). Such graphs carry no shapes, so ShapeProp runs the example inputs
@@ -85,6 +87,8 @@ class Captured:
     seconds: float
     method: str = "export"  # one of CAPTURES
     fx_module: torch.fx.GraphModule | None = None  # the symbolic_trace graph module
+    fallback: str = ""  # "" or the fallback that captured it when torch.export could not
+    notes: tuple = ()  # what that fallback tried and assumed, for the log
 
 
 CAPTURES = ("export", "symbolic_trace")
@@ -109,12 +113,23 @@ def capture(loaded: LoadedModel, method: str = "export") -> Captured:
             ep = torch.export.export(loaded.module, tuple(loaded.example_inputs),
                                      dynamic_shapes=loaded.dynamic_shapes, strict=False)
         except Exception as e:  # torch raises many kinds
-            raise _capture_error("torch.export failed", e, user_files) from None
+            from irviz.core.frontend.capture_fallbacks import fall_back
+
+            return fall_back(loaded, _capture_error("torch.export failed", e, user_files), e, user_files,
+                             finish=lambda ep, edit: _finish(loaded, ep, user_files, t0, edit),
+                             symbolic_trace=capture_symbolic_trace)
+    return _finish(loaded, ep, user_files, t0)
+
+
+def _finish(loaded, ep, user_files, t0, edit=None) -> Captured:
+    """run_decompositions(), then `edit` on the decomposed program, then its FxGraph."""
     try:
         ep = ep.run_decompositions()
     except Exception as e:
         raise _capture_error("Decomposing the exported program (run_decompositions) failed", e,
                              user_files) from None
+    if edit is not None:
+        ep = edit(ep)
     try:
         graph = build_fx_graph(ep, user_files)
     except Exception as e:  # a bug here should still reach the user as a stage error

@@ -204,6 +204,7 @@ class Workspace(Results):
         self.log(f"load     {load_seconds:7.2f} s  {loaded.name}")
         for note in loaded.notes:
             self.log(f"note     {note}")
+        asked_importer = importer
         capture, importer, why = choose_frontend(loaded, capture, importer, maps)
         if why:
             self.log(f"frontend {why}")
@@ -211,7 +212,8 @@ class Workspace(Results):
         how = "torch.fx.symbolic_trace" if capture == "symbolic_trace" else "torch.export"
         self.progress(f"Capturing {loaded.name} with {how}", at(0.25))
         captured = capture_mod.capture(loaded, capture)
-        self.log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes ({capture})")
+        self.log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes ({captured.method})")
+        importer = self._after_fallback(captured, importer, asked_importer)
         self._import(spec, importer, loaded, captured, planned, at(0.6), at(0.9), maps, keep_params)
         self.stage_seconds.update(load=load_seconds, capture=captured.seconds)
 
@@ -224,7 +226,17 @@ class Workspace(Results):
         self.progress(f"Capturing {loaded.name} with torch.export", 0.25)
         captured = capture_mod.capture(loaded)
         self.log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes")
+        importer = self._after_fallback(captured, importer, None)
         self._import(loaded.spec, importer, loaded, captured, planned, 0.6, 0.9)
+
+    def _after_fallback(self, captured, importer, asked_importer):
+        """Log what a capture fallback did; a symbolic_trace graph goes to the course importer
+        (unless another importer was asked for, which then names the mismatch)."""
+        for note in captured.notes:
+            self.log(f"note     {note}")
+        if captured.method == "symbolic_trace" and asked_importer is None:
+            return "course"
+        return importer
 
     def reimport(self):
         """Import the kept capture again with the converter files as they are now: a new session at

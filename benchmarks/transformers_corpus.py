@@ -1,0 +1,350 @@
+"""Every model type the installed transformers ships, at a small size: irviz and bare TVM side by side.
+
+    python benchmarks/transformers_corpus.py [--types bert,siglip,...] [--limit N]
+        [--timeout 300] [--json OUT] [--keep DIR]
+
+Each model type of ``transformers``' ``MODEL_MAPPING_NAMES`` is built from its own config class
+with the sizes shrunk (hidden size 32, 2 layers, 4 heads, vocabulary 256, images 32x32; nested
+text/vision/audio configs likewise), random weights from a fixed seed, no download, and run in
+eager torch on small example inputs (token ids, pixels, audio samples, whatever its forward()
+names first; the main input alone, else every input it names).  A type that does not build or
+run in eager torch is skipped with the reason.  The others go, each in its own process with a
+timeout, through
+
+* **irviz**: ``irviz check`` on a model file that builds the same model (its verdict and stage);
+* **bare TVM**: ``torch.export`` (non-strict) + ``from_exported_program`` + ``tvm.compile(mod,
+  "llvm")`` + the VM, compared with eager torch with irviz's tolerances.
+
+The tables: pass / graceful failure (a stage and a message) / crash (the process died or hung) per
+side, the types bare TVM passes and irviz fails, and where irviz stops (stage and first line of
+its message) per type.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SEQ, IMAGE, AUDIO = 16, 32, 1600
+INPUTS = ("input_ids", "pixel_values", "input_values", "input_features")
+
+# config attribute -> small value (set only where the config has the attribute)
+SMALL = {
+    "hidden_size": 32, "d_model": 32, "n_embd": 32, "dim": 32, "embed_dim": 32, "embedding_size": 32,
+    "num_hidden_layers": 2, "n_layer": 2, "n_layers": 2, "num_layers": 2, "encoder_layers": 2,
+    "decoder_layers": 2, "num_decoder_layers": 2,
+    "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4, "num_heads": 4, "num_key_value_heads": 2,
+    "intermediate_size": 64, "ffn_dim": 64, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "d_ff": 64,
+    "n_inner": 64, "hidden_dim": 64, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
+    "head_dim": 8, "d_kv": 8, "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 4,
+    "qk_nope_head_dim": 4, "v_head_dim": 8,
+    "vocab_size": 256, "image_size": IMAGE, "patch_size": 8, "projection_size": 32, "projection_dim": 32,
+    "attention_window": 8, "max_position_embeddings": 64,
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+}
+
+
+# ============================================================================================
+# building one model type (in a worker process)
+
+
+def _shrink_dict(d: dict, depth=0) -> dict:
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict) and depth < 3:
+            value = _shrink_dict(value, depth + 1)
+        elif key in SMALL and isinstance(value, int) and not isinstance(value, bool):
+            value = SMALL[key]
+        out[key] = value
+    return out
+
+
+def _shrink(cfg):
+    """The config rebuilt from its dict with the sizes shrunk (so derived sizes follow)."""
+    d = _shrink_dict(cfg.to_dict())
+    if "use_cache" in d:
+        d["use_cache"] = False
+    return type(cfg).from_dict(d)
+
+
+def _input(name: str, cfg, model):
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    if name in ("input_ids", "decoder_input_ids"):
+        vocab = getattr(cfg, "vocab_size", None) or getattr(getattr(cfg, "text_config", None), "vocab_size", 256)
+        return torch.randint(3, min(int(vocab), 256), (1, SEQ), generator=g)
+    if name == "pixel_values":
+        vc = getattr(cfg, "vision_config", None) or cfg
+        ch = getattr(vc, "num_channels", 3)
+        size = getattr(vc, "image_size", IMAGE)
+        size = size[0] if isinstance(size, (list, tuple)) else size
+        return torch.randn(1, ch, int(size), int(size), generator=g)
+    if name == "input_values":
+        return torch.randn(1, AUDIO, generator=g)
+    if name == "input_features":
+        bins = getattr(cfg, "num_mel_bins", None) or getattr(cfg, "feature_size", 80)
+        return torch.randn(1, int(bins), 3000 if "whisper" in type(cfg).__name__.lower() else 64, generator=g)
+    raise ValueError(name)
+
+
+def build_case(model_type: str):
+    """(module, example_inputs) for `model_type`: the model at a small size, wrapped so forward
+    takes tensors positionally and returns its first output tensor; raises with the reason."""
+    import torch
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    name = MODEL_MAPPING_NAMES[model_type]
+    name = name[0] if isinstance(name, (list, tuple)) else name  # funnel: (FunnelModel, FunnelBaseModel)
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        raise RuntimeError(f"transformers has no class {name}")
+    cfg = _shrink(CONFIG_MAPPING[model_type]())
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = cls(cfg).eval()
+    params = inspect.signature(model.forward).parameters
+    main = getattr(model, "main_input_name", "input_ids")
+    tries = [[main]] if main in INPUTS else []
+    tries.append([n for n in INPUTS if n in params])
+    if "decoder_input_ids" in params and "input_ids" in params:  # encoder-decoder: both token ids
+        tries.append(["input_ids", "decoder_input_ids"])
+    last = None
+    for names in tries:
+        if not names:
+            continue
+        inputs = tuple(_input(n, cfg, model) for n in names)
+        module = _Wrapper(model, names).eval()
+        try:
+            with torch.no_grad():
+                module(*inputs)
+        except Exception as e:
+            last = e
+            continue
+        return module, inputs
+    if last is None:
+        raise RuntimeError(f"forward() takes none of {', '.join(INPUTS)}")
+    raise last
+
+
+def _wrapper_class():
+    import torch
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self, model, names):
+            super().__init__()
+            self.model, self.names = model, tuple(names)
+
+        def forward(self, *inputs):  # the first tensor of the output, the inputs passed by name
+            out = self.model(**dict(zip(self.names, inputs)), return_dict=True)
+            for v in out.values():
+                if isinstance(v, torch.Tensor):
+                    return v
+            raise RuntimeError("the model's output holds no tensor")
+
+    return Wrapper
+
+
+def _Wrapper(model, names):
+    return _wrapper_class()(model, names)
+
+
+def get_model():
+    """The model-file entry irviz check calls: the type comes from IRVIZ_CORPUS_TYPE."""
+    return build_case(os.environ["IRVIZ_CORPUS_TYPE"])
+
+
+def bare_tvm(module, inputs) -> dict:
+    import torch
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from irviz.core.backend.run import _compare_outputs, _to_tvm
+    from irviz.core.errors import tvm_error_text
+
+    stage = "capture"
+    try:
+        ep = torch.export.export(module, inputs, strict=False)
+        stage = "import"
+        mod = from_exported_program(ep)
+        stage = "build"
+        ex = tvm.compile(mod, target="llvm")
+        stage = "run"
+        dev = tvm.cpu()
+        out = relax.VirtualMachine(ex, dev)["main"](*[_to_tvm(a, dev) for a in inputs])
+        with torch.no_grad():
+            ref = module(*inputs)
+        stage = "compare"
+        per_output = _compare_outputs(out, ref, "PyTorch", count_hint="", shape_hint="")
+    except Exception as exc:
+        text = tvm_error_text(exc) if stage != "capture" else f"{type(exc).__name__}: {exc}"
+        return {"status": "FAIL", "stage": stage, "reason": _first_line(text)}
+    if all(o["allclose"] for o in per_output):
+        return {"status": "PASS"}
+    worst = max((o["max_abs"] for o in per_output), default=0.0)
+    return {"status": "FAIL", "stage": "compare", "reason": f"max abs error {worst:.3g}"}
+
+
+def worker(model_type: str, out) -> dict:
+    """Build and run in eager torch (or say why not), then bare TVM: one JSON line on stdout."""
+    try:
+        module, inputs = build_case(model_type)
+    except Exception as e:
+        return {"type": model_type, "skip": _first_line(f"{type(e).__name__}: {e}")}
+    out.write(json.dumps({"type": model_type, "built": True}) + "\n")  # bare TVM may crash next
+    out.flush()
+    return {"type": model_type, "tvm": bare_tvm(module, inputs)}
+
+
+# ============================================================================================
+# the driver
+
+
+def _first_line(text: str, width: int = 160) -> str:
+    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def _run(cmd, env, timeout):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout} s"
+    return p, None
+
+
+def run_type(model_type: str, timeout: float, keep: Path | None) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "IRVIZ_CORPUS_TYPE": model_type, "TOKENIZERS_PARALLELISM": "false"}
+    p, timed_out = _run([sys.executable, __file__, "--worker", model_type], env, timeout)
+    answers = [json.loads(ln) for ln in (p.stdout if p else "").splitlines() if ln.startswith("{")]
+    if not answers:
+        why = timed_out or f"exit code {p.returncode}: {_first_line(p.stderr[-2000:])}"
+        return {"type": model_type, "skip": f"building it died ({why})"}
+    row = answers[-1]
+    if "skip" in row:
+        return row
+    if "tvm" not in row:  # built, then bare TVM died or hung
+        why = timed_out or f"exit code {p.returncode}: {_first_line(p.stderr[-2000:])}"
+        row = {"type": model_type, "tvm": {"status": "CRASH", "reason": why}}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "check.json"
+        cmd = [sys.executable, "-m", "irviz", "check", f"{__file__}:get_model", "--repeats", "1",
+               "--json", str(out)]
+        p, timed_out = _run(cmd, env, timeout)
+        if timed_out:
+            row["irviz"] = {"status": "CRASH", "reason": timed_out}
+        elif not out.exists():
+            row["irviz"] = {"status": "CRASH", "reason": f"exit code {p.returncode}, no verdict: "
+                                                         f"{_first_line(p.stderr[-2000:])}"}
+        else:
+            s = json.loads(out.read_text())
+            if s.get("ok"):
+                row["irviz"] = {"status": "PASS"}
+            else:
+                row["irviz"] = {"status": "FAIL", "stage": s.get("failed_stage"),
+                                "reason": _first_line(s.get("error") or "")}
+            notes = s.get("capture_notes") or [  # no session (a later stage failed): the log's
+                ln[9:] for ln in p.stdout.splitlines() if ln.startswith("note     captured with")]
+            if notes:  # "captured with X (...)": the fallback that captured it
+                row["irviz"]["capture"] = notes[0].split(" (")[0]
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"{model_type}.log").write_text(p.stdout + p.stderr if p else "")
+    return row
+
+
+def all_types() -> list[str]:
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    return sorted(MODEL_MAPPING_NAMES)
+
+
+def tables(rows: list[dict]) -> str:
+    ran = [r for r in rows if "skip" not in r]
+    skipped = [r for r in rows if "skip" in r]
+
+    def count(side, status):
+        return sum(1 for r in ran if r.get(side, {}).get("status") == status)
+
+    lines = [f"| {len(ran)} architectures | irviz | bare TVM |", "|---|---|---|"]
+    lines += [f"| pass (matches torch) | {count('irviz', 'PASS')} | {count('tvm', 'PASS')} |",
+              f"| graceful failure | {count('irviz', 'FAIL')} | {count('tvm', 'FAIL')} |",
+              f"| crash | {count('irviz', 'CRASH')} | {count('tvm', 'CRASH')} |"]
+    regress = [r["type"] for r in ran
+               if r["tvm"]["status"] == "PASS" and r.get("irviz", {}).get("status") != "PASS"]
+    lines.append(f"| bare passes, irviz fails | {len(regress)} | |")
+    if regress:
+        lines.append(f"\nbare TVM passes, irviz fails: {', '.join(regress)}")
+    lines += ["", "| type | irviz | bare TVM |", "|---|---|---|"]
+    for r in ran:
+        lines.append(f"| {r['type']} | {_cell(r.get('irviz', {}))} | {_cell(r['tvm'])} |")
+    if skipped:
+        lines += ["", f"skipped ({len(skipped)}, do not build or run in eager torch at this size):"]
+        lines += [f"  {r['type']}: {r['skip']}" for r in skipped]
+    return "\n".join(lines)
+
+
+def _cell(v: dict) -> str:
+    status = v.get("status", "?")
+    how = f" ({v['capture']})" if v.get("capture") else ""  # a capture fallback's name
+    if status == "PASS":
+        return "pass" + how
+    at = f" at {v['stage']}" if v.get("stage") else ""
+    text = f"{status.lower()}{at}{how}: {v.get('reason')}"
+    return text.replace("|", "\\|")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--types", help="comma-separated model types (default: every one)")
+    ap.add_argument("--limit", type=int, help="only the first N types")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per type and side")
+    ap.add_argument("--json", metavar="OUT", help="write every row as JSON")
+    ap.add_argument("--keep", metavar="DIR", help="keep each irviz check log in DIR")
+    ap.add_argument("--worker", metavar="TYPE", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        import warnings
+
+        warnings.filterwarnings("ignore")
+        out = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)  # torch's and TVM's own prints stay out of the answer
+        out.write(json.dumps(worker(args.worker, out)) + "\n")
+        out.flush()
+        return 0
+    known = all_types()
+    types = [t.strip() for t in args.types.split(",")] if args.types else known
+    unknown = [t for t in types if t not in known]
+    if unknown:
+        print(f"unknown model types: {', '.join(unknown)} (transformers' MODEL_MAPPING_NAMES has "
+              f"{len(known)}, e.g. {', '.join(known[:5])})", file=sys.stderr)
+        return 2
+    types = types[: args.limit] if args.limit else types
+    rows = []
+    t0 = time.perf_counter()
+    for i, t in enumerate(types, 1):
+        row = run_type(t, args.timeout, Path(args.keep) if args.keep else None)
+        rows.append(row)
+        print(f"[{i}/{len(types)}] {t}: " + (f"skipped ({row['skip']})" if "skip" in row else
+              f"irviz {_cell(row['irviz'])}; bare TVM {_cell(row['tvm'])}"), file=sys.stderr, flush=True)
+    print(tables(rows))
+    print(f"\n{len(types)} types in {time.perf_counter() - t0:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
