@@ -20,13 +20,15 @@ This converter follows torch's rules (numpy's advanced indexing):
 from __future__ import annotations
 
 
-def _dtype(expr) -> str:
+def expr_dtype(expr) -> str:
+    """A Relax expression's dtype, "" when its type has none."""
     ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
     dt = getattr(ty, "dtype", None)
     return str(dt) if dt is not None else ""
 
 
-def _shape(expr):
+def expr_shape(expr):
+    """A Relax expression's shape values, None when they are not known."""
     ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
     vals = getattr(getattr(ty, "shape", None), "values", None)
     return list(vals) if vals is not None else None
@@ -87,17 +89,17 @@ def _mask_to_indices(importer, mask, k):
 
 
 def _is_mask(value) -> bool:
-    return _dtype(value) in ("bool", "uint8")
+    return expr_dtype(value) in ("bool", "uint8")
 
 
 def _count_from_end(bb, data, value, axis):
     """value with the size of data's `axis` added to its negative entries."""
     from tvm import relax
 
-    dtype = _dtype(value)
+    dtype = expr_dtype(value)
     if _known_nonnegative(value):
         return value
-    size = _shape(data)[axis]
+    size = expr_shape(data)[axis]
     if _static(size) is not None:
         size = relax.const(int(size), dtype)
     else:  # a symbolic dimension: read it from the shape at run time
@@ -113,7 +115,7 @@ def convert_index_tensor(node, importer):
 
     bb = importer.block_builder
     data = importer.env[node.args[0]]
-    shape = _shape(data)
+    shape = expr_shape(data)
     if shape is None:
         raise NotImplementedError("indexing a tensor of unknown rank")
     rank = len(shape)
@@ -126,9 +128,9 @@ def convert_index_tensor(node, importer):
             axis += 1
             continue
         value = importer.env[fx_idx]
-        dtype = _dtype(value)
+        dtype = expr_dtype(value)
         if _is_mask(value):
-            k = len(_shape(value))
+            k = len(expr_shape(value))
             for j, idx in enumerate(_mask_to_indices(importer, value, k)):
                 axes.append(axis + j)
                 indices.append(idx)
@@ -146,9 +148,9 @@ def convert_index_tensor(node, importer):
     if len(indices) == 1:  # one index tensor: take along its axis is exactly torch's result
         return bb.emit(relax.op.take(data, indices[0], axis=axes[0]))
 
-    target = _broadcast_shape([_shape(i) for i in indices])
+    target = _broadcast_shape([expr_shape(i) for i in indices])
     if target is not None:
-        indices = [i if [str(d) for d in _shape(i)] == [str(d) for d in target]
+        indices = [i if [str(d) for d in expr_shape(i)] == [str(d) for d in target]
                    else bb.emit(relax.op.broadcast_to(i, target)) for i in indices]
     rest = [a for a in range(rank) if a not in axes]
     if axes != list(range(len(axes))):
@@ -157,7 +159,7 @@ def convert_index_tensor(node, importer):
     adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
     first = axes[0]
     if adjacent and first > 0:  # torch puts the indexed block where the indexed axes were
-        nb = len(_shape(out)) - len(rest)
+        nb = len(expr_shape(out)) - len(rest)
         order = [nb + i for i in range(first)] + list(range(nb)) + [nb + i for i in range(first, len(rest))]
         out = bb.emit(relax.op.permute_dims(out, order))
     return out
@@ -174,36 +176,36 @@ def convert_index_put(node, importer, tvm_converter):
 
     fx_indices = list(node.args[1])
     values = [None if i is None else importer.env[i] for i in fx_indices]
-    rank = len(_shape(importer.env[node.args[0]]))
+    rank = len(expr_shape(importer.env[node.args[0]]))
     masks = any(v is not None and _is_mask(v) for v in values)
     if not masks and (None in values or len(values) == rank):
         return tvm_converter(node)
     expanded = []
     for v in values:
         if v is not None and _is_mask(v):
-            expanded += _mask_to_indices(importer, v, len(_shape(v)))
+            expanded += _mask_to_indices(importer, v, len(expr_shape(v)))
         else:
             expanded.append(v)
     if any(v is None for v in expanded):
         raise NotImplementedError("index_put with a bool mask after a sliced axis (x[:, mask] = v)")
     data = importer.env[node.args[0]]
     bb = importer.block_builder
-    shape = _shape(data)
+    shape = expr_shape(data)
     trailing = shape[len(expanded):]
     if trailing:  # Relax's index_put wants an index per axis: the trailing ones are aranges
-        target = _broadcast_shape([_shape(i) for i in expanded])
+        target = _broadcast_shape([expr_shape(i) for i in expanded])
         if target is None:
             raise NotImplementedError("index_put with index tensors that do not broadcast")
         nb, m = len(target), len(trailing)
         expanded = [bb.emit(relax.op.reshape(i, list(target) + [1] * m))
-                    if len(_shape(i)) == nb else bb.emit(relax.op.reshape(
+                    if len(expr_shape(i)) == nb else bb.emit(relax.op.reshape(
                         relax.op.broadcast_to(i, target), list(target) + [1] * m)) for i in expanded]
         for j, d in enumerate(trailing):
             arange = relax.op.arange(relax.prim_value(0), d, relax.prim_value(1), "int64")
             expanded.append(bb.emit(relax.op.reshape(arange, [1] * (nb + j) + [d] + [1] * (m - j - 1))))
     update = importer.env[node.args[2]]
     accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
-    if _dtype(update) != _dtype(data):
-        update = bb.emit(relax.op.astype(update, _dtype(data)))
+    if expr_dtype(update) != expr_dtype(data):
+        update = bb.emit(relax.op.astype(update, expr_dtype(data)))
     return bb.emit(
         relax.op.index_put(data, relax.Tuple(expanded), update, bool(accumulate)))

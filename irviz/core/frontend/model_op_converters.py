@@ -26,17 +26,8 @@ from __future__ import annotations
 
 import math
 
+from irviz.core.frontend.index_converter import expr_dtype, expr_shape
 
-def _dtype(expr) -> str:
-    ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
-    dt = getattr(ty, "dtype", None)
-    return str(dt) if dt is not None else ""
-
-
-def _shape(expr):
-    ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
-    vals = getattr(getattr(ty, "shape", None), "values", None)
-    return list(vals) if vals is not None else None
 
 
 def _fx_dtype(node) -> str | None:
@@ -75,7 +66,7 @@ def convert_unfold(node, importer):
 
     x = importer.env[node.args[0]]
     dim, size, step = (int(a) for a in node.args[1:4])
-    shape = _shape(x)
+    shape = expr_shape(x)
     rank = max(len(shape), 1)
     dim = dim % rank
     try:
@@ -100,7 +91,7 @@ def convert_split_with_sizes(node, importer, tvm_converter):
     if all(isinstance(s, int) for s in sizes):
         return tvm_converter(node)
     x = importer.env[node.args[0]]
-    shape = _shape(x)
+    shape = expr_shape(x)
     dim = int(_arg(node, 2, "dim", 0)) % len(shape)
     bb = importer.block_builder
     outs = []
@@ -111,7 +102,7 @@ def convert_split_with_sizes(node, importer, tvm_converter):
                                               assume_inbound=True))
         want = list(shape)
         want[dim] = s
-        outs.append(bb.match_cast(part, relax.TensorType(want, _dtype(x))))
+        outs.append(bb.match_cast(part, relax.TensorType(want, expr_dtype(x))))
         offset = offset + s
     return bb.emit(relax.Tuple(outs))
 
@@ -121,7 +112,7 @@ def align_broadcast_operands(node, importer, convert):
     from tvm import relax
 
     fx_args = [a for a in node.args[:2] if hasattr(a, "meta")]
-    shapes = {a: _shape(importer.env[a]) for a in fx_args}
+    shapes = {a: expr_shape(importer.env[a]) for a in fx_args}
     if len(fx_args) < 2 or any(s is None for s in shapes.values()):
         return convert(node)
     a, b = fx_args
@@ -136,7 +127,7 @@ def align_broadcast_operands(node, importer, convert):
         if want != list(mine):
             saved[this] = importer.env[this]
             importer.env[this] = importer.block_builder.match_cast(
-                saved[this], relax.TensorType(want, _dtype(saved[this])))
+                saved[this], relax.TensorType(want, expr_dtype(saved[this])))
     try:
         return convert(node)
     finally:
@@ -208,10 +199,10 @@ def convert_scatter_reduce(node, importer):
     include_self = bool(_arg(node, 5, "include_self", True))
     if reduce not in (*_REDUCTIONS, "mean"):
         raise NotImplementedError(f"scatter_reduce with reduce={reduce!r}")
-    dtype = _dtype(data)
-    if _dtype(src) != dtype:
+    dtype = expr_dtype(data)
+    if expr_dtype(src) != dtype:
         src = bb.emit(relax.op.astype(src, dtype))
-    ishape, sshape = _shape(index), _shape(src)
+    ishape, sshape = expr_shape(index), expr_shape(src)
     if [str(d) for d in ishape] != [str(d) for d in sshape]:  # torch reads src only where index is
         src = bb.emit(relax.op.strided_slice(src, axes=list(range(len(ishape))),
                                              begin=[0] * len(ishape), end=ishape))

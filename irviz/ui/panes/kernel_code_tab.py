@@ -63,17 +63,21 @@ class KernelCodeTab(QWidget):
         self.counts = dim_label("Select a kernel")
         self.counts.setWordWrap(True)
         self.code = CodeView()
+        # the tab shares the TensorIR dock, whose minimum height sets the first window's: one
+        # row of controls and a short least height keep that window within an 800 px screen
+        self.code.setMinimumHeight(36)
 
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(QLabel("Target"))
         row.addWidget(self.target, 1)
         row.addWidget(self.format)
+        self.search.setMinimumWidth(70)
+        row.addWidget(self.search, 1)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 2, 0, 0)
         lay.setSpacing(3)
         lay.addLayout(row)
-        lay.addWidget(self.search)
         lay.addWidget(self.counts)
         lay.addWidget(self.code, 1)
 
