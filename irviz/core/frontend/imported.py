@@ -26,6 +26,9 @@ class Imported:
     # and the .npz the workspace wrote them to (BindParams' default)
     params: dict | None = None
     params_file: str | None = None
+    # the weights have no data (meta tensors): main takes every weight, buffer and constant as a
+    # parameter after the user inputs, and nothing can run
+    structure_only: bool = False
 
 
 # --------------------------------------------------------------------------------------------
