@@ -1,9 +1,10 @@
 """One layer of Llama-3-8B at full width, with real (random) weights: it can run.
 
 Llama-3-8B's sizes (hidden 4096, 32 heads, 8 KV heads, MLP 14336, vocab 128256) with 1 decoder
-layer: 1.27 B parameters, 4.9 GB in float32 (the 128256 x 4096 embedding and LM head are most of
-it). Open it with --no-weights to see its structure in little memory, or without to build and run
-it against PyTorch (about 15 GB of memory). Tokens (1, 128) -> logits. Needs the `hf` extra.
+layer: 1.27 B parameters, 4.7 GiB in float32 (the 128256 x 4096 embedding and LM head are most
+of it). Open it with --no-weights to see its structure in little memory, or without to build and
+run it against PyTorch (several times the weights in memory: benchmarks/full_size.py measures it).
+Tokens (1, 128) -> logits. Needs the `hf` extra.
 """
 from irviz.core.frontend import hf
 

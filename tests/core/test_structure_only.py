@@ -170,3 +170,30 @@ def test_the_engine_opens_without_weights_and_run_says_structure_only(llama_file
     assert after["cursor"] == 1 and after["structure_only"] is True and after["error"] is None
     memory = call("memory")
     assert memory["ok"] and memory["result"]["planned_bytes"] > 0
+
+
+@pytest.mark.parametrize("name, parameters", [
+    ("llama3_8b_shape", 8_030_261_248),     # Llama-3-8B's published count
+    ("qwen2_7b_shape", 7_615_616_512),      # Qwen2-7B's
+    ("mixtral_8x7b_shape", 46_702_792_704),  # Mixtral-8x7B's
+    ("llama3_8b_1layer", 1_268_789_248),
+])
+def test_full_size_samples_have_the_published_sizes_and_no_weights(name, parameters):
+    from irviz.core.frontend.model_file import load_model
+
+    m = load_model(f"sample:{name}", no_weights=name == "llama3_8b_1layer")
+    assert m.structure_only and all(p.is_meta for p in m.module.parameters())
+    assert sum(p.numel() for p in m.module.parameters()) == parameters
+    assert m.example_inputs[0].dtype == torch.int64 and tuple(m.example_inputs[0].shape) == (1, 128)
+
+
+@pytest.mark.slow
+def test_llama3_8b_shape_passes_check(capsys):
+    """The full-size graph (about 35 s on 2 busy cores, well under 1 GB of RSS)."""
+    from irviz.cli import main
+
+    assert main(["check", "sample:llama3_8b_shape", "--json", "-"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["structure_only"] and summary["failed_stage"] is None
+    assert len(summary["steps"]) == 5 and summary["build_seconds"] > 0
+    assert summary["memory"]["weights_dtypes"]["float32"] >= 8_030_261_248 * 4
