@@ -373,8 +373,9 @@ class MainWindow(WindowChrome, QMainWindow):
         steps = self.state.get("steps") or []
         name = next((s.get("pass") for s in steps if s.get("index") == cursor), "")
         total = len(steps) - 1 + len(self.state.get("planned") or [])
-        self.setWindowTitle(f"irviz — {model} — step {cursor}: {name}")
-        self.step_label.setText(f"{model} · step {cursor}/{total} · {name}")
+        only = " (structure only)" if self.state.get("structure_only") else ""
+        self.setWindowTitle(f"irviz — {model}{only} — step {cursor}: {name}")
+        self.step_label.setText(f"{model}{only} · step {cursor}/{total} · {name}")
         if (cursor, spec) != (prev.get("cursor"), prev.get("spec")) or not prev.get("model"):
             self.hub.set_provenance(None)
             self._ask("provenance", "provenance", step=cursor)

@@ -31,7 +31,7 @@ IMPORTERS = [("Auto (course for symbolic_trace, else TVM's)", None),
 UNTRUSTED_NOTE = ("Opening a .py model or pass file runs its code, as torch.load of a pickle would: "
                   "open only files you trust. A .pt2 is loaded without running code it carries.")
 KEEP_PARAMS_TEXT = "Weights as inputs (--keep-params): main(x, weights…), bound later by BindParams"
-NO_WEIGHTS_TEXT = "Structure only (--no-weights): no weights allocated, for full-size models; no runs"
+NO_WEIGHTS_TEXT = "Structure only (--no-weights): no weights allocated, no runs"
 
 
 class OpenDialog(QDialog):
