@@ -197,3 +197,15 @@ def test_llama3_8b_shape_passes_check(capsys):
     assert summary["structure_only"] and summary["failed_stage"] is None
     assert len(summary["steps"]) == 5 and summary["build_seconds"] > 0
     assert summary["memory"]["weights_dtypes"]["float32"] >= 8_030_261_248 * 4
+
+
+def test_compare_builds_both_pipelines_without_running(llama_file, tmp_path, capsys):
+    from irviz.cli import main
+
+    code = main(["compare", llama_file, "--no-weights", "--pipeline", "zero", "--pipeline",
+                 "LegalizeOps", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    rows = json.loads((tmp_path / "compare.json").read_text())["pipelines"]
+    assert all(r["structure_only"] and r["build_seconds"] > 0 and r["error"] is None for r in rows)
+    assert out.count("structure only: no weights to run with") == 2
