@@ -108,10 +108,11 @@ def _build_only(ws, args, failure: Failure, summary: dict, log) -> None:
     summary["memory"] = _memory_fields(built, args.func, st.mod)
     m = summary["memory"]
     if m:
-        gb = 1 << 30
-        log(f"memory   weights {m.get('weights_bytes', 0) / gb:.2f} GB "
-            f"{'/'.join(m.get('weights_dtypes') or {}) or ''}, activations planned "
-            f"{m['planned_bytes'] / gb:.3f} GB, peak {m['peak_bytes'] / gb:.3f} GB "
+        from irviz.core.frontend.structure_only import format_bytes as size
+
+        log(f"memory   weights {size(m.get('weights_bytes', 0))} "
+            f"{'/'.join(m.get('weights_dtypes') or {})}, activations planned "
+            f"{size(m['planned_bytes'])}, peak {size(m['peak_bytes'])} "
             f"{'/'.join(m['activation_dtypes'])}")
 
 

@@ -209,3 +209,16 @@ def test_compare_builds_both_pipelines_without_running(llama_file, tmp_path, cap
     rows = json.loads((tmp_path / "compare.json").read_text())["pipelines"]
     assert all(r["structure_only"] and r["build_seconds"] > 0 and r["error"] is None for r in rows)
     assert out.count("structure only: no weights to run with") == 2
+
+
+def test_bfloat16_weights_are_counted_at_their_dtype(tmp_path):
+    path = tmp_path / "bf16.py"
+    path.write_text("import torch\nfrom torch import nn\n\n\ndef get_model():\n"
+                    "    return nn.Linear(64, 32, bias=False).to(torch.bfloat16), "
+                    "(torch.randn(4, 64, dtype=torch.bfloat16),)\n")
+    w = Workspace()
+    w.open(str(path), planned=["LegalizeOps"], no_weights=True)
+    assert w.loaded.example_inputs[0].dtype == torch.bfloat16
+    assert weights_of(w.session.steps[0].mod)["dtypes"] == {"bfloat16": 64 * 32 * 2}
+    w.run_to_end()
+    assert w.build_step().seconds > 0
