@@ -222,3 +222,24 @@ def test_bfloat16_weights_are_counted_at_their_dtype(tmp_path):
     assert weights_of(w.session.steps[0].mod)["dtypes"] == {"bfloat16": 64 * 32 * 2}
     w.run_to_end()
     assert w.build_step().seconds > 0
+
+
+def test_a_model_too_big_for_the_machine_stops_before_allocating_and_suggests_no_weights(
+        tmp_path, monkeypatch):
+    from irviz.core.errors import LoadError
+    from irviz.core.frontend import structure_only
+    from irviz.core.frontend.model_file import load_model
+
+    path = tmp_path / "big.py"
+    path.write_text("import torch\nfrom torch import nn\n\n\ndef get_model():\n"
+                    "    return nn.Sequential(nn.Linear(1000, 1000), nn.Linear(1000, 1000)), "
+                    "(torch.randn(1, 1000),)\n")
+    monkeypatch.setattr(structure_only, "memory_budget", lambda: 6_000_000)  # this machine: 6 MB
+    with pytest.raises(LoadError) as info:
+        load_model(str(path))
+    assert "allocated more than 5.7 MB" in info.value.message and "before it starts swapping" \
+        in info.value.message
+    assert "--no-weights" in info.value.hint
+    assert load_model(str(path), no_weights=True).structure_only  # nothing allocated: it opens
+    monkeypatch.setattr(structure_only, "memory_budget", lambda: 10_000_000)
+    assert not load_model(str(path)).structure_only  # 8 MB of weights fit in 10

@@ -196,6 +196,7 @@ def weights_of(mod, func: str = "main") -> dict:
             ty = p.ty
             if isinstance(ty, relax.TensorType) and ty.shape is not None:
                 add(ty.shape, str(ty.dtype))
+
     def visit(e):
         value = getattr(e, "value", None) if isinstance(e, GenericConst) else None
         if hasattr(value, "shape"):  # each constant node once (the visit does not repeat nodes)

@@ -153,13 +153,16 @@ def _load_py(path: Path, factory: str, spec: str, no_weights: bool = False) -> L
         )
 
     dirpath = str(path.parent)
-    device = no_weights_mod.on_meta_device() if no_weights else contextlib.nullcontext()
+    device = (no_weights_mod.on_meta_device() if no_weights else
+              no_weights_mod.allocation_guard(no_weights_mod.memory_budget()))
     with importable_folder(dirpath), _forget_new_local_modules(dirpath):
         try:
-            with device:  # --no-weights: no weight is ever allocated
+            with device:  # --no-weights: no weight is ever allocated; else not more than fits
                 result = fn()
         except LoadError:
             raise  # already says what is wrong (e.g. hf samples: pip install 'irviz[hf]')
+        except no_weights_mod.TooBigError as e:
+            raise LoadError(*no_weights_mod.too_big_message(e, factory, shown)) from None
         except Exception as e:  # the user's code can raise anything
             raise LoadError(
                 f"{factory}() in {shown} raised {exception_line(e)}{_user_frame(e, path)}"

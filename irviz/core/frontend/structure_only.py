@@ -173,3 +173,71 @@ def without_weights(module, inputs, asked: bool):
             f"{format_bytes(size['bytes'])} ({', '.join(size['dtypes']) or 'none'}), never allocated; "
             "main takes them as parameters with no data")
     return module, meta_inputs(inputs), note
+
+
+# --------------------------------------------------------------------------------------------
+# a model too big for this machine, opened with its weights
+
+
+class TooBigError(Exception):
+    def __init__(self, allocated: int, budget: int):
+        super().__init__(f"get_model() allocated {format_bytes(allocated)}")
+        self.allocated, self.budget = allocated, budget
+
+
+def memory_budget() -> int | None:
+    """Bytes get_model() may allocate before irviz stops it: most of what the machine has
+    available now (weights are copied again by the import and the build). None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 * 6 // 10
+    except OSError:
+        return None
+    return None
+
+
+# the ops that make new tensors from nothing: where a model's weights come from
+_FACTORIES = {"empty.memory_format", "empty_strided.default", "zeros.default", "ones.default",
+              "full.default", "rand.default", "randn.default", "randint.low", "randint.default"}
+
+
+@contextmanager
+def allocation_guard(budget: int | None):
+    """Count the bytes of the tensors made from nothing inside; TooBigError before the one that
+    would take them past `budget`, so a model that cannot fit stops before the machine swaps."""
+    if budget is None:
+        yield
+        return
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    total = [0]
+
+    class _Guard(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func._overloadpacket.__name__ + "." + func._overloadname in _FACTORIES \
+                    and kwargs.get("device") not in (torch.device("meta"), "meta"):
+                size = next((a for a in args if isinstance(a, (list, tuple, torch.Size))),
+                            kwargs.get("size", ()))
+                dtype = kwargs.get("dtype") or torch.get_default_dtype()
+                n = 1
+                for d in size:
+                    n *= int(d)
+                total[0] += n * torch.empty((), dtype=dtype, device="meta").element_size()
+                if total[0] > budget:
+                    raise TooBigError(total[0], budget)
+            return func(*args, **kwargs)
+
+    with _Guard():
+        yield
+
+
+def too_big_message(exc: TooBigError, factory: str, shown: str) -> tuple[str, str]:
+    """(message, hint) for a LoadError."""
+    return (f"{factory}() in {shown} allocated more than {format_bytes(exc.budget)} of tensors "
+            f"({format_bytes(exc.allocated)} so far), about what this machine can spare: stopped "
+            "before it starts swapping",
+            "open it with --no-weights (the Open dialog's Structure only): every pass, diff, the "
+            "memory plan and the build work without the weights; or use a smaller config")
