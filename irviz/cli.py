@@ -18,13 +18,15 @@ from irviz.core.frontend.samples import list_samples
 
 def _add_gui_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", help="a model to open (as `irviz check` takes it)")
+    p.add_argument("--no-weights", action="store_true",
+                   help="open MODEL structure only (as `irviz check --no-weights`)")
 
 
 def _run_gui(args) -> int:
     # Qt is imported only here, so the headless commands never pay for it
     from irviz.ui.app import run_app
 
-    return run_app(args.model)
+    return run_app(args.model, no_weights=getattr(args, "no_weights", False))
 
 
 def _no_arguments(p: argparse.ArgumentParser) -> None:
