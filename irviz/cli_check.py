@@ -77,14 +77,44 @@ def _timing_fields(res) -> dict:
     return out
 
 
-def _memory_fields(built, func: str):
-    """StaticPlanBlockMemory's figures for the module the build lowered (None if unreadable)."""
-    from irviz.core.backend.memory import memory_plan
+def _memory_fields(built, func: str, mod=None):
+    """StaticPlanBlockMemory's figures for the module the build lowered, with the activations'
+    dtypes and the weights `mod` (the built step) holds besides its inputs (None if unreadable)."""
+    from irviz.core.backend.memory import memory_plan, weights_of
 
     try:
-        return memory_plan(built.lowered, func).summary()
+        plan = memory_plan(built.lowered, func)
+        out = plan.summary()
+        out["activation_dtypes"] = sorted({t.dtype for t in plan.tensors if t.token is not None})
     except Exception:  # the figures are extra; a check does not fail over them
         return None
+    try:
+        w = weights_of(mod if mod is not None else built.mod, func)
+        out.update(weights_bytes=w["bytes"], weights=w["count"], weights_dtypes=w["dtypes"])
+    except Exception:
+        pass
+    return out
+
+
+def _build_only(ws, args, failure: Failure, summary: dict, log) -> None:
+    """A model without weights: the build (compile only) and its memory; no run, and no failure."""
+    log("run      structure only: no weights to run with (built, not run)")
+    try:
+        st = ws.step_at()
+        built = ws.build_step(st)
+    except Exception as exc:
+        failure.record(ws.stage, exc)
+        return
+    summary.update(build_seconds=round(built.seconds, 4), verdict="structure only")
+    summary["memory"] = _memory_fields(built, args.func, st.mod)
+    m = summary["memory"]
+    if m:
+        from irviz.core.frontend.structure_only import format_bytes as size
+
+        log(f"memory   weights {size(m.get('weights_bytes', 0))} "
+            f"{'/'.join(m.get('weights_dtypes') or {})}, activations planned "
+            f"{size(m['planned_bytes'])}, peak {size(m['peak_bytes'])} "
+            f"{'/'.join(m['activation_dtypes'])}")
 
 
 def _decisions(ws, log) -> list[dict]:
@@ -118,7 +148,10 @@ def _check(args, out) -> int:
                "tvm_ms": None, "torch_ms": None, "reliable": None, "reason": None,
                "threads": None, "build_seconds": None, "reference": None, "func": args.func, "verdict": None, "not_comparable": None}
     ws = open_workspace(args, failure, log)
-    if ws is not None and failure.stage is None:
+    summary["structure_only"] = bool(ws is not None and ws.structure_only)
+    if summary["structure_only"] and failure.stage is None:
+        _build_only(ws, args, failure, summary, log)
+    elif ws is not None and failure.stage is None:
         try:
             built, res = ws.build_run(repeats=args.repeats, func=args.func)
         except Exception as exc:
@@ -130,7 +163,7 @@ def _check(args, out) -> int:
                            tvm_ms=round(res.tvm_ms, 4), torch_ms=finite(round(res.torch_ms, 4)),
                            reliable=res.reliable, reason=res.reason,
                            threads=res.threads, timing=_timing_fields(res), func=res.func)
-            summary["memory"] = _memory_fields(built, res.func)
+            summary["memory"] = _memory_fields(built, res.func, ws.step_at().mod)
             # "torch" rather than "PyTorch": the JSON's values are short identifiers
             summary["reference"] = {"PyTorch": "torch", None: "none"}.get(ws.reference_name, ws.reference_name)
             if res.allclose is None:
@@ -155,7 +188,9 @@ def _check(args, out) -> int:
                                  f"max rel error {res.max_rel_error:.3g}")
             else:
                 _check_alt_sizes(ws, args, failure, summary, log)
-    if getattr(args, "intermediates", False) and ws is not None and ws.session is not None:
+    if getattr(args, "intermediates", False) and summary["structure_only"]:
+        log("nodes    structure only: no weights to run with (intermediates not compared)")
+    elif getattr(args, "intermediates", False) and ws is not None and ws.session is not None:
         _check_intermediates(ws, args, failure, summary, log)
     if ws is not None and ws.session is not None:
         from irviz.core.passes import pipeline_text
@@ -179,7 +214,9 @@ def _check(args, out) -> int:
     summary.update(failed_stage=failure.stage, error=failure.error, ok=failure.stage is None)
     write_json(args.json, summary, out)
     if not quiet:
-        if summary["ok"] and summary.get("verdict") == "not judged":
+        if summary["ok"] and summary["structure_only"]:
+            print("OK (structure only: built, not run: no weights to run with)")
+        elif summary["ok"] and summary.get("verdict") == "not judged":
             # exit 0 (nothing failed), but an "OK" here would vouch for numbers nobody checked
             print("ran, not judged: no reference to compare with")
         else:
@@ -225,10 +262,16 @@ def run_export(args) -> int:
         return 1
     if failure.stage is None and not args.no_build:
         try:
-            ws.build_run(func=args.func)
+            if ws.structure_only:
+                ws.build_step()
+                print("run      structure only: no weights to run with (built, not run)")
+            else:
+                ws.build_run(func=args.func)
         except Exception as exc:  # the trace is still worth exporting; the report says why
             failure.record("build", exc)
-    if args.latency:
+    if args.latency and ws.structure_only:
+        print("latency  structure only: no weights to run with (no latency per step)")
+    elif args.latency:
         ws.progress = lambda text, fraction=None, **_: print(text) if fraction < 1 else None
         trace = ws.latency_trace(repeats=args.repeats)
         ws.progress = lambda *_, **__: None

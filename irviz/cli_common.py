@@ -66,6 +66,11 @@ def add_model_arguments(sp: argparse.ArgumentParser, pipelines: int = 1) -> None
     sp.add_argument("--keep-params", action="store_true",
                     help="import with the weights as parameters of main (main(x, p_linear0_weight, "
                          "...)), written to a .npz that BindParams binds in a step of its own")
+    sp.add_argument("--no-weights", action="store_true",
+                    help="structure only: get_model() runs under torch.device('meta'), so no weight "
+                         "is allocated (an 8B model opens in little memory); main takes the weights "
+                         "as parameters with no data; passes, diffs, queries, memory and build work, "
+                         "runs do not (a model built on the meta device is opened so anyway)")
     sp.add_argument("--no-cache", action="store_true",
                     help="measure the CPU decisions (library or TensorIR, conv2d tiles) again instead "
                          "of reading them from the cache; the new figures are cached")
@@ -137,7 +142,8 @@ def open_workspace(args, failure: Failure, log, other_pipelines=()):
         if getattr(args, "out", None) and args.keep_params:
             ws.params_dir = args.out  # the weights go with the exported steps
         ws.open(args.model, args.importer, planned=pipeline, capture=args.capture,
-                importer_maps=args.importer_map, keep_params=args.keep_params)
+                importer_maps=args.importer_map, keep_params=args.keep_params,
+                no_weights=getattr(args, "no_weights", False))
     except Exception as exc:
         failure.record(ws.stage or "load", exc)
         return None

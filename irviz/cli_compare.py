@@ -61,6 +61,9 @@ def run_compare(args) -> int:
                 if r["error"]:
                     print(f"{'AB'[k]}: {r['error']}", file=sys.stderr)
                     failure.stage = failure.stage or "build"
+                elif r.get("structure_only"):
+                    print(f"{'AB'[k]}: built in {r['build_seconds']:.2f} s (structure only: no "
+                          "weights to run with)")
                 else:
                     print(f"{'AB'[k]}: tvm {r['tvm_ms']:.3f} ms  max abs error {r['max_abs_error']:.3g}  "
                           f"{r['kernels']} kernels  built in {r['build_seconds']:.2f} s")

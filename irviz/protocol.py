@@ -89,7 +89,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         opt("capture", "str|null", None, '"export" or "symbolic_trace"; null: export (symbolic_trace '
                                           'with importer maps)'),
         opt("importer_maps", "[str]|null", None, "course importer map files"),
-        opt("keep_params", "bool", False, "the weights as parameters of main, kept in `params_file`")),
+        opt("keep_params", "bool", False, "the weights as parameters of main, kept in `params_file`"),
+        opt("no_weights", "bool", False, "structure only: the model built on the meta device, the "
+                                         "weights parameters of main with no data; nothing runs")),
         "`state`", returns_state=True, stage="load"),
     Command("state", (), "`state`", returns_state=True),
     Command("set_pipeline", (
@@ -107,7 +109,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         req("spec", "str"), opt("importer", "str|null", None), opt("applied", _PASSES, ()),
         opt("planned", _PASSES, ()), opt("cursor", "int|null", None), opt("pass_files", "[str]", ()),
         opt("converter_files", "[str]", ()), opt("capture", "str|null", None),
-        opt("importer_maps", "[str]", ()), opt("keep_params", "bool", False)),
+        opt("importer_maps", "[str]", ()), opt("keep_params", "bool", False),
+        opt("no_weights", "bool", False)),
         "`state`: the session rebuilt (how the bridge recovers after a crash)",
         returns_state=True, stage="load"),
     Command("reimport", (), "`state`: the kept capture imported again with the converter files; step 0, "
@@ -298,6 +301,7 @@ class State(TypedDict):
     pipeline_text: str
     keep_params: bool
     params_file: str | None
+    structure_only: bool
 
 
 # "pass": the pass being applied, so a reader never parses the English text for it
@@ -378,12 +382,15 @@ def invocation(name: str, params: dict | None = None) -> Invocation:
 def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=None, steps=(),
                planned=(), relax_functions=(), tir_functions=(), import_error=None,
                converter_files=(), run_functions=None, capture=None, importer_maps=(),
-               pipeline_text="", keep_params=False, params_file=None) -> State:
+               pipeline_text="", keep_params=False, params_file=None,
+               structure_only=False) -> State:
     """The whole session as the GUI sees it. `error`: the error of the last failed pass or import;
     `import_error`: set while a model is captured but its import failed (then `steps` is empty);
     `capture`: "export" | "symbolic_trace" (None without an FX graph); `importer_maps`: the course
     map files the import used. `pipeline_text`: applied + planned passes as one line (`--pipeline`
-    takes it); `keep_params`: main takes the weights as parameters, kept in `params_file`."""
+    takes it); `keep_params`: main takes the weights as parameters, kept in `params_file`;
+    `structure_only`: the model has no weights (opened with `no_weights`, or built on the meta
+    device): builds and memory work, runs answer that there are no weights to run with."""
     return {"model": model, "spec": spec, "importer": importer, "cursor": int(cursor),
             "error": error, "steps": list(steps), "planned": list(planned),
             "relax_functions": list(relax_functions), "tir_functions": list(tir_functions),
@@ -392,7 +399,8 @@ def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=N
             "run_functions": list(run_functions if run_functions is not None else
                                   [f for f in relax_functions if f == "main"]),
             "capture": capture, "importer_maps": list(importer_maps),
-            "pipeline_text": pipeline_text, "keep_params": bool(keep_params), "params_file": params_file}
+            "pipeline_text": pipeline_text, "keep_params": bool(keep_params), "params_file": params_file,
+            "structure_only": bool(structure_only)}
 
 
 def empty_state() -> State:

@@ -24,6 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pipeline", default="zero")
     p.add_argument("--passes", metavar="FILE", action="append", default=[],
                    help="a pass file loaded before the pipeline is read (as check --passes)")
+    p.add_argument("--no-weights", action="store_true",
+                   help="structure only: the model built on the meta device (as check --no-weights)")
     p.add_argument("--size", default="1600x1000")
     p.add_argument("--theme", default="light", choices=("light", "dark"))
     p.add_argument("--select", default=None,
@@ -119,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     def settled() -> bool:
         return bool(failure) or win.all_filled()
 
-    win.open_spec(args.model, pipeline=args.pipeline)
+    win.open_spec(args.model, pipeline=args.pipeline, no_weights=args.no_weights)
     if not wait_until(app, lambda: failure or win.state.get("model"), args.timeout) or failure:
         print(f"irviz snapshot: could not open {args.model}: {'; '.join(failure) or 'timeout'}",
               file=sys.stderr)

@@ -313,6 +313,10 @@ def measure(ws, cmp: Comparison, repeats: int = 10, progress=None) -> list[dict]
             t = time.perf_counter()
             built = build_mod.build(last.mod)
             row["build_seconds"] = round(getattr(built, "seconds", time.perf_counter() - t), 4)
+            if ws.structure_only:  # compiled; nothing to run it with, and that is no failure
+                row["structure_only"] = True
+                rows.append(row)
+                continue
             progress(f"Running pipeline {'AB'[k]}", 0.3 + 0.4 * k)
             if ws.loaded is not None:
                 res = run_mod.run_built(built, ws.loaded, repeats=repeats, params=ws.kept_params)

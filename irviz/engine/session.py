@@ -21,7 +21,8 @@ class SessionCommands:
             return protocol.make_state(
                 spec=ws.spec, importer=ws.importer, error=err, planned=planned,
                 import_error=import_error_fields(ws.import_error, ws.loaded), converter_files=ws.converter_files,
-                capture=ws.capture, importer_maps=ws.importer_maps, keep_params=ws.keep_params)
+                capture=ws.capture, importer_maps=ws.importer_maps, keep_params=ws.keep_params,
+                structure_only=bool(getattr(ws.loaded, "structure_only", False)))
         self.views.prune()
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
                                      st.changes.added, st.changes.removed, st.changes.changed,
@@ -35,14 +36,15 @@ class SessionCommands:
             planned=planned, relax_functions=relax_names, tir_functions=tir_names,
             converter_files=ws.converter_files, run_functions=self.views.run_functions(s.steps[s.cursor]),
             capture=ws.capture, importer_maps=ws.importer_maps, pipeline_text=pipeline_text(s),
-            keep_params=ws.keep_params, params_file=ws.params_file)
+            keep_params=ws.keep_params, params_file=ws.params_file, structure_only=ws.structure_only)
 
     def open(self, spec, importer=None, pipeline="zero", capture=None, importer_maps=None,
-             keep_params=False) -> State:
+             keep_params=False, no_weights=False) -> State:
         from irviz.core.passes import parse_pipeline
 
         self.ws.open(spec, importer, planned=parse_pipeline(pipeline) if pipeline else [],
-                     capture=capture, importer_maps=importer_maps, keep_params=bool(keep_params))
+                     capture=capture, importer_maps=importer_maps, keep_params=bool(keep_params),
+                     no_weights=bool(no_weights))
         self.progress("Ready", 1.0)
         self._schedule_failed()
         return self.state()
@@ -92,10 +94,11 @@ class SessionCommands:
         return self.state()
 
     def replay(self, spec, importer=None, applied=(), planned=(), cursor=None, pass_files=(),
-               converter_files=(), capture=None, importer_maps=(), keep_params=False) -> State:
+               converter_files=(), capture=None, importer_maps=(), keep_params=False,
+               no_weights=False) -> State:
         self.ws.replay(spec, importer, invocations(applied), invocations(planned), cursor,
                        pass_files, converter_files, capture=capture, importer_maps=importer_maps,
-                       keep_params=bool(keep_params))
+                       keep_params=bool(keep_params), no_weights=bool(no_weights))
         self.progress("Replayed", 1.0)
         return self.state()  # a schedule that stopped at a primitive is in the state's error
 

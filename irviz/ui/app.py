@@ -25,7 +25,7 @@ def make_app(argv: list[str] | None = None):
     return app
 
 
-def run_app(spec: str | None = None, pipeline: str = "zero") -> int:
+def run_app(spec: str | None = None, pipeline: str = "zero", no_weights: bool = False) -> int:
     """The app's exit code; 2, with what to do, when Qt could not open a window here."""
     # before QApplication: Qt's answer to a missing display or library is abort() and a core dump
     problem = display_problem()
@@ -43,7 +43,7 @@ def run_app(spec: str | None = None, pipeline: str = "zero") -> int:
     window = MainWindow()
     window.show()
     if spec:
-        window.open_spec(spec, pipeline=pipeline)
+        window.open_spec(spec, pipeline=pipeline, no_weights=no_weights)
     return app.exec()
 
 

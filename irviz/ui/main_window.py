@@ -196,7 +196,8 @@ class MainWindow(WindowChrome, QMainWindow):
         return rid
 
     def open_spec(self, spec: str, pipeline: str = "zero", capture: str | None = None,
-                  importer: str | None = None, importer_maps=None, keep_params: bool = False) -> int:
+                  importer: str | None = None, importer_maps=None, keep_params: bool = False,
+                  no_weights: bool = False) -> int:
         """Open `spec` in the engine; capture / importer None: the engine chooses (see OpenDialog)."""
         spec = str(spec)
         self._pending_open = spec
@@ -208,7 +209,8 @@ class MainWindow(WindowChrome, QMainWindow):
         # only what was chosen goes out, so the engine's defaults (and the model file's) apply
         extra = {k: v for k, v in (("capture", capture), ("importer", importer),
                                    ("importer_maps", list(importer_maps or ())),
-                                   ("keep_params", bool(keep_params))) if v}
+                                   ("keep_params", bool(keep_params)),
+                                   ("no_weights", bool(no_weights))) if v}
         return self._ask("open", "open", spec=spec, pipeline=pipeline, **extra)
 
     def open_dialog(self) -> None:
@@ -218,11 +220,12 @@ class MainWindow(WindowChrome, QMainWindow):
         st = self.state or {}
         keep = self.settings.value("open/keep_params", False, type=bool)
         dlg = OpenDialog(self, start_dir=start, importer_maps=st.get("importer_maps") or (),
-                         keep_params=keep)
+                         keep_params=keep, no_weights=self.settings.value("open/no_weights", False, type=bool))
         self.open_dialog_widget = dlg  # tests and screenshots reach the dialog through this
         if dlg.exec():
             choice = dlg.choice()
             self.settings.setValue("open/keep_params", choice["keep_params"])
+            self.settings.setValue("open/no_weights", choice["no_weights"])
             self.open_spec(**choice)
 
     def load_converters_dialog(self) -> None:
@@ -370,8 +373,9 @@ class MainWindow(WindowChrome, QMainWindow):
         steps = self.state.get("steps") or []
         name = next((s.get("pass") for s in steps if s.get("index") == cursor), "")
         total = len(steps) - 1 + len(self.state.get("planned") or [])
-        self.setWindowTitle(f"irviz — {model} — step {cursor}: {name}")
-        self.step_label.setText(f"{model} · step {cursor}/{total} · {name}")
+        only = " (structure only)" if self.state.get("structure_only") else ""
+        self.setWindowTitle(f"irviz — {model}{only} — step {cursor}: {name}")
+        self.step_label.setText(f"{model}{only} · step {cursor}/{total} · {name}")
         if (cursor, spec) != (prev.get("cursor"), prev.get("spec")) or not prev.get("model"):
             self.hub.set_provenance(None)
             self._ask("provenance", "provenance", step=cursor)

@@ -31,11 +31,12 @@ IMPORTERS = [("Auto (course for symbolic_trace, else TVM's)", None),
 UNTRUSTED_NOTE = ("Opening a .py model or pass file runs its code, as torch.load of a pickle would: "
                   "open only files you trust. A .pt2 is loaded without running code it carries.")
 KEEP_PARAMS_TEXT = "Weights as inputs (--keep-params): main(x, weights…), bound later by BindParams"
+NO_WEIGHTS_TEXT = "Structure only (--no-weights): no weights allocated, no runs"
 
 
 class OpenDialog(QDialog):
     def __init__(self, parent=None, path: str = "", start_dir: str = "", capture=None, importer=None,
-                 importer_maps=(), keep_params: bool = False):
+                 importer_maps=(), keep_params: bool = False, no_weights: bool = False):
         super().__init__(parent)
         self.setWindowTitle("Open model")
         self.setMinimumWidth(560)
@@ -82,6 +83,12 @@ class OpenDialog(QDialog):
             "Import with the weights kept as parameters of main and written to a .npz file; "
             "add BindParams to the pipeline to bind them in a step of its own")
         self.keep_params.setChecked(bool(keep_params))
+        self.no_weights = QCheckBox(NO_WEIGHTS_TEXT)
+        self.no_weights.setToolTip(
+            "get_model() runs under torch.device('meta'): the weights are never allocated (an 8B model "
+            "opens in well under a GB) and stay parameters of main with no data. Every pass, diff, "
+            "query, the memory plan and the build work; runs need the weights")
+        self.no_weights.setChecked(bool(no_weights))
 
         form = QFormLayout()
         form.addRow("File:", file_row)
@@ -92,6 +99,7 @@ class OpenDialog(QDialog):
         map_row.setContentsMargins(0, 0, 0, 0)
         form.addRow("Course maps:", maps_box)
         form.addRow("", self.keep_params)
+        form.addRow("", self.no_weights)
 
         self.note = QLabel()
         self.note.setWordWrap(True)
@@ -112,6 +120,7 @@ class OpenDialog(QDialog):
         for w in (self.capture, self.importer):
             w.currentIndexChanged.connect(self._update)
         self.keep_params.toggled.connect(self._update)
+        self.no_weights.toggled.connect(self._update)
         self.path.textChanged.connect(self._update)
         self._update()
 
@@ -127,7 +136,7 @@ class OpenDialog(QDialog):
     def choice(self) -> dict:
         return {"spec": self.path.text().strip(), "capture": self.capture.currentData(),
                 "importer": self.importer.currentData(), "importer_maps": self.map_files(),
-                "keep_params": self.keep_params.isChecked()}
+                "keep_params": self.keep_params.isChecked(), "no_weights": self.no_weights.isChecked()}
 
     def problem(self) -> str | None:
         """Why this combination cannot open (the same rules as the engine's), or None."""
@@ -142,6 +151,9 @@ class OpenDialog(QDialog):
             return "Course maps work on symbolic_trace graphs (call_module nodes): choose symbolic_trace or Auto."
         if c["importer_maps"] and c["importer"] == "exported_program":
             return "Course maps are used by the course importer: choose it or Auto."
+        if c["no_weights"] and (capture == "symbolic_trace" or c["importer"] == "course"):
+            return ("Structure only imports with torch.export and TVM's importer: the course's "
+                    "importers make every weight a constant, which needs its values.")
         return None
 
     # -- actions ---------------------------------------------------------------------------------

@@ -89,6 +89,7 @@ class SessionReplay(RequestRouter):
             "spec": state["spec"],
             "importer": state.get("importer") or "exported_program",
             "keep_params": bool(state.get("keep_params")),
+            "no_weights": bool(state.get("structure_only")),
             "applied": applied,
             "planned": [{"name": p["name"], "params": p.get("params") or {}} for p in state.get("planned") or []],
             "cursor": cursor,

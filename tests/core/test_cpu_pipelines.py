@@ -27,7 +27,10 @@ from irviz.core.session import Session
 NOT_MODELS = {"example_converter"}  # a converter file, not a model
 SLOW = {"resnet18", "gpt"}
 # IR samples (course_te, course_mymodule, ...) have no torch model to compare with
-SAMPLES = [n for n, _ in list_samples() if n not in NOT_MODELS and not is_ir_sample(n)]
+# published sizes (no weights, or 5 GB of them): benchmarks/full_size.py opens them
+FULL_SIZE = {"llama3_8b_shape", "llama3_8b_1layer", "qwen2_7b_shape", "mixtral_8x7b_shape"}
+SAMPLES = [n for n, _ in list_samples()
+           if n not in NOT_MODELS and n not in FULL_SIZE and not is_ir_sample(n)]
 
 
 def _params(names):

@@ -66,8 +66,13 @@ def test_a_step_before_planning_is_planned_on_a_copy(mlp_steps):
 def test_check_json_reports_memory(capsys):
     assert main(["check", "sample:mlp", "--pipeline", "zero", "--json", "-", "--repeats", "1"]) == 0
     mem = json.loads(capsys.readouterr().out)["memory"]
-    assert set(mem) == {"tokens", "planned_bytes", "tensor_bytes", "peak_bytes"}
+    assert set(mem) == {"tokens", "planned_bytes", "tensor_bytes", "peak_bytes", "activation_dtypes",
+                        "weights_bytes", "weights", "weights_dtypes"}
     assert mem["tokens"] >= 1 and 0 < mem["peak_bytes"] <= mem["planned_bytes"] <= mem["tensor_bytes"]
+    # the weights bound as constants: 784*128 + 128 + 128*10 + 10 float32 values
+    assert mem["weights_dtypes"] == {"float32": mem["weights_bytes"]}
+    assert mem["weights_bytes"] == (784 * 128 + 128 + 128 * 10 + 10) * 4
+    assert mem["activation_dtypes"] == ["float32"]
 
 
 def test_a_module_without_main_gets_a_reason_not_a_crash():

@@ -34,8 +34,14 @@ def test_choices_and_refused_combinations(qtbot, tmp_path):
     dlg = OpenDialog(path=str(tmp_path / "model.py"))
     qtbot.addWidget(dlg)
     assert dlg.choice() == {"spec": str(tmp_path / "model.py"), "capture": None, "importer": None,
-                            "importer_maps": [], "keep_params": False}
+                            "importer_maps": [], "keep_params": False, "no_weights": False}
     assert _open_enabled(dlg)
+    dlg.no_weights.setChecked(True)  # structure only: TVM's importer reads the weights' types only
+    dlg.importer.setCurrentIndex(dlg.importer.findData("course"))
+    assert not _open_enabled(dlg) and "Structure only" in dlg.note.text()
+    dlg.importer.setCurrentIndex(dlg.importer.findData(None))
+    assert _open_enabled(dlg) and dlg.choice()["no_weights"] is True
+    dlg.no_weights.setChecked(False)
 
     dlg.capture.setCurrentIndex(dlg.capture.findData("symbolic_trace"))
     dlg.importer.setCurrentIndex(dlg.importer.findData("exported_program"))

@@ -102,6 +102,8 @@ def reference_for(ws, func: str = "main") -> Reference:
     if ws.loaded is not None:
         import torch
 
+        ws.need_weights("bisecting (it runs the model)")
+
         example = tuple(ws.loaded.example_inputs)
         with torch.no_grad():
             out = ws.loaded.module(*example)

@@ -22,7 +22,7 @@ from tvm import relax
 
 from irviz.core.backend.build import DEFAULT_BUILD_PASSES, _make_pass, default_build_progress
 from irviz.core.errors import BuildError
-from irviz.core.tvm_compat import host_target, structural_hash, var_name
+from irviz.core.tvm_compat import GenericConst, host_target, structural_hash, var_name
 
 __all__ = ["MemoryPlan", "memory_plan", "memory_of_step", "plan_module", "step_memory_summaries"]
 
@@ -170,6 +170,40 @@ def memory_plan(mod, func: str = "main") -> MemoryPlan:
         if u in tensors:
             tensors[u].end = len(bindings) - 1
     return MemoryPlan(func, len(bindings), list(tokens.values()), order)
+
+
+def weights_of(mod, func: str = "main") -> dict:
+    """What `func` holds besides its inputs, from shapes and dtypes alone (no data is read):
+    the parameters after its ``num_input`` user inputs (weights kept as inputs, or a model opened
+    without weights) and the constants bound into it. {"count", "bytes", "dtypes": {dtype: bytes},
+    "symbolic": parameters whose size is known only at run time}."""
+    f = mod[func]
+    out = {"count": 0, "bytes": 0, "dtypes": {}, "symbolic": 0}
+
+    def add(shape, dtype):
+        try:
+            n = _nbytes(_ints(shape, func), dtype)
+        except BuildError:
+            out["symbolic"] += 1
+            return
+        out["count"] += 1
+        out["bytes"] += n
+        out["dtypes"][dtype] = out["dtypes"].get(dtype, 0) + n
+
+    num_input = (f.attrs or {}).get("num_input") if f.attrs is not None else None
+    if num_input is not None:
+        for p in list(f.params)[int(num_input):]:
+            ty = p.ty
+            if isinstance(ty, relax.TensorType) and ty.shape is not None:
+                add(ty.shape, str(ty.dtype))
+
+    def visit(e):
+        value = getattr(e, "value", None) if isinstance(e, GenericConst) else None
+        if hasattr(value, "shape"):  # each constant node once (the visit does not repeat nodes)
+            add(list(value.shape), str(value.dtype))
+
+    relax.analysis.post_order_visit(f.body, visit)
+    return out
 
 
 def _has_plan(mod, func: str) -> bool:

@@ -475,6 +475,11 @@ def run_built(built: BuildResult, loaded=None, *, repeats: int = 10, inputs=None
     run_and_compare)."""
     if loaded is None:
         return run_without_reference(built, repeats=repeats)
+    if getattr(loaded, "structure_only", False):
+        from irviz.core.frontend.structure_only import needs_weights
+
+        raise RunError(needs_weights("a run"), "build (compile only), memory, diffs and queries "
+                       "work without weights")
     return run_and_compare(built, loaded, repeats=repeats, inputs=inputs, params=params, program=program)
 
 

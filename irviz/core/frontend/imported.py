@@ -29,6 +29,9 @@ class Imported:
     # an IR file's schedule(sch), one step per primitive (frontend.schedule_steps.ScheduleRun):
     # every Session on this import records its steps after step 0
     schedule: object | None = None
+    # the weights have no data (meta tensors): main takes every weight, buffer and constant as a
+    # parameter after the user inputs, and nothing can run
+    structure_only: bool = False
 
 
 # --------------------------------------------------------------------------------------------

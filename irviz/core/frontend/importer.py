@@ -28,6 +28,7 @@ from irviz.core.frontend.converters import (
     normalize_key,
 )
 from irviz.core.frontend.complex_converters import unsupported_complex_node
+from irviz.core.frontend import structure_only as no_weights
 from irviz.core.frontend.course_fx import import_fx
 from irviz.core.frontend.course_importer import import_course
 from irviz.core.frontend.imported import (
@@ -53,7 +54,7 @@ CUSTOM_CONVERT_MAP_HINT = (
 
 
 def import_model(captured, importer: str = "exported_program", custom_convert_map=None,
-                 course_maps=(), keep_params: bool = False) -> Imported:
+                 course_maps=(), keep_params: bool = False, structure_only: bool = False) -> Imported:
     """captured: irviz.core.frontend.capture.Captured (uses .exported and .graph). A symbolic_trace
     capture goes to the course's from_fx (course_fx) with the built-in maps and `course_maps`
     [(call_function_map, call_module_map, origin)] on top.
@@ -61,7 +62,12 @@ def import_model(captured, importer: str = "exported_program", custom_convert_ma
     keep_params: the model's parameters stay parameters of main after the user inputs
     (``main(x, p_linear0_weight, ...)``) and their values come back in ``Imported.params``;
     buffers and constants are bound as usual. The course importers make the weights constants
-    first and lift them into parameters (lift_params)."""
+    first and lift them into parameters (lift_params).
+
+    structure_only: the weights have no data (meta tensors): every weight, buffer and constant
+    stays a parameter of main, typed and never read (see structure_only)."""
+    if structure_only:
+        no_weights.check_frontend(getattr(captured, "method", "export"), importer)
     if keep_params and importer == "course":
         return _with_kept_params(import_model(captured, importer, custom_convert_map, course_maps),
                                  captured)
@@ -89,7 +95,7 @@ def import_model(captured, importer: str = "exported_program", custom_convert_ma
         raise IRImportError(
             f"unknown importer {importer!r}", hint=f"choose one of {', '.join(IMPORTERS)}"
         )
-    return _import_exported_program(captured, custom_convert_map, keep_params)
+    return _import_exported_program(captured, custom_convert_map, keep_params, structure_only)
 
 
 def _with_kept_params(imported: Imported, captured) -> Imported:
@@ -182,13 +188,15 @@ def _wrap_custom(fn, imp):
     return tracked
 
 
-def _import_exported_program(captured, custom_convert_map, keep_params=False) -> Imported:
+def _import_exported_program(captured, custom_convert_map, keep_params=False,
+                             structure_only=False) -> Imported:
     ep = captured.exported
     t0 = time.perf_counter()
 
     user = normalize_convert_map(custom_convert_map)
     custom = {**builtin_converters(), **user}  # irviz's own converters, the user's on top
-    imp = _make_importer_class()()
+    cls = _make_importer_class()
+    imp = (no_weights.structure_only_importer(cls) if structure_only else cls)()
     nodes = list(ep.graph.nodes)
 
     # 1. ops irviz cannot express (complex tensors beyond the few it carries as float pairs), then
@@ -221,7 +229,10 @@ def _import_exported_program(captured, custom_convert_map, keep_params=False) ->
     imp.convert_map = {k: _wrap(v, imp) for k, v in imp.convert_map.items()}
     wrapped_custom = {k: _wrap_custom(v, imp) for k, v in custom.items()}
     try:
-        mod = imp.from_exported_program(ep, bool(keep_params), True, False, wrapped_custom or None)
+        if structure_only:
+            mod = no_weights.translate(imp, ep, wrapped_custom or None)
+        else:
+            mod = imp.from_exported_program(ep, bool(keep_params), True, False, wrapped_custom or None)
     except Exception as exc:  # TVM raises many types (TVMError, AssertionError, ...
         # a failing converter's cause is at the end of TVM's text, after what it was converting
         reason = tvm_error_text(exc, head=0, tail=6, with_type=True)
@@ -256,7 +267,7 @@ def _import_exported_program(captured, custom_convert_map, keep_params=False) ->
         ) from exc
 
     params = None
-    if keep_params:
+    if keep_params and not structure_only:
         mod, params = _take_kept_params(mod, ep)
     const_names = _bound_constant_names(ep, imp.bound_tensors, with_parameters=not keep_params)
     provenance = compute_provenance(mod, imp.env, nodes, const_names)
@@ -267,6 +278,7 @@ def _import_exported_program(captured, custom_convert_map, keep_params=False) ->
         importer="exported_program",
         seconds=time.perf_counter() - t0,
         params=params,
+        structure_only=structure_only,
     )
 
 

@@ -29,6 +29,7 @@ from irviz.core.frontend.files import (
     parse_spec,
     shown_path,
 )
+from irviz.core.frontend import structure_only as no_weights_mod
 from irviz.core.frontend.samples import list_samples, sample_path
 from irviz.core.user_code import exception_line, importable_folder
 
@@ -52,10 +53,23 @@ class LoadedModel:
     importer: str | None = None  # a model file's IRVIZ_IMPORTER ("exported_program" | "course")
     course_maps: tuple = ()  # a model file's own call_function_map / call_module_map, if any
     notes: tuple = ()  # what irviz changed on the way in, for the log
+    # no weights (--no-weights, or a module built on the meta device): module and inputs are meta
+    # tensors, and nothing can run
+    structure_only: bool = False
 
 
-def load_model(spec: str) -> LoadedModel:
-    """Load what the user named; LoadError (message + hint, traceback in .detail) on any problem."""
+def load_model(spec: str, no_weights: bool = False) -> LoadedModel:
+    """Load what the user named; LoadError (message + hint, traceback in .detail) on any problem.
+    no_weights: get_model() runs under torch.device("meta") and the model is structure only (see
+    structure_only); a model file whose module is on the meta device is structure only anyway."""
+    loaded = _load(spec, no_weights)
+    if loaded.exported is not None and no_weights:  # a .pt2's weights are loaded: just not used
+        loaded.structure_only = True
+        loaded.notes += ("structure only (--no-weights): the program's weights are not imported",)
+    return loaded
+
+
+def _load(spec: str, no_weights: bool) -> LoadedModel:
     if not isinstance(spec, str) or not spec.strip():
         raise LoadError("No model given.", hint=_usage_hint())
     kind, target, factory = parse_spec(spec)
@@ -63,7 +77,7 @@ def load_model(spec: str) -> LoadedModel:
         if not target:
             raise LoadError("sample: needs a name.", hint=_known_samples_hint())
         path = sample_path(target)
-        loaded = _load_py(path, DEFAULT_FACTORY, spec)
+        loaded = _load_py(path, DEFAULT_FACTORY, spec, no_weights)
         loaded.name = target
         return loaded
 
@@ -77,7 +91,7 @@ def load_model(spec: str) -> LoadedModel:
         )
     suffix = path.suffix.lower()
     if suffix == ".py":
-        return _load_py(path.resolve(), factory or DEFAULT_FACTORY, spec)
+        return _load_py(path.resolve(), factory or DEFAULT_FACTORY, spec, no_weights)
     if suffix == ".pt2":
         if factory:
             raise LoadError(
@@ -96,7 +110,7 @@ def load_model(spec: str) -> LoadedModel:
 # .py model files
 
 
-def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
+def _load_py(path: Path, factory: str, spec: str, no_weights: bool = False) -> LoadedModel:
     shown = shown_path(path)
     try:
         source = path.read_text(encoding="utf-8")
@@ -139,18 +153,32 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
         )
 
     dirpath = str(path.parent)
+    device = (no_weights_mod.on_meta_device() if no_weights else
+              no_weights_mod.allocation_guard(no_weights_mod.memory_budget()))
     with importable_folder(dirpath), _forget_new_local_modules(dirpath):
         try:
-            result = fn()
+            with device:  # --no-weights: no weight is ever allocated; else not more than fits
+                result = fn()
         except LoadError:
             raise  # already says what is wrong (e.g. hf samples: pip install 'irviz[hf]')
+        except no_weights_mod.TooBigError as e:
+            raise LoadError(*no_weights_mod.too_big_message(e, factory, shown)) from None
         except Exception as e:  # the user's code can raise anything
             raise LoadError(
-                f"{factory}() in {shown} raised {exception_line(e)}{_user_frame(e, path)}",
-                hint=f"Fix {factory}() so it returns (module, example_inputs); run the file with python to debug.",
+                f"{factory}() in {shown} raised {exception_line(e)}{_user_frame(e, path)}"
+                + (" (under torch.device('meta'), for --no-weights)" if no_weights else ""),
+                hint=(f"with --no-weights, {factory}() runs on the meta device, where tensors have "
+                      "no values: it must build the model from shapes alone (no checkpoint, no "
+                      ".item()); or open it with its weights" if no_weights else
+                      f"Fix {factory}() so it returns (module, example_inputs); run the file with python to debug."),
                 detail=traceback.format_exc(),
             ) from None
     module_obj, inputs = _check_result(result, f"{factory}()", shown)
+    meta = no_weights_mod.without_weights(module_obj, inputs, no_weights)
+    notes = ()
+    if meta is not None:
+        module_obj, inputs, note = meta
+        notes = (note,)
 
     dynamic_shapes = _call_optional(
         module, DYNAMIC_SHAPES_FUNC, shown, path,
@@ -159,17 +187,21 @@ def _load_py(path: Path, factory: str, spec: str) -> LoadedModel:
     alt_inputs = _call_optional(
         module, ALT_INPUTS_FUNC, shown, path,
         "get_alt_inputs() must return a tuple of tensors, like get_model()'s inputs.")
-    if alt_inputs is not None:
+    if alt_inputs is not None and meta is None:  # other sizes are for runs
         alt_inputs = (alt_inputs,) if isinstance(alt_inputs, torch.Tensor) else tuple(alt_inputs)
+    else:
+        alt_inputs = None
 
     module_obj.eval()
-    notes = _without_kv_cache(module_obj)
-    _check_forward(module_obj, inputs, shown, path)
+    notes += _without_kv_cache(module_obj)
+    if meta is None:  # eager ops on meta tensors cannot read values (.item()); the capture checks
+        _check_forward(module_obj, inputs, shown, path)
     name = path.stem if factory == DEFAULT_FACTORY else f"{path.stem}:{factory}"
     capture, importer, course_maps = _frontend_hints(module, shown)
     return LoadedModel(module=module_obj, example_inputs=inputs, spec=spec, name=name,
                        dynamic_shapes=dynamic_shapes, alt_inputs=alt_inputs, capture=capture,
-                       importer=importer, course_maps=course_maps, notes=notes)
+                       importer=importer, course_maps=course_maps, notes=notes,
+                       structure_only=meta is not None)
 
 
 def _without_kv_cache(module) -> tuple[str, ...]:

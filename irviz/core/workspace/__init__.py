@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 
 from irviz.core.backend.timing import tune_seconds
-from irviz.core.errors import IRImportError, IrvizError, RequestError
+from irviz.core.errors import IRImportError, IrvizError, RequestError, RunError
 from irviz.core.export import step_files
 from irviz.core.frontend.converters import load_converter_file
 from irviz.core.tuning.decision_cache import set_cache_enabled
@@ -123,6 +123,20 @@ class Workspace(Results):
             return Path(self.spec).stem
         return None
 
+    @property
+    def structure_only(self) -> bool:
+        """The open model has no weights (--no-weights, or built on the meta device): its graph,
+        passes, builds and memory work; nothing that needs values runs."""
+        return bool(getattr(self.imported, "structure_only", False))
+
+    def need_weights(self, what: str) -> None:
+        """RunError saying `what` needs the weights, when the open model has none."""
+        if self.structure_only:
+            from irviz.core.frontend.structure_only import needs_weights
+
+            raise RunError(needs_weights(what),
+                           "build (compile only), memory, diffs and queries work without weights")
+
     def need_session(self):
         if self.session is None:
             raise RequestError("No model is open")
@@ -168,14 +182,17 @@ class Workspace(Results):
     # -- opening --------------------------------------------------------------------------------
 
     def open(self, spec: str, importer: str | None = None, planned=(), fraction_span=(0.0, 1.0),
-             capture: str | None = None, importer_maps=None, keep_params: bool = False):
+             capture: str | None = None, importer_maps=None, keep_params: bool = False,
+             no_weights: bool = False):
         """Load, capture and import `spec`; a new Session with `planned` as its pipeline.
 
         `capture` ("export" | "symbolic_trace") and `importer` ("exported_program" | "course"):
         None takes the model file's IRVIZ_CAPTURE / IRVIZ_IMPORTER, else the defaults (see
         `choose_frontend`). `importer_maps`: course map files (call_function_map /
         call_module_map), kept and executed afresh by every later import.
-        keep_params: main takes the weights as parameters, written to `params_file`."""
+        keep_params: main takes the weights as parameters, written to `params_file`.
+        no_weights: structure only: get_model() on the meta device, no weight ever allocated (a
+        model file that builds on the meta device is structure only without it)."""
         from irviz.core.frontend import capture as capture_mod
         from irviz.core.frontend import ir_file, model_file
 
@@ -184,6 +201,10 @@ class Workspace(Results):
         self.stage = "load"
         self.progress(f"Loading {spec}", at(0.0))
         if step_files.is_exported_step(spec) or ir_file.ir_file_spec(spec) is not None:
+            if no_weights:
+                raise RequestError(f"--no-weights is for PyTorch models; {spec} is an IRModule, "
+                                   "which holds no torch weights to leave out",
+                                   "open it without --no-weights")
             if keep_params:
                 raise RequestError(f"--keep-params is for PyTorch models; {spec} is an IRModule, whose "
                                    "functions take what parameters it gives them",
@@ -199,7 +220,7 @@ class Workspace(Results):
             self._map_layer(path)
         self.stage = "load"
         t = time.perf_counter()
-        loaded = model_file.load_model(spec)
+        loaded = model_file.load_model(spec, no_weights=no_weights)
         load_seconds = time.perf_counter() - t
         self.log(f"load     {load_seconds:7.2f} s  {loaded.name}")
         for note in loaded.notes:
@@ -208,6 +229,11 @@ class Workspace(Results):
         capture, importer, why = choose_frontend(loaded, capture, importer, maps)
         if why:
             self.log(f"frontend {why}")
+        if loaded.structure_only:
+            from irviz.core.frontend.structure_only import check_frontend
+
+            self.stage = "import"
+            check_frontend(capture, importer)
         self.stage = "capture"
         how = "torch.fx.symbolic_trace" if capture == "symbolic_trace" else "torch.export"
         self.progress(f"Capturing {loaded.name} with {how}", at(0.25))
@@ -270,7 +296,8 @@ class Workspace(Results):
         try:
             imported = importer_mod.import_model(captured, importer=importer,
                                                  custom_convert_map=convert_map, course_maps=layers,
-                                                 keep_params=keep_params)
+                                                 keep_params=keep_params,
+                                                 structure_only=loaded.structure_only)
             if imported.params:
                 imported.params_file = self._write_params(loaded, imported.params)
         except IrvizError as exc:
@@ -531,7 +558,7 @@ class Workspace(Results):
 
     def replay(self, spec, importer=None, applied=(), planned=(), cursor=None,
                pass_files=(), converter_files=(), capture=None, importer_maps=(),
-               keep_params=False) -> None:
+               keep_params=False, no_weights=False) -> None:
         """Rebuild a session from its recipe: load the pass and converter files, open, apply
         `applied`, plan `planned`, go to `cursor`. How the GUI recovers from a crashed engine."""
         from irviz.core.passes import load_pass_file
@@ -545,7 +572,7 @@ class Workspace(Results):
         applied, planned = list(applied or ()), list(planned or ())
         self.open(spec, importer, planned=applied + planned,
                   fraction_span=(0.0, 0.4 if applied else 0.95), capture=capture,
-                  importer_maps=importer_maps, keep_params=keep_params)
+                  importer_maps=importer_maps, keep_params=keep_params, no_weights=no_weights)
         s = self.session
         if applied:
             s.set_pipeline(applied)

@@ -16,13 +16,13 @@ class Results:
         its reference(), if any). `dims` gives symbolic sizes for made-up inputs (default: the
         workspace's `dims`). Returns (BuildResult, RunResult); the result is kept for the exported
         report."""
-        from irviz.core.backend import build as build_mod
         from irviz.core.backend import prim_run
         from irviz.core.backend import run as run_mod
 
         st = self.step_at(step)
         func = prim_run.resolve_func(st.mod, func)
         self.stage = "run"
+        self.need_weights("a run")
         run_mod.check_func(st.mod, func)
         if self.loaded is not None and func != "main":
             raise RequestError(f"a PyTorch model is compared through main; {func} has no PyTorch "
@@ -34,15 +34,7 @@ class Results:
             return built, result
         # inputs first: missing sizes or bad get_inputs() are reported before a build is paid for
         ir_inputs = self._ir_inputs(st.mod, func, dims) if self.loaded is None else None
-        self.stage = "build"
-        if self._last_build is not None and self._last_build[0] is st:
-            built = self._last_build[1]   # other inputs for the same step: no second build
-        else:
-            self.progress(f"Building step {st.index} ({st.pass_name})", 0.05)
-            built = build_mod.build(st.mod)
-            self.stage_seconds["build"] = built.seconds
-            self.log(f"build    {built.seconds:7.2f} s  ({built.target})")
-            self._last_build = (st, built)
+        built = self.build_step(st)
         self.stage = "run"
         t = time.perf_counter()
         if self.loaded is None:
@@ -56,6 +48,22 @@ class Results:
         if inputs is None:
             self.runs[st.index] = (st, result)
         return built, result
+
+    def build_step(self, step=None):
+        """Compile a step (the cursor by default) without running it: what a model without weights
+        can do. The last build is reused for the same step."""
+        from irviz.core.backend import build as build_mod
+
+        st = step if hasattr(step, "mod") else self.step_at(step)
+        self.stage = "build"
+        if self._last_build is not None and self._last_build[0] is st:
+            return self._last_build[1]   # other inputs for the same step: no second build
+        self.progress(f"Building step {st.index} ({st.pass_name})", 0.05)
+        built = build_mod.build(st.mod)
+        self.stage_seconds["build"] = built.seconds
+        self.log(f"build    {built.seconds:7.2f} s  ({built.target})")
+        self._last_build = (st, built)
+        return built
 
     def _build_run_prim(self, mod, func: str, repeats: int, dims=None):
         """PrimFunc `func` of `mod` built alone and called on get_inputs() (or random inputs) and
@@ -96,6 +104,7 @@ class Results:
         from irviz.core.backend.intermediates import compare_intermediates
 
         st = self.step_at(step)
+        self.need_weights("comparing intermediates")
         built = self._last_build[1] if self._last_build is not None and self._last_build[0] is st else None
         self.stage = "run"
         return compare_intermediates(st, self.captured, params=self.kept_params, built=built,
@@ -183,6 +192,7 @@ class Results:
             for i in steps:
                 self.step_at(i)
         self.stage = "build"
+        self.need_weights("a latency trace (it runs every step)")
         trace = latency_trace(s, self.loaded, steps=steps, repeats=int(repeats),
                               progress=self.progress, cache=self._latency_cache, params=self.kept_params)
         self._latency_last = ({e["step"]: s.steps[e["step"]] for e in trace}, trace)
