@@ -8,7 +8,7 @@ plan with the weights' bytes. RSS after every phase, and the peak (VmHWM).
     nice -n 10 python benchmarks/full_size.py [--model sample:qwen2_7b_shape] [--no-weights]
         [--pipeline zero --pipeline default_build] [--json out.json]
 
-Targets (issue #22): file to imported <= 60 s, each default_build step <= 10 s, the whole
+Targets: file to imported <= 60 s, each default_build step <= 10 s, the whole
 default_build + build <= 5 min, RSS <= 4 GB throughout.
 """
 from __future__ import annotations
