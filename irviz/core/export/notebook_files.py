@@ -17,9 +17,15 @@ import warnings
 from pathlib import Path
 
 from irviz.core.errors import ExportError, tvm_error_text
-from irviz.core.export.step_files import _first_mismatch, module_script, parse_script, write_params
+from irviz.core.export.step_files import (
+    _first_mismatch,
+    module_script,
+    parse_script,
+    string_literal,
+    write_params,
+)
 
-__all__ = ["as_irmodule", "safe_name", "write_ir_file", "write_pt2", "to_numpy"]
+__all__ = ["as_irmodule", "safe_name", "write_ir_file", "write_pt2"]
 
 
 def safe_name(name: str) -> str:
@@ -48,25 +54,8 @@ def as_irmodule(obj):
     return None
 
 
-def to_numpy(value):
-    """A numpy array from a numpy array, a torch tensor, a TVM tensor or a Python number."""
-    import numpy as np
-
-    if hasattr(value, "detach"):          # torch: no grad, on the CPU
-        value = value.detach().cpu()
-    if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
-        value = value.numpy()
-    return np.asarray(value)
-
-
 def _as_tuple(values) -> tuple:
     return tuple(values) if isinstance(values, (tuple, list)) else (values,)
-
-
-def _string_literal(text: str) -> str:
-    if "'''" not in text and not text.endswith("\\"):
-        return "r'''\n" + text + "'''"
-    return repr(text)
 
 
 _HEADER = '''\
@@ -116,6 +105,7 @@ def write_ir_file(mod, folder, name: str, inputs=None, expected=None, caller: st
     with a note (and a warning) saying where it differs."""
     import numpy as np
 
+    from irviz.core.backend.outputs import to_numpy  # lazy: TVM, which mod already needs
     from irviz.core.tvm_compat import structural_equal
 
     stem = safe_name(name)
@@ -139,7 +129,7 @@ def write_ir_file(mod, folder, name: str, inputs=None, expected=None, caller: st
                    "structurally equal to it" + _first_mismatch(mod, back))
         notes += f"\n# NOTE: {differs}"
         warnings.warn(f"irviz: {differs}; irviz shows the module as parsed back", stacklevel=3)
-    body = _HEADER.format(caller=caller, stem=stem, script=_string_literal(text), consts=notes)
+    body = _HEADER.format(caller=caller, stem=stem, script=string_literal(text), consts=notes)
     arrays: dict = {}
     if inputs is not None:
         arrays.update({f"input{k:04d}": to_numpy(v) for k, v in enumerate(_as_tuple(inputs))})

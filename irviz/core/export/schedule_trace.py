@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from irviz.core.export.step_files import module_script, run_step_file, step_stem
+from irviz.core.export.step_files import module_script, run_step_file, step_stem, string_literal
 
 FILE = "schedule_trace.py"
 
@@ -69,12 +69,6 @@ if __name__ == "__main__":
 '''
 
 
-def _literal(text: str) -> str:
-    if "'''" not in text and not text.endswith("\\"):
-        return "r'''\n" + text + "'''"
-    return repr(text)
-
-
 def write_schedule_trace(session, out: Path) -> dict | None:
     """Write ``schedule_trace.py`` into `out` when the session has the learner's schedule, run it
     back and return its steps.json record: {file, primitives, verified, note}."""
@@ -85,7 +79,7 @@ def write_schedule_trace(session, out: Path) -> dict | None:
         return None
     text, consts = module_script(session.steps[0].mod)
     body = (_FROM_STEP.format(step0=step_stem(0, session.steps[0].pass_name)) if consts
-            else _FROM_SCRIPT.format(script=_literal(text)))
+            else _FROM_SCRIPT.format(script=string_literal(text)))
     names = ", ".join(dict.fromkeys(s.name for s in run.steps))
     path = Path(out) / FILE
     path.write_text(_HEAD.format(source=Path(run.source).name, count=len(run.steps), names=names, file=FILE)

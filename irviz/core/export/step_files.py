@@ -280,7 +280,8 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "pass"
 
 
-def _string_literal(text: str) -> str:
+def string_literal(text: str) -> str:
+    """`text` as a Python literal a written file can hold (raw triple quotes when it allows)."""
     if "'''" not in text and not text.endswith("\\"):
         return "r'''\n" + text + "'''"
     return repr(text)
@@ -404,7 +405,7 @@ def write_step_file(out: Path, session, step, text: str, consts, loadable: bool,
     if loadable:
         moved = any(_printed_inline(c.value) for c in consts)
         head = _header_lines(session, step, stem, True, note, scalars_moved=moved)
-        body = "\n".join(head) + "\n\nSCRIPT = " + _string_literal(text) + "\n" + _LOADER
+        body = "\n".join(head) + "\n\nSCRIPT = " + string_literal(text) + "\n" + _LOADER
         (out / f"{stem}.py").write_text(body, encoding="utf-8")
         write_params(out / f"{stem}.params", consts, written_params)
         return {"file": f"{stem}.py", "params_file": f"{stem}.params"}
