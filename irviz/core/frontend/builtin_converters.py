@@ -50,6 +50,7 @@ from collections.abc import Callable
 from irviz.core.frontend.index_converter import convert_index_put as _index_put
 from irviz.core.frontend.index_converter import convert_index_tensor
 from irviz.core.frontend import complex_converters as cx
+from irviz.core.frontend.expr_types import expr_dtype, fx_dtype
 from irviz.core.frontend import model_op_converters as model_ops
 
 
@@ -111,18 +112,6 @@ def convert_cat(node, importer):
     return importer.block_builder.emit(relax.op.concat(keep, axis=axis))
 
 
-def _relax_dtype(expr) -> str | None:
-    ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
-    dt = getattr(ty, "dtype", None)
-    return str(dt) if dt is not None else None
-
-
-def _fx_dtype(node) -> str | None:
-    val = node.meta.get("val") if hasattr(node, "meta") else None
-    dt = getattr(val, "dtype", None)
-    return str(dt).replace("torch.", "") if dt is not None else None
-
-
 def _make_scan(op_name: str):
     def convert_scan(node, importer):
         """aten.cumsum/cumprod computed in torch's result dtype.
@@ -138,8 +127,8 @@ def _make_scan(op_name: str):
         if node.kwargs.get("dtype") is not None:
             dtype = str(node.kwargs["dtype"]).replace("torch.", "")
         else:
-            dtype = _fx_dtype(node)
-        if dtype and dtype != _relax_dtype(x):
+            dtype = fx_dtype(node)
+        if dtype and dtype != expr_dtype(x):
             x = importer.block_builder.emit(relax.op.astype(x, dtype))
         return importer.block_builder.emit(getattr(relax.op, op_name)(x, dim, dtype or None))
 
@@ -164,8 +153,8 @@ def _make_float_function(key: str):
 
         x_node = node.args[0]
         x = importer.env[x_node]
-        dtype = _fx_dtype(node)
-        if not dtype or not dtype.startswith(("float", "bfloat")) or _relax_dtype(x) == dtype:
+        dtype = fx_dtype(node)
+        if not dtype or not dtype.startswith(("float", "bfloat")) or expr_dtype(x) == dtype:
             return _tvm_converter(importer, key)(node)
         importer.env[x_node] = importer.block_builder.emit(relax.op.astype(x, dtype))
         try:
@@ -184,14 +173,14 @@ def convert_div(node, importer):
     bb = importer.block_builder
     args = importer.retrieve_args(node)
     mode = node.kwargs.get("rounding_mode", node.args[2] if len(node.args) > 2 else None)
-    out = _fx_dtype(node)
+    out = fx_dtype(node)
     if not out:
         return _tvm_converter(importer, node.target.__name__)(node)
 
     def as_dtype(v, dtype):
         if not isinstance(v, relax.Expr):
             return relax.const(v, dtype)
-        return v if _relax_dtype(v) == dtype else relax.op.astype(v, dtype)
+        return v if expr_dtype(v) == dtype else relax.op.astype(v, dtype)
 
     if mode == "trunc" and not out.startswith(("float", "bfloat")):
         a, b = (as_dtype(v, "float64") for v in args[:2])
@@ -219,7 +208,7 @@ def convert_histc(node, importer):
     if not lo < hi:
         raise NotImplementedError(f"histc with min={lo} >= max={hi} (bins from the data's range) "
                                   "has no converter; pass min < max")
-    dtype = _relax_dtype(x) or "float32"
+    dtype = expr_dtype(x) or "float32"
     flat = bb.emit(relax.op.reshape(x, (-1,)))
     c = lambda v: relax.const(v, dtype)
     scaled = relax.op.floor(relax.op.multiply(relax.op.subtract(flat, c(lo)), c(bins / (hi - lo))))
@@ -250,7 +239,7 @@ def convert_grouped_mm_fallback(node, importer):
     picked = relax.op.take(weight, relax.op.minimum(expert, relax.const(experts - 1, "int64")), axis=0)
     out = relax.op.squeeze(relax.op.matmul(relax.op.expand_dims(x, 1), picked), axis=[1])
     in_a_group = relax.op.expand_dims(relax.op.less(expert, relax.const(experts, "int64")), 1)
-    dtype = _relax_dtype(x) or "float32"
+    dtype = expr_dtype(x) or "float32"
     return bb.emit(relax.op.where(in_a_group, out, relax.const(0, dtype)))
 
 
@@ -267,7 +256,7 @@ def _make_nonfinite_full(key: str, like: bool):
 
         value = node.args[1] if len(node.args) > 1 else node.kwargs.get("fill_value",
                                                                            node.kwargs.get("value"))
-        dtype = _fx_dtype(node)
+        dtype = fx_dtype(node)
         if not _nonfinite(value) or not dtype or not dtype.startswith(("float", "bfloat")):
             return _tvm_converter(importer, key)(node)
         if like:
@@ -290,7 +279,7 @@ def convert_elu(node, importer):
     alpha, scale, input_scale = (float(node.kwargs.get(n, given[i] if given[i] is not None else 1.0))
                                  for i, n in enumerate(names))
     x = importer.env[node.args[0]]
-    dtype = _relax_dtype(x) or "float32"
+    dtype = expr_dtype(x) or "float32"
     c = lambda v: relax.const(v, dtype)
     scaled = x if input_scale == 1.0 else relax.op.multiply(x, c(input_scale))
     negative = relax.op.multiply(c(scale * alpha), relax.op.subtract(relax.op.exp(scaled), c(1.0)))

@@ -19,19 +19,7 @@ This converter follows torch's rules (numpy's advanced indexing):
 """
 from __future__ import annotations
 
-
-def expr_dtype(expr) -> str:
-    """A Relax expression's dtype, "" when its type has none."""
-    ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
-    dt = getattr(ty, "dtype", None)
-    return str(dt) if dt is not None else ""
-
-
-def expr_shape(expr):
-    """A Relax expression's shape values, None when they are not known."""
-    ty = getattr(expr, "ty", None) or getattr(expr, "struct_info", None)
-    vals = getattr(getattr(ty, "shape", None), "values", None)
-    return list(vals) if vals is not None else None
+from irviz.core.frontend.expr_types import expr_dtype, expr_shape
 
 
 def _known_nonnegative(value) -> bool:

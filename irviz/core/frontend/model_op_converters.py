@@ -26,14 +26,8 @@ from __future__ import annotations
 
 import math
 
-from irviz.core.frontend.index_converter import expr_dtype, expr_shape
+from irviz.core.frontend.expr_types import expr_dtype, expr_shape, fx_dtype
 
-
-
-def _fx_dtype(node) -> str | None:
-    val = node.meta.get("val") if hasattr(node, "meta") else None
-    dt = getattr(val, "dtype", None)
-    return str(dt).replace("torch.", "") if dt is not None else None
 
 
 def _arg(node, i, name, default=None):
@@ -51,7 +45,7 @@ def convert_arange_start_step(node, importer, tvm_converter):
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, end, step))
     if not numbers or step >= 0:
         return tvm_converter(node)
-    dtype = _fx_dtype(node) or "int64"
+    dtype = fx_dtype(node) or "int64"
     n = max(0, math.ceil((end - start) / step))
     bb = importer.block_builder
     ramp = relax.op.astype(relax.op.arange(0, n, 1, "int64"), dtype)
