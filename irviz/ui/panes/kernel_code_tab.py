@@ -120,7 +120,9 @@ class KernelCodeTab(QWidget):
             self.format.setCurrentIndex(formats.index(keep))
         self.format.blockSignals(False)
         kernel = (self.result.get("kernels") or {}).get(self.kernel) or {}
-        self.counts.setText(counts_text(self.result, kernel) + f"  ({self.result.get('seconds', 0):.2f} s)")
+        step, _kernel, target = self._asked or (self.step, self.kernel, self.target_text())
+        self.counts.setText(counts_text(self.result, kernel)
+                            + f"  (step {step}, {target}; {self.result.get('seconds', 0):.2f} s)")
         self.counts.setToolTip(str(self.result.get("target")))
         self._show_code()
 
