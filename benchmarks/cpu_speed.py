@@ -1,6 +1,6 @@
 """TVM against torch eager and torch.compile, per model and pipeline, on this CPU.
 
-    python benchmarks/cpu_speed.py [--models resnet18,mlp,gpt,small_cnn,hf_bert]
+    python benchmarks/cpu_speed.py [--models resnet18,mlp,gpt,small_cnn,hf_bert | --real-size]
                                    [--pipelines fast-cpu,tir-cpu] [--repeats 20] [--rounds 3]
                                    [--threads N] [--no-compile] [--fresh-cache] [--kernels K]
 
@@ -15,6 +15,10 @@ The first lines name the CPU, its vector ISA and width, the threads and the load
 from different machines can be told apart. ``tune s`` is the time the pipeline spent measuring on
 this machine (library or TensorIR, conv2d and matmul tiles): the first run, then the same pipeline
 again, read from the cache, with that second run's whole time in brackets. ``--fresh-cache`` measures into an empty cache (the first-time figure).
+
+``--real-size`` times what users compile instead of the samples: BERT-base (128 tokens), GPT-2 small
+(a 128-token prefill), ResNet-18 (224²) and MobileNet-V2 (224²), at their published sizes with random
+weights (``benchmarks/real_size/``). A name in ``--models`` is a sample, ``real:NAME`` or a model file.
 
 Targets (issue: speed on the user's CPU): fast-cpu ≤ 0.9× eager on every model and ≤ 1.0×
 torch.compile on ResNet-18; tir-cpu ≤ 1.3× eager on ResNet-18; tuning ResNet-18 ≤ 60 s the first
@@ -38,9 +42,20 @@ def _load() -> str:
         return "?"
 
 
+REAL_SIZE = ["real:bert_base", "real:gpt2_small", "resnet18", "real:mobilenet_v2"]
+
+
+def _model_source(name: str) -> str:
+    if name.startswith("real:"):
+        return os.path.join(os.path.dirname(os.path.abspath(__file__)), "real_size", name[5:] + ".py")
+    return name if name.endswith((".py", ".pt2")) else f"sample:{name}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18,mlp,gpt,small_cnn,hf_bert")
+    ap.add_argument("--real-size", action="store_true",
+                    help="BERT-base, GPT-2 small, ResNet-18 and MobileNet-V2 at their published sizes")
     ap.add_argument("--pipelines", default="fast-cpu,tir-cpu")
     ap.add_argument("--repeats", type=int, default=20, help="timed runs per block")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of blocks")
@@ -81,14 +96,16 @@ def main() -> int:
     print()
     cols = ["eager ms", "compile ms", "tvm ms", "tvm/eager", "tvm/compile", "spread", "max err",
             "build s", "tune s (pipeline s)"]
-    print(f"{'model':10} {'pipeline':9} " + " ".join(f"{c:>11}" for c in cols))
+    print(f"{'model':12} {'pipeline':9} " + " ".join(f"{c:>11}" for c in cols))
     summary = []
-    for name in args.models.split(","):
+    models = REAL_SIZE if args.real_size else args.models.split(",")
+    for entry in models:
+        name = os.path.splitext(os.path.basename(entry.removeprefix("real:")))[0]
         try:
-            loaded = load_model(f"sample:{name}")
+            loaded = load_model(_model_source(entry))
             captured = capture(loaded)
         except Exception as exc:  # e.g. hf_bert without the hf extra
-            print(f"{name:10} skipped: {getattr(exc, 'message', exc)}")
+            print(f"{name:12} skipped: {getattr(exc, 'message', exc)}")
             continue
         example = tuple(loaded.example_inputs)
         runners = {"eager": lambda: loaded.module(*example)}
@@ -129,7 +146,7 @@ def main() -> int:
                 runners[pipeline] = (lambda f=main_fn, a=tvm_in: f(*a))
                 built_rows.append((pipeline, res, build_s, tuned_first, tuned_again, cached_s))
             except Exception as exc:
-                print(f"{name:10} {pipeline:9} failed: {getattr(exc, 'message', exc)}"[:200])
+                print(f"{name:12} {pipeline:9} failed: {getattr(exc, 'message', exc)}"[:200])
         blocks: dict[str, list] = {k: [] for k in runners}
         with torch.no_grad():
             for _ in range(max(1, args.rounds)):
@@ -144,13 +161,13 @@ def main() -> int:
                      f"{tvm_ms / eager:10.2f}×", f"{tvm_ms / comp:10.2f}×" if comp else f"{'-':>11}",
                      f"{100 * max(spread[pipeline], spread['eager']):10.0f}%",
                      f"{res.max_abs_error:11.2e}", f"{build_s:11.1f}", f"{tuned_first:5.1f}/{tuned_again:.1f} ({cached_s:.1f})"]
-            print(f"{name:10} {pipeline:9} " + " ".join(cells) + ("" if res.allclose else "  WRONG"), flush=True)
+            print(f"{name:12} {pipeline:9} " + " ".join(cells) + ("" if res.allclose else "  WRONG"), flush=True)
             summary.append((name, pipeline, tvm_ms / eager, tvm_ms / comp if comp else None, tuned_first,
                             cached_s, res.allclose))
             for k in sorted(res.kernels, key=lambda k: -k.ms)[:args.kernels]:
-                print(f"{'':21}{k.ms / max(k.calls, 1):8.3f} ms × {k.calls:<3} {k.name}")
+                print(f"{'':23}{k.ms / max(k.calls, 1):8.3f} ms × {k.calls:<3} {k.name}")
         if compile_note:
-            print(f"{'':21}{compile_note}")
+            print(f"{'':23}{compile_note}")
     print(f"\nload average after: {_load()}")
     print("tune s: seconds measuring decisions in the pipeline's first run / in the same pipeline run "
           "again (decisions from the cache), and in brackets how long that whole second run took")
