@@ -198,6 +198,29 @@ def test_big_graph_uses_overview(qtbot):
     assert not v._overview_on and v.nodes["0"].isVisible()
 
 
+def test_big_graph_overview_is_drawn_between_events_and_matches_one_go(qtbot):
+    from irviz.ui.widgets.graph_items import overview_image
+
+    G = nx.DiGraph()
+    for i in range(1800):
+        G.add_node(i, label="op", kind="op")
+        if i:
+            G.add_edge(i - 1, i)
+    v = GraphView()
+    qtbot.addWidget(v)
+    v.resize(400, 400)
+    graph = layout_graph(G)
+    v.set_graph(graph)
+    assert v._overview is None and v.building()   # set_graph did not draw it in one go
+    qtbot.waitUntil(lambda: not v.building(), timeout=10000)
+    img, rect = v._overview
+    whole, whole_rect = overview_image(graph, v._style)
+    assert rect == whole_rect and img == whole
+    v.set_graph(graph)
+    v.clear()   # a graph replaced before its overview finished leaves nothing behind
+    assert not v.building() and v._overview is None
+
+
 def test_pyside_keeps_none_refcount():
     """PySide6 6.12.0 on Python 3.11 drops a reference to None on every void Qt call and
     eventually aborts (shared NOTES); 6.11.3 does not.  Python >= 3.12 makes None immortal."""

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (QApplication, QGraphicsPathItem, QGraphicsScene, 
 
 from irviz.ui.widgets.graph_items import (
     ARROW_BAND, LOD_TEXT, OVERVIEW_NODES, OVERVIEW_ZOOM, GraphStyle, GroupItem, NodeItem,
-    add_arrow, edge_path, esc_html, overview_image,
+    add_arrow, edge_path, esc_html, overview_slices,
 )
 from irviz.ui.widgets.graph_export import render_png, render_svg
 from irviz.ui.widgets.graph_minimap import Minimap
@@ -181,6 +181,7 @@ class GraphView(QWidget):
     # ---------------------------------------------------------------- content
     def clear(self) -> None:
         idle_work().cancel(self)
+        idle_work().cancel((self, "overview"))
         self._node_data = {}
         self._heat = {}
         self.scene.blockSignals(True)
@@ -220,7 +221,7 @@ class GraphView(QWidget):
                                         else QGraphicsView.SmartViewportUpdate)
         self._minimap.rebuild()
         if len(self._node_data) > OVERVIEW_NODES:
-            self._overview = overview_image(graph, self._style)
+            self._start_overview()
         if keep_view:
             self.view.resetTransform()
             self.view.scale(old_scale, old_scale)
@@ -235,12 +236,26 @@ class GraphView(QWidget):
         else:
             idle_work().submit(self, work)
 
+    def _start_overview(self) -> None:
+        """Draw the zoomed-out image between events; until it is done, the items stand in for it."""
+        graph, key = self._graph, (self, "overview")
+
+        def work():
+            for out in overview_slices(graph, self._style):
+                if out is not None and self._graph is graph:
+                    self._overview = out
+                    self._zoom_changed()
+                yield
+
+        idle_work().submit(key, work())
+
     def building(self) -> bool:
         """Whether scene items are still being made (a big graph, a slice at a time)."""
-        return idle_work().pending(self)
+        return idle_work().pending(self) or idle_work().pending((self, "overview"))
 
     def finish_building(self) -> None:
         idle_work().finish(self)
+        idle_work().finish((self, "overview"))
 
     def _build_items(self, graph: dict):
         """A generator that adds the scene items: frames, the nodes in view, the other nodes,
@@ -542,8 +557,8 @@ class GraphView(QWidget):
             a.setBrush(self._style.edge_brush)
         if self._hi_arrows is not None:
             self._hi_arrows.setBrush(self._style.edge_brush_hi)
-        if self._overview is not None and self._graph is not None:
-            self._overview = overview_image(self._graph, self._style)
+        if self._graph is not None and len(self._node_data) > OVERVIEW_NODES:
+            self._start_overview()
         self.view.setBackgroundBrush(self._style.background)
         self.scene.update()
         self._minimap.rebuild()
