@@ -19,6 +19,7 @@ from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label
 from irviz.ui.panes.intermediates_tab import IntermediatesTab
+from irviz.ui.panes.kernel_counts import add_count_columns
 from irviz.ui.panes.kernel_table import KernelTable, bindings_of
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
 from irviz.ui.widgets.latency_chart import LatencyChart
@@ -162,6 +163,7 @@ class RunPane(Pane):
         self.timing_note.setObjectName("RunTimingNote")
 
         self.kernels = KernelTable()
+        add_count_columns(self.kernels)
         self.kernels.bindingClicked.connect(self.hub.select_relax)
 
         # latency per step: build and time every recorded step
@@ -266,6 +268,7 @@ class RunPane(Pane):
             v.setText("—")
         self.timing_note.setText("")
         self.kernels.clear_rows()
+        self.kernels.context.clear()
         self.hub.set_heat({})
         self.latency = None
         self.intermediates.clear()
@@ -470,6 +473,10 @@ class RunPane(Pane):
         if purpose == "intermediates":
             self.intermediates.show(result or {})
             return
+        if purpose == "counts":
+            r = dict(result or {})
+            self.kernels.set_context(counts=dict(r, target_name=short_target(r.get("target_name")) or "host"))
+            return
         if purpose != "run":
             return
         c = themes.colors()
@@ -511,13 +518,28 @@ class RunPane(Pane):
             self.fields[key].setToolTip("NaN or ∞ in the outputs where PyTorch has numbers, or integer "
                                         "outputs that differ" if values[key] == "∞ / NaN" else "")
         kernels = list(r.get("kernels") or [])
+        self.kernels.context["run_step"] = self.built_step
         self.kernels.set_kernels(kernels)
         self.hub.set_heat(kernel_heat(kernels))
+        self._count_kernels(r)
+
+    def _count_kernels(self, r: dict) -> None:
+        """The counts of the kernels' code for the run's step and target: a request of its own,
+        after the run's reply, so Build & Run shows its figures first."""
+        if not r.get("kernels") or self.built_step is None:
+            return
+        target = r.get("target") or None
+        self.kernels.set_context(counts={"pending": True, "step": self.built_step,
+                                         "target_name": short_target(target) or "host"})
+        self.ask("counts", "kernel_code", step=self.built_step, target=target)
 
     def _show_error(self, purpose: str, error: dict) -> None:
         c = themes.colors()
         if purpose == "intermediates":
             self.intermediates.show_error(error)
+            return
+        if purpose == "counts":
+            self.kernels.set_context(counts={"error": error.get("message") or "failed"})
             return
         if purpose == "memory":
             msg = error.get("message") or "failed"
