@@ -296,7 +296,8 @@ def fake_kernel_code(a: dict) -> dict:
     kernels = {k: {"name": k, "symbols": [f"{k}_compute_"], "error": None, "launch": [], "counts": dict(counts)}
                for k in ("add", "matmul", "relu")}
     k = a.get("kernel")
-    totals = {"instructions": 3 * counts["instructions"], "vector": 6, "fma": 3 * step_no,
+    totals = {"instructions": 3 * counts["instructions"], "vector": 6,
+              "vector_bits": {"512" if reg == "z" else "256": 6}, "fma": 3 * step_no,
               "vector_fma": 3 * step_no, "calls": 3}
     return {"target_name": a.get("target"), "target": {"kind": "llvm"}, "kind": "llvm", "seconds": 0.1,
             "totals": totals, "kernels": kernels, "step": a.get("step"), "formats": ["asm", "ll"],

@@ -14,6 +14,7 @@ from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
 from irviz.ui.panes.bisect_actions import BisectActions
+from irviz.ui.panes.code_totals import CODE_COLUMNS, CodeTotals
 from irviz.ui.panes.pass_params import params_text
 from irviz.ui.panes.planned_passes import PlannedPasses
 from irviz.ui.result_stamp import ResultStamp
@@ -24,8 +25,9 @@ COLUMNS = [("#", "Step"), ("Pass", "The pass applied"), ("ms", "Time the pass to
            ("Bind", "Bindings in main"), ("PF", "TensorIR prim_funcs in the module"),
            ("TIR ln", "Lines of TensorIR (TVMScript) in the module"),
            ("Run ms", "TVM latency of the step built (Run ▸ Time every step)"),
-           ("Max err", "Largest absolute difference from PyTorch's outputs (Run ▸ Time every step)")]
-COL_RUN, COL_ERR = 7, 8
+           ("Max err", "Largest absolute difference from PyTorch's outputs (Run ▸ Time every step)"),
+           *CODE_COLUMNS]
+COL_RUN, COL_ERR, COL_VEC = 7, 8, 9
 PASS_COLUMN_MAX = 150  # px: "#", "Pass" and "ms" fit the dock's default width
 
 
@@ -35,7 +37,7 @@ def _err_text(v) -> str:
     return "0" if v == 0 else f"{v:.1e}"
 
 
-class PipelinePane(BisectActions, PlannedPasses, Pane):
+class PipelinePane(BisectActions, PlannedPasses, CodeTotals, Pane):
     passFileRequested = Signal()
 
     def __init__(self, bridge, hub, parent=None, settings=None):
@@ -100,6 +102,8 @@ class PipelinePane(BisectActions, PlannedPasses, Pane):
         debug_bar.addWidget(self.bisect_button)
         debug_bar.addWidget(self.repro_button)
         debug_bar.addStretch(1)
+        for w in self._code_controls():
+            debug_bar.addWidget(w)
         self.bisect_result: dict | None = None
         self.bisect_stamp: ResultStamp | None = None   # the pipeline the bisect checked
         self._bisect_rid: int | None = None
@@ -136,7 +140,9 @@ class PipelinePane(BisectActions, PlannedPasses, Pane):
         self.ask("pipelines", "list_pipelines")
 
     def on_reply(self, purpose: str, result) -> None:
-        if purpose in ("passes", "load"):
+        if purpose == "code_totals":
+            self.on_code_reply(result)
+        elif purpose in ("passes", "load"):
             self.passes = list(result or [])
             self._fill_add_menu()
             if purpose == "load":
@@ -163,6 +169,9 @@ class PipelinePane(BisectActions, PlannedPasses, Pane):
             self.info.setToolTip("\n".join((result or {}).get("files") or []))
 
     def on_error(self, purpose: str, error: dict) -> None:
+        if purpose == "code_totals":
+            self.on_code_error(error)
+            return
         message = error.get("message", "failed")
         if purpose == "bisect":
             self._bisect_rid = None
@@ -230,6 +239,7 @@ class PipelinePane(BisectActions, PlannedPasses, Pane):
         self.table.setRowCount(len(self.steps))
         bold = QFont(self.table.font())
         bold.setBold(True)
+        before = None  # the code totals of the step before, for a jump
         for r, s in enumerate(self.steps):
             changed = s.get("changed", True) or s.get("index") == 0
             details = []
@@ -251,6 +261,9 @@ class PipelinePane(BisectActions, PlannedPasses, Pane):
                      *(str(size[k]) if size.get(k) is not None else "" for k in
                        ("bindings", "prim_funcs", "tir_lines")),
                      run_ms, err]
+            code = self.code_cells(s, before)
+            before = self.code_entry(s) or before
+            cells += [text for text, _tip, _drop in code]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.ItemDataRole.UserRole, s.get("index", r))
@@ -290,6 +303,11 @@ class PipelinePane(BisectActions, PlannedPasses, Pane):
                     elif entry.get("allclose") is False:
                         item.setForeground(QBrush(QColor(c.bad)))
                         item.setToolTip("outputs differ from PyTorch")
+                if col >= COL_VEC:
+                    _text, tip, dropped = code[col - COL_VEC]
+                    item.setToolTip(tip)
+                    if dropped:
+                        item.setForeground(QBrush(QColor(c.bad)))
                 verdict = self._verdicts().get(s.get("index"))
                 if verdict is not None and col in (0, 1):
                     item.setForeground(QBrush(QColor(c.ok if verdict["ok"] else c.bad)))
@@ -329,6 +347,10 @@ class PipelinePane(BisectActions, PlannedPasses, Pane):
         self.trace = {}
         self.trace_stamp = None
         self.bisect_result = self.bisect_stamp = None
+        self.code_totals = {}
+        self.code_stamp = None
+        self._code_queue = []
+        self.code_button.setEnabled(True)
 
     def _filter(self) -> None:
         hide = self.hide_unchanged.isChecked()
