@@ -276,6 +276,8 @@ class FakeBridge(QObject):
             return compare_diff(a)
         if cmd == "kernel_code":
             return fake_kernel_code(a)
+        if cmd == "kernel_code_diff":
+            return fake_kernel_code_diff(a)
         if cmd == "list_pipelines":
             return [{"name": "zero", "description": "TVM zero pipeline",
                      "passes": [{"name": n, "params": {}} for n in self.PASSES]}]
@@ -304,6 +306,21 @@ def fake_kernel_code(a: dict) -> dict:
             "kernel": k, "lexers": {"asm": "gas", "ll": "llvm"},
             "code": {"asm": FAKE_ASM.format(k=k, r=reg), "ll": f"define void @{k}_compute_() {{\n}}\n"}
             if k else None}
+
+
+def fake_kernel_code_diff(a: dict) -> dict:
+    """kernel_code_diff as the engine shapes it, from fake_kernel_code's assembly of each side."""
+    sides = []
+    for step_no, target in ((a.get("a"), a.get("target_a")), (a.get("b"), a.get("target_b"))):
+        code = fake_kernel_code({"step": step_no, "target": target, "kernel": a["kernel"]})
+        sides.append((code["code"]["asm"].splitlines(), {"step": step_no, "target_name": target,
+                                                          "kind": "llvm", "error": None,
+                                                          "counts": code["kernels"][a["kernel"]]["counts"]}))
+    (la, sa), (lb, sb) = sides
+    rows = [[i + 1, x, i + 1, y, "equal" if x == y else "replace", [], []] for i, (x, y) in enumerate(zip(la, lb))]
+    return {"unified": "", "functions": [{"name": a["kernel"], "status": "changed", "rows": rows,
+                                          "hunk_starts": [0]}],
+            "format": "asm", "language": "gas", "kernel": a["kernel"], "a": sa, "b": sb}
 
 
 def open_mlp(qtbot, win):
