@@ -53,3 +53,17 @@ def test_a_step_whose_vector_count_falls_is_marked(qtbot, win):
     assert p.table.item(2, vec).text() == "2" and "the step before: 40" in p.table.item(2, vec).toolTip()
     assert p.table.item(2, vec).foreground().color().name() == bad
     assert p.table.item(2, fma).foreground().color().name() != bad
+
+
+def test_a_step_that_changed_nothing_has_the_totals_of_the_step_just_before(qtbot, win):
+    open_mlp(qtbot, win)
+    step(qtbot, win, 4)
+    p = win.pipeline
+    win.bridge.applied[2]["name"] = "LegalizeOps"  # steps 1 and 3 change the module, 2 and 4 not
+    win.bridge.request("state")
+    qtbot.waitUntil(lambda: p.steps[3].get("changed"), timeout=5000)
+    p.count_code()
+    qtbot.waitUntil(lambda: p.code_button.isEnabled(), timeout=5000)
+    assert [a["step"] for cmd, a in win.bridge.sent if cmd == "kernel_code"] == [1, 3]
+    fma = _col(p, "FMA")
+    assert [p.table.item(r, fma).text() for r in range(5)] == ["", "3", "3", "9", "9"]

@@ -30,13 +30,13 @@ class CodeDiffBar(QWidget):
         self.what.setToolTip("Compare the IR of two steps, or one kernel's code between two steps "
                              "or two targets")
         self.kernel = QComboBox()
-        self.kernel.setMinimumContentsLength(14)
+        self.kernel.setMinimumContentsLength(22)
         self.kernel.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.kernel.setToolTip("The kernel (PrimFunc) whose code is compared")
         self.target_a = _target_box("Target of the left side (a name, or a TVM target as JSON)", "host")
         self.target_b = _target_box("Target of the right side", "host")
         self.format = QComboBox()
-        self.format.addItem("default", None)
+        self.format.addItem("asm / source", None)
         for fmt in ("asm", "ll"):
             self.format.addItem(FORMAT_TITLES[fmt], fmt)
         self.format.setToolTip("Assembly or LLVM IR for a CPU; a GPU target has its source only")

@@ -48,7 +48,6 @@ class CodeTotals:
         self._next_count()
 
     def _next_count(self) -> None:
-        self._share_unchanged()
         if self.state:
             self._fill_steps(self.state)
         if not self._code_queue:
@@ -61,15 +60,6 @@ class CodeTotals:
                           f"({len(self._code_queue)} more)")
         self.ask("code_totals", "kernel_code", step=index, target=self._code_for)
 
-    def _share_unchanged(self) -> None:
-        prev = None
-        for s in self.steps:
-            i = s.get("index")
-            if i in self.code_totals:
-                prev = self.code_totals[i]
-            elif prev is not None and not s.get("changed") and i not in self._code_queue:
-                self.code_totals[i] = prev
-
     def on_code_reply(self, result: dict) -> None:
         r = result or {}
         self.code_totals[int(r.get("step", self._code_asked))] = {
@@ -78,7 +68,7 @@ class CodeTotals:
             "errors": [k for k, v in (r.get("kernels") or {}).items() if v.get("error")]}
         self._next_count()
         if not self._code_queue:
-            n = sum(1 for e in self.code_totals.values() if not e.get("error"))
+            n = sum(1 for st in self.steps if (self.code_entry(st) or {}).get("totals") is not None)
             self.info.setText(f"Counted the code of {n} step{'s' if n != 1 else ''} for {self._code_for}: "
                               f"the Vec and FMA columns")
             row = next((r for r, s in enumerate(self.steps) if self.code_entry(s)), None)
@@ -90,10 +80,13 @@ class CodeTotals:
         self._next_count()
 
     def code_entry(self, step: dict) -> dict | None:
-        e = self.code_totals.get(step.get("index"))
-        if e is None or self.code_stamp is None or \
-                self.code_stamp.stale_reason(self.state, step.get("index")) is not None:
+        """The step's totals; a step that changed nothing has those of the step before it."""
+        index = step.get("index")
+        if self.code_stamp is None or self.code_stamp.stale_reason(self.state, index) is not None:
             return None
+        e = self.code_totals.get(index)
+        if e is None and not step.get("changed") and isinstance(index, int) and 0 < index < len(self.steps):
+            return self.code_entry(self.steps[index - 1])
         return e
 
     def code_cells(self, step: dict, before: dict | None) -> list[tuple[str, str, bool]]:
