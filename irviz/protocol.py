@@ -172,6 +172,16 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         'error}}, formats, kernel, code: {format: text}|null, lexers: {format: pygments name}}`: '
         'what each kernel of the step becomes on the target, cached per step and target',
         stage="build", section="build"),
+    Command("kernel_code_diff", (
+        req("kernel", "str", "a kernel (PrimFunc) of either step"),
+        opt("a", "int|null", None, "default: cursor - 1"), opt("b", "int|null", None, "default: the cursor"),
+        opt("target_a", "str|null", None, "as `kernel_code`'s target; default: the host"),
+        opt("target_b", "str|null", None, "default: `target_a`"),
+        opt("format", "str|null", None, '"asm", "ll", or the GPU language; default: the first')),
+        '`{"unified", "functions": [{name, status, rows, hunk_starts}] (as `diff`), "format", '
+        '"language": pygments name, "kernel", "a"/"b": {step, target_name, target, kind, counts, error}}`: '
+        'one kernel\'s code between two steps or two targets of one step',
+        stage="build", section="build"),
     Command("export", (req("out_dir", "str"), opt("steps", '"all"|[int]', "all")),
             '`{"path", "files": [...]}`', stage="export", section="build"),
     # -- compare, bisect, query

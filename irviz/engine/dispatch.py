@@ -17,6 +17,7 @@ import irviz.engine.testing as testing
 from irviz.engine.analysis import AnalysisCommands
 from irviz.engine.build import BuildCommands
 from irviz.engine.catalogue import CatalogueCommands
+from irviz.engine.code_diff import CodeDiffCommands
 from irviz.engine.session import SessionCommands
 from irviz.protocol import BadRequest, Command, Reply, clean, error_dict
 
@@ -30,7 +31,7 @@ def test_commands_enabled() -> bool:
     return os.environ.get(protocol.TEST_COMMANDS_ENV) == "1"
 
 
-class Engine(SessionCommands, BuildCommands, AnalysisCommands, CatalogueCommands):
+class Engine(SessionCommands, BuildCommands, AnalysisCommands, CatalogueCommands, CodeDiffCommands):
     """Answers one request at a time."""
 
     def __init__(self, channel, test_commands: bool | None = None):

@@ -71,17 +71,21 @@ PANES: list[PaneRow] = [
             "to see only the passes that mattered. Find first bad pass builds the steps and finds "
             "the first whose numbers differ from PyTorch, or that fails; Write repro folder writes "
             "before.py, after.py, inputs, expected outputs and repro.py for the bad step (or the "
-            "cursor's).",
+            "cursor's). Count code compiles every step's kernels for the target beside it and fills "
+            "the Vec and FMA columns; a fall against the step before is marked.",
             Dock(0)),
     PaneRow("diff", DiffPane, "Diff",
             "What a step changed, per function: Side by side or Unified, with the changed "
             "characters marked; ▲ Prev hunk and ▼ Next hunk move between changes. With Follow cursor "
-            "ticked it shows the cursor's step; untick it to pick any two steps.",
+            "ticked it shows the cursor's step; untick it to pick any two steps. Choose Kernel code "
+            "instead of IR to compare one kernel's assembly, LLVM IR or GPU source between the two "
+            "steps, or between two targets of one step (x86-avx2 → x86-avx512).",
             Dock(2, "below", "fx")),
     PaneRow("run", RunPane, "Build and Run",
             "Build & Run compiles the current step, runs it and compares its outputs with PyTorch "
             "(max error, pass/fail), with TVM and PyTorch latency; Sizes… sets symbolic sizes. Tabs: "
-            "Kernels (the time of every kernel and the CPU decision behind it); Latency per step "
+            "Kernels (the time of every kernel and the CPU decision behind it, and what its code "
+            "does: instructions, vector instructions and width, FMAs, calls out); Latency per step "
             "(Time every step builds each step, Show error switches the chart from latency to "
             "error); Intermediates (Compare intermediates checks every FX node against the binding "
             "it became, First divergence selects the earliest that differs); Memory (Plan memory of "

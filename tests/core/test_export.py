@@ -106,6 +106,17 @@ def test_report_html(exported):
     assert html_report(s).startswith("<!DOCTYPE html>")
 
 
+def test_report_carries_the_code_of_the_slowest_kernels_with_their_counts(exported):
+    s, out = exported
+    page = (out / "report.html").read_text()
+    part = page[page.index("Code of the 1 slowest kernels"):]
+    assert "<h4>fused_conv2d_add_relu · llvm asm · 0.900 ms</h4>" in part
+    assert re.search(r"\d+ instructions · \d+ vector", part)
+    # the kernel's own assembly, coloured: its function label and a return
+    assert "fused_conv2d_add_relu" in part[part.index('<div class="diff"><pre>'):]
+    assert re.search(r"\bret", part)
+
+
 def test_not_loadable_step_is_text_only(zero_session, tmp_path):
     # a step after a pass the registry marks as not round-tripping, whose script TVM rejects
     s = zero_session

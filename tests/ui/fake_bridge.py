@@ -274,10 +274,53 @@ class FakeBridge(QObject):
             return COMPARE_RESULT
         if cmd == "compare_diff":
             return compare_diff(a)
+        if cmd == "kernel_code":
+            return fake_kernel_code(a)
+        if cmd == "kernel_code_diff":
+            return fake_kernel_code_diff(a)
         if cmd == "list_pipelines":
             return [{"name": "zero", "description": "TVM zero pipeline",
                      "passes": [{"name": n, "params": {}} for n in self.PASSES]}]
         return Exception(f"the fake engine does not answer {cmd}")
+
+
+FAKE_ASM = ("{k}_compute_:\n.LBB0_1:\n  vmovups (%rax), %{r}mm1\n  vfmadd231ps (%rcx), %{r}mm2, %{r}mm1\n"
+            "  callq expf@PLT\n  jne .LBB0_1\n  retq\n")
+
+
+def fake_kernel_code(a: dict) -> dict:
+    """kernel_code as the engine shapes it: x86 code whose vector registers follow the target (zmm
+    for avx512, else ymm) and whose FMA count grows with the step, so totals change per step."""
+    reg = "z" if "512" in str(a.get("target")) else "y"
+    step_no = int(a.get("step") or 0)
+    counts = {"instructions": 5 + step_no, "vector": 2, "vector_bits": {"512" if reg == "z" else "256": 2},
+              "fma": step_no, "vector_fma": step_no, "calls": 1, "callees": {"expf": 1}}
+    kernels = {k: {"name": k, "symbols": [f"{k}_compute_"], "error": None, "launch": [], "counts": dict(counts)}
+               for k in ("add", "matmul", "relu")}
+    k = a.get("kernel")
+    totals = {"instructions": 3 * counts["instructions"], "vector": 6,
+              "vector_bits": {"512" if reg == "z" else "256": 6}, "fma": 3 * step_no,
+              "vector_fma": 3 * step_no, "calls": 3}
+    return {"target_name": a.get("target"), "target": {"kind": "llvm"}, "kind": "llvm", "seconds": 0.1,
+            "totals": totals, "kernels": kernels, "step": a.get("step"), "formats": ["asm", "ll"],
+            "kernel": k, "lexers": {"asm": "gas", "ll": "llvm"},
+            "code": {"asm": FAKE_ASM.format(k=k, r=reg), "ll": f"define void @{k}_compute_() {{\n}}\n"}
+            if k else None}
+
+
+def fake_kernel_code_diff(a: dict) -> dict:
+    """kernel_code_diff as the engine shapes it, from fake_kernel_code's assembly of each side."""
+    sides = []
+    for step_no, target in ((a.get("a"), a.get("target_a")), (a.get("b"), a.get("target_b"))):
+        code = fake_kernel_code({"step": step_no, "target": target, "kernel": a["kernel"]})
+        sides.append((code["code"]["asm"].splitlines(), {"step": step_no, "target_name": target,
+                                                          "kind": "llvm", "error": None,
+                                                          "counts": code["kernels"][a["kernel"]]["counts"]}))
+    (la, sa), (lb, sb) = sides
+    rows = [[i + 1, x, i + 1, y, "equal" if x == y else "replace", [], []] for i, (x, y) in enumerate(zip(la, lb))]
+    return {"unified": "", "functions": [{"name": a["kernel"], "status": "changed", "rows": rows,
+                                          "hunk_starts": [0]}],
+            "format": "asm", "language": "gas", "kernel": a["kernel"], "a": sa, "b": sb}
 
 
 def open_mlp(qtbot, win):

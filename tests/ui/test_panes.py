@@ -336,7 +336,7 @@ def test_pipeline_shows_ir_size_and_each_steps_latency_and_error_after_a_trace(q
     qtbot.waitUntil(lambda: win.state["cursor"] == 5 and win.all_filled(), timeout=5000)
     t = win.pipeline.table
     headers = [t.horizontalHeaderItem(c).text() for c in range(t.columnCount())]
-    assert headers[4:] == ["Bind", "PF", "TIR ln", "Run ms", "Max err"]
+    assert headers[4:] == ["Bind", "PF", "TIR ln", "Run ms", "Max err", "Vec", "FMA"]
     assert [t.item(r, 6).text() for r in range(6)] == ["0", "40", "41", "42", "43", "44"]
     assert t.item(1, 5).text() == "3" and t.item(0, 4).text() == "3"
     assert t.item(2, COL_RUN).text() == ""  # no trace yet

@@ -1,5 +1,5 @@
 """report.html: a session's trace as one self-contained page (passes table, diffs per pass,
-build/run results, latency chart)."""
+build/run results with the code of the slowest kernels, latency chart)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -7,6 +7,7 @@ import html
 import json
 
 from irviz.core.backend.timing import describe
+from irviz.core.export.report_code import slowest_kernels_html
 from irviz.core.export.step_files import jsonable
 from irviz.core.target import cpu_info
 from irviz.core.views import diff as diff_mod
@@ -279,6 +280,9 @@ def html_report(session, run_results=None, files: dict | None = None, steps=None
         head.append(_render_latency(session, latency))
     for idx in sorted(results):
         head.append(_render_run(idx, results[idx]))
+        if 0 <= idx < n:
+            head.append(slowest_kernels_html(session.steps[idx].mod, run_dict(results[idx])["kernels"],
+                                             getattr(session, "target", None)))
 
     # one row per step: what the pass did, how big the module is after it, and (after a latency
     # trace) how fast that step runs and how far its outputs are from PyTorch's

@@ -1,11 +1,35 @@
 """Diff pane: what a step changed. Follows the cursor (step vs previous) unless the user picked a
-step in the pipeline pane or two steps here."""
+step in the pipeline pane or two steps here.  In Kernel code mode it compares one kernel's code
+(assembly, LLVM IR or GPU source) between the two steps, or between two targets of one step."""
 from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout
 
 from irviz.ui.panes.base import Pane, dim_label
+from irviz.ui.panes.code_diff_bar import CodeDiffBar
 from irviz.ui.widgets.diff_view import DiffView
+
+
+def _side_text(side: dict) -> str:
+    c = side.get("counts")
+    where = f"step {side.get('step')} {side.get('target_name')}"
+    if c is None:
+        return f"{where}: no such kernel" if not side.get("error") else f"{where}: not compiled"
+    if side.get("kind") not in (None, "llvm"):
+        return f"{where}: {c.get('shared_bytes', 0)} B shared, {c.get('barriers', 0)} barriers"
+    bits = c.get("vector_bits") or {}
+    top = max((b for b in bits if str(b).isdigit()), key=int, default=None)
+    return (f"{where}: {c.get('instructions', 0)} instr, {c.get('vector', 0)} vector"
+            + (f" (≤{top}-bit)" if top else "") + f", {c.get('fma', 0)} FMA")
+
+
+def code_diff_text(r: dict) -> str:
+    """'matmul (Assembly): step 3 x86-avx2: 812 instr, … → step 3 x86-avx512: …; 40 lines differ'."""
+    a, b = r.get("a") or {}, r.get("b") or {}
+    rows = [x for f in r.get("functions") or [] for x in f.get("rows") or []]
+    n = sum(1 for x in rows if x[4] != "equal")
+    return (f"{r.get('kernel', '')} ({r.get('format', '')}): {_side_text(a)} → {_side_text(b)} · "
+            + (f"{n} line{'s' if n != 1 else ''} differ" if n else "same code"))
 
 
 class DiffPane(Pane):
@@ -28,6 +52,8 @@ class DiffPane(Pane):
         self.follow.toggled.connect(lambda on: on and self._follow_cursor())
         self.info = dim_label("")
         self.view = DiffView()
+        self.code_bar = CodeDiffBar()
+        self.code_bar.changed.connect(self._code_changed)
 
         bar = QHBoxLayout()
         bar.setContentsMargins(0, 0, 0, 0)
@@ -41,10 +67,12 @@ class DiffPane(Pane):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.setSpacing(3)
         lay.addLayout(bar)
+        lay.addWidget(self.code_bar)
         lay.addWidget(self.view, 1)
 
         hub.stepSelected.connect(self.show_step)
         hub.divergingMarked.connect(self.set_diverging)
+        hub.tirFunctionSelected.connect(self.code_bar.set_kernel)
 
     def set_diverging(self, marks: dict) -> None:
         self.diverging = dict(marks or {})
@@ -73,6 +101,7 @@ class DiffPane(Pane):
             self.view.clear()
             self.info.setText("")
             return
+        self.code_bar.set_kernels(list(state.get("tir_functions") or []))
         last = max(0, len(state.get("steps") or []) - 1)
         for box in (self.a_box, self.b_box):
             box.blockSignals(True)
@@ -113,8 +142,14 @@ class DiffPane(Pane):
         if (a, b) != self.pair:
             self.show_pair(a, b)
 
+    def _code_changed(self) -> None:
+        if self.pair is not None:
+            self._request(*self.pair)
+
     def _request(self, a: int, b: int) -> None:
-        key = (a, b, self.model_key(self.state))
+        code = self.code_bar.request_args() if self.code_bar.code_mode() else None
+        key = (a, b, self.model_key(self.state), tuple(sorted((code or {}).items())) if code else
+               self.code_bar.code_mode())
         self.pair = (a, b)
         for box, v in ((self.a_box, a), (self.b_box, b)):
             box.blockSignals(True)
@@ -124,6 +159,9 @@ class DiffPane(Pane):
             return
         self._shown = key
         self.result = None
+        if self.code_bar.code_mode():
+            self._request_code(a, b, code)
+            return
         if a == b:
             self.view.set_diff(None)
             self.result = {"unified": "", "functions": []}
@@ -133,15 +171,37 @@ class DiffPane(Pane):
         self.info.setText("computing diff…")
         self.ask("diff", "diff", a=a, b=b)
 
-    def on_reply(self, purpose: str, result) -> None:
-        if purpose != "diff":
+    def _request_code(self, a: int, b: int, code: dict | None) -> None:
+        if code is None:
+            self.view.set_diff(None)
+            self.result = {"unified": "", "functions": []}
+            self.info.setText("choose a kernel (or select one in TensorIR)")
+            self.filledChanged.emit()
             return
+        if a == b and code["target_a"] == code["target_b"]:
+            self.view.set_diff(None)
+            self.result = {"unified": "", "functions": []}
+            self.info.setText("same step on the same target: choose another step or target")
+            self.filledChanged.emit()
+            return
+        self.info.setText(f"compiling {code['kernel']} of step {a} for {code['target_a']} and of step "
+                          f"{b} for {code['target_b']}…")
+        self.ask("code", "kernel_code_diff", a=a, b=b, **code)
+
+    def on_reply(self, purpose: str, result) -> None:
+        if purpose not in ("diff", "code"):
+            return
+        if (purpose == "code") != self.code_bar.code_mode():
+            return  # asked before the mode changed
         self.result = result or {"unified": "", "functions": []}
         self._mark()
         self.view.set_diff(self.result)
         self._say()
 
     def _say(self) -> None:
+        if self.code_bar.code_mode():
+            self.info.setText(code_diff_text(self.result or {}))
+            return
         names = {s.get("index"): s.get("pass") for s in (self.state or {}).get("steps") or []}
         a, b = self.pair or (0, 0)
         n = len(self.result.get("functions") or [])

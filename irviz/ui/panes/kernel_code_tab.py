@@ -3,9 +3,11 @@ IR for a CPU, its GPU source with the launch shape for a GPU — with its counts
 searchable. Asked of the engine (`kernel_code`) only while the tab is shown."""
 from __future__ import annotations
 
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from irviz.ui.panes.base import SearchBox, dim_label
+from irviz.ui.panes.loop_links import code_to_loop, loop_to_code
 from irviz.ui.widgets.code_view import CodeView
 
 # the names `irviz targets` lists that this wheel usually builds for; any other name or a TVM
@@ -38,9 +40,25 @@ def counts_text(result: dict, kernel: dict) -> str:
             + f" · {c.get('calls', 0)} calls out" + (f": {calls}" if calls else ""))
 
 
+def _lines_text(lines: tuple[int, ...]) -> str:
+    """'lines 7–24, copies at 28, 49' from a loop's lines and its copies' header lines."""
+    run = 1
+    while run < len(lines) and lines[run] == lines[run - 1] + 1:
+        run += 1
+    first = f"line {lines[0]}" if run == 1 else f"lines {lines[0]}–{lines[run - 1]}"
+    rest = lines[run:]
+    return first + (f", copies at {', '.join(map(str, rest))}" if rest else "")
+
+
 class KernelCodeTab(QWidget):
+    """A TensorIR loop given with ``show_loop`` is marked in the code; a click in the code emits
+    ``loopClicked`` with the loop it is in (see loop_links for how far that goes)."""
+    loopClicked = Signal(int)  # index in the kernel's loop nest
+
     def __init__(self, pane, parent=None):
         super().__init__(parent)
+        self.nest: list[dict] = []  # the selected kernel's loop nest (tir_functions' loop_nest)
+        self.loop: int | None = None
         self.pane = pane  # asks the engine for us; its on_reply hands "code" replies back
         self.step: int | None = None
         self.kernel: str | None = None
@@ -66,6 +84,8 @@ class KernelCodeTab(QWidget):
         # the tab shares the TensorIR dock, whose minimum height sets the first window's: one
         # row of controls and a short least height keep that window within an 800 px screen
         self.code.setMinimumHeight(36)
+        self.code.lineClicked.connect(self._line_clicked)
+        self.link_note = dim_label("")
 
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -79,13 +99,18 @@ class KernelCodeTab(QWidget):
         lay.setSpacing(3)
         lay.addLayout(row)
         lay.addWidget(self.counts)
+        lay.addWidget(self.link_note)
         lay.addWidget(self.code, 1)
+        self.link_note.hide()
 
     def target_text(self) -> str:
         return self.target.currentText().strip() or "host"
 
-    def show_kernel(self, step: int | None, kernel: str | None) -> None:
+    def show_kernel(self, step: int | None, kernel: str | None, nest: list[dict] | None = None) -> None:
+        if (step, kernel) != (self.step, self.kernel):
+            self.loop = None
         self.step, self.kernel = step, kernel
+        self.nest = list(nest or [])
         if self.isVisible():
             self.refresh()
 
@@ -139,3 +164,34 @@ class KernelCodeTab(QWidget):
         self.code.set_text(code.get(fmt, ""), language=lexer)
         if self.search.text():
             self.code.find_text(self.search.text())
+        self._mark_loop()
+
+    # -- loops -----------------------------------------------------------------------------------
+    def show_loop(self, index: int | None) -> None:
+        """Mark TensorIR loop `index` of the kernel in its code (now, or when the code comes)."""
+        self.loop = index
+        self._mark_loop()
+
+    def _mark_loop(self) -> None:
+        code = (self.result or {}).get("code") or {}
+        fmt = self.format.currentData()
+        if self.loop is None or not code or fmt not in ("asm", "ll") or not self.nest:
+            self.link_note.hide()
+            return
+        link = loop_to_code(self.nest, self.loop, code, fmt)
+        var = (self.nest[self.loop] if 0 <= self.loop < len(self.nest) else {}).get("var", "?")
+        self.link_note.setText(f"loop {var}: " + (_lines_text(link.lines) if link.lines else "not in this code")
+                               + (f" · {link.note}" if link.note else ""))
+        self.link_note.show()
+        self.code.highlight_lines(list(link.lines), scroll=bool(link.lines))
+
+    def _line_clicked(self, line: int) -> None:
+        code = (self.result or {}).get("code") or {}
+        fmt = self.format.currentData()
+        if not self.nest or fmt not in ("asm", "ll") or not code:
+            return
+        index = code_to_loop(self.nest, line, code, fmt)
+        if index is not None:
+            self.loop = index
+            self._mark_loop()
+            self.loopClicked.emit(index)

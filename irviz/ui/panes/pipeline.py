@@ -1,27 +1,23 @@
 """Pipeline pane (Compiler Explorer's opt-pipeline view): the applied steps (pass, time, changed),
-a filter hiding passes that changed nothing, the planned passes (choose a named pipeline or
-compose one: add, remove, reorder, edit params, load a user pass file), the whole pipeline copied
-and pasted as text (`irviz check --pipeline` takes the same text) and the stepping buttons."""
+a filter hiding passes that changed nothing and the stepping buttons.  The planned passes are
+planned_passes.py's job, Find first bad pass and the repro folder bisect_actions.py's."""
 from __future__ import annotations
 
 import html
-import os
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QBrush, QColor, QFont, QGuiApplication
-from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QHBoxLayout,
-                               QHeaderView, QLabel, QListWidget, QListWidgetItem, QMenu,
-                               QPushButton, QSplitter, QTableWidgetItem, QToolButton, QVBoxLayout,
-                               QWidget)
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QPushButton, QSplitter,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
 
 from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
 from irviz.ui.panes.bisect_actions import BisectActions
-from irviz.ui.panes.pass_params import PassParamsBox, params_text
+from irviz.ui.panes.code_totals import CODE_COLUMNS, CodeTotals
+from irviz.ui.panes.pass_params import params_text
+from irviz.ui.panes.planned_passes import PlannedPasses
 from irviz.ui.result_stamp import ResultStamp
-
-CUSTOM = "(custom)"
 
 # (header, tooltip); the last five are the per-step numbers
 COLUMNS = [("#", "Step"), ("Pass", "The pass applied"), ("ms", "Time the pass took to apply, in milliseconds"),
@@ -29,8 +25,9 @@ COLUMNS = [("#", "Step"), ("Pass", "The pass applied"), ("ms", "Time the pass to
            ("Bind", "Bindings in main"), ("PF", "TensorIR prim_funcs in the module"),
            ("TIR ln", "Lines of TensorIR (TVMScript) in the module"),
            ("Run ms", "TVM latency of the step built (Run ▸ Time every step)"),
-           ("Max err", "Largest absolute difference from PyTorch's outputs (Run ▸ Time every step)")]
-COL_RUN, COL_ERR = 7, 8
+           ("Max err", "Largest absolute difference from PyTorch's outputs (Run ▸ Time every step)"),
+           *CODE_COLUMNS]
+COL_RUN, COL_ERR, COL_VEC = 7, 8, 9
 PASS_COLUMN_MAX = 150  # px: "#", "Pass" and "ms" fit the dock's default width
 
 
@@ -40,7 +37,7 @@ def _err_text(v) -> str:
     return "0" if v == 0 else f"{v:.1e}"
 
 
-class PipelinePane(BisectActions, Pane):
+class PipelinePane(BisectActions, PlannedPasses, CodeTotals, Pane):
     passFileRequested = Signal()
 
     def __init__(self, bridge, hub, parent=None, settings=None):
@@ -105,6 +102,8 @@ class PipelinePane(BisectActions, Pane):
         debug_bar.addWidget(self.bisect_button)
         debug_bar.addWidget(self.repro_button)
         debug_bar.addStretch(1)
+        for w in self._code_controls():
+            debug_bar.addWidget(w)
         self.bisect_result: dict | None = None
         self.bisect_stamp: ResultStamp | None = None   # the pipeline the bisect checked
         self._bisect_rid: int | None = None
@@ -120,67 +119,7 @@ class PipelinePane(BisectActions, Pane):
         al.addWidget(self.table, 1)
         al.addLayout(debug_bar)
 
-        # -- planned passes
-        self.pipeline_box = QComboBox()
-        self.pipeline_box.setToolTip("Named pipeline: replaces the passes planned after the cursor")
-        self.pipeline_box.activated.connect(self._pipeline_chosen)
-        self.planned_list = QListWidget()
-        self.planned_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.planned_list.currentRowChanged.connect(self._show_params)
-        self.add_button = QToolButton(text="Add ▾")
-        self.add_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.add_menu = QMenu(self)
-        self.add_button.setMenu(self.add_menu)
-        self.remove_button = QToolButton(text="Remove")
-        self.remove_button.clicked.connect(self.remove_selected)
-        self.up_button = QToolButton(text="↑")
-        self.up_button.setToolTip("Move up")
-        self.up_button.clicked.connect(lambda: self.move_selected(-1))
-        self.down_button = QToolButton(text="↓")
-        self.down_button.setToolTip("Move down")
-        self.down_button.clicked.connect(lambda: self.move_selected(1))
-        self.load_button = QToolButton(text="Load passes…")
-        self.load_button.setToolTip("Load passes from a Python file: module_pass / function_pass classes, "
-                                    "Sequentials, @irviz_pass, IRVIZ_PASSES; a built-in's name becomes "
-                                    "the file's, the built-in is then builtin:NAME")
-        self.load_button.clicked.connect(self.load_pass_file_dialog)
-        edit_bar = QHBoxLayout()
-        edit_bar.setContentsMargins(0, 0, 0, 0)
-        for b in (self.add_button, self.remove_button, self.up_button, self.down_button):
-            edit_bar.addWidget(b)
-        edit_bar.addStretch(1)
-        edit_bar.addWidget(self.load_button)
-        # the engine writes and parses the text: this process has no pass registry
-        self.copy_text_button = QToolButton(text="Copy pipeline as text")
-        self.copy_text_button.setToolTip("Copy the applied and planned passes as one line, e.g. "
-                                         "LegalizeOps,LibraryDispatch(min_macs=0),FuseOps "
-                                         "(irviz check --pipeline takes it)")
-        self.copy_text_button.clicked.connect(self.copy_pipeline_text)
-        self.paste_text_button = QToolButton(text="Paste pipeline")
-        self.paste_text_button.setToolTip("Replace the whole pipeline with the text on the clipboard; "
-                                          "steps that match its start are kept")
-        self.paste_text_button.clicked.connect(self.paste_pipeline_text)
-        text_bar = QHBoxLayout()
-        text_bar.setContentsMargins(0, 0, 0, 0)
-        text_bar.addWidget(self.copy_text_button)
-        text_bar.addWidget(self.paste_text_button)
-        text_bar.addStretch(1)
-        self.params_box = PassParamsBox(on_invalid=lambda text: self.info.setText(text))
-        self.params_form = self.params_box.form
-
-        planned = QWidget()
-        pl = QVBoxLayout(planned)
-        pl.setContentsMargins(0, 0, 0, 0)
-        pl.setSpacing(3)
-        head = QHBoxLayout()
-        head.addWidget(QLabel("Planned"))
-        head.addWidget(self.pipeline_box, 1)
-        pl.addLayout(head)
-        pl.addWidget(self.planned_list, 1)
-        pl.addLayout(edit_bar)
-        pl.addLayout(text_bar)
-        pl.addWidget(self.params_box)
-
+        planned = self._planned_page()
         self.info = dim_label("No model open")
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(applied)
@@ -201,7 +140,9 @@ class PipelinePane(BisectActions, Pane):
         self.ask("pipelines", "list_pipelines")
 
     def on_reply(self, purpose: str, result) -> None:
-        if purpose in ("passes", "load"):
+        if purpose == "code_totals":
+            self.on_code_reply(result)
+        elif purpose in ("passes", "load"):
             self.passes = list(result or [])
             self._fill_add_menu()
             if purpose == "load":
@@ -228,6 +169,9 @@ class PipelinePane(BisectActions, Pane):
             self.info.setToolTip("\n".join((result or {}).get("files") or []))
 
     def on_error(self, purpose: str, error: dict) -> None:
+        if purpose == "code_totals":
+            self.on_code_error(error)
+            return
         message = error.get("message", "failed")
         if purpose == "bisect":
             self._bisect_rid = None
@@ -242,61 +186,6 @@ class PipelinePane(BisectActions, Pane):
             message = "Paste pipeline: " + message.splitlines()[0] + " (pipeline unchanged)"
             self._kept_message = message  # the unchanged state that follows must not hide it
         self.info.setText(message)
-
-    def _fill_add_menu(self) -> None:
-        self.add_menu.clear()
-        by_cat: dict[str, list[dict]] = {}
-        for p in self.passes:
-            by_cat.setdefault(p.get("category") or "other", []).append(p)
-        for cat, items in by_cat.items():
-            sub = self.add_menu.addMenu(cat)
-            sub.setToolTipsVisible(True)
-            for p in items:
-                where = os.path.basename(p.get("source") or "")
-                act = QAction(p["name"] + (f"  ({where})" if where else ""), sub)
-                act.setToolTip(f"{self.origin(p['name'])}: {p.get('description', '')}")
-                act.triggered.connect(lambda _c=False, name=p["name"]: self.add_pass(name))
-                sub.addAction(act)
-
-    def origin(self, name: str) -> str:
-        """Whose pass `name` is: "user: file.py:LINE" or "built-in (course)"."""
-        spec = self._spec(name) or {}
-        if spec.get("category") == "user":
-            return f"user: {spec.get('source') or 'a pass file'}"
-        return f"built-in ({spec['category']})" if spec.get("category") else "built-in"
-
-    def _loaded_text(self) -> str:
-        """What the last Load passes… added (the newest source file's passes)."""
-        users = [p for p in self.passes if p.get("category") == "user"]
-        if not users:
-            return f"{len(self.passes)} passes available"
-        newest = (users[-1].get("source") or "").rsplit(":", 1)[0]
-        mine = [p for p in users if (p.get("source") or "").rsplit(":", 1)[0] == newest]
-        shadows = [p["shadows"] for p in mine if p.get("shadows")]
-        return (f"Loaded {', '.join(p['name'] for p in mine)} from {os.path.basename(newest)}"
-                + (f"; the built-in{'s are' if len(shadows) > 1 else ' is'} now {', '.join(shadows)}"
-                   if shadows else ""))
-
-    def _fill_pipelines(self) -> None:
-        self.pipeline_box.blockSignals(True)
-        self.pipeline_box.clear()
-        for p in self.pipelines:
-            self.pipeline_box.addItem(p["name"], p["name"])
-            self.pipeline_box.setItemData(self.pipeline_box.count() - 1, p.get("description", ""),
-                                          Qt.ItemDataRole.ToolTipRole)
-        self.pipeline_box.addItem(CUSTOM, None)
-        self.pipeline_box.blockSignals(False)
-        self._match_pipeline()
-
-    def _match_pipeline(self) -> None:
-        """Show the named pipeline whose passes are exactly applied + planned, else (custom)."""
-        names = [s.get("pass") for s in self.steps[1:] if s.get("origin") != "schedule"] + \
-            [p.get("name") for p in self.planned]
-        for i, p in enumerate(self.pipelines):
-            if [x["name"] for x in p.get("passes", [])] == names:
-                self.pipeline_box.setCurrentIndex(i)
-                return
-        self.pipeline_box.setCurrentIndex(self.pipeline_box.count() - 1)
 
     # -- state -----------------------------------------------------------------------------------
     def on_state(self, state: dict, prev: dict) -> None:
@@ -350,6 +239,7 @@ class PipelinePane(BisectActions, Pane):
         self.table.setRowCount(len(self.steps))
         bold = QFont(self.table.font())
         bold.setBold(True)
+        before = None  # the code totals of the step before, for a jump
         for r, s in enumerate(self.steps):
             changed = s.get("changed", True) or s.get("index") == 0
             details = []
@@ -371,6 +261,9 @@ class PipelinePane(BisectActions, Pane):
                      *(str(size[k]) if size.get(k) is not None else "" for k in
                        ("bindings", "prim_funcs", "tir_lines")),
                      run_ms, err]
+            code = self.code_cells(s, before)
+            before = self.code_entry(s) or before
+            cells += [text for text, _tip, _drop in code]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.ItemDataRole.UserRole, s.get("index", r))
@@ -410,6 +303,11 @@ class PipelinePane(BisectActions, Pane):
                     elif entry.get("allclose") is False:
                         item.setForeground(QBrush(QColor(c.bad)))
                         item.setToolTip("outputs differ from PyTorch")
+                if col >= COL_VEC:
+                    _text, tip, dropped = code[col - COL_VEC]
+                    item.setToolTip(tip)
+                    if dropped:
+                        item.setForeground(QBrush(QColor(c.bad)))
                 verdict = self._verdicts().get(s.get("index"))
                 if verdict is not None and col in (0, 1):
                     item.setForeground(QBrush(QColor(c.ok if verdict["ok"] else c.bad)))
@@ -449,6 +347,10 @@ class PipelinePane(BisectActions, Pane):
         self.trace = {}
         self.trace_stamp = None
         self.bisect_result = self.bisect_stamp = None
+        self.code_totals = {}
+        self.code_stamp = None
+        self._code_queue = []
+        self.code_button.setEnabled(True)
 
     def _filter(self) -> None:
         hide = self.hide_unchanged.isChecked()
@@ -466,23 +368,6 @@ class PipelinePane(BisectActions, Pane):
         rows = {i.row() for i in self.table.selectedItems()}
         if rows:
             self.hub.select_step(self._row_index(min(rows)))
-
-    def _fill_planned(self) -> None:
-        row = self.planned_list.currentRow()
-        self.planned_list.blockSignals(True)
-        self.planned_list.clear()
-        for p in self.planned:
-            text = p.get("name", "")
-            if p.get("params"):
-                text += f"  ({params_text(p['params'])})"
-            item = QListWidgetItem(text)
-            item.setToolTip(self.origin(p.get("name", "")))
-            self.planned_list.addItem(item)
-        self.planned_list.blockSignals(False)
-        if 0 <= row < self.planned_list.count():
-            self.planned_list.setCurrentRow(row)
-        else:
-            self._show_params(-1)
 
     def _update_buttons(self) -> None:
         has = bool(self.state and self.state.get("model"))
@@ -509,90 +394,3 @@ class PipelinePane(BisectActions, Pane):
 
     def jump(self, index: int) -> None:
         self.bridge.request("jump", index=int(index))
-
-    def use_pipeline(self, name: str) -> None:
-        self.bridge.request("set_pipeline", pipeline=name)
-
-    def set_planned(self, passes: list[dict]) -> None:
-        self.bridge.request("set_pipeline", passes=[{"name": p["name"], "params": dict(p.get("params") or {})}
-                                                    for p in passes])
-
-    def _pipeline_chosen(self, index: int) -> None:
-        name = self.pipeline_box.itemData(index)
-        if name:
-            self.use_pipeline(name)
-
-    def add_pass(self, name: str) -> None:
-        spec = self._spec(name)
-        params = {p["name"]: p.get("default") for p in (spec or {}).get("params") or []}
-        at = self.planned_list.currentRow()
-        planned = list(self.planned)
-        item = {"name": name, "params": params}
-        if 0 <= at < len(planned):
-            planned.insert(at + 1, item)
-        else:
-            planned.append(item)
-        self.set_planned(planned)
-
-    def remove_selected(self) -> None:
-        at = self.planned_list.currentRow()
-        if 0 <= at < len(self.planned):
-            planned = list(self.planned)
-            del planned[at]
-            self.set_planned(planned)
-
-    def move_selected(self, delta: int) -> None:
-        at = self.planned_list.currentRow()
-        to = at + delta
-        if 0 <= at < len(self.planned) and 0 <= to < len(self.planned):
-            planned = list(self.planned)
-            planned[at], planned[to] = planned[to], planned[at]
-            self.set_planned(planned)
-            self.planned_list.setCurrentRow(to)
-
-    def copy_pipeline_text(self) -> str:
-        text = (self.state or {}).get("pipeline_text") or ""
-        if text:
-            QGuiApplication.clipboard().setText(text)
-            self.info.setText(f"Copied: {text}")
-        return text
-
-    def paste_pipeline_text(self, text: str | None = None) -> int | None:
-        """Send the clipboard's text (or `text`) as the whole pipeline; the engine parses it and a
-        bad text comes back as an error with its column, the pipeline unchanged."""
-        if text is None:
-            text = QGuiApplication.clipboard().text()
-        text = (text or "").strip()
-        if not text:
-            self.info.setText("Paste pipeline: the clipboard holds no text")
-            return None
-        return self.ask("paste", "set_pipeline", text=text)
-
-    def load_pass_file_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Load passes", "", "Python files (*.py)")
-        if path:
-            self.load_pass_file(path)
-
-    def load_pass_file(self, path: str) -> None:
-        self.ask("load", "load_pass_file", path=path)
-
-    # -- params form -----------------------------------------------------------------------------
-    def _spec(self, name: str) -> dict | None:
-        return next((p for p in self.passes if p.get("name") == name), None)
-
-    def _show_params(self, row: int) -> None:
-        if not (0 <= row < len(self.planned)):
-            self.params_box.show_pass(None, {}, lambda name, value: None)
-            return
-        inv = self.planned[row]
-        self.params_box.show_pass(inv, self._spec(inv.get("name", "")) or {},
-                                  lambda name, value: self._set_param(row, name, value))
-
-    def _set_param(self, row: int, name: str, value) -> None:
-        if not (0 <= row < len(self.planned)):
-            return
-        if (self.planned[row].get("params") or {}).get(name) == value:
-            return
-        planned = [dict(p) for p in self.planned]
-        planned[row]["params"] = dict(planned[row].get("params") or {}, **{name: value})
-        self.set_planned(planned)

@@ -1,6 +1,9 @@
 """TensorIR pane: the prim_funcs of the current step (signature, loop-nest summary); the selected
-one's TVMScript below."""
+one's TVMScript below, and in the Code tab what it becomes.  A loop row selects the loop in the
+text and in the code; a click in the code selects the loop it is in."""
 from __future__ import annotations
+
+import re
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
@@ -29,6 +32,9 @@ def loop_summary(func: dict, most: int = 3) -> str:
     return text + (f"; … ({len(nests)} nests)" if len(nests) > most else "")
 
 
+LOOP_ROLE = Qt.ItemDataRole.UserRole + 1  # a loop row's index in its function's loop_nest
+
+
 class TirPane(Pane):
     def __init__(self, bridge, hub, parent=None, settings=None):
         super().__init__(bridge, hub, parent, settings=settings)
@@ -49,6 +55,8 @@ class TirPane(Pane):
         self.tree.currentItemChanged.connect(self._item_changed)
         self.code = CodeView()
         self.kernel_code = KernelCodeTab(self)  # what the selected kernel becomes on a target
+        self.kernel_code.loopClicked.connect(self._code_loop_clicked)
+        self.loop: int | None = None  # the selected loop of the selected kernel (loop_nest index)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.code, "TensorIR")
@@ -99,6 +107,7 @@ class TirPane(Pane):
         elif purpose == "text":
             self.text = (result or {}).get("text", "")
             self.code.set_text(self.text)
+            self._mark_loop_text()
         elif purpose == "code":
             self.kernel_code.on_reply(result)
 
@@ -130,8 +139,10 @@ class TirPane(Pane):
             item.setData(0, Qt.ItemDataRole.UserRole, f.get("name"))
             item.setToolTip(0, f.get("name", "") + (f"\nsymbolic sizes: {', '.join(sizes)}" if sizes else ""))
             item.setToolTip(2, f.get("signature", ""))
-            for loop in loops:
+            for k, loop in enumerate(loops):
                 child = QTreeWidgetItem(["loop", str(loop), ""])
+                child.setData(0, LOOP_ROLE, k)
+                child.setToolTip(1, "Click: the loop in the TensorIR text and in the Code tab")
                 child.setForeground(0, QBrush(QColor(c.dim_text)))
                 item.addChild(child)
             for block in f.get("blocks") or []:
@@ -176,22 +187,59 @@ class TirPane(Pane):
             self.hub.select_tir(name)
 
     def _show(self, name: str) -> None:
+        if name != self.selected:
+            self.loop = None
         if name == self.selected and (self.text or self.waiting("text")):
             return
         self.selected = name
         self.text = None
         self.ask("text", "function_text", step=self.cursor_of(self.state), name=name)
-        self.kernel_code.show_kernel(self.cursor_of(self.state), name)
+        self.kernel_code.show_kernel(self.cursor_of(self.state), name, self.nest_of(name))
+
+    def nest_of(self, name: str) -> list[dict]:
+        f = next((f for f in self.functions or [] if f.get("name") == name), None) or {}
+        return list(f.get("loop_nest") or [])
 
     def _item_changed(self, item, _prev) -> None:
         if item is None:
             return
+        loop = item.data(0, LOOP_ROLE) if item.parent() is not None else None
         while item.parent() is not None:
             item = item.parent()
         name = item.data(0, Qt.ItemDataRole.UserRole)
         if name:
             self._show(name)
             self.hub.select_tir(name)
+            if loop is not None:
+                self.select_loop(int(loop))
+
+    def select_loop(self, index: int) -> None:
+        """Loop `index` of the selected kernel: marked in its TensorIR text and its code."""
+        self.loop = index
+        self._mark_loop_text()
+        self.kernel_code.show_loop(index)
+
+    def _code_loop_clicked(self, index: int) -> None:
+        """A click in the Code tab landed in loop `index`: select it in the tree and the text."""
+        self.loop = index
+        parent = self._item_for(self.selected) if self.selected else None
+        if parent is not None and 0 <= index < parent.childCount():
+            self.tree.blockSignals(True)
+            self.tree.setCurrentItem(parent.child(index))
+            self.tree.blockSignals(False)
+            self.tree.scrollToItem(parent.child(index))
+        self._mark_loop_text()
+
+    def _mark_loop_text(self) -> None:
+        nest = self.nest_of(self.selected) if self.selected else []
+        if self.loop is None or not self.text or not 0 <= self.loop < len(nest):
+            return
+        var = str(nest[self.loop].get("var") or "")
+        k = sum(1 for lp in nest[:self.loop] if str(lp.get("var") or "") == var)
+        hits = [n for n, ln in enumerate(self.text.split("\n"), 1)
+                if re.match(rf"\s*for (?:\w+, )*{re.escape(var)}\b", ln)]
+        if k < len(hits):
+            self.code.highlight_lines([hits[k]])
 
     def _on_linked(self, sel) -> None:
         self._linked = [] if sel is None else list(sel.tir)

@@ -151,7 +151,12 @@ class DiffView(QWidget):
 
     # -- API -----------------------------------------------------------------------------------
     def set_diff(self, result: dict | None) -> None:
+        """`result["language"]`: the pygments lexer of the text (default TVMScript's, Python)."""
         self._diff = result or {"unified": "", "functions": []}
+        language = self._diff.get("language") or "python"
+        for view in (self.left, self.right, self.unified):
+            if view.language != language:
+                view.set_text("", language=language)
         funcs = self._diff.get("functions") or []
         current = self.function_box.currentText()
         self.function_box.blockSignals(True)
