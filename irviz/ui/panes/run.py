@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QHBoxLayout, QHeaderView, QLabel,
-                               QPushButton, QScrollArea, QSizePolicy, QTableWidgetItem, QTabWidget,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QHBoxLayout, QLabel,
+                               QPushButton, QScrollArea, QSizePolicy, QTabWidget,
                                QVBoxLayout, QWidget)
 
 from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
-from irviz.ui.panes.base import Pane, dim_label, row_table
+from irviz.ui.panes.base import Pane, dim_label
 from irviz.ui.panes.intermediates_tab import IntermediatesTab
+from irviz.ui.panes.kernel_table import KernelTable, bindings_of
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
 from irviz.ui.widgets.latency_chart import LatencyChart
 from irviz.ui.widgets.memory_view import MemoryView
@@ -45,20 +46,6 @@ def ratio_text(r: dict) -> str:
     return _fmt((tvm_ms / torch_ms) if tvm_ms and torch_ms else None, 3, "×")
 
 
-class _Num(QTableWidgetItem):
-    """Sorts numerically."""
-
-    def __init__(self, value: float, text: str):
-        super().__init__(text)
-        self.value = value
-        self.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-
-    def __lt__(self, other):
-        if isinstance(other, _Num):
-            return self.value < other.value
-        return super().__lt__(other)
-
-
 def short_target(target) -> str:
     """'{"kind":"llvm",...,"mcpu":"znver3"}' or 'llvm -mcpu=znver3' -> 'llvm znver3'."""
     text = str(target or "")
@@ -69,12 +56,6 @@ def short_target(target) -> str:
     if isinstance(d, dict):
         return " ".join(str(d[k]) for k in ("kind", "mcpu") if d.get(k)) or text
     return text
-
-
-def bindings_of(kernel: dict) -> list[str]:
-    """A kernel's binding field names one var, or several joined by ', ' (one kernel called from
-    several places)."""
-    return [b.strip() for b in str(kernel.get("binding") or "").split(",") if b.strip()]
 
 
 def kernel_heat(kernels: list[dict]) -> dict[str, float]:
@@ -180,15 +161,8 @@ class RunPane(Pane):
         self.timing_note.setWordWrap(True)
         self.timing_note.setObjectName("RunTimingNote")
 
-        self.kernels = row_table(["Kernel", "Calls", "ms", "%", "Binding", "Decision"])
-        self.kernels.setSortingEnabled(True)
-        hh = self.kernels.horizontalHeader()
-        hh.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for c in (1, 2, 3):
-            hh.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
-        hh.setSectionResizeMode(4, QHeaderView.ResizeMode.Interactive)
-        hh.setSectionResizeMode(5, QHeaderView.ResizeMode.Interactive)
-        self.kernels.itemSelectionChanged.connect(self._kernel_clicked)
+        self.kernels = KernelTable()
+        self.kernels.bindingClicked.connect(self.hub.select_relax)
 
         # latency per step: build and time every recorded step
         self.latency: dict | None = None
@@ -291,7 +265,7 @@ class RunPane(Pane):
         for v in self.fields.values():
             v.setText("—")
         self.timing_note.setText("")
-        self.kernels.setRowCount(0)
+        self.kernels.clear_rows()
         self.hub.set_heat({})
         self.latency = None
         self.intermediates.clear()
@@ -537,21 +511,7 @@ class RunPane(Pane):
             self.fields[key].setToolTip("NaN or ∞ in the outputs where PyTorch has numbers, or integer "
                                         "outputs that differ" if values[key] == "∞ / NaN" else "")
         kernels = list(r.get("kernels") or [])
-        total = sum(float(k.get("ms") or 0) for k in kernels) or 1.0
-        self.kernels.setSortingEnabled(False)
-        self.kernels.setRowCount(len(kernels))
-        for i, k in enumerate(kernels):
-            ms = float(k.get("ms") or 0)
-            self.kernels.setItem(i, 0, QTableWidgetItem(str(k.get("name", ""))))
-            self.kernels.setItem(i, 1, _Num(int(k.get("calls") or 0), str(k.get("calls", ""))))
-            self.kernels.setItem(i, 2, _Num(ms, f"{ms:.3f}"))
-            self.kernels.setItem(i, 3, _Num(ms / total, f"{100 * ms / total:.1f}"))
-            self.kernels.setItem(i, 4, QTableWidgetItem(str(k.get("binding") or "")))
-            decision = QTableWidgetItem(str(k.get("decision") or ""))
-            decision.setToolTip(str(k.get("decision") or ""))
-            self.kernels.setItem(i, 5, decision)
-        self.kernels.setSortingEnabled(True)
-        self.kernels.sortItems(2, Qt.SortOrder.DescendingOrder)
+        self.kernels.set_kernels(kernels)
         self.hub.set_heat(kernel_heat(kernels))
 
     def _show_error(self, purpose: str, error: dict) -> None:
@@ -586,12 +546,3 @@ class RunPane(Pane):
             msg += f"\nhint: {error['hint']}"
         self.status.setText(msg)
         self.status.setToolTip(error.get("detail") or "")
-
-    def _kernel_clicked(self) -> None:
-        items = self.kernels.selectedItems()
-        if not items:
-            return
-        binding = self.kernels.item(items[0].row(), 4)
-        names = bindings_of({"binding": binding.text()}) if binding is not None else []
-        if names:
-            self.hub.select_relax(names[0])
