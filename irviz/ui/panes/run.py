@@ -19,6 +19,7 @@ from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label
 from irviz.ui.panes.intermediates_tab import IntermediatesTab
+from irviz.ui.panes.kernel_roofline import RooflineTab, add_roofline_columns, set_roofline
 from irviz.ui.panes.kernel_table import KernelTable, bindings_of
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
 from irviz.ui.widgets.latency_chart import LatencyChart
@@ -162,6 +163,8 @@ class RunPane(Pane):
         self.timing_note.setObjectName("RunTimingNote")
 
         self.kernels = KernelTable()
+        add_roofline_columns(self.kernels)
+        self.roofline = RooflineTab()
         self.kernels.bindingClicked.connect(self.hub.select_relax)
 
         # latency per step: build and time every recorded step
@@ -195,6 +198,7 @@ class RunPane(Pane):
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.kernels, "Kernels")
+        self.tabs.addTab(self.roofline, "Roofline")
         self.tabs.addTab(lat_page, "Latency per step")
         self.intermediates = IntermediatesTab(self.ask, hub, lambda: self.cursor_of(self.state),
                                               state=lambda: self.state)
@@ -214,7 +218,7 @@ class RunPane(Pane):
         lay.addWidget(self.tabs, 1)
         # what each result is for; greyed with a note once it is not for what is open
         self.run_slot = ResultSlot([self.verdict, self.status, self.figures, self.timing_note,
-                                    self.kernels], self.run_note)
+                                    self.kernels, self.roofline], self.run_note)
         self.latency_slot = ResultSlot([self.chart], self.latency_note)
         self.memory_slot = ResultSlot([self.memory_view], self.memory_note)
         self.bisect: dict | None = None
@@ -266,6 +270,8 @@ class RunPane(Pane):
             v.setText("—")
         self.timing_note.setText("")
         self.kernels.clear_rows()
+        set_roofline(self.kernels, None)
+        self.roofline.clear()
         self.hub.set_heat({})
         self.latency = None
         self.intermediates.clear()
@@ -511,7 +517,9 @@ class RunPane(Pane):
             self.fields[key].setToolTip("NaN or ∞ in the outputs where PyTorch has numbers, or integer "
                                         "outputs that differ" if values[key] == "∞ / NaN" else "")
         kernels = list(r.get("kernels") or [])
+        set_roofline(self.kernels, r.get("roofline"))
         self.kernels.set_kernels(kernels)
+        self.roofline.set_roofline(r.get("roofline"))
         self.hub.set_heat(kernel_heat(kernels))
 
     def _show_error(self, purpose: str, error: dict) -> None:
