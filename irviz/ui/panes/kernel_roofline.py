@@ -3,8 +3,10 @@ and a tab with the roofline chart and where its roofs come from. The figures are
 result's ``roofline`` block (``irviz.core.backend.roofline``), given to the table as context."""
 from __future__ import annotations
 
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from irviz.ui import themes
 from irviz.ui.panes.base import dim_label
 from irviz.ui.panes.kernel_table import Column, KernelTable, Num, text_cell
 from irviz.ui.widgets.roofline_chart import RooflineChart, fmt_bytes, fmt_num
@@ -40,6 +42,8 @@ def _cell(key: str, fmt):
             return _blank(_tooltip(e))
         item = Num(float(v), fmt(v))
         item.setToolTip(_tooltip(e))
+        if key == "pct_of_roof" and e.get("in_cache") and e.get("bound") == "memory":
+            item.setForeground(QColor(themes.colors().dim_text))  # against memory's roof, not its cache's
         return item
     return cell
 
@@ -86,6 +90,11 @@ def roofs_text(r: dict | None) -> str:
         lines.append(f"On paper: {f['vector_lanes']} lanes × {f['fma_units']} FMA units ({f['fma_units_source']}) "
                      f"× 2 × {f['threads']} threads × {f['clock_mhz']:.0f} MHz ({f['clock_source']}) = "
                      f"{fmt_num(f['gflops'])} GFLOP/s; the measurement implies {f['implied_clock_ghz']} GHz.")
+    busy = [f"{what} {d['load']:.1f}" for what, d in (("peak", peak), ("bandwidth", r.get("bandwidth") or {}))
+            if isinstance(d.get("load"), (int, float)) and d["load"] > (r.get("threads") or 1)]
+    if busy:
+        lines.append(f"The machine was busy while they were measured (load average: {', '.join(busy)}): "
+                     "the bandwidth reads low when other processes use memory too.")
     if t.get("gflops") is not None:
         lines.append(f"All kernels together: {fmt_num(t['gflops'])} GFLOP/s, {t['pct_of_peak']:.3g}% of peak.")
     return " ".join(lines)
