@@ -3,7 +3,7 @@ bytes moved and % of roof, the Roofline tab says where the roofs come from."""
 from __future__ import annotations
 
 from fake_bridge import FakeBridge, open_mlp
-from PySide6.QtCore import QPointF
+from PySide6.QtCore import QPoint, QPointF, Qt
 
 ROOFLINE = {
     "peak_gflops": 100.0, "peak_source": "measured: FMA chains on one core x 1 thread",
@@ -74,3 +74,9 @@ def test_run_pane_shows_gflops_and_pct_of_roof_and_the_roofs(qtbot, win):
     assert tab.chart.peak() == 100.0 and len(tab.chart.points()) == 2
     assert "FMA chains" in tab.note.text() and "STREAM triad" in tab.note.text()
     assert "34.6% of peak" in tab.note.text()
+    win.run.tabs.setCurrentWidget(tab)
+    qtbot.waitUntil(lambda: tab.chart.isVisible() and tab.chart.width() > 100)
+    at = QPoint(round(tab.chart.x_of(0.5)), round(tab.chart.y_of(2.0)))
+    with qtbot.waitSignal(tab.bindingClicked) as sig:     # a dot names its binding, as a row does
+        qtbot.mouseClick(tab.chart, Qt.MouseButton.LeftButton, pos=at)
+    assert sig.args == ["lv1"]

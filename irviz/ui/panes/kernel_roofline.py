@@ -3,12 +3,13 @@ and a tab with the roofline chart and where its roofs come from. The figures are
 result's ``roofline`` block (``irviz.core.backend.roofline``), given to the table as context."""
 from __future__ import annotations
 
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from irviz.ui import themes
 from irviz.ui.panes.base import dim_label
-from irviz.ui.panes.kernel_table import Column, KernelTable, Num, text_cell
+from irviz.ui.panes.kernel_table import Column, KernelTable, Num, bindings_of, text_cell
 from irviz.ui.widgets.roofline_chart import RooflineChart, fmt_bytes, fmt_num
 
 
@@ -101,11 +102,15 @@ def roofs_text(r: dict | None) -> str:
 
 
 class RooflineTab(QWidget):
-    """The chart, and under it where the roofs come from."""
+    """The chart, and under it where the roofs come from; clicking a dot emits the first Relax
+    binding that calls the kernel (as a click in the kernel table does)."""
+    bindingClicked = Signal(str)
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.chart = RooflineChart()
+        self.chart.kernelClicked.connect(self._clicked)
+        self.bindings: dict[str, list[str]] = {}
         self.note: QLabel = dim_label("")
         self.note.setWordWrap(True)
         lay = QVBoxLayout(self)
@@ -114,9 +119,14 @@ class RooflineTab(QWidget):
         lay.addWidget(self.chart, 1)
         lay.addWidget(self.note)
 
-    def set_roofline(self, roofline: dict | None) -> None:
+    def set_roofline(self, roofline: dict | None, kernels: list[dict] = ()) -> None:
+        self.bindings = {k.get("name"): bindings_of(k) for k in kernels}
         self.chart.set_roofline(roofline)
         self.note.setText(roofs_text(roofline))
 
     def clear(self) -> None:
         self.set_roofline(None)
+
+    def _clicked(self, name: str) -> None:
+        if self.bindings.get(name):
+            self.bindingClicked.emit(self.bindings[name][0])

@@ -165,6 +165,7 @@ class RunPane(Pane):
         self.kernels = KernelTable()
         add_roofline_columns(self.kernels)
         self.roofline = RooflineTab()
+        self.roofline.bindingClicked.connect(self.hub.select_relax)
         self.kernels.bindingClicked.connect(self.hub.select_relax)
 
         # latency per step: build and time every recorded step
@@ -519,7 +520,7 @@ class RunPane(Pane):
         kernels = list(r.get("kernels") or [])
         set_roofline(self.kernels, r.get("roofline"))
         self.kernels.set_kernels(kernels)
-        self.roofline.set_roofline(r.get("roofline"))
+        self.roofline.set_roofline(r.get("roofline"), kernels)
         self.hub.set_heat(kernel_heat(kernels))
 
     def _show_error(self, purpose: str, error: dict) -> None:
