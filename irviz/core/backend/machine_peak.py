@@ -155,7 +155,7 @@ def _fma_gflops(threads: int, iterations: int, lanes: int) -> float:
 @functools.lru_cache(maxsize=4)
 def compute_peak(threads: int | None = None, iterations: int = 400_000) -> dict:
     """Float32 FMA peak on `threads` threads (default: TVM's runtime threads): one core measured,
-    times the threads. One core needs only one idle core to measure right, where all of them
+    times the threads (at most the cores). One core needs only one idle core to measure right, where all of them
     together read low whenever another process runs (the machines irviz is used on are shared);
     the all-thread figure is kept as `measured_all_threads`."""
     from irviz.core.backend.timing import load_average
@@ -166,20 +166,23 @@ def compute_peak(threads: int | None = None, iterations: int = 400_000) -> dict:
     lanes = max(1, info.vector_lanes)
     per_core = _fma_gflops(1, iterations, lanes)
     together = _fma_gflops(threads, iterations, lanes) if threads > 1 else per_core
-    gflops = per_core * threads
+    used = min(threads, info.cores)  # threads beyond the cores share them
+    gflops = per_core * used
     mhz, clock_source = nominal_clock_mhz()
     units = FMA_UNITS.get(info.isa, 1)
-    per_ghz = lanes * units * 2 * threads  # GFLOP/s per GHz of clock
+    per_ghz = lanes * units * 2 * used  # GFLOP/s per GHz of clock
     formula = {"vector_lanes": lanes, "vector_lanes_source": f"LLVM target features of {info.mcpu} ({info.isa})",
                "fma_units": units, "fma_units_source": f"assumed for {info.isa} cores",
-               "threads": threads, "threads_source": "TVM runtime threads (the threads the kernels run on)",
+               "threads": used, "threads_source": "TVM runtime threads (the threads the kernels run on), "
+                                                   "at most one per core",
                "clock_mhz": mhz, "clock_source": clock_source,
                "gflops": None if mhz is None else round(per_ghz * mhz / 1000.0, 1),
                "implied_clock_ghz": round(gflops / per_ghz, 2)}
     return {"gflops": round(gflops, 1), "per_core_gflops": round(per_core, 1),
             "measured_all_threads": round(together, 1), "threads": threads, "load": load_average(),
             "source": (f"measured: {CHAINS} independent {lanes}-lane float32 FMA chains, compiled with "
-                       f"TVM, on one core (best of {RUNS} runs) x {threads} thread{'s' * (threads > 1)}"),
+                       f"TVM, on one core (best of {RUNS} runs) x {used} "
+                       f"{'core' if threads > used else 'thread'}{'s' * (used > 1)}"),
             "formula": formula}
 
 

@@ -10,7 +10,8 @@ per-kernel time: every call of it in one run of the function):
 * FLOPs, a TensorIR kernel: TVM's own estimate, ``tvm.s_tir.analysis.estimate_tir_flops`` of the
   PrimFunc as built: every floating-point add, multiply, divide, max, ... in the loop nest, times
   the extents of the loops around it (a multiply-add in a reduction counts 2, an elementwise op 1;
-  index arithmetic is not counted). Times the calls per run.
+  index arithmetic is not counted). Times the calls per run. It is counted on the kernel as built:
+  a schedule that pads a loop up to its tile counts the padded iterations too.
 * FLOPs, a library call (``irviz.torch.matmul`` / ``irviz.torch.conv2d.*``, no TIR to read): from
   the operand shapes of each call site: a matmul 2·|out|·K, a conv2d 2·|out|·(C/groups·KH·KW).
 * Bytes: the sizes of the buffers the kernel reads and writes (its parameters: inputs and outputs)
