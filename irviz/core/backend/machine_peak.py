@@ -24,9 +24,17 @@ Both are cached per thread count for the process (about a second together on 2 c
 from __future__ import annotations
 
 import functools
+import glob
 import time
 
 import numpy as np
+import tvm
+from tvm.script import tirx as T
+
+from irviz.core.backend.run import tvm_threads
+from irviz.core.backend.timing import load_average
+from irviz.core.target import cpu_info
+from irviz.core.tvm_compat import host_target
 
 CHAINS = 12  # independent accumulators per thread (registers: 12 of the 16/32 vector registers)
 # FMA units per core assumed by ISA for the formula (measured figure is the one used): two 512-bit
@@ -57,8 +65,6 @@ def nominal_clock_mhz() -> tuple[float | None, str]:
 
 def last_level_cache() -> tuple[int | None, str]:
     """(bytes, name) of the largest cache of cpu0, from sysfs; (None, why) where it is not exposed."""
-    import glob
-
     best: tuple[int, int] | None = None
     for d in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
         try:
@@ -88,8 +94,6 @@ def _best_seconds(f, args, runs: int) -> float:
 
 
 def _fma_kernel(threads: int, iterations: int, lanes: int):
-    from tvm.script import tirx as T
-
     P, N, C, L = threads, iterations, CHAINS, lanes
 
     @T.prim_func
@@ -111,8 +115,6 @@ def _fma_kernel(threads: int, iterations: int, lanes: int):
 
 
 def _triad_kernel(n: int, threads: int, lanes: int):
-    from tvm.script import tirx as T
-
     chunk = -(-n // threads)
     chunk = -(-chunk // lanes) * lanes
     steps = chunk // lanes
@@ -129,22 +131,14 @@ def _triad_kernel(n: int, threads: int, lanes: int):
 
 
 def _compile(prim):
-    import tvm
-
-    from irviz.core.tvm_compat import host_target
-
     return tvm.compile(tvm.IRModule({"main": prim}), target=host_target())
 
 
 def _threads(threads: int | None) -> int:
-    from irviz.core.backend.run import tvm_threads
-
     return max(1, int(threads or tvm_threads() or 1))
 
 
 def _fma_gflops(threads: int, iterations: int, lanes: int) -> float:
-    import tvm
-
     f = _compile(_fma_kernel(threads, iterations, lanes))
     x = tvm.runtime.tensor(np.full((threads, CHAINS, lanes), 0.5, "float32"))
     y = tvm.runtime.tensor(np.zeros((threads, CHAINS, lanes), "float32"))
@@ -158,9 +152,6 @@ def compute_peak(threads: int | None = None, iterations: int = 400_000) -> dict:
     times the threads (at most the cores). One core needs only one idle core to measure right, where all of them
     together read low whenever another process runs (the machines irviz is used on are shared);
     the all-thread figure is kept as `measured_all_threads`."""
-    from irviz.core.backend.timing import load_average
-    from irviz.core.target import cpu_info
-
     threads = _threads(threads)
     info = cpu_info()
     lanes = max(1, info.vector_lanes)
@@ -187,8 +178,6 @@ def compute_peak(threads: int | None = None, iterations: int = 400_000) -> dict:
 
 
 def _triad_gbs(threads: int, elements: int, lanes: int) -> float:
-    import tvm
-
     f = _compile(_triad_kernel(elements, threads, lanes))
     rng = np.random.default_rng(0)
     b = tvm.runtime.tensor(rng.random(elements, dtype=np.float32))
@@ -202,9 +191,6 @@ def memory_bandwidth(threads: int | None = None, elements: int = TRIAD_ELEMENTS)
     """Memory bandwidth (STREAM triad) on `threads` threads, GB/s (1e9 bytes): the better of all
     threads together and one thread alone (a busy machine slows the former; the threads can always
     move at least what one moves)."""
-    from irviz.core.backend.timing import load_average
-    from irviz.core.target import cpu_info
-
     threads = _threads(threads)
     lanes = max(1, cpu_info().vector_lanes)
     together = _triad_gbs(threads, elements, lanes)

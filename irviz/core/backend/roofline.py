@@ -34,7 +34,9 @@ import math
 
 import tvm
 from tvm import relax, tirx
+from tvm.s_tir.analysis import estimate_tir_flops
 
+from irviz.core.backend.machine_peak import compute_peak, last_level_cache, memory_bandwidth
 from irviz.core.library_names import MATMUL, PREFIX, conv2d_attrs
 from irviz.core.tvm_compat import static_shape
 
@@ -43,8 +45,6 @@ __all__ = ["kernel_work", "machine_roofs", "roofline", "roofline_for"]
 
 def machine_roofs(threads: int | None = None) -> dict:
     """The measured peak and bandwidth for `threads` threads (cached per process)."""
-    from irviz.core.backend.machine_peak import compute_peak, memory_bandwidth
-
     return {"peak": compute_peak(threads), "bandwidth": memory_bandwidth(threads)}
 
 
@@ -63,8 +63,6 @@ def _prim_work(func: tirx.PrimFunc) -> tuple[float, int] | None:
         if not all(isinstance(d, tirx.IntImm) for d in ty.shape):
             return None
         nbytes += _bytes_of(ty.shape, ty.dtype)
-    from tvm.s_tir.analysis import estimate_tir_flops
-
     try:
         flops = float(estimate_tir_flops(tvm.IRModule({"main": func})))
     except Exception:  # a construct the estimator rejects: no figure rather than a wrong one
@@ -151,8 +149,6 @@ def roofline(built, kernels, roofs: dict) -> dict:
     peak = float(roofs["peak"]["gflops"])
     bw = float(roofs["bandwidth"]["gbs"])
     work = kernel_work(built, kernels)
-    from irviz.core.backend.machine_peak import last_level_cache
-
     llc, llc_name = last_level_cache()
     entries = []
     tot_flops = tot_bytes = tot_ms = 0.0
