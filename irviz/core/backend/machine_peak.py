@@ -7,7 +7,9 @@ Compute peak: a kernel compiled with TVM for this CPU in which every thread keep
 float32 vector accumulators (one register each, ``lanes`` wide) and updates them with
 ``acc = acc * a + b`` in a loop; LLVM contracts the update into one FMA instruction, and 12 chains
 hide the FMA latency on the x86 and Arm cores we know of (4 cycles × 2 units needs 8). FLOPs per
-run = threads × iterations × 12 × lanes × 2; the best of a few runs is the peak. It is measured
+run = threads × iterations × 12 × lanes × 2. The peak is one core's rate (the best of 15 short
+runs) times the threads (at most one per core); all threads together are measured too and reported
+next to it (on a shared machine they read low whenever another process runs). It is measured
 rather than computed because the clock the cores really run at is not readable in a VM:
 ``/proc/cpuinfo`` gives the nominal clock, and on this kind of machine (AMD EPYC, KVM) the cores
 boost well above it. The stated formula, vector lanes (``target.cpu_info``) × FMA units (assumed per
@@ -15,11 +17,13 @@ ISA, below) × 2 × threads × nominal clock, is reported next to the measuremen
 the measurement implies.
 
 Memory bandwidth: the STREAM triad ``a[i] = b[i] + s * c[i]`` over three float32 arrays of
-64 MiB each (together 6× a 32 MiB L3, so they stream from memory), compiled with TVM, parallel over the same
-threads, vectorized; 12 bytes per element (two reads, one write; write-allocate traffic is not
-counted, as STREAM does not count it); the best of a few runs.
+64 MiB each (together 6× a 32 MiB L3, so they stream from memory), compiled with TVM, vectorized,
+parallel over the same threads and on one thread (the better of the two is used: the threads can
+always move what one moves); 12 bytes per element (two reads, one write; write-allocate traffic is
+not counted, as STREAM does not count it); the best of 8 runs each.
 
-Both are cached per thread count for the process (about a second together on 2 cores).
+Both are cached per thread count for the process (2-9 s together on a busy 2-core machine,
+most of it compiling the two kernels and filling the arrays).
 """
 from __future__ import annotations
 
