@@ -121,8 +121,9 @@ class RooflineChart(QWidget):
     def plot_rect(self) -> QRectF:
         fm = QFontMetrics(self.font())
         left = fm.horizontalAdvance("100,000") + 12
-        return QRectF(left, 10, max(10.0, self.width() - left - 14),
-                      max(10.0, self.height() - 10 - 2.6 * fm.height() - 8))
+        top = fm.height() + 8  # the legend's line
+        return QRectF(left, top, max(10.0, self.width() - left - 14),
+                      max(10.0, self.height() - top - 2.6 * fm.height() - 8))
 
     def x_of(self, v: float) -> float:
         x_lo, x_hi, _, _ = self.axes()
@@ -239,9 +240,9 @@ class RooflineChart(QWidget):
         p.restore()
 
     def _paint_legend(self, p, r, fm, c, mem_c, cpu_c) -> None:
-        items = [(mem_c, "memory-bound"), (cpu_c, "compute-bound")]
-        x, y = r.left() + 8, r.top() + fm.height()
-        for col, text in items:
+        """One line above the plot: the two colours, then what the dots mean (elided to fit)."""
+        x, y = r.left(), fm.ascent() + 3
+        for col, text in ((mem_c, "memory-bound"), (cpu_c, "compute-bound")):
             fill = QColor(col)
             fill.setAlpha(150)
             p.setPen(QPen(col, 1.5))
@@ -251,14 +252,15 @@ class RooflineChart(QWidget):
             p.setPen(QColor(c.text))
             p.drawText(QPointF(x + 12, y), text)
             x += 12 + fm.horizontalAdvance(text) + 14
-        p.setPen(QColor(c.dim_text))
         notes = ["dot area: share of kernel time"]
         if any(k.get("in_cache") and k.get("bound") == "memory" for k in self.points()):
             notes.append("hollow: buffers fit in cache")
         missing = self.not_drawn()
         if missing:
             notes.append(f"{len(missing)} kernel{'s' * (len(missing) > 1)} without FLOPs not drawn")
-        p.drawText(QPointF(r.left() + 8, y + fm.height()), " · ".join(notes))
+        p.setPen(QColor(c.dim_text))
+        text = fm.elidedText(" · ".join(notes), Qt.TextElideMode.ElideRight, int(r.right() - x))
+        p.drawText(QPointF(x, y), text)
 
     # -- interaction -----------------------------------------------------------------------------
     def tooltip_text(self, i: int) -> str:
