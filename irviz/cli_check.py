@@ -96,6 +96,23 @@ def _memory_fields(built, func: str, mod=None):
     return out
 
 
+def _roofline_fields(built, res, log):
+    """Per kernel: FLOPs and bytes from the TIR against the measured peak and bandwidth."""
+    from irviz.core.backend.roofline import roofline_for
+
+    try:
+        r = roofline_for(built, res)
+    except Exception:  # the figures are extra; a check does not fail over them
+        return None
+    if r is not None:
+        t = r["total"]
+        model = (f"; kernels {t['gflops']:.1f} GFLOP/s = {t['pct_of_peak']:.1f}% of peak"
+                 if t["gflops"] is not None else "")
+        log(f"roofline  peak {r['peak_gflops']:.0f} GFLOP/s, memory {r['bandwidth_gbs']:.1f} GB/s "
+            f"({r['threads']} threads, measured){model}")
+    return r
+
+
 def _build_only(ws, args, failure: Failure, summary: dict, log) -> None:
     """A model without weights: the build (compile only) and its memory; no run, and no failure."""
     log("run      structure only: no weights to run with (built, not run)")
@@ -176,6 +193,7 @@ def _check(args, out) -> int:
                     f"against {ws.reference_name}")
             if not res.reliable:
                 log(f"timing   unreliable: {res.reason}")
+            summary["roofline"] = _roofline_fields(built, res, log)
             # "ran" would read like a result: with nothing to compare with, the numbers are unjudged
             summary.update(verdict="not judged" if res.verdict == "ran" else res.verdict,
                            not_comparable=res.not_comparable)

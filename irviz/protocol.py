@@ -354,6 +354,9 @@ class BuildRunResult(TypedDict):
     reason: str | None
     cpu: dict
     timing_text: str
+    # per kernel FLOPs and bytes (from the TIR) against this CPU's measured peak and bandwidth:
+    # core.backend.roofline.roofline(); None when the roofs could not be measured
+    roofline: dict | None
 
 
 class Reply(TypedDict):

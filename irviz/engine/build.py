@@ -26,6 +26,7 @@ class BuildCommands:
         from irviz.core.views.decisions import kernel_decisions
 
         decided = kernel_decisions(built.mod, res.kernels)
+        roofline = self._roofline(built, res)
         return {
             "func": res.func,
             "ok": bool(res.allclose), "max_abs_error": res.max_abs_error,
@@ -43,7 +44,16 @@ class BuildCommands:
             "tvm_timing": res.tvm_timing, "torch_timing": res.torch_timing,
             "reliable": res.reliable, "reason": res.reason, "cpu": cpu_info().as_dict(),
             "timing_text": describe({"TVM": res.tvm_timing, "PyTorch": res.torch_timing}, res.threads),
+            "roofline": roofline,
         }
+
+    def _roofline(self, built, res):
+        from irviz.core.backend import machine_peak
+        from irviz.core.backend.roofline import roofline_for
+
+        if res.kernels and not machine_peak.compute_peak.cache_info().currsize:
+            self.progress("Measuring this CPU's peak FLOP/s and memory bandwidth (once per engine)", 0.95)
+        return roofline_for(built, res)
 
     def intermediates(self, step=None, rtol=None, atol=None) -> dict:
         """Every FX node against its Relax binding at a step (Workspace.compare_intermediates)."""

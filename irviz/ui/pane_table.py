@@ -84,8 +84,10 @@ PANES: list[PaneRow] = [
     PaneRow("run", RunPane, "Build and Run",
             "Build & Run compiles the current step, runs it and compares its outputs with PyTorch "
             "(max error, pass/fail), with TVM and PyTorch latency; Sizes… sets symbolic sizes. Tabs: "
-            "Kernels (the time of every kernel and the CPU decision behind it, and what its code "
-            "does: instructions, vector instructions and width, FMAs, calls out); Latency per step "
+            "Kernels (the time of every kernel, its GFLOP/s, bytes moved and % of roof, the CPU "
+            "decision behind it, and what its code does: instructions, vector instructions and width, "
+            "FMAs, calls out); Roofline (each kernel against this CPU's measured peak and memory "
+            "bandwidth, log-log, dots sized by time); Latency per step "
             "(Time every step builds each step, Show error switches the chart from latency to "
             "error); Intermediates (Compare intermediates checks every FX node against the binding "
             "it became, First divergence selects the earliest that differs); Memory (Plan memory of "

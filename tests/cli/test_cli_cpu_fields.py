@@ -2,6 +2,8 @@
 pipeline decided by measuring."""
 import json
 
+import pytest
+
 from irviz.cli import main
 
 
@@ -25,6 +27,16 @@ def test_check_json_names_the_cpu_the_timing_the_stages_and_the_decisions(capsys
     for d in summary["decisions"]:
         if d["kind"] == "library_or_tir":
             assert d["choice"] in ("torch", "tir") and d["workload"].split()[0] in ("conv2d", "matmul")
+    # the roofline: measured roofs with their sources; per kernel, figures consistent with its time
+    r = summary["roofline"]
+    assert r["peak_gflops"] > 0 and "measured" in r["peak_source"] and r["bandwidth_gbs"] > 0
+    assert r["peak"]["formula"]["vector_lanes"] == cpu["vector_lanes"]
+    assert r["threads"] == summary["threads"]
+    assert r["kernels"] and all(e["flops"] for e in r["kernels"])
+    for e in r["kernels"]:
+        assert e["gflops"] == pytest.approx(e["flops"] / e["ms"] / 1e6, rel=1e-4)
+        assert e["pct_of_roof"] == pytest.approx(100 * e["gflops"] / e["roof_gflops"], rel=1e-4)
+        assert e["bound"] == ("compute" if e["intensity"] >= r["ridge_intensity"] else "memory")
 
 
 def test_check_json_says_whether_the_figures_can_be_trusted(capsys, monkeypatch):

@@ -219,6 +219,12 @@ def test_build_run_compares_with_torch(engine):
     assert isinstance(res["kernels"], list)
     # whether the figures can be trusted travels with them, with the reason when they cannot
     assert isinstance(res["reliable"], bool) and (res["reliable"] or res["reason"])
+    # the roofline per kernel travels with the run, one entry per timed kernel
+    roof = res["roofline"]
+    assert roof["peak_gflops"] > 0 and roof["bandwidth_gbs"] > 0
+    assert [e["name"] for e in roof["kernels"]] == [k["name"] for k in res["kernels"]]
+    for e in roof["kernels"]:
+        assert e["gflops"] == pytest.approx(e["flops"] / e["ms"] / 1e6, rel=1e-4)
 
 
 def test_unknown_pass_is_a_pipeline_error(engine):

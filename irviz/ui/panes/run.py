@@ -20,6 +20,7 @@ from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label
 from irviz.ui.panes.intermediates_tab import IntermediatesTab
 from irviz.ui.panes.kernel_counts import add_count_columns
+from irviz.ui.panes.kernel_roofline import RooflineTab, add_roofline_columns, set_roofline
 from irviz.ui.panes.kernel_table import KernelTable, bindings_of
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
 from irviz.ui.widgets.latency_chart import LatencyChart
@@ -164,6 +165,9 @@ class RunPane(Pane):
 
         self.kernels = KernelTable()
         add_count_columns(self.kernels)
+        add_roofline_columns(self.kernels)
+        self.roofline = RooflineTab()
+        self.roofline.bindingClicked.connect(self.hub.select_relax)
         self.kernels.bindingClicked.connect(self.hub.select_relax)
 
         # latency per step: build and time every recorded step
@@ -197,6 +201,7 @@ class RunPane(Pane):
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.kernels, "Kernels")
+        self.tabs.addTab(self.roofline, "Roofline")
         self.tabs.addTab(lat_page, "Latency per step")
         self.intermediates = IntermediatesTab(self.ask, hub, lambda: self.cursor_of(self.state),
                                               state=lambda: self.state)
@@ -216,7 +221,7 @@ class RunPane(Pane):
         lay.addWidget(self.tabs, 1)
         # what each result is for; greyed with a note once it is not for what is open
         self.run_slot = ResultSlot([self.verdict, self.status, self.figures, self.timing_note,
-                                    self.kernels], self.run_note)
+                                    self.kernels, self.roofline], self.run_note)
         self.latency_slot = ResultSlot([self.chart], self.latency_note)
         self.memory_slot = ResultSlot([self.memory_view], self.memory_note)
         self.bisect: dict | None = None
@@ -269,6 +274,8 @@ class RunPane(Pane):
         self.timing_note.setText("")
         self.kernels.clear_rows()
         self.kernels.context.clear()
+        set_roofline(self.kernels, None)
+        self.roofline.clear()
         self.hub.set_heat({})
         self.latency = None
         self.intermediates.clear()
@@ -519,7 +526,9 @@ class RunPane(Pane):
                                         "outputs that differ" if values[key] == "∞ / NaN" else "")
         kernels = list(r.get("kernels") or [])
         self.kernels.context["run_step"] = self.built_step
+        set_roofline(self.kernels, r.get("roofline"))
         self.kernels.set_kernels(kernels)
+        self.roofline.set_roofline(r.get("roofline"), kernels)
         self.hub.set_heat(kernel_heat(kernels))
         self._count_kernels(r)
 

@@ -1,0 +1,132 @@
+"""The roofline in the Run pane: GFLOP/s, bytes moved and % of roof as columns of the kernel table,
+and a tab with the roofline chart and where its roofs come from. The figures are the build_run
+result's ``roofline`` block (``irviz.core.backend.roofline``), given to the table as context."""
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from irviz.ui import themes
+from irviz.ui.panes.base import dim_label
+from irviz.ui.panes.kernel_table import Column, KernelTable, Num, bindings_of, text_cell
+from irviz.ui.widgets.roofline_chart import RooflineChart, fmt_bytes, fmt_num
+
+
+def by_name(roofline: dict | None) -> dict[str, dict]:
+    return {k["name"]: k for k in (roofline or {}).get("kernels") or []}
+
+
+def _entry(k: dict, ctx: dict) -> dict | None:
+    return ctx.get("roofline_by_name", {}).get(k.get("name"))
+
+
+def _tooltip(e: dict) -> str:
+    if e.get("flops") is None:
+        return "no FLOP count: symbolic shapes, or a call irviz cannot count"
+    text = (f"{fmt_num(e['flops'])} FLOP, {fmt_bytes(e['bytes'])} moved ({fmt_num(e.get('gbs') or 0)} GB/s)")
+    if e.get("intensity") is not None:
+        text += (f"; {e['intensity']:.3g} FLOP/byte: {e['bound']}-bound, roof "
+                 f"{fmt_num(e['roof_gflops'])} GFLOP/s")
+    if e.get("in_cache"):
+        text += "; its buffers fit in the last-level cache, so it can pass memory's roof"
+    return text
+
+
+def _cell(key: str, fmt):
+    def cell(k: dict, ctx: dict):
+        e = _entry(k, ctx)
+        if e is None:
+            return text_cell("", "Build & Run to measure" if not ctx.get("roofline_by_name") else "")
+        v = e.get(key)
+        if v is None:
+            return _blank(_tooltip(e))
+        item = Num(float(v), fmt(v))
+        item.setToolTip(_tooltip(e))
+        if key == "pct_of_roof" and e.get("in_cache") and e.get("bound") == "memory":
+            item.setForeground(QColor(themes.colors().dim_text))  # against memory's roof, not its cache's
+        return item
+    return cell
+
+
+def _blank(tooltip: str):
+    item = Num(-1.0, "—")  # sorts below every figure
+    item.setToolTip(tooltip)
+    return item
+
+
+ROOFLINE_COLUMNS = [
+    Column("GFLOP/s", _cell("gflops", fmt_num),
+           tooltip="FLOPs of the kernel (TVM's estimate from its TIR) per second of its measured time"),
+    Column("Moved", _cell("bytes", fmt_bytes),
+           tooltip="bytes of the buffers the kernel reads and writes (its parameters), per run"),
+    Column("% roof", _cell("pct_of_roof", lambda v: f"{v:.3g}"),
+           tooltip="achieved GFLOP/s against the roof at the kernel's arithmetic intensity: "
+                   "min(peak, bandwidth × intensity); see the Roofline tab"),
+]
+
+
+def add_roofline_columns(table: KernelTable) -> None:
+    """The roofline columns after "%"; `set_roofline` fills them."""
+    after = "%"
+    for col in ROOFLINE_COLUMNS:
+        table.add_column(col, after=after)
+        after = col.header
+
+
+def set_roofline(table: KernelTable, roofline: dict | None) -> None:
+    table.set_context(roofline_by_name=by_name(roofline))
+
+
+def roofs_text(r: dict | None) -> str:
+    """One paragraph: the roofs, their sources, the whole run against the peak."""
+    if not r:
+        return ""
+    t = r.get("total") or {}
+    peak = r.get("peak") or {}
+    f = peak.get("formula") or {}
+    lines = [f"Peak {fmt_num(r['peak_gflops'])} GFLOP/s ({r['peak_source']}).",
+             f"Memory {fmt_num(r['bandwidth_gbs'])} GB/s ({r['bandwidth_source']})."]
+    if f.get("gflops"):
+        lines.append(f"On paper: {f['vector_lanes']} lanes × {f['fma_units']} FMA units ({f['fma_units_source']}) "
+                     f"× 2 × {f['threads']} threads × {f['clock_mhz']:.0f} MHz ({f['clock_source']}) = "
+                     f"{fmt_num(f['gflops'])} GFLOP/s; the measurement implies {f['implied_clock_ghz']} GHz.")
+    busy = [f"{what} {d['load']:.1f}" for what, d in (("peak", peak), ("bandwidth", r.get("bandwidth") or {}))
+            if isinstance(d.get("load"), (int, float)) and d["load"] > (r.get("threads") or 1)]
+    if busy:
+        lines.append(f"The machine was busy while they were measured (load average: {', '.join(busy)}): "
+                     "the bandwidth reads low when other processes use memory too.")
+    if t.get("gflops") is not None:
+        lines.append(f"All kernels together: {fmt_num(t['gflops'])} GFLOP/s, {t['pct_of_peak']:.3g}% of peak.")
+    return " ".join(lines)
+
+
+class RooflineTab(QWidget):
+    """The chart, and under it where the roofs come from; clicking a dot emits the first Relax
+    binding that calls the kernel (as a click in the kernel table does)."""
+    bindingClicked = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.chart = RooflineChart()
+        self.chart.kernelClicked.connect(self._clicked)
+        self.bindings: dict[str, list[str]] = {}
+        self.note: QLabel = dim_label("")
+        self.note.setWordWrap(True)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 4, 0, 0)
+        lay.setSpacing(4)
+        lay.addWidget(self.chart, 1)
+        lay.addWidget(self.note)
+
+    def set_roofline(self, roofline: dict | None, kernels: list[dict] = ()) -> None:
+        self.bindings = {k.get("name"): bindings_of(k) for k in kernels}
+        self.chart.set_roofline(roofline)
+        self.note.setText(roofs_text(roofline))
+
+    def clear(self) -> None:
+        self.set_roofline(None)
+
+    def _clicked(self, name: str) -> None:
+        if self.bindings.get(name):
+            self.bindingClicked.emit(self.bindings[name][0])
