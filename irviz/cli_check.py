@@ -24,6 +24,10 @@ def add_check_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --intermediates: one absolute tolerance for every node (default: per dtype)")
     p.add_argument("--rtol", type=float, default=None,
                    help="with --intermediates: one relative tolerance for every node (default: per dtype)")
+    p.add_argument("--estimate", action=argparse.BooleanOptionalAction, default=None,
+                   help="estimate the latency without running: each distinct kernel timed alone on "
+                        "random inputs of its shapes (cached per CPU), times its calls; default: on "
+                        "for a model without weights, off otherwise")
 
 
 def run_check(args) -> int:
@@ -98,7 +102,9 @@ def _memory_fields(built, func: str, mod=None):
 
 def _build_only(ws, args, failure: Failure, summary: dict, log) -> None:
     """A model without weights: the build (compile only) and its memory; no run, and no failure."""
-    log("run      structure only: no weights to run with (built, not run)")
+    log("run      structure only: no weights to run with (built, not run; the estimate below "
+        "times its kernels instead)" if args.estimate is not False else
+        "run      structure only: no weights to run with (built, not run)")
     try:
         st = ws.step_at()
         built = ws.build_step(st)
@@ -115,6 +121,45 @@ def _build_only(ws, args, failure: Failure, summary: dict, log) -> None:
             f"{'/'.join(m.get('weights_dtypes') or {})}, activations planned "
             f"{size(m['planned_bytes'])}, peak {size(m['peak_bytes'])} "
             f"{'/'.join(m['activation_dtypes'])}")
+
+
+def _estimate(ws, args, summary: dict, log) -> None:
+    """summary["estimated_ms"] and summary["estimate"] (per-kernel rows); a failure is logged and
+    kept in summary["estimate"]["error"], never the check's."""
+    if not (args.estimate or (args.estimate is None and summary["structure_only"])):
+        return
+    try:
+        est = ws.estimate(func=args.func)
+    except Exception as exc:  # the estimate is extra; the check stands without it
+        from irviz.core.tuning.measuring import first_line
+
+        summary["estimate"] = {"error": first_line(exc)}
+        log(f"estimate could not estimate: {first_line(exc)}")
+        return
+    summary["estimated_ms"] = round(est["estimated_ms"], 4)
+    summary["estimate"] = est
+    for line in estimate_lines(est):
+        log(line)
+
+
+def estimate_lines(est: dict, most: int = 8) -> list[str]:
+    """The estimate as check prints it: the total, where the sizes came from, the largest kernels."""
+    dims = ", ".join(f"{k}={v} ({est['dims_source'].get(k)})" for k, v in est["dims"].items())
+    step = f" (kernels of step {est['from_step']} {est['from_pass']})" \
+        if est.get("from_step") not in (None, est.get("step")) else ""
+    out = [f"estimate {est['estimated_ms']:.3f} ms from {len(est['kernels'])} distinct kernels "
+           f"({est['measured']} timed, {est['cached']} from the cache, {est['seconds']:.1f} s)"
+           f"{step}" + (f" at {dims}" if dims else "")]
+    out.append(f"  {'kernel':36} {'calls':>5} {'ms each':>10} {'total ms':>10} {'share':>6}")
+    for r in est["kernels"][:most]:
+        out.append(f"  {r['name'][:36]:36} {r['calls']:5d} {r['ms']:10.4f} {r['total_ms']:10.3f} "
+                   f"{100 * r['share']:5.1f}%")
+    if len(est["kernels"]) > most:
+        out.append(f"  ... {len(est['kernels']) - most} more")
+    for m in est["not_estimated"]:
+        out.append(f"  not estimated: {m['name']} ({m['calls']} calls): {m['why']}")
+    out.extend(f"  note: {n}" for n in est["notes"])
+    return out
 
 
 def _decisions(ws, log) -> list[dict]:
@@ -146,7 +191,8 @@ def _check(args, out) -> int:
                "pipeline": args.pipeline, "importer": args.importer, "steps": [],
                "max_abs_error": None, "max_rel_error": None, "allclose": None,
                "tvm_ms": None, "torch_ms": None, "reliable": None, "reason": None,
-               "threads": None, "build_seconds": None, "reference": None, "func": args.func, "verdict": None, "not_comparable": None}
+               "threads": None, "build_seconds": None, "reference": None, "func": args.func, "verdict": None,
+               "not_comparable": None, "estimated_ms": None}
     ws = open_workspace(args, failure, log)
     summary["structure_only"] = bool(ws is not None and ws.structure_only)
     if summary["structure_only"] and failure.stage is None:
@@ -188,6 +234,8 @@ def _check(args, out) -> int:
                                  f"max rel error {res.max_rel_error:.3g}")
             else:
                 _check_alt_sizes(ws, args, failure, summary, log)
+    if ws is not None and ws.session is not None and summary.get("build_seconds") is not None:
+        _estimate(ws, args, summary, log)
     if getattr(args, "intermediates", False) and summary["structure_only"]:
         log("nodes    structure only: no weights to run with (intermediates not compared)")
     elif getattr(args, "intermediates", False) and ws is not None and ws.session is not None:

@@ -198,6 +198,30 @@ class Results:
         self._latency_last = ({e["step"]: s.steps[e["step"]] for e in trace}, trace)
         return trace
 
+    def estimate(self, step=None, func: str = "main") -> dict:
+        """The step's latency estimated without running it: each distinct kernel timed alone on
+        random inputs of its shapes, times its calls (irviz.core.tuning.estimate). Symbolic sizes
+        take the workspace's `dims` (--dim), then the example inputs' sizes. A step past
+        CallTIRRewrite is estimated from the last step before it (same kernels)."""
+        from irviz.core.backend.build import default_build_progress
+        from irviz.core.tuning.estimate import REWRITE_INDEX, estimate_latency
+
+        st = self.step_at(step)
+        self.stage = "build"
+        src = st
+        if default_build_progress(st.mod) > REWRITE_INDEX and self.session is not None:
+            src = next((s for s in reversed(self.session.steps[:st.index])
+                        if default_build_progress(s.mod) <= REWRITE_INDEX), st)
+        shapes = [tuple(t.shape) for t in self.loaded.example_inputs] if self.loaded is not None else None
+        self.progress(f"Estimating step {st.index}: lowering to its kernels", 0.02)
+        t = time.perf_counter()
+        est = estimate_latency(src.mod, dict(self.dims), shapes, func=func,
+                               progress=lambda text, f: self.progress(text, 0.05 + 0.95 * f))
+        self.stage_seconds["estimate"] = time.perf_counter() - t
+        est.update(step=st.index, from_step=src.index, from_pass=src.pass_name,
+                   structure_only=self.structure_only)
+        return est
+
     def current_latency(self):
         """The last latency trace, while its steps are still the session's steps."""
         s = self.session
