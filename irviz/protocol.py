@@ -161,6 +161,13 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("memory", (_STEP, opt("func", "str", "main")),
             "storage tokens, tensors and lifetimes of the step (planned on a copy if it is not yet) "
             "+ `step`, `planned_by_step`", stage="build", section="build"),
+    Command("estimate", (_STEP, opt("func", "str", "main")),
+            '`{estimated_ms, kernels: [{name, kind, calls, ms, total_ms, share, shapes, cached}], '
+            'not_estimated: [{name, kind, calls, why}], notes, dims, dims_source, measured, cached, '
+            'step, from_step, from_pass, cpu, ...}`: the latency estimated without running (each '
+            'distinct kernel timed alone on random inputs of its shapes, cached per CPU, times its '
+            'calls); what a model without weights offers instead of a run', stage="build",
+            section="build"),
     Command("latency_trace", (opt("steps", '"all"|[int]', "all"), opt("repeats", "int", 10)),
             '`{"trace": [entry], "torch_ms", "threads", "reference", "planned"}`', section="build"),
     Command("kernel_code", (

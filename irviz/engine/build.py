@@ -70,6 +70,12 @@ class BuildCommands:
         plan, own = memory_of_step(st.mod, func)
         return dict(plan.as_dict(), step=st.index, planned_by_step=own)
 
+    def estimate(self, step=None, func: str = "main") -> dict:
+        """The step's latency estimated without running it (Workspace.estimate), one progress
+        message per kernel timed."""
+        est = self.ws.estimate(self.ws.step_at(step).index, func=func)
+        return dict(est, cpu=cpu_info().as_dict())
+
     def latency_trace(self, steps="all", repeats=10) -> dict:
         """Build and time every recorded step (or `steps`); one progress message per step."""
         sel = None if steps in (None, "all") else [int(i) for i in steps]
