@@ -81,23 +81,47 @@ def _timing_fields(res) -> dict:
     return out
 
 
-def _memory_fields(built, func: str, mod=None):
+def _memory_fields(built, func: str, mod=None, ws=None, log=None):
     """StaticPlanBlockMemory's figures for the module the build lowered, with the activations'
-    dtypes and the weights `mod` (the built step) holds besides its inputs (None if unreadable)."""
+    dtypes and the weights `mod` (the built step) holds besides its inputs (None if unreadable).
+    Symbolic sizes: the plan at the example inputs' (or --dim) values, and `by_length`, the
+    figures at a few values of one of them (Workspace.memory)."""
     from irviz.core.backend.memory import memory_plan, weights_of
 
     try:
         plan = memory_plan(built.lowered, func)
         out = plan.summary()
         out["activation_dtypes"] = sorted({t.dtype for t in plan.tensors if t.token is not None})
-    except Exception:  # the figures are extra; a check does not fail over them
-        return None
+    except Exception:  # symbolic sizes leave the build nothing to lay out
+        try:
+            m = ws.memory(func=func)
+        except Exception:  # the figures are extra; a check does not fail over them
+            return None
+        out = {k: m[k] for k in ("tokens", "planned_bytes", "tensor_bytes", "peak_bytes")}
+        out["activation_dtypes"] = sorted({t["dtype"] for t in m["tensors"] if t["token"] is not None})
+        out.update(dims=m["dims"], by_length=m["by_length"])
+        if log is not None:
+            log_by_length(out, log)
     try:
         w = weights_of(mod if mod is not None else built.mod, func)
         out.update(weights_bytes=w["bytes"], weights=w["count"], weights_dtypes=w["dtypes"])
     except Exception:
         pass
     return out
+
+
+def log_by_length(m: dict, log) -> None:
+    """One line per value of the symbolic size the memory is given as a function of."""
+    from irviz.core.frontend.structure_only import format_bytes as size
+
+    by = m.get("by_length") or {}
+    if by.get("error"):
+        log(f"memory   not planned by size: {by['error']}")
+    fixed = "".join(f", {k}={v}" for k, v in (by.get("fixed") or {}).items())
+    for r in by.get("rows") or ():
+        what = (f"planned {size(r['planned_bytes'])}, peak {size(r['peak_bytes'])}"
+                if "planned_bytes" in r else f"not planned: {r.get('error')}")
+        log(f"memory   {by['dim']}={r['value']}{fixed}: activations {what}")
 
 
 def _build_only(ws, args, failure: Failure, summary: dict, log) -> None:
@@ -112,7 +136,7 @@ def _build_only(ws, args, failure: Failure, summary: dict, log) -> None:
         failure.record(ws.stage, exc)
         return
     summary.update(build_seconds=round(built.seconds, 4), verdict="structure only")
-    summary["memory"] = _memory_fields(built, args.func, st.mod)
+    summary["memory"] = _memory_fields(built, args.func, st.mod, ws, log)
     m = summary["memory"]
     if m:
         from irviz.core.frontend.structure_only import format_bytes as size
@@ -209,7 +233,7 @@ def _check(args, out) -> int:
                            tvm_ms=round(res.tvm_ms, 4), torch_ms=finite(round(res.torch_ms, 4)),
                            reliable=res.reliable, reason=res.reason,
                            threads=res.threads, timing=_timing_fields(res), func=res.func)
-            summary["memory"] = _memory_fields(built, res.func, ws.step_at().mod)
+            summary["memory"] = _memory_fields(built, res.func, ws.step_at().mod, ws, log)
             # "torch" rather than "PyTorch": the JSON's values are short identifiers
             summary["reference"] = {"PyTorch": "torch", None: "none"}.get(ws.reference_name, ws.reference_name)
             if res.allclose is None:

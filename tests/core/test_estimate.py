@@ -13,7 +13,8 @@ from tvm.script import tirx as T
 from irviz.cli import main
 from irviz.core.errors import BuildError
 from irviz.core.tuning.decision_cache import DecisionCache
-from irviz.core.tuning.estimate import before_rewrite, call_sites, estimate_latency, example_dims
+from irviz.core.frontend.inputs import example_dims
+from irviz.core.tuning.estimate import before_rewrite, call_sites, estimate_latency
 from irviz.core.workspace import Workspace
 
 

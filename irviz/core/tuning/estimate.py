@@ -23,12 +23,12 @@ from tvm import relax
 
 from irviz.core.backend.build import DEFAULT_BUILD_PASSES, _make_pass, default_build_progress
 from irviz.core.errors import BuildError
-from irviz.core.frontend.inputs import symbolic_sizes
+from irviz.core.frontend.inputs import example_dims, symbolic_sizes
 from irviz.core.tuning import measuring
 from irviz.core.tuning.decision_cache import DecisionCache
 from irviz.core.tvm_compat import host_target, structural_hash
 
-__all__ = ["REWRITE_INDEX", "before_rewrite", "call_sites", "example_dims", "estimate_latency"]
+__all__ = ["REWRITE_INDEX", "before_rewrite", "call_sites", "estimate_latency"]
 
 REWRITE_INDEX = DEFAULT_BUILD_PASSES.index("CallTIRRewrite")
 # A kernel slower than this is timed fewer than measuring.RUNS times: a naive 8B matmul takes
@@ -52,22 +52,6 @@ def before_rewrite(mod):
         for name in DEFAULT_BUILD_PASSES[start:REWRITE_INDEX]:
             cur = _make_pass(name)(cur)
     return cur
-
-
-def example_dims(mod, shapes, given=None, func: str = "main") -> tuple[dict, dict]:
-    """({size: value}, {size: where from}) for the symbolic sizes of `func`: `given` (--dim) first,
-    then the example inputs' `shapes` matched with func's parameters in order."""
-    dims = {k: int(v) for k, v in (given or {}).items()}
-    source = {k: "--dim" for k in dims}
-    for p, shape in zip(mod[func].params, shapes or ()):
-        ty = p.ty
-        if not isinstance(ty, relax.TensorType) or ty.shape is None:
-            continue
-        for d, s in zip(ty.shape.values, shape):
-            if isinstance(d, tvm.tirx.Var) and str(d) not in dims:
-                dims[str(d)] = int(s)
-                source[str(d)] = "example inputs"
-    return dims, source
 
 
 def _bind(mod, dims: dict, func: str = "main"):
@@ -156,8 +140,7 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
     (largest total first), "not_estimated": [{name, kind, calls, why}], "notes", "dims",
     "dims_source", "measured", "cached", "seconds", "target", "complete"}."""
     t0 = time.perf_counter()
-    given = dict(dims or {})
-    dims, source = example_dims(mod, shapes, given, func)
+    dims, source = example_dims(mod, shapes, dims, func)
     if dims_source:
         source.update({k: v for k, v in dims_source.items() if k in dims})
     used = set(symbolic_sizes(mod, func))
