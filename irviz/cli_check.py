@@ -3,6 +3,7 @@ verdict) and `irviz export` (every step as a script, its params and diffs, steps
 from __future__ import annotations
 
 import argparse
+import time
 
 from irviz.cli_common import Failure, add_model_arguments, add_target_argument, finite, log_for, \
     open_workspace, with_json_stdout, write_json
@@ -152,6 +153,16 @@ def _estimate(ws, args, summary: dict, log) -> None:
     kept in summary["estimate"]["error"], never the check's."""
     if not (args.estimate or (args.estimate is None and summary["structure_only"])):
         return
+    if summary["structure_only"] and args.estimate is None:
+        log("estimate timing each distinct kernel alone (kept per CPU; --no-estimate leaves it out)")
+    shown, last = ws.progress, [time.monotonic()]
+
+    def progress(text, fraction=None, **_):  # a slow estimate says where it is every few seconds
+        if text.startswith("Timing") and time.monotonic() - last[0] >= 5:
+            last[0] = time.monotonic()
+            log(f"estimate {text}")
+
+    ws.progress = progress
     try:
         est = ws.estimate(func=args.func)
     except Exception as exc:  # the estimate is extra; the check stands without it
@@ -160,6 +171,8 @@ def _estimate(ws, args, summary: dict, log) -> None:
         summary["estimate"] = {"error": first_line(exc)}
         log(f"estimate could not estimate: {first_line(exc)}")
         return
+    finally:
+        ws.progress = shown
     summary["estimated_ms"] = round(est["estimated_ms"], 4)
     summary["estimate"] = est
     for line in estimate_lines(est):

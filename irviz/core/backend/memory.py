@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, field
 import tvm
 from tvm import relax
 
-from irviz.core.backend.build import DEFAULT_BUILD_PASSES, _make_pass, default_build_progress
+from irviz.core.backend.build import DEFAULT_BUILD_PASSES, _make_pass, default_build_progress, lower_until
 from irviz.core.errors import BuildError
-from irviz.core.frontend.inputs import symbolic_sizes
+from irviz.core.frontend.inputs import bind_sizes, symbolic_sizes
 from irviz.core.tvm_compat import GenericConst, host_target, structural_hash, var_name
 
 __all__ = ["LENGTHS", "MemoryPlan", "memory_by_length", "memory_plan", "memory_of_step", "plan_module",
@@ -220,13 +220,7 @@ def plan_module(mod):
     default_build passes it still lacks up to StaticPlanBlockMemory."""
     if _has_plan(mod, "main"):
         return mod
-    start = default_build_progress(mod)
-    stop = DEFAULT_BUILD_PASSES.index("StaticPlanBlockMemory") + 1
-    cur = mod
-    with host_target():
-        for name in DEFAULT_BUILD_PASSES[start:stop]:
-            cur = _make_pass(name)(cur)
-    return cur
+    return lower_until(mod, "StaticPlanBlockMemory", including=True)
 
 
 def memory_of_step(mod, func: str = "main", dims: dict | None = None) -> tuple[MemoryPlan, bool]:
@@ -235,7 +229,7 @@ def memory_of_step(mod, func: str = "main", dims: dict | None = None) -> tuple[M
     that has not been planned yet is planned at those values."""
     sizes = symbolic_sizes(mod, func)
     if sizes and dims and all(d in dims for d in sizes) and not _has_plan(mod, func):
-        return memory_plan(plan_module(_bind(mod, dims, sizes, func)), func), False
+        return memory_plan(plan_module(bind_sizes(mod, dims, func)), func), False
     planned = plan_module(mod)
     return memory_plan(planned, func), planned is mod
 
@@ -243,10 +237,6 @@ def memory_of_step(mod, func: str = "main", dims: dict | None = None) -> tuple[M
 # the sequence lengths a symbolic size is shown at
 LENGTHS = (128, 512, 2048, 8192)
 _PLAN_INDEX = DEFAULT_BUILD_PASSES.index("StaticPlanBlockMemory")
-
-
-def _bind(mod, dims: dict, sizes, func: str):
-    return relax.transform.BindSymbolicVars({s: int(dims[s]) for s in sizes}, func)(mod)
 
 
 def memory_by_length(mod, dims: dict, func: str = "main", vary: str | None = None,
@@ -263,22 +253,16 @@ def memory_by_length(mod, dims: dict, func: str = "main", vary: str | None = Non
     vary = vary or sizes[-1]
     if vary not in sizes:
         raise BuildError(f"{func} has no symbolic size {vary}; its sizes: {', '.join(sizes)}")
-    fixed = {s: dims.get(s) for s in sizes if s != vary}
-    missing = [s for s, v in fixed.items() if v is None]
-    if missing:
-        raise BuildError(f"{func} has symbolic sizes with no value: {', '.join(missing)}",
-                         f"give them values (--dim {','.join(f'{m}=1' for m in missing)})")
-    start = default_build_progress(mod)
-    if start > _PLAN_INDEX:
+    fixed = {s: dims[s] for s in sizes if s != vary and s in dims}
+    if default_build_progress(mod) > _PLAN_INDEX:
         raise BuildError("this step has been through StaticPlanBlockMemory: its allocations are "
                          "fixed, so it cannot be planned at other sizes", "plan an earlier step")
-    base = mod
-    with host_target():  # legalized once; each length binds the sizes and plans
-        for name in DEFAULT_BUILD_PASSES[start:_PLAN_INDEX]:
-            base = _make_pass(name)(base)
+    bind_sizes(mod, {**fixed, vary: 1}, func)  # a size without a value: said before any lowering
+    base = lower_until(mod, "StaticPlanBlockMemory")  # legalized once; each length binds and plans
+    with host_target():
         rows = []
         for n in lengths:
-            bound = _bind(base, {**fixed, vary: n}, sizes, func)
+            bound = bind_sizes(base, {**fixed, vary: n}, func)
             try:
                 rows.append({"value": int(n), **memory_plan(_make_pass("StaticPlanBlockMemory")(bound),
                                                             func).summary()})

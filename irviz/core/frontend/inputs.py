@@ -79,6 +79,22 @@ def example_dims(mod, shapes, given=None, func: str = "main") -> tuple[dict, dic
     return dims, source
 
 
+def bind_sizes(mod, dims: dict, func: str = "main"):
+    """`mod` with `func`'s symbolic sizes bound to `dims` (relax BindSymbolicVars); BuildError
+    naming any size without a value."""
+    from irviz.core.errors import BuildError
+
+    sizes = symbolic_sizes(mod, func)
+    missing = [s for s in sizes if s not in dims]
+    if missing:
+        example = ",".join(f"{m}=128" for m in missing)
+        raise BuildError(f"{func} has symbolic sizes with no value: {', '.join(missing)}",
+                         f"give them values (irviz check FILE --dim {example})")
+    if not sizes:
+        return mod
+    return relax.transform.BindSymbolicVars({s: int(dims[s]) for s in sizes}, func)(mod)
+
+
 def random_inputs(mod, seed: int = 0, *, func: str = "main", dims: dict | None = None,
                   given=frozenset()) -> list:
     """One random array per parameter of `func`; symbolic sizes take their values from `dims`

@@ -21,9 +21,9 @@ import time
 import tvm
 from tvm import relax
 
-from irviz.core.backend.build import DEFAULT_BUILD_PASSES, _make_pass, default_build_progress
+from irviz.core.backend.build import DEFAULT_BUILD_PASSES, default_build_progress, lower_until
 from irviz.core.errors import BuildError
-from irviz.core.frontend.inputs import example_dims, symbolic_sizes
+from irviz.core.frontend.inputs import bind_sizes, example_dims, symbolic_sizes
 from irviz.core.tuning import measuring
 from irviz.core.tuning.decision_cache import DecisionCache
 from irviz.core.tvm_compat import host_target, structural_hash
@@ -42,55 +42,37 @@ def before_rewrite(mod):
     """`mod` lowered by the default_build passes it lacks up to CallTIRRewrite (a copy; `mod` itself
     when it is there). BuildError when the step is already past it: its kernels are no longer
     called through call_tir with their shapes."""
-    start = default_build_progress(mod)
-    if start > REWRITE_INDEX:
+    if default_build_progress(mod) > REWRITE_INDEX:
         raise BuildError("this step is past CallTIRRewrite: main no longer calls its kernels with "
                          "their shapes, so they cannot be timed alone from it",
                          "estimate an earlier step (the kernels are the same until codegen)")
-    cur = mod
-    with host_target():
-        for name in DEFAULT_BUILD_PASSES[start:REWRITE_INDEX]:
-            cur = _make_pass(name)(cur)
-    return cur
-
-
-def _bind(mod, dims: dict, func: str = "main"):
-    """`mod` with `func`'s symbolic sizes bound to `dims`; BuildError naming any without a value."""
-    sizes = symbolic_sizes(mod, func)
-    missing = [s for s in sizes if s not in dims]
-    if missing:
-        example = ",".join(f"{m}=128" for m in missing)
-        raise BuildError(f"{func} has symbolic sizes with no value: {', '.join(missing)}",
-                         f"give them values (irviz check FILE --dim {example})")
-    if not sizes:
-        return mod
-    return relax.transform.BindSymbolicVars({s: dims[s] for s in sizes}, func)(mod)
+    return lower_until(mod, "CallTIRRewrite")
 
 
 def call_sites(mod, func: str = "main") -> tuple[list[tuple], list[str]]:
-    """([(kind "tir" | "library", callee name, call, calls)], notes): every kernel call `func`
-    makes, each site once with how many times it runs, through the Relax functions it calls.
+    """([(kind "tir" | "library", callee name, call)], notes): every kernel call `func` makes, as
+    often as it runs: a Relax function main calls twice gives its sites twice.
     A branch of an If is counted as if it ran (its note says so); a recursive call is not
     followed (its note says the count is unknown)."""
     sites: list[tuple] = []
     notes: list[str] = []
 
-    def walk(expr, mult: int, stack: tuple, branch: bool):
+    def walk(expr, stack: tuple):
         if isinstance(expr, relax.SeqExpr):
             for block in expr.blocks:
                 for b in block.bindings:
-                    walk(b.value, mult, stack, branch)
-            walk(expr.body, mult, stack, branch)
+                    walk(b.value, stack)
+            walk(expr.body, stack)
         elif isinstance(expr, relax.If):
             notes.append(f"{stack[-1]} has an If: the kernels of both branches are counted")
-            walk(expr.true_branch, mult, stack, True)
-            walk(expr.false_branch, mult, stack, True)
+            walk(expr.true_branch, stack)
+            walk(expr.false_branch, stack)
         elif isinstance(expr, relax.Call):
             op = expr.op
             if isinstance(op, tvm.ir.Op) and op.name in _TIR + _LIBRARY:
                 kind = "tir" if op.name in _TIR else "library"
                 name = expr.args[0].name_hint if kind == "tir" else str(expr.args[0].global_symbol)
-                sites.append((kind, name, expr, mult))
+                sites.append((kind, name, expr))
             elif isinstance(op, tvm.ir.Op) and op.name.startswith("relax.call_"):
                 notes.append(f"{op.name} in {stack[-1]}: not estimated")
             elif isinstance(op, tvm.ir.GlobalVar) and isinstance(mod[op], relax.Function):
@@ -98,9 +80,9 @@ def call_sites(mod, func: str = "main") -> tuple[list[tuple], list[str]]:
                     notes.append(f"{op.name_hint} calls itself: its kernels' call count is unknown "
                                  "(counted once)")
                 else:
-                    walk(mod[op].body, mult, stack + (op.name_hint,), branch)
+                    walk(mod[op].body, stack + (op.name_hint,))  # once per call: its sites again
 
-    walk(mod[func].body, 1, (func,), False)
+    walk(mod[func].body, (func,))
     return sites, list(dict.fromkeys(notes))
 
 
@@ -145,13 +127,13 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
         source.update({k: v for k, v in dims_source.items() if k in dims})
     used = set(symbolic_sizes(mod, func))
     dims = {k: v for k, v in dims.items() if k in used}
-    lowered = _bind(before_rewrite(mod), dims, func)
+    lowered = bind_sizes(before_rewrite(mod), dims, func)
     sites, notes = call_sites(lowered, func)
     groups: dict[str, dict] = {}
-    for kind, name, call, mult in sites:
+    for kind, name, call in sites:
         key = _signature(lowered, kind, call)
         g = groups.setdefault(key, {"name": name, "kind": kind, "calls": 0, "call": call})
-        g["calls"] += mult
+        g["calls"] += 1
     cache = DecisionCache.shared()
     names_seen: dict[str, int] = {}
     rows, missing, measured, cached = [], [], 0, 0
