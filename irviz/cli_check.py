@@ -185,12 +185,13 @@ def estimate_lines(est: dict, most: int = 8) -> list[str]:
     step = f" (kernels of step {est['from_step']} {est['from_pass']})" \
         if est.get("from_step") not in (None, est.get("step")) else ""
     out = [f"estimate {est['estimated_ms']:.3f} ms from {len(est['kernels'])} distinct kernels "
-           f"({est['measured']} timed, {est['cached']} from the cache, {est['seconds']:.1f} s)"
+           f"({est['measured']} timed, {est['cached']} from the cache, "
+           f"{est.get('extrapolated', 0)} extrapolated, {est['seconds']:.1f} s)"
            f"{step}" + (f" at {dims}" if dims else "")]
     out.append(f"  {'kernel':36} {'calls':>5} {'ms each':>10} {'total ms':>10} {'share':>6}")
     for r in est["kernels"][:most]:
         out.append(f"  {r['name'][:36]:36} {r['calls']:5d} {r['ms']:10.4f} {r['total_ms']:10.3f} "
-                   f"{100 * r['share']:5.1f}%")
+                   f"{100 * r['share']:5.1f}%" + ("  extrapolated from its FLOPs" if r.get("extrapolated") else ""))
     if len(est["kernels"]) > most:
         out.append(f"  ... {len(est['kernels']) - most} more")
     for m in est["not_estimated"]:

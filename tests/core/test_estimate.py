@@ -126,3 +126,21 @@ def test_check_json_carries_the_estimate_for_a_model_without_weights(cache_dir, 
     code = main(["check", "sample:mlp", "--no-weights", "--no-estimate", "--json", "-"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["estimated_ms"] is None and "estimate" not in out
+
+
+def test_a_kernel_too_slow_to_time_is_extrapolated_from_its_flops(cache_dir, monkeypatch):
+    from irviz.core.tuning import estimate as estimate_mod
+
+    monkeypatch.setattr(estimate_mod, "LONG_SECONDS", 0.0)  # every kernel after the first is "slow"
+    monkeypatch.setattr(estimate_mod, "RATE_FLOPS", 1.0)
+    ws = Workspace(log=lambda line: None)
+    ws.open("sample:mlp", no_weights=True)
+    est = ws.estimate()
+    timed = [r for r in est["kernels"] if not r["extrapolated"] and r["flops"] > 0]
+    extra = [r for r in est["kernels"] if r["extrapolated"]]
+    assert len(timed) == 1 and extra and est["extrapolated"] == len(extra)
+    # smallest first: the timed one has the fewest FLOPs, the rest take its ms per FLOP
+    assert all(r["flops"] >= timed[0]["flops"] for r in extra)
+    per_flop = timed[0]["ms"] / timed[0]["flops"]
+    assert all(r["ms"] == pytest.approx(r["flops"] * per_flop) for r in extra)
+    assert est["measured"] == len(est["kernels"]) - len(extra)

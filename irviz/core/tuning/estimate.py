@@ -9,6 +9,10 @@ Each distinct kernel signature (the PrimFunc's structural hash, its argument sha
 target) is built in a module of its own and timed once (``measuring``), the figure kept in the
 decision cache under this CPU's key, so a second estimate of the same kernels measures nothing.
 
+A kernel that would take more than LONG_SECONDS to time (an unscheduled full-size matmul runs
+for minutes) is extrapolated instead: its FLOPs at the rate of the largest kernel timed so far
+(kernels are timed smallest first), and its row says so.
+
 The estimate is the sum over signatures of calls x ms. It leaves out what is not a kernel: the
 VM's dispatch and allocation between calls, which on a tiny model can be most of a run.
 
@@ -20,6 +24,7 @@ import time
 
 import tvm
 from tvm import relax
+from tvm.s_tir.analysis import estimate_tir_flops
 
 from irviz.core.backend.build import DEFAULT_BUILD_PASSES, default_build_progress, lower_until
 from irviz.core.errors import BuildError
@@ -34,6 +39,12 @@ REWRITE_INDEX = DEFAULT_BUILD_PASSES.index("CallTIRRewrite")
 # A kernel slower than this is timed fewer than measuring.RUNS times: a naive 8B matmul takes
 # seconds a call, and its figure does not need five of them.
 BUDGET_SECONDS = 3.0
+# A kernel that would take longer than this to time (its FLOPs at the rate of the largest kernel
+# timed so far) is not timed but extrapolated at that rate: an unscheduled 128 x 4096 x 128256
+# matmul runs for an hour. Kernels of at least RATE_FLOPS give the rate (smaller ones are
+# dominated by memory, not arithmetic).
+LONG_SECONDS = 20.0
+RATE_FLOPS = 1e7
 _TIR = ("relax.call_tir",)
 _LIBRARY = ("relax.call_dps_packed",)
 
@@ -103,6 +114,15 @@ def _shapes_text(call) -> str:
     return ", ".join(out)
 
 
+def _flops(mod, kind: str, call) -> float:
+    if kind != "tir":
+        return 0.0
+    try:
+        return float(estimate_tir_flops(tvm.IRModule({"main": mod[call.args[0]]})))
+    except Exception:  # a kernel TVM cannot count is timed, whatever it costs
+        return 0.0
+
+
 def _time(mod, kind: str, call) -> float:
     small = (measuring.call_tir_module(mod, call) if kind == "tir"
              else measuring.call_dps_packed_module(call))
@@ -118,9 +138,10 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
 
     dims: values for symbolic sizes (--dim); shapes: the example inputs' shapes, for the rest.
     progress(text, fraction): before each kernel that is timed.
-    Returns {"estimated_ms", "kernels": [{name, kind, calls, ms, total_ms, share, shapes, cached}]
-    (largest total first), "not_estimated": [{name, kind, calls, why}], "notes", "dims",
-    "dims_source", "measured", "cached", "seconds", "target", "complete"}."""
+    Returns {"estimated_ms", "kernels": [{name, kind, calls, ms, total_ms, share, shapes, cached,
+    extrapolated, flops}] (largest total first), "not_estimated": [{name, kind, calls, why}],
+    "notes", "dims", "dims_source", "measured", "cached", "extrapolated", "seconds", "target",
+    "complete"}."""
     t0 = time.perf_counter()
     dims, source = example_dims(mod, shapes, dims, func)
     if dims_source:
@@ -137,12 +158,24 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
     cache = DecisionCache.shared()
     names_seen: dict[str, int] = {}
     rows, missing, measured, cached = [], [], 0, 0
-    for k, (key, g) in enumerate(sorted(groups.items(), key=lambda kv: kv[1]["name"])):
+    for g in groups.values():
+        g["flops"] = _flops(lowered, g["kind"], g["call"])
+    rate = None  # (flops, ms) of the largest kernel timed so far
+    extrapolated = 0
+    order = sorted(groups.items(), key=lambda kv: (kv[1]["flops"], kv[1]["name"]))  # small first
+    for k, (key, g) in enumerate(order):
         label = g["name"]
         names_seen[label] = names_seen.get(label, 0) + 1
         if names_seen[label] > 1:  # one kernel called at two shapes: a row each
             label = f"{label} #{names_seen[label]}"
         rec = cache.get(key)
+        guess = g["flops"] * rate[1] / rate[0] if rate and g["flops"] > 0 else None
+        if rec is None and guess is not None and guess > LONG_SECONDS * 1e3:
+            extrapolated += 1
+            rows.append({"name": label, "kind": g["kind"], "calls": g["calls"], "ms": guess,
+                         "total_ms": guess * g["calls"], "shapes": _shapes_text(g["call"]),
+                         "cached": False, "extrapolated": True, "flops": g["flops"]})
+            continue
         if rec is None:
             if progress is not None:
                 progress(f"Timing kernel {k + 1}/{len(groups)}: {label}", k / max(1, len(groups)))
@@ -158,8 +191,11 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
         else:
             ms, hit = float(rec["ms"]), True
             cached += 1
+        if g["flops"] >= RATE_FLOPS and ms > 0 and (rate is None or g["flops"] >= rate[0]):
+            rate = (g["flops"], ms)
         rows.append({"name": label, "kind": g["kind"], "calls": g["calls"], "ms": ms,
-                     "total_ms": ms * g["calls"], "shapes": _shapes_text(g["call"]), "cached": hit})
+                     "total_ms": ms * g["calls"], "shapes": _shapes_text(g["call"]), "cached": hit,
+                     "extrapolated": False, "flops": g["flops"]})
     total = sum(r["total_ms"] for r in rows)
     for r in rows:
         r["share"] = r["total_ms"] / total if total > 0 else 0.0
@@ -168,7 +204,8 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
         progress("Estimate: done", 1.0)
     return {"estimated_ms": total, "kernels": rows, "not_estimated": missing, "notes": notes,
             "dims": dims, "dims_source": {k: source.get(k, "--dim") for k in dims},
-            "measured": measured, "cached": cached, "complete": not missing,
+            "measured": measured, "cached": cached, "extrapolated": extrapolated,
+            "complete": not missing,
             "seconds": time.perf_counter() - t0, "target": str(host_target()),
             "func": func, "sites": len(sites)}
 

@@ -34,6 +34,8 @@ def estimate_summary(r: dict) -> str:
     parts = [f"Step {r.get('step')}: estimated {r.get('estimated_ms', 0):.4g} ms from "
              f"{len(r.get('kernels') or [])} distinct kernels ({r.get('measured', 0)} timed, "
              f"{r.get('cached', 0)} from the cache, {r.get('seconds', 0):.1f} s){src}"]
+    if r.get("extrapolated"):
+        parts.append(f"{r['extrapolated']} too slow to time extrapolated from their FLOPs (~)")
     if dims:
         parts.append(f"symbolic sizes at {dims}")
     if cpu:
@@ -121,7 +123,8 @@ class EstimateTab(QWidget):
         for i, k in enumerate(rows):
             self.table.setItem(i, 0, QTableWidgetItem(str(k.get("name", ""))))
             self.table.setItem(i, 1, _Num(k.get("calls") or 0, str(k.get("calls", ""))))
-            self.table.setItem(i, 2, _Num(k.get("ms") or 0, f"{float(k.get('ms') or 0):.4f}"))
+            about = "~" if k.get("extrapolated") else ""  # not timed: its FLOPs at a timed kernel's rate
+            self.table.setItem(i, 2, _Num(k.get("ms") or 0, f"{about}{float(k.get('ms') or 0):.4f}"))
             self.table.setItem(i, 3, _Num(k.get("total_ms") or 0, f"{float(k.get('total_ms') or 0):.3f}"))
             self.table.setItem(i, 4, _Num(k.get("share") or 0, f"{100 * float(k.get('share') or 0):.1f}"))
             shapes = QTableWidgetItem(str(k.get("shapes") or ""))
