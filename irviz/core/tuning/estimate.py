@@ -128,7 +128,8 @@ def _time(mod, kind: str, call) -> float:
              else measuring.call_dps_packed_module(call))
     if small is None:
         raise BuildError("its shapes are not static after binding the sizes")
-    ms, _ = measuring.build_and_time(*small, budget_seconds=BUDGET_SECONDS)
+    ms, _ = measuring.build_and_time(*small, budget_seconds=BUDGET_SECONDS, output=False,
+                                     release_inputs=True)
     return ms
 
 

@@ -144,15 +144,23 @@ def _prim_func_alone(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
         bb.add_func(func, "kernel" if gv.name_hint == "main" else gv.name_hint), args, out))
 
 
-def build_and_time(mod, inputs, budget_seconds: float | None = None) -> tuple[float, np.ndarray]:
+def build_and_time(mod, inputs, budget_seconds: float | None = None, *, output: bool = True,
+                   release_inputs: bool = False) -> tuple[float, np.ndarray | None]:
     """(min ms over RUNS, output) of mod's main on `inputs`. `budget_seconds`: a call so slow that
-    RUNS of them would take longer is timed fewer times; one taking half of it, only once."""
+    RUNS of them would take longer is timed fewer times; one taking half of it, only once.
+    output=False: no copy of the output (None); release_inputs: each array of `inputs` is dropped
+    from the list once the runtime has its copy (a 2 GB weight is then held once, not twice)."""
     built = build(mod)
     vm = relax.VirtualMachine(built.executable, tvm.cpu())
     fn = vm["main"]
-    args = [tvm.runtime.tensor(x) for x in inputs]
+    args = []
+    for i in range(len(inputs)):
+        args.append(tvm.runtime.tensor(inputs[i]))
+        if release_inputs:
+            inputs[i] = None
     t0 = time.perf_counter()
-    out = fn(*args).numpy()
+    out = fn(*args)
+    out = out.numpy() if output else None
     first = time.perf_counter() - t0
     if budget_seconds is not None and first * 2 > budget_seconds:
         return first * 1e3, out  # a call of seconds: its first is as good as any (cold caches are noise)
