@@ -144,3 +144,21 @@ def test_a_kernel_too_slow_to_time_is_extrapolated_from_its_flops(cache_dir, mon
     per_flop = timed[0]["ms"] / timed[0]["flops"]
     assert all(r["ms"] == pytest.approx(r["flops"] * per_flop) for r in extra)
     assert est["measured"] == len(est["kernels"]) - len(extra)
+
+
+@I.ir_module
+class LibraryCalls:
+    @R.function
+    def main(a: R.Tensor((64, 32), "float32"), b: R.Tensor((32, 16), "float32")):
+        c = R.call_dps_packed("irviz.torch.matmul", (a, b), out_ty=R.Tensor((64, 16), "float32"))
+        d = R.call_dps_packed("irviz_test_no_such_library", (c,), out_ty=R.Tensor((64, 16), "float32"))
+        return d
+
+
+def test_library_calls_are_timed_or_named_as_not_estimated(cache_dir):
+    est = estimate_latency(LibraryCalls)
+    assert [(r["name"], r["kind"], r["calls"]) for r in est["kernels"]] == [("irviz.torch.matmul", "library", 1)]
+    assert est["kernels"][0]["ms"] > 0 and est["kernels"][0]["shapes"] == "64x32, 32x16"
+    (missing,) = est["not_estimated"]
+    assert missing["name"] == "irviz_test_no_such_library" and missing["kind"] == "library"
+    assert missing["why"] and not est["complete"]
