@@ -1,7 +1,7 @@
 """The Run pane's Estimate tab and the Memory tab's figures by a symbolic size, from engine replies."""
 from __future__ import annotations
 
-from irviz.ui.panes.estimate_tab import EstimateTab, estimate_summary
+from irviz.ui.panes.estimate_tab import EstimateTab, estimate_summary, fmt_total
 from irviz.ui.panes.memory_tab import by_length_text
 
 REPLY = {"step": 9, "from_step": 7, "from_pass": "RemovePurityChecking", "estimated_ms": 12.5,
@@ -39,3 +39,8 @@ def test_memory_by_length_text():
     assert "128: planned 2.0 MiB, peak 1.0 MiB" in text and "512: could not plan" in text
     assert text.endswith("Drawn below at seq = 8.")
     assert by_length_text({"by_length": None}) == "" and by_length_text({}) == ""
+
+
+def test_totals_read_in_seconds_once_they_are_long():
+    assert fmt_total(0.7248) == "0.7248 ms" and fmt_total(3210.0) == "3.21 s"
+    assert fmt_total(12_730_465.0) == "12,730 s"

@@ -24,6 +24,15 @@ class _Num(QTableWidgetItem):
         return self.value < other.value if isinstance(other, _Num) else super().__lt__(other)
 
 
+def fmt_total(ms: float) -> str:
+    """'0.725 ms', '3.21 s', '12,730 s': an unscheduled full-size model takes hours a step."""
+    if ms >= 10_000:
+        return f"{ms / 1e3:,.0f} s"
+    if ms >= 1_000:
+        return f"{ms / 1e3:.3g} s"
+    return f"{ms:.4g} ms"
+
+
 def estimate_summary(r: dict) -> str:
     """'Step 5 (FuseTIR): estimated 12.3 ms from 24 kernels (3 timed, 21 from the cache) at seq = 128 …'"""
     dims = ", ".join(f"{k} = {v} ({(r.get('dims_source') or {}).get(k, '')})"
@@ -31,7 +40,7 @@ def estimate_summary(r: dict) -> str:
     src = (f", kernels of step {r['from_step']} ({r.get('from_pass')})"
            if r.get("from_step") is not None and r.get("from_step") != r.get("step") else "")
     cpu = (r.get("cpu") or {}).get("model")
-    parts = [f"Step {r.get('step')}: estimated {r.get('estimated_ms', 0):.4g} ms from "
+    parts = [f"Step {r.get('step')}: estimated {fmt_total(r.get('estimated_ms') or 0)} from "
              f"{len(r.get('kernels') or [])} distinct kernels ({r.get('measured', 0)} timed, "
              f"{r.get('cached', 0)} from the cache, {r.get('seconds', 0):.1f} s){src}"]
     if r.get("extrapolated"):
@@ -115,7 +124,7 @@ class EstimateTab(QWidget):
     def show(self, r: dict) -> None:
         self.result = r
         self.button.setEnabled(True)
-        self.total.setText(f"≈ {r.get('estimated_ms', 0):.4g} ms per run (estimated)")
+        self.total.setText(f"≈ {fmt_total(r.get('estimated_ms') or 0)} per run (estimated)")
         self.status.setText(estimate_summary(r))
         rows = list(r.get("kernels") or [])
         self.table.setSortingEnabled(False)

@@ -464,6 +464,7 @@ class RunPane(Pane):
         self.run_button.setToolTip("No weights to run with: estimate the step's latency from its "
                                    "kernels timed alone (Ctrl+R)" if only else
                                    "Build the current step, run it, compare with PyTorch (Ctrl+R)")
+        self.figures.setVisible(not only)  # errors and run times a model without weights never has
         if only and cursor is not None and not (prev or {}).get("structure_only"):
             self.tabs.setCurrentWidget(self.estimate)
 
