@@ -3,6 +3,7 @@ verdict) and `irviz export` (every step as a script, its params and diffs, steps
 from __future__ import annotations
 
 import argparse
+import time
 
 from irviz.cli_common import Failure, add_model_arguments, add_target_argument, finite, log_for, \
     open_workspace, with_json_stdout, write_json
@@ -24,6 +25,10 @@ def add_check_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --intermediates: one absolute tolerance for every node (default: per dtype)")
     p.add_argument("--rtol", type=float, default=None,
                    help="with --intermediates: one relative tolerance for every node (default: per dtype)")
+    p.add_argument("--estimate", action=argparse.BooleanOptionalAction, default=None,
+                   help="estimate the latency without running: each distinct kernel timed alone on "
+                        "random inputs of its shapes (cached per CPU), times its calls; default: on "
+                        "for a model without weights, off otherwise")
 
 
 def run_check(args) -> int:
@@ -77,17 +82,27 @@ def _timing_fields(res) -> dict:
     return out
 
 
-def _memory_fields(built, func: str, mod=None):
+def _memory_fields(built, func: str, mod=None, ws=None, log=None):
     """StaticPlanBlockMemory's figures for the module the build lowered, with the activations'
-    dtypes and the weights `mod` (the built step) holds besides its inputs (None if unreadable)."""
+    dtypes and the weights `mod` (the built step) holds besides its inputs (None if unreadable).
+    Symbolic sizes: the plan at the example inputs' (or --dim) values, and `by_length`, the
+    figures at a few values of one of them (Workspace.memory)."""
     from irviz.core.backend.memory import memory_plan, weights_of
 
     try:
         plan = memory_plan(built.lowered, func)
         out = plan.summary()
         out["activation_dtypes"] = sorted({t.dtype for t in plan.tensors if t.token is not None})
-    except Exception:  # the figures are extra; a check does not fail over them
-        return None
+    except Exception:  # symbolic sizes leave the build nothing to lay out
+        try:
+            m = ws.memory(func=func)
+        except Exception:  # the figures are extra; a check does not fail over them
+            return None
+        out = {k: m[k] for k in ("tokens", "planned_bytes", "tensor_bytes", "peak_bytes")}
+        out["activation_dtypes"] = sorted({t["dtype"] for t in m["tensors"] if t["token"] is not None})
+        out.update(dims=m["dims"], by_length=m["by_length"])
+        if log is not None:
+            log_by_length(out, log)
     try:
         w = weights_of(mod if mod is not None else built.mod, func)
         out.update(weights_bytes=w["bytes"], weights=w["count"], weights_dtypes=w["dtypes"])
@@ -113,9 +128,25 @@ def _roofline_fields(built, res, log):
     return r
 
 
+def log_by_length(m: dict, log) -> None:
+    """One line per value of the symbolic size the memory is given as a function of."""
+    from irviz.core.frontend.structure_only import format_bytes as size
+
+    by = m.get("by_length") or {}
+    if by.get("error"):
+        log(f"memory   not planned by size: {by['error']}")
+    fixed = "".join(f", {k}={v}" for k, v in (by.get("fixed") or {}).items())
+    for r in by.get("rows") or ():
+        what = (f"planned {size(r['planned_bytes'])}, peak {size(r['peak_bytes'])}"
+                if "planned_bytes" in r else f"not planned: {r.get('error')}")
+        log(f"memory   {by['dim']}={r['value']}{fixed}: activations {what}")
+
+
 def _build_only(ws, args, failure: Failure, summary: dict, log) -> None:
     """A model without weights: the build (compile only) and its memory; no run, and no failure."""
-    log("run      structure only: no weights to run with (built, not run)")
+    log("run      structure only: no weights to run with (built, not run; the estimate below "
+        "times its kernels instead)" if args.estimate is not False else
+        "run      structure only: no weights to run with (built, not run)")
     try:
         st = ws.step_at()
         built = ws.build_step(st)
@@ -123,7 +154,7 @@ def _build_only(ws, args, failure: Failure, summary: dict, log) -> None:
         failure.record(ws.stage, exc)
         return
     summary.update(build_seconds=round(built.seconds, 4), verdict="structure only")
-    summary["memory"] = _memory_fields(built, args.func, st.mod)
+    summary["memory"] = _memory_fields(built, args.func, st.mod, ws, log)
     m = summary["memory"]
     if m:
         from irviz.core.frontend.structure_only import format_bytes as size
@@ -132,6 +163,58 @@ def _build_only(ws, args, failure: Failure, summary: dict, log) -> None:
             f"{'/'.join(m.get('weights_dtypes') or {})}, activations planned "
             f"{size(m['planned_bytes'])}, peak {size(m['peak_bytes'])} "
             f"{'/'.join(m['activation_dtypes'])}")
+
+
+def _estimate(ws, args, summary: dict, log) -> None:
+    """summary["estimated_ms"] and summary["estimate"] (per-kernel rows); a failure is logged and
+    kept in summary["estimate"]["error"], never the check's."""
+    if not (args.estimate or (args.estimate is None and summary["structure_only"])):
+        return
+    if summary["structure_only"] and args.estimate is None:
+        log("estimate timing each distinct kernel alone (kept per CPU; --no-estimate leaves it out)")
+    shown, last = ws.progress, [time.monotonic()]
+
+    def progress(text, fraction=None, **_):  # a slow estimate says where it is every few seconds
+        if text.startswith("Timing") and time.monotonic() - last[0] >= 5:
+            last[0] = time.monotonic()
+            log(f"estimate {text}")
+
+    ws.progress = progress
+    try:
+        est = ws.estimate(func=args.func)
+    except Exception as exc:  # the estimate is extra; the check stands without it
+        from irviz.core.tuning.measuring import first_line
+
+        summary["estimate"] = {"error": first_line(exc)}
+        log(f"estimate could not estimate: {first_line(exc)}")
+        return
+    finally:
+        ws.progress = shown
+    summary["estimated_ms"] = round(est["estimated_ms"], 4)
+    summary["estimate"] = est
+    for line in estimate_lines(est):
+        log(line)
+
+
+def estimate_lines(est: dict, most: int = 8) -> list[str]:
+    """The estimate as check prints it: the total, where the sizes came from, the largest kernels."""
+    dims = ", ".join(f"{k}={v} ({est['dims_source'].get(k)})" for k, v in est["dims"].items())
+    step = f" (kernels of step {est['from_step']} {est['from_pass']})" \
+        if est.get("from_step") not in (None, est.get("step")) else ""
+    out = [f"estimate {est['estimated_ms']:.3f} ms from {len(est['kernels'])} distinct kernels "
+           f"({est['measured']} timed, {est['cached']} from the cache, "
+           f"{est.get('extrapolated', 0)} extrapolated, {est['seconds']:.1f} s)"
+           f"{step}" + (f" at {dims}" if dims else "")]
+    out.append(f"  {'kernel':36} {'calls':>5} {'ms each':>10} {'total ms':>10} {'share':>6}")
+    for r in est["kernels"][:most]:
+        out.append(f"  {r['name'][:36]:36} {r['calls']:5d} {r['ms']:10.4f} {r['total_ms']:10.3f} "
+                   f"{100 * r['share']:5.1f}%" + ("  extrapolated from its FLOPs" if r.get("extrapolated") else ""))
+    if len(est["kernels"]) > most:
+        out.append(f"  ... {len(est['kernels']) - most} more")
+    for m in est["not_estimated"]:
+        out.append(f"  not estimated: {m['name']} ({m['calls']} calls): {m['why']}")
+    out.extend(f"  note: {n}" for n in est["notes"])
+    return out
 
 
 def _decisions(ws, log) -> list[dict]:
@@ -163,7 +246,8 @@ def _check(args, out) -> int:
                "pipeline": args.pipeline, "importer": args.importer, "steps": [],
                "max_abs_error": None, "max_rel_error": None, "allclose": None,
                "tvm_ms": None, "torch_ms": None, "reliable": None, "reason": None,
-               "threads": None, "build_seconds": None, "reference": None, "func": args.func, "verdict": None, "not_comparable": None}
+               "threads": None, "build_seconds": None, "reference": None, "func": args.func, "verdict": None,
+               "not_comparable": None, "estimated_ms": None}
     ws = open_workspace(args, failure, log)
     summary["structure_only"] = bool(ws is not None and ws.structure_only)
     if summary["structure_only"] and failure.stage is None:
@@ -180,7 +264,7 @@ def _check(args, out) -> int:
                            tvm_ms=round(res.tvm_ms, 4), torch_ms=finite(round(res.torch_ms, 4)),
                            reliable=res.reliable, reason=res.reason,
                            threads=res.threads, timing=_timing_fields(res), func=res.func)
-            summary["memory"] = _memory_fields(built, res.func, ws.step_at().mod)
+            summary["memory"] = _memory_fields(built, res.func, ws.step_at().mod, ws, log)
             # "torch" rather than "PyTorch": the JSON's values are short identifiers
             summary["reference"] = {"PyTorch": "torch", None: "none"}.get(ws.reference_name, ws.reference_name)
             if res.allclose is None:
@@ -206,6 +290,8 @@ def _check(args, out) -> int:
                                  f"max rel error {res.max_rel_error:.3g}")
             else:
                 _check_alt_sizes(ws, args, failure, summary, log)
+    if ws is not None and ws.session is not None and summary.get("build_seconds") is not None:
+        _estimate(ws, args, summary, log)
     if getattr(args, "intermediates", False) and summary["structure_only"]:
         log("nodes    structure only: no weights to run with (intermediates not compared)")
     elif getattr(args, "intermediates", False) and ws is not None and ws.session is not None:

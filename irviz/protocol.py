@@ -159,8 +159,18 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "every FX node against its Relax binding: `{step, pass, nodes: [{fx_node, relax_var, "
             "max_abs, max_rel, status, reason}], first_divergence, ...}`", stage="run", section="build"),
     Command("memory", (_STEP, opt("func", "str", "main")),
-            "storage tokens, tensors and lifetimes of the step (planned on a copy if it is not yet) "
-            "+ `step`, `planned_by_step`", stage="build", section="build"),
+            "storage tokens, tensors and lifetimes of the step (planned on a copy if it is not yet; "
+            "symbolic sizes at the example inputs' or --dim values) + `step`, `planned_by_step`, "
+            "`from_step`, `dims`, `dims_source`, `by_length`: `{dim, fixed, drawn, rows: [{value, "
+            "planned_bytes, peak_bytes, tensor_bytes, tokens}]}` with a symbolic size, else null",
+            stage="build", section="build"),
+    Command("estimate", (_STEP, opt("func", "str", "main")),
+            '`{estimated_ms, kernels: [{name, kind, calls, ms, total_ms, share, shapes, cached}], '
+            'not_estimated: [{name, kind, calls, why}], notes, dims, dims_source, measured, cached, '
+            'step, from_step, from_pass, cpu, ...}`: the latency estimated without running (each '
+            'distinct kernel timed alone on random inputs of its shapes, cached per CPU, times its '
+            'calls); what a model without weights offers instead of a run', stage="build",
+            section="build"),
     Command("latency_trace", (opt("steps", '"all"|[int]', "all"), opt("repeats", "int", 10)),
             '`{"trace": [entry], "torch_ms", "threads", "reference", "planned"}`', section="build"),
     Command("kernel_code", (

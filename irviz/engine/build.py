@@ -72,13 +72,17 @@ class BuildCommands:
         return self.ws.run_sizes(self.ws.step_at(step).index, func=func)
 
     def memory(self, step=None, func: str = "main") -> dict:
-        """Storage tokens, tensors and lifetimes of a step (planned on a copy if it is not yet)."""
-        from irviz.core.backend.memory import memory_of_step
-
+        """Storage tokens, tensors and lifetimes of a step (planned on a copy if it is not yet); with
+        a symbolic size, its figures at a few values of it (Workspace.memory)."""
         st = self.ws.step_at(step)
         self.progress(f"Planning memory of step {st.index}", 0.2)
-        plan, own = memory_of_step(st.mod, func)
-        return dict(plan.as_dict(), step=st.index, planned_by_step=own)
+        return self.ws.memory(st.index, func)
+
+    def estimate(self, step=None, func: str = "main") -> dict:
+        """The step's latency estimated without running it (Workspace.estimate), one progress
+        message per kernel timed."""
+        est = self.ws.estimate(self.ws.step_at(step).index, func=func)
+        return dict(est, cpu=cpu_info().as_dict())
 
     def latency_trace(self, steps="all", repeats=10) -> dict:
         """Build and time every recorded step (or `steps`); one progress message per step."""

@@ -91,7 +91,10 @@ PANES: list[PaneRow] = [
             "(Time every step builds each step, Show error switches the chart from latency to "
             "error); Intermediates (Compare intermediates checks every FX node against the binding "
             "it became, First divergence selects the earliest that differs); Memory (Plan memory of "
-            "this step shows the storage StaticPlanBlockMemory shares between tensors). A result "
+            "this step shows the storage StaticPlanBlockMemory shares between tensors, and by a symbolic "
+            "size at a few of its values); Estimate (the latency without running: each distinct "
+            "kernel timed alone at its shapes, times its calls; what Run does for a model opened "
+            "structure only; Estimate latency starts it). A result "
             "for another model, pipeline or step is greyed and says so.",
             Dock(5, "right", "diff")),
 ]

@@ -40,6 +40,7 @@ __all__ = [
     "default_build_progress",
     "kernel_bindings",
     "lower",
+    "lower_until",
 ]
 
 # tvm/relax/pipeline.py default_build_pipeline(), in order; the default_build pipeline of the pass
@@ -188,6 +189,17 @@ def default_build_progress(mod) -> int:
     if done == 0 and force_pure:
         done = DEFAULT_BUILD_PASSES.index("RemovePurityChecking") + 1
     return done
+
+
+def lower_until(mod, stop: str, including: bool = False):
+    """`mod` with the default_build passes it lacks before pass `stop` (and `stop` itself when
+    `including`) applied under the host target: a copy, or `mod` when none is left to apply."""
+    end = DEFAULT_BUILD_PASSES.index(stop) + (1 if including else 0)
+    cur = mod
+    with as_target(None):
+        for name in DEFAULT_BUILD_PASSES[default_build_progress(mod):end]:
+            cur = _make_pass(name)(cur)
+    return cur
 
 
 def _register_library_functions(mod) -> None:

@@ -20,11 +20,13 @@ from dataclasses import asdict, dataclass, field
 import tvm
 from tvm import relax
 
-from irviz.core.backend.build import DEFAULT_BUILD_PASSES, _make_pass, default_build_progress
+from irviz.core.backend.build import DEFAULT_BUILD_PASSES, _make_pass, default_build_progress, lower_until
 from irviz.core.errors import BuildError
+from irviz.core.frontend.inputs import bind_sizes, symbolic_sizes
 from irviz.core.tvm_compat import GenericConst, host_target, structural_hash, var_name
 
-__all__ = ["MemoryPlan", "memory_plan", "memory_of_step", "plan_module", "step_memory_summaries"]
+__all__ = ["LENGTHS", "MemoryPlan", "memory_by_length", "memory_plan", "memory_of_step", "plan_module",
+           "step_memory_summaries"]
 
 _STORAGE = ("relax.memory.alloc_storage", "relax.vm.alloc_storage")
 _TENSOR = ("relax.memory.alloc_tensor", "relax.vm.alloc_tensor")
@@ -218,19 +220,56 @@ def plan_module(mod):
     default_build passes it still lacks up to StaticPlanBlockMemory."""
     if _has_plan(mod, "main"):
         return mod
-    start = default_build_progress(mod)
-    stop = DEFAULT_BUILD_PASSES.index("StaticPlanBlockMemory") + 1
-    cur = mod
-    with host_target():
-        for name in DEFAULT_BUILD_PASSES[start:stop]:
-            cur = _make_pass(name)(cur)
-    return cur
+    return lower_until(mod, "StaticPlanBlockMemory", including=True)
 
 
-def memory_of_step(mod, func: str = "main") -> tuple[MemoryPlan, bool]:
-    """(the plan of `func`, whether the step had been planned itself or was planned here)."""
+def memory_of_step(mod, func: str = "main", dims: dict | None = None) -> tuple[MemoryPlan, bool]:
+    """(the plan of `func`, whether the step had been planned itself or was planned here).
+    `dims`: values for symbolic sizes (the example inputs', --dim): a step with symbolic sizes
+    that has not been planned yet is planned at those values."""
+    sizes = symbolic_sizes(mod, func)
+    if sizes and dims and all(d in dims for d in sizes) and not _has_plan(mod, func):
+        return memory_plan(plan_module(bind_sizes(mod, dims, func)), func), False
     planned = plan_module(mod)
     return memory_plan(planned, func), planned is mod
+
+
+# the sequence lengths a symbolic size is shown at
+LENGTHS = (128, 512, 2048, 8192)
+_PLAN_INDEX = DEFAULT_BUILD_PASSES.index("StaticPlanBlockMemory")
+
+
+def memory_by_length(mod, dims: dict, func: str = "main", vary: str | None = None,
+                     lengths=LENGTHS) -> dict | None:
+    """The plan's figures as a function of one symbolic size (`vary`, default the last of
+    `func`'s, a sequence length as a rule) at each of `lengths`, the other sizes at `dims`.
+    None when `func` has no symbolic size. BuildError when the step has been through
+    StaticPlanBlockMemory (its allocations are fixed: plan an earlier step) or a size has no value.
+    {"dim", "fixed": {size: value}, "drawn": dims[vary], "rows": [{"value", "planned_bytes",
+    "peak_bytes", "tensor_bytes", "tokens"}]}."""
+    sizes = symbolic_sizes(mod, func)
+    if not sizes:
+        return None
+    vary = vary or sizes[-1]
+    if vary not in sizes:
+        raise BuildError(f"{func} has no symbolic size {vary}; its sizes: {', '.join(sizes)}")
+    fixed = {s: dims[s] for s in sizes if s != vary and s in dims}
+    if default_build_progress(mod) > _PLAN_INDEX:
+        raise BuildError("this step has been through StaticPlanBlockMemory: its allocations are "
+                         "fixed, so it cannot be planned at other sizes", "plan an earlier step")
+    bind_sizes(mod, {**fixed, vary: 1}, func)  # a size without a value: said before any lowering
+    base = lower_until(mod, "StaticPlanBlockMemory")  # legalized once; each length binds and plans
+    with host_target():
+        rows = []
+        for n in lengths:
+            bound = bind_sizes(base, {**fixed, vary: n}, func)
+            try:
+                rows.append({"value": int(n), **memory_plan(_make_pass("StaticPlanBlockMemory")(bound),
+                                                            func).summary()})
+            except Exception as exc:  # one length that does not plan is said, the rest stand
+                rows.append({"value": int(n), "error": (str(exc).strip().splitlines() or ["?"])[-1][:200]})
+    return {"dim": vary, "fixed": {k: int(v) for k, v in fixed.items()}, "drawn": dims.get(vary),
+            "rows": rows}
 
 
 def step_memory_summaries(steps, func: str = "main") -> dict[int, dict]:

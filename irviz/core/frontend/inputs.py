@@ -63,6 +63,38 @@ def symbolic_sizes(mod, func: str = "main") -> list[str]:
     return out
 
 
+def example_dims(mod, shapes, given=None, func: str = "main") -> tuple[dict, dict]:
+    """({size: value}, {size: where from}) for the symbolic sizes of `func`: `given` (--dim) first,
+    then the example inputs' `shapes` matched with func's parameters in order."""
+    dims = {k: int(v) for k, v in (given or {}).items()}
+    source = {k: "--dim" for k in dims}
+    for p, shape in zip(mod[func].params, shapes or ()):
+        ty = p.ty
+        if not isinstance(ty, relax.TensorType) or ty.shape is None:
+            continue
+        for d, s in zip(ty.shape.values, shape):
+            if isinstance(d, tvm.tirx.Var) and str(d) not in dims:
+                dims[str(d)] = int(s)
+                source[str(d)] = "example inputs"
+    return dims, source
+
+
+def bind_sizes(mod, dims: dict, func: str = "main"):
+    """`mod` with `func`'s symbolic sizes bound to `dims` (relax BindSymbolicVars); BuildError
+    naming any size without a value."""
+    from irviz.core.errors import BuildError
+
+    sizes = symbolic_sizes(mod, func)
+    missing = [s for s in sizes if s not in dims]
+    if missing:
+        example = ",".join(f"{m}=128" for m in missing)
+        raise BuildError(f"{func} has symbolic sizes with no value: {', '.join(missing)}",
+                         f"give them values (irviz check FILE --dim {example})")
+    if not sizes:
+        return mod
+    return relax.transform.BindSymbolicVars({s: int(dims[s]) for s in sizes}, func)(mod)
+
+
 def random_inputs(mod, seed: int = 0, *, func: str = "main", dims: dict | None = None,
                   given=frozenset()) -> list:
     """One random array per parameter of `func`; symbolic sizes take their values from `dims`

@@ -7,6 +7,8 @@ machine the minimum is the least disturbed.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import tvm
 from tvm import relax
@@ -32,7 +34,14 @@ shape_of = static_shape
 
 
 def random_array(shape, dtype, seed) -> np.ndarray:
-    return (np.random.default_rng(seed).standard_normal(shape) * 0.1).astype(str(dtype))
+    rng = np.random.default_rng(seed)
+    if str(dtype) in ("float32", "float64"):
+        # drawn in place at its own dtype: a 128256 x 4096 LM head is 2 GB, not 4 GB of float64 twice
+        a = rng.random(shape, dtype=str(dtype))
+        a -= 0.5
+        a *= 0.2
+        return a
+    return (rng.standard_normal(shape) * 0.1).astype(str(dtype))
 
 
 def _operands(exprs):
@@ -40,11 +49,15 @@ def _operands(exprs):
     a parameter fed a random input. None when a shape is not static."""
     params, args, inputs = [], [], []
     for i, a in enumerate(exprs):
+        if isinstance(a, tvm.tirx.IntImm):
+            args.append(a)  # a size a dynamic kernel takes as a scalar, bound to a number
+            continue
         shape = shape_of(a.ty)
         if shape is None:
             return None
         if isinstance(a, GenericConst):
-            args.append(relax.const(random_array(shape, a.ty.dtype, 100 + i)))
+            # the dtype said: relax.const makes an int64 array int32
+            args.append(relax.const(random_array(shape, a.ty.dtype, 100 + i), str(a.ty.dtype)))
         else:
             v = relax.Var(f"a{i}", relax.TensorType(shape, a.ty.dtype))
             params.append(v)
@@ -90,8 +103,22 @@ def kernel_module(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
     relax.analysis.post_order_visit(main, visit)
     if not found:
         return None
-    return _one_call_module(found[0].args[1].fields, lambda bb, args: relax.call_tir(
-        bb.add_func(mod[gv], gv.name_hint), args, found[0].ty_args[0]))
+    return call_tir_module(mod, found[0])
+
+
+def call_tir_module(mod, call) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
+    """main(...) = this call_tir of `mod` alone; None unless every shape is static."""
+    gv = call.args[0]
+    out = call.ty_args[0]
+    out = list(out.fields) if isinstance(out, tvm.ir.TupleType) else out
+    return _one_call_module(call.args[1].fields, lambda bb, args: relax.call_tir(
+        bb.add_func(mod[gv], gv.name_hint), args, out))
+
+
+def call_dps_packed_module(call) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
+    """main(...) = this call_dps_packed (a library function) alone; None unless every shape is static."""
+    return _one_call_module(call.args[1].fields, lambda bb, args: relax.call_dps_packed(
+        call.args[0], args, call.ty_args[0]))
 
 
 def kernel_of(small) -> tvm.ir.GlobalVar:
@@ -117,13 +144,29 @@ def _prim_func_alone(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
         bb.add_func(func, "kernel" if gv.name_hint == "main" else gv.name_hint), args, out))
 
 
-def build_and_time(mod, inputs) -> tuple[float, np.ndarray]:
-    """(min ms over RUNS, output) of mod's main on `inputs`."""
+def build_and_time(mod, inputs, budget_seconds: float | None = None, *, output: bool = True,
+                   release_inputs: bool = False) -> tuple[float, np.ndarray | None]:
+    """(min ms over RUNS, output) of mod's main on `inputs`. `budget_seconds`: a call so slow that
+    RUNS of them would take longer is timed fewer times; one taking half of it, only once.
+    output=False: no copy of the output (None); release_inputs: each array of `inputs` is dropped
+    from the list once the runtime has its copy (a 2 GB weight is then held once, not twice)."""
     built = build(mod)
     vm = relax.VirtualMachine(built.executable, tvm.cpu())
     fn = vm["main"]
-    args = [tvm.runtime.tensor(x) for x in inputs]
-    out = fn(*args).numpy()
+    args = []
+    for i in range(len(inputs)):
+        args.append(tvm.runtime.tensor(inputs[i]))
+        if release_inputs:
+            inputs[i] = None
+    t0 = time.perf_counter()
+    out = fn(*args)
+    out = out.numpy() if output else None
+    first = time.perf_counter() - t0
+    if budget_seconds is not None and first * 2 > budget_seconds:
+        return first * 1e3, out  # a call of seconds: its first is as good as any (cold caches are noise)
+    if budget_seconds is not None and first * (RUNS + 1) > budget_seconds:
+        runs = max(1, min(RUNS, int(budget_seconds / max(first, 1e-9)) - 1))
+        return time_alone(lambda: fn(*args), runs, warmup=0, settle=0, min_seconds=0).min_ms, out
     kind = "torch" if library_calls(mod) else "tir"
     warm = MIN_SECONDS / 2 if kind in _warmed else FIRST_WARMUP_SECONDS
     _warmed.add(kind)

@@ -198,6 +198,68 @@ class Results:
         self._latency_last = ({e["step"]: s.steps[e["step"]] for e in trace}, trace)
         return trace
 
+    def example_dims(self, mod, func: str = "main") -> tuple[dict, dict]:
+        """({size: value}, {size: where from}) for `func`'s symbolic sizes: the workspace's `dims`
+        (--dim), then the example inputs' sizes."""
+        from irviz.core.frontend.inputs import example_dims
+
+        shapes = [tuple(t.shape) for t in self.loaded.example_inputs] if self.loaded is not None else None
+        return example_dims(mod, shapes, self.dims, func)
+
+    def step_before(self, st, passes: int):
+        """`st`, or when default_build has taken it past its first `passes` passes, the last earlier
+        step it had not (what a pass further on fixed is still open to change there)."""
+        from irviz.core.backend.build import default_build_progress
+
+        if default_build_progress(st.mod) <= passes or self.session is None:
+            return st
+        return next((s for s in reversed(self.session.steps[:st.index])
+                     if default_build_progress(s.mod) <= passes), st)
+
+    def estimate(self, step=None, func: str = "main") -> dict:
+        """The step's latency estimated without running it: each distinct kernel timed alone on
+        random inputs of its shapes, times its calls (irviz.core.tuning.estimate). Symbolic sizes
+        take the workspace's `dims` (--dim), then the example inputs' sizes. A step past
+        CallTIRRewrite is estimated from the last step before it (same kernels)."""
+        from irviz.core.tuning.estimate import REWRITE_INDEX, estimate_latency
+
+        st = self.step_at(step)
+        self.stage = "build"
+        src = self.step_before(st, REWRITE_INDEX)
+        dims, source = self.example_dims(src.mod, func)
+        self.progress(f"Estimating step {st.index}: lowering to its kernels", 0.02)
+        t = time.perf_counter()
+        est = estimate_latency(src.mod, dims, func=func, dims_source=source,
+                               progress=lambda text, f: self.progress(text, 0.05 + 0.95 * f))
+        self.stage_seconds["estimate"] = time.perf_counter() - t
+        est.update(step=st.index, from_step=src.index, from_pass=src.pass_name,
+                   structure_only=self.structure_only)
+        return est
+
+    def memory(self, step=None, func: str = "main") -> dict:
+        """The memory plan of a step (planned on a copy if it is not yet), symbolic sizes at the
+        example inputs' (or --dim) values, and with a symbolic size its figures at a few values
+        (`by_length`, see backend.memory.memory_by_length; None without one). A step past
+        StaticPlanBlockMemory with symbolic sizes is planned from the last step before it."""
+        from irviz.core.backend import memory as memory_mod
+        from irviz.core.frontend.inputs import symbolic_sizes
+
+        st = self.step_at(step)
+        self.stage = "build"
+        src = st
+        if symbolic_sizes(st.mod, func):
+            src = self.step_before(st, memory_mod.DEFAULT_BUILD_PASSES.index("StaticPlanBlockMemory"))
+        dims, source = self.example_dims(src.mod, func)
+        plan, own = memory_mod.memory_of_step(src.mod, func, dims)
+        out = dict(plan.as_dict(), step=st.index, planned_by_step=own and src is st,
+                   from_step=src.index, dims=dims, dims_source=source, by_length=None)
+        if dims:
+            try:
+                out["by_length"] = memory_mod.memory_by_length(src.mod, dims, func)
+            except Exception as exc:  # the plan at the example sizes stands without it
+                out["by_length"] = {"error": str(exc).strip().splitlines()[0][:300]}
+        return out
+
     def current_latency(self):
         """The last latency trace, while its steps are still the session's steps."""
         s = self.session

@@ -12,21 +12,24 @@ import json
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QHBoxLayout, QLabel,
-                               QPushButton, QScrollArea, QSizePolicy, QTabWidget,
+                               QPushButton, QSizePolicy, QTabWidget,
                                QVBoxLayout, QWidget)
 
 from irviz.core.views.latency_chart import fmt_ms
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label
+from irviz.ui.panes.estimate_tab import EstimateTab
 from irviz.ui.panes.intermediates_tab import IntermediatesTab
 from irviz.ui.panes.kernel_counts import add_count_columns
 from irviz.ui.panes.kernel_roofline import RooflineTab, add_roofline_columns, set_roofline
 from irviz.ui.panes.kernel_table import KernelTable, bindings_of
+from irviz.ui.panes.memory_tab import MemoryTab
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
 from irviz.ui.widgets.latency_chart import LatencyChart
-from irviz.ui.widgets.memory_view import MemoryView
 from irviz.ui.widgets.sizes_dialog import ask_sizes
 
+STRUCTURE_ONLY = ("Structure only: no weights to run with. Estimate (Ctrl+R) times each kernel "
+                  "alone at its shapes instead.")
 SIZES_KEY = "run/sizes"   # settings: {spec: {size name: value}}, the sizes given per opened file
 
 
@@ -206,7 +209,13 @@ class RunPane(Pane):
         self.intermediates = IntermediatesTab(self.ask, hub, lambda: self.cursor_of(self.state),
                                               state=lambda: self.state)
         self.tabs.addTab(self.intermediates, "Intermediates")
-        self.tabs.addTab(self._memory_page(), "Memory")
+        self.memory = MemoryTab(self.ask, hub, lambda: self.cursor_of(self.state), state=lambda: self.state)
+        self.tabs.addTab(self.memory, "Memory")
+        # the Memory tab's parts, by the names the pane had before the tab was a module of its own
+        self.memory_view, self.memory_status = self.memory.view, self.memory.status
+        self.memory_note, self.memory_button = self.memory.note, self.memory.button
+        self.estimate = EstimateTab(self.ask, lambda: self.cursor_of(self.state), state=lambda: self.state)
+        self.tabs.addTab(self.estimate, "Estimate")
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
@@ -223,13 +232,14 @@ class RunPane(Pane):
         self.run_slot = ResultSlot([self.verdict, self.status, self.figures, self.timing_note,
                                     self.kernels, self.roofline], self.run_note)
         self.latency_slot = ResultSlot([self.chart], self.latency_note)
-        self.memory_slot = ResultSlot([self.memory_view], self.memory_note)
+        self.memory_slot = self.memory.slot
         self.bisect: dict | None = None
         hub.bisectFound.connect(self._on_bisect)
 
     def on_state(self, state: dict, prev: dict) -> None:
         cursor = self.cursor_of(state)
         self.run_button.setEnabled(cursor is not None)
+        self._structure_only(bool(state.get("structure_only")), cursor, prev)
         self._fill_funcs(state)
         self.latency_button.setEnabled(cursor is not None)
         self.chart.set_current_step(cursor)
@@ -253,6 +263,7 @@ class RunPane(Pane):
         self.run_slot.check(self.state, run.contradiction(ok, bisect, b_stamp, self.state) if run else None)
         self.latency_slot.check(self.state)
         self.memory_slot.check(self.state)
+        self.estimate.slot.check(self.state)
         self.intermediates.check(self.state, bisect, b_stamp)
 
     def _on_bisect(self, found: dict) -> None:
@@ -263,12 +274,13 @@ class RunPane(Pane):
         """Another model (or the same one opened again): nothing shown was for it."""
         self.result = self.error = self.built_step = None
         self.bisect = None
-        for slot in (self.run_slot, self.latency_slot, self.memory_slot):
+        for slot in (self.run_slot, self.latency_slot):
             slot.clear()
-        self.memory_view.set_plan(None)
-        self.memory_status.setText("")
+        self.memory.clear()
+        self.estimate.clear()
         self.verdict.setText("")
-        self.status.setText("Build & Run the current step (Ctrl+R).")
+        self.status.setText(STRUCTURE_ONLY if (self.state or {}).get("structure_only") else
+                            "Build & Run the current step (Ctrl+R).")
         for v in self.fields.values():
             v.setText("—")
         self.timing_note.setText("")
@@ -334,6 +346,11 @@ class RunPane(Pane):
         cursor = self.cursor_of(self.state)
         if cursor is None:
             self.status.setText("Open a model first.")
+            return
+        if (self.state or {}).get("structure_only"):
+            self.status.setText(STRUCTURE_ONLY)
+            self.tabs.setCurrentWidget(self.estimate)
+            self.estimate.estimate()
             return
         func = self.current_func()
         if self._is_ir(self.state):
@@ -422,40 +439,18 @@ class RunPane(Pane):
         if step != self.cursor_of(self.state):
             self.bridge.request("jump", index=int(step))
 
-    def _memory_page(self) -> QWidget:
-        self.memory_button = QPushButton("Plan memory of this step")
-        self.memory_button.setToolTip("StaticPlanBlockMemory's storage tokens and tensor lifetimes "
-                                      "(a step before it is planned on a copy)")
-        self.memory_button.clicked.connect(self.plan_memory)
-        self.memory_status = dim_label("")
-        self.memory_status.setWordWrap(True)
-        self.memory_status.setObjectName("MemoryStatus")
-        self.memory_note = dim_label("")
-        self.memory_view = MemoryView()
-        self.memory_view.tensorSelected.connect(self.hub.select_relax)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(self.memory_view)
-        page = QWidget()
-        lay = QVBoxLayout(page)
-        lay.setContentsMargins(0, 4, 0, 0)
-        row = QHBoxLayout()
-        row.addWidget(self.memory_button)
-        row.addWidget(self.memory_status, 1)
-        lay.addLayout(row)
-        lay.addWidget(self.memory_note)
-        lay.addWidget(scroll, 1)
-        return page
-
     def plan_memory(self) -> None:
-        cursor = self.cursor_of(self.state)
-        if cursor is None:
-            return
-        self.memory_status.setText(f"Planning step {cursor}…")
-        self.memory_status.setStyleSheet("")
-        self.memory_status.setToolTip("")
-        self.memory_slot.set(ResultStamp.of(self.state, cursor))
-        self.ask("memory", "memory", step=cursor)
+        self.memory.plan()
+
+    def _structure_only(self, only: bool, cursor, prev: dict) -> None:
+        """A model without weights cannot run: the Run button estimates instead (the Estimate tab)."""
+        self.run_button.setText("Estimate" if only else "Build && Run")
+        self.run_button.setToolTip("No weights to run with: estimate the step's latency from its "
+                                   "kernels timed alone (Ctrl+R)" if only else
+                                   "Build the current step, run it, compare with PyTorch (Ctrl+R)")
+        self.figures.setVisible(not only)  # errors and run times a model without weights never has
+        if only and cursor is not None and not (prev or {}).get("structure_only"):
+            self.tabs.setCurrentWidget(self.estimate)
 
     def on_reply(self, purpose: str, result) -> None:
         self._show_reply(purpose, result)
@@ -467,8 +462,10 @@ class RunPane(Pane):
 
     def _show_reply(self, purpose: str, result) -> None:
         if purpose == "memory":
-            self.memory_status.setText("")
-            self.memory_view.set_plan(result)
+            self.memory.show(result)
+            return
+        if purpose == "estimate":
+            self.estimate.show(result or {})
             return
         if purpose in ("sizes", "sizes_edit"):
             self._on_sizes(result or {}, edit=purpose == "sizes_edit")
@@ -551,13 +548,10 @@ class RunPane(Pane):
             self.kernels.set_context(counts={"error": error.get("message") or "failed"})
             return
         if purpose == "memory":
-            msg = error.get("message") or "failed"
-            if error.get("hint"):
-                msg += f"\nhint: {error['hint']}"
-            self.memory_status.setText(f"Memory planning failed: {msg}")
-            self.memory_status.setStyleSheet(f"color: {c.bad};")
-            self.memory_status.setToolTip(error.get("detail") or "")
-            self.memory_view.set_plan(None)
+            self.memory.show_error(error)
+            return
+        if purpose == "estimate":
+            self.estimate.show_error(error)
             return
         if purpose == "latency":
             self.latency_button.setEnabled(self.cursor_of(self.state) is not None)

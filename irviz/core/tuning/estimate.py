@@ -1,0 +1,212 @@
+"""Estimated latency without running the model: each distinct kernel timed alone, times its calls.
+
+A model without weights cannot run, yet its kernels can: each takes tensors of known shapes, and
+random ones of those shapes time it as well as the real ones would. So the step is lowered as the
+build lowers it, up to CallTIRRewrite (main still calls every kernel through ``R.call_tir`` with
+its shapes), its symbolic sizes bound to the example inputs' (or ``--dim``) values, and every
+``call_tir`` / ``call_dps_packed`` site of main counted, through the Relax functions main calls.
+Each distinct kernel signature (the PrimFunc's structural hash, its argument shapes and dtypes, the
+target) is built in a module of its own and timed once (``measuring``), the figure kept in the
+decision cache under this CPU's key, so a second estimate of the same kernels measures nothing.
+
+A kernel that would take more than LONG_SECONDS to time (an unscheduled full-size matmul runs
+for minutes) is extrapolated instead: its FLOPs at the rate of the largest kernel timed so far
+(kernels are timed smallest first), and its row says so.
+
+The estimate is the sum over signatures of calls x ms. It leaves out what is not a kernel: the
+VM's dispatch and allocation between calls, which on a tiny model can be most of a run.
+
+    est = estimate_latency(step.mod, dims={"seq": 128})   # dict, see `estimate_latency`
+"""
+from __future__ import annotations
+
+import time
+
+import tvm
+from tvm import relax
+from tvm.s_tir.analysis import estimate_tir_flops
+
+from irviz.core.backend.build import DEFAULT_BUILD_PASSES, default_build_progress, lower_until
+from irviz.core.errors import BuildError
+from irviz.core.frontend.inputs import bind_sizes, example_dims, symbolic_sizes
+from irviz.core.tuning import measuring
+from irviz.core.tuning.decision_cache import DecisionCache
+from irviz.core.tvm_compat import host_target, structural_hash
+
+__all__ = ["REWRITE_INDEX", "before_rewrite", "call_sites", "estimate_latency"]
+
+REWRITE_INDEX = DEFAULT_BUILD_PASSES.index("CallTIRRewrite")
+# A kernel slower than this is timed fewer than measuring.RUNS times: a naive 8B matmul takes
+# seconds a call, and its figure does not need five of them.
+BUDGET_SECONDS = 3.0
+# A kernel that would take longer than this to time (its FLOPs at the rate of the largest kernel
+# timed so far) is not timed but extrapolated at that rate: an unscheduled 128 x 4096 x 128256
+# matmul runs for an hour. Kernels of at least RATE_FLOPS give the rate (smaller ones are
+# dominated by memory, not arithmetic).
+LONG_SECONDS = 20.0
+RATE_FLOPS = 1e7
+_TIR = ("relax.call_tir",)
+_LIBRARY = ("relax.call_dps_packed",)
+
+
+def before_rewrite(mod):
+    """`mod` lowered by the default_build passes it lacks up to CallTIRRewrite (a copy; `mod` itself
+    when it is there). BuildError when the step is already past it: its kernels are no longer
+    called through call_tir with their shapes."""
+    if default_build_progress(mod) > REWRITE_INDEX:
+        raise BuildError("this step is past CallTIRRewrite: main no longer calls its kernels with "
+                         "their shapes, so they cannot be timed alone from it",
+                         "estimate an earlier step (the kernels are the same until codegen)")
+    return lower_until(mod, "CallTIRRewrite")
+
+
+def call_sites(mod, func: str = "main") -> tuple[list[tuple], list[str]]:
+    """([(kind "tir" | "library", callee name, call)], notes): every kernel call `func` makes, as
+    often as it runs: a Relax function main calls twice gives its sites twice.
+    A branch of an If is counted as if it ran (its note says so); a recursive call is not
+    followed (its note says the count is unknown)."""
+    sites: list[tuple] = []
+    notes: list[str] = []
+
+    def walk(expr, stack: tuple):
+        if isinstance(expr, relax.SeqExpr):
+            for block in expr.blocks:
+                for b in block.bindings:
+                    walk(b.value, stack)
+            walk(expr.body, stack)
+        elif isinstance(expr, relax.If):
+            notes.append(f"{stack[-1]} has an If: the kernels of both branches are counted")
+            walk(expr.true_branch, stack)
+            walk(expr.false_branch, stack)
+        elif isinstance(expr, relax.Call):
+            op = expr.op
+            if isinstance(op, tvm.ir.Op) and op.name in _TIR + _LIBRARY:
+                kind = "tir" if op.name in _TIR else "library"
+                name = expr.args[0].name_hint if kind == "tir" else str(expr.args[0].global_symbol)
+                sites.append((kind, name, expr))
+            elif isinstance(op, tvm.ir.Op) and op.name.startswith("relax.call_"):
+                notes.append(f"{op.name} in {stack[-1]}: not estimated")
+            elif isinstance(op, tvm.ir.GlobalVar) and isinstance(mod[op], relax.Function):
+                if op.name_hint in stack:
+                    notes.append(f"{op.name_hint} calls itself: its kernels' call count is unknown "
+                                 "(counted once)")
+                else:
+                    walk(mod[op].body, stack + (op.name_hint,))  # once per call: its sites again
+
+    walk(mod[func].body, (func,))
+    return sites, list(dict.fromkeys(notes))
+
+
+def _signature(mod, kind: str, call) -> str:
+    """What the timing of a call depends on: the kernel (its structure, not its name), the shapes
+    and dtypes it is called with, the target."""
+    types = [a.ty for a in call.args[1].fields] + [call.ty_args[0]]
+    shapes = " ".join(str(t) for t in types)
+    what = f"{structural_hash(mod[call.args[0]]):016x}" if kind == "tir" else str(call.args[0].global_symbol)
+    return f"kernel-ms {what} {shapes} {host_target()}"
+
+
+def _shapes_text(call) -> str:
+    out = []
+    for a in call.args[1].fields:
+        shape = measuring.shape_of(a.ty)
+        out.append("x".join(str(d) for d in shape) if shape is not None else "?")
+    return ", ".join(out)
+
+
+def _flops(mod, kind: str, call) -> float:
+    if kind != "tir":
+        return 0.0
+    try:
+        return float(estimate_tir_flops(tvm.IRModule({"main": mod[call.args[0]]})))
+    except Exception:  # a kernel TVM cannot count is timed, whatever it costs
+        return 0.0
+
+
+def _time(mod, kind: str, call) -> float:
+    small = (measuring.call_tir_module(mod, call) if kind == "tir"
+             else measuring.call_dps_packed_module(call))
+    if small is None:
+        raise BuildError("its shapes are not static after binding the sizes")
+    ms, _ = measuring.build_and_time(*small, budget_seconds=BUDGET_SECONDS, output=False,
+                                     release_inputs=True)
+    return ms
+
+
+def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = "main",
+                     progress=None, dims_source: dict | None = None) -> dict:
+    """The estimated latency of `func` of `mod` (any step before CallTIRRewrite; see the module doc).
+
+    dims: values for symbolic sizes (--dim); shapes: the example inputs' shapes, for the rest.
+    progress(text, fraction): before each kernel that is timed.
+    Returns {"estimated_ms", "kernels": [{name, kind, calls, ms, total_ms, share, shapes, cached,
+    extrapolated, flops}] (largest total first), "not_estimated": [{name, kind, calls, why}],
+    "notes", "dims", "dims_source", "measured", "cached", "extrapolated", "seconds", "target",
+    "complete"}."""
+    t0 = time.perf_counter()
+    dims, source = example_dims(mod, shapes, dims, func)
+    if dims_source:
+        source.update({k: v for k, v in dims_source.items() if k in dims})
+    used = set(symbolic_sizes(mod, func))
+    dims = {k: v for k, v in dims.items() if k in used}
+    lowered = bind_sizes(before_rewrite(mod), dims, func)
+    sites, notes = call_sites(lowered, func)
+    groups: dict[str, dict] = {}
+    for kind, name, call in sites:
+        key = _signature(lowered, kind, call)
+        g = groups.setdefault(key, {"name": name, "kind": kind, "calls": 0, "call": call})
+        g["calls"] += 1
+    cache = DecisionCache.shared()
+    names_seen: dict[str, int] = {}
+    rows, missing, measured, cached = [], [], 0, 0
+    for g in groups.values():
+        g["flops"] = _flops(lowered, g["kind"], g["call"])
+    rate = None  # (flops, ms) of the largest kernel timed so far
+    extrapolated = 0
+    order = sorted(groups.items(), key=lambda kv: (kv[1]["flops"], kv[1]["name"]))  # small first
+    for k, (key, g) in enumerate(order):
+        label = g["name"]
+        names_seen[label] = names_seen.get(label, 0) + 1
+        if names_seen[label] > 1:  # one kernel called at two shapes: a row each
+            label = f"{label} #{names_seen[label]}"
+        rec = cache.get(key)
+        guess = g["flops"] * rate[1] / rate[0] if rate and g["flops"] > 0 else None
+        if rec is None and guess is not None and guess > LONG_SECONDS * 1e3:
+            extrapolated += 1
+            rows.append({"name": label, "kind": g["kind"], "calls": g["calls"], "ms": guess,
+                         "total_ms": guess * g["calls"], "shapes": _shapes_text(g["call"]),
+                         "cached": False, "extrapolated": True, "flops": g["flops"]})
+            continue
+        if rec is None:
+            if progress is not None:
+                progress(f"Timing kernel {k + 1}/{len(groups)}: {label}", k / max(1, len(groups)))
+            try:
+                ms = _time(lowered, g["kind"], g["call"])
+            except Exception as exc:  # a kernel that does not build alone is named, not fatal
+                missing.append({"name": label, "kind": g["kind"], "calls": g["calls"],
+                                "why": measuring.first_line(exc)})
+                continue
+            cache.put(key, {"kind": "kernel_ms", "kernel": g["name"], "ms": ms})
+            measured += 1
+            hit = False
+        else:
+            ms, hit = float(rec["ms"]), True
+            cached += 1
+        if g["flops"] >= RATE_FLOPS and ms > 0 and (rate is None or g["flops"] >= rate[0]):
+            rate = (g["flops"], ms)
+        rows.append({"name": label, "kind": g["kind"], "calls": g["calls"], "ms": ms,
+                     "total_ms": ms * g["calls"], "shapes": _shapes_text(g["call"]), "cached": hit,
+                     "extrapolated": False, "flops": g["flops"]})
+    total = sum(r["total_ms"] for r in rows)
+    for r in rows:
+        r["share"] = r["total_ms"] / total if total > 0 else 0.0
+    rows.sort(key=lambda r: -r["total_ms"])
+    if progress is not None:
+        progress("Estimate: done", 1.0)
+    return {"estimated_ms": total, "kernels": rows, "not_estimated": missing, "notes": notes,
+            "dims": dims, "dims_source": {k: source.get(k, "--dim") for k in dims},
+            "measured": measured, "cached": cached, "extrapolated": extrapolated,
+            "complete": not missing,
+            "seconds": time.perf_counter() - t0, "target": str(host_target()),
+            "func": func, "sites": len(sites)}
+

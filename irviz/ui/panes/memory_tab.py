@@ -1,0 +1,91 @@
+"""The Run pane's "Memory" tab: StaticPlanBlockMemory's storage tokens and tensor lifetimes of the
+cursor step (the engine's ``memory``), drawn by MemoryView; a step before memory planning is
+planned on a copy. With a symbolic size, the figures at a few values of it come first."""
+from __future__ import annotations
+
+from PySide6.QtWidgets import QHBoxLayout, QPushButton, QScrollArea, QVBoxLayout, QWidget
+
+from irviz.ui import themes
+from irviz.ui.panes.base import dim_label
+from irviz.ui.result_stamp import ResultSlot, ResultStamp
+from irviz.ui.widgets.memory_view import MemoryView, human_bytes
+
+
+def by_length_text(plan: dict) -> str:
+    """'activations at seq = 128: planned 2.0 MiB, peak 1.5 MiB · 512: …' for a plan with
+    `by_length`, else ''."""
+    by = plan.get("by_length") or {}
+    rows = by.get("rows") or []
+    if not rows:
+        return ""
+    fixed = ", ".join(f"{k} = {v}" for k, v in (by.get("fixed") or {}).items())
+    parts = [f"{r['value']}: planned {human_bytes(r['planned_bytes'])}, peak {human_bytes(r['peak_bytes'])}"
+             if "planned_bytes" in r else f"{r['value']}: {r.get('error', 'not planned')}" for r in rows]
+    return (f"Activations by {by.get('dim')}" + (f" ({fixed})" if fixed else "") + " — "
+            + " · ".join(parts) + f". Drawn below at {by.get('dim')} = {by.get('drawn')}.")
+
+
+class MemoryTab(QWidget):
+    """`ask(purpose, cmd, **args)` sends to the engine (the pane's ask); replies come back through
+    `show` / `show_error`."""
+
+    def __init__(self, ask, hub, cursor, parent=None, state=lambda: None):
+        super().__init__(parent)
+        self._ask, self._cursor, self._state = ask, cursor, state
+        self.button = QPushButton("Plan memory of this step")
+        self.button.setToolTip("StaticPlanBlockMemory's storage tokens and tensor lifetimes "
+                               "(a step before it is planned on a copy)")
+        self.button.clicked.connect(self.plan)
+        self.status = dim_label("")
+        self.status.setWordWrap(True)
+        self.status.setObjectName("MemoryStatus")
+        self.by_length = dim_label("")
+        self.by_length.setWordWrap(True)
+        self.by_length.setObjectName("MemoryByLength")
+        self.note = dim_label("")
+        self.view = MemoryView()
+        self.view.tensorSelected.connect(hub.select_relax)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.view)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 4, 0, 0)
+        row = QHBoxLayout()
+        row.addWidget(self.button)
+        row.addWidget(self.status, 1)
+        lay.addLayout(row)
+        lay.addWidget(self.by_length)
+        lay.addWidget(self.note)
+        lay.addWidget(scroll, 1)
+        self.slot = ResultSlot([self.view, self.by_length], self.note)
+
+    def plan(self) -> None:
+        cursor = self._cursor()
+        if cursor is None:
+            return
+        self.status.setText(f"Planning step {cursor}…")
+        self.status.setStyleSheet("")
+        self.status.setToolTip("")
+        self.slot.set(ResultStamp.of(self._state(), cursor))
+        self._ask("memory", "memory", step=cursor)
+
+    def clear(self) -> None:
+        self.slot.clear()
+        self.view.set_plan(None)
+        self.status.setText("")
+        self.by_length.setText("")
+
+    def show(self, result: dict | None) -> None:
+        self.status.setText("")
+        self.by_length.setText(by_length_text(result or {}))
+        self.view.set_plan(result)
+
+    def show_error(self, error: dict) -> None:
+        msg = error.get("message") or "failed"
+        if error.get("hint"):
+            msg += f"\nhint: {error['hint']}"
+        self.status.setText(f"Memory planning failed: {msg}")
+        self.status.setStyleSheet(f"color: {themes.colors().bad};")
+        self.status.setToolTip(error.get("detail") or "")
+        self.by_length.setText("")
+        self.view.set_plan(None)
