@@ -24,6 +24,12 @@ class _Num(QTableWidgetItem):
         return self.value < other.value if isinstance(other, _Num) else super().__lt__(other)
 
 
+def _ms_text(ms) -> str:
+    """Four significant figures for a cell: 0.01234, 12.34, 98988 (not 98987.6796)."""
+    ms = float(ms or 0)
+    return f"{ms:.4g}" if ms < 1e4 else f"{ms:,.0f}"
+
+
 def fmt_total(ms: float) -> str:
     """'0.725 ms', '3.21 s', '12,730 s': an unscheduled full-size model takes hours a step."""
     if ms >= 10_000:
@@ -133,8 +139,8 @@ class EstimateTab(QWidget):
             self.table.setItem(i, 0, QTableWidgetItem(str(k.get("name", ""))))
             self.table.setItem(i, 1, _Num(k.get("calls") or 0, str(k.get("calls", ""))))
             about = "~" if k.get("extrapolated") else ""  # not timed: its FLOPs at a timed kernel's rate
-            self.table.setItem(i, 2, _Num(k.get("ms") or 0, f"{about}{float(k.get('ms') or 0):.4f}"))
-            self.table.setItem(i, 3, _Num(k.get("total_ms") or 0, f"{float(k.get('total_ms') or 0):.3f}"))
+            self.table.setItem(i, 2, _Num(k.get("ms") or 0, f"{about}{_ms_text(k.get('ms'))}"))
+            self.table.setItem(i, 3, _Num(k.get("total_ms") or 0, _ms_text(k.get('total_ms'))))
             self.table.setItem(i, 4, _Num(k.get("share") or 0, f"{100 * float(k.get('share') or 0):.1f}"))
             shapes = QTableWidgetItem(str(k.get("shapes") or ""))
             shapes.setToolTip(str(k.get("shapes") or ""))
