@@ -157,11 +157,12 @@ def open_workspace(args, failure: Failure, log, other_pipelines=()):
     return ws
 
 
-def add_target_argument(sp: argparse.ArgumentParser, default: str | None = None) -> None:
+def add_target_argument(sp: argparse.ArgumentParser, default: str | None = None,
+                        help_more: str = "") -> None:
     sp.add_argument("--target", default=default, metavar="T",
                     help="a target as `irviz targets` lists it (host, x86-avx2, aarch64, cuda "
                          "-arch=sm_86, ...) or a TVM target as JSON; a CPU target is also the one "
-                         "the passes schedule for")
+                         "the passes schedule for" + help_more)
 
 
 def finite(x):
