@@ -134,13 +134,13 @@ def _built_not_run(ws, args, failure: Failure, summary: dict, log, why: str) -> 
         return
     summary.update(build_seconds=round(built.seconds, 4), verdict="built, not run", not_run_reason=why)
     summary["memory"] = _memory_fields(built, args.func, st.mod)
-    log(f"run      built for {args.target}; no such device here, not run ({why})")
+    log(f"run      built for {ws.target_name}; no such device here, not run ({why})")
 
 
-def _target_fields(args) -> dict:
+def _target_fields(ws) -> dict:
     from irviz.core.target import target_spec
 
-    name, spec = target_spec(args.target)
+    name, spec = target_spec(ws.target_name)
     return {"target": name, "target_dict": spec}
 
 
@@ -245,7 +245,7 @@ def _check(args, out) -> int:
         summary["stage_seconds"] = {k: round(v, 4) for k, v in ws.stage_seconds.items()}
     summary["cpu"] = _cpu_fields()
     if ws is not None:  # the target was resolved before anything loaded
-        summary.update(_target_fields(args))
+        summary.update(_target_fields(ws))
     summary.update(failed_stage=failure.stage, error=failure.error, ok=failure.stage is None)
     write_json(args.json, summary, out)
     if not quiet:
@@ -307,7 +307,7 @@ def run_export(args) -> int:
                 print("run      structure only: no weights to run with (built, not run)")
             elif not_run is not None:
                 ws.build_step()
-                print(f"run      built for {args.target}; no such device here, not run ({not_run})")
+                print(f"run      built for {ws.target_name}; no such device here, not run ({not_run})")
             else:
                 ws.build_run(func=args.func)
         except Exception as exc:  # the trace is still worth exporting; the report says why

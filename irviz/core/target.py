@@ -164,7 +164,9 @@ def _parse_options(words: list[str], text: str) -> dict:
             raise RequestError(f"target {text!r}: {w!r} is not an option of the form -key=value",
                                hint="e.g. 'cuda -arch=sm_86' or 'aarch64 -mcpu=cortex-a76'")
         key, value = w.lstrip("-").split("=", 1)
-        out[key] = value
+        # TVM checks each attribute's type and takes no "64" for an int (-max_num_threads=64)
+        out[key] = int(value) if value.lstrip("-").isdigit() else \
+            {"true": True, "false": False}.get(value.lower(), value)
     return out
 
 
@@ -221,12 +223,10 @@ def is_gpu(target) -> bool:
 
 
 def pass_target(text: str | None):
-    """The target passes run under when the user chose `text`: that CPU, or for a GPU target None
-    (the host: the CPU pipelines' rules and measurements stay as they are)."""
-    if text is None:
-        return None
-    tgt = resolve_target(text)
-    return None if is_gpu(tgt) else tgt
+    """The target passes run under when the user chose `text` (None: none chosen): that CPU or GPU,
+    as TVM's GPU flow legalizes and fuses under the GPU target (CPU schedule passes refuse a GPU
+    target, dlight's GPU passes a CPU one; see passes.registry.target_for)."""
+    return None if text is None else resolve_target(text)
 
 
 # ---------------------------------------------------------------------------------------------

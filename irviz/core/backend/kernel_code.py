@@ -23,6 +23,7 @@ import tvm
 from irviz.core.backend import code_split
 from irviz.core.backend.build import lower
 from irviz.core.backend.code_counts import asm_counts, gpu_counts, total_counts
+from irviz.core.backend.gpu_schedule import default_schedule
 from irviz.core.errors import BuildError, RequestError, tvm_error_text
 from irviz.core.target import is_gpu, resolve_target
 
@@ -177,10 +178,7 @@ def _llvm_code(kernels: dict, tgt) -> dict[str, KernelCode]:
 
 
 def _gpu_schedule(mod):
-    from tvm.s_tir import dlight as dl
-
-    return dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
-                                   dl.gpu.Fallback())(mod)
+    return default_schedule()(mod)  # dlight's rules as a GPU build applies them
 
 
 def _gpu_code(kernels: dict, tgt, kind: str) -> tuple[dict[str, KernelCode], str]:

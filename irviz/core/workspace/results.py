@@ -11,35 +11,53 @@ from irviz.core.user_code import exception_line
 class Results:
     # -- the target -----------------------------------------------------------------------------
 
+    @property
+    def target_name(self) -> str | None:
+        """The target builds are for: the one chosen by name (`self.target`); with none chosen,
+        "cuda" (sm_80, where the GPU passes ran) for a pipeline with dlight's GPU passes, else
+        None: the host."""
+        if self.target is not None:
+            return self.target
+        if self.session is not None:
+            from irviz.core.passes import find_pass
+
+            if any(getattr(find_pass(inv.name), "category", None) == "gpu"
+                   for inv in self.session.full_pipeline()):
+                return "cuda"
+        return None
+
     def build_target(self):
-        """The tvm Target builds are for: the one chosen by name (`self.target`), else None (host)."""
-        if self.target is None:
+        """The tvm Target builds are for (see `target_name`); None: the host."""
+        name = self.target_name
+        if name is None:
             return None
         from irviz.core.target import resolve_target
 
-        return resolve_target(self.target)
+        return resolve_target(name)
 
     def not_run_reason(self) -> str | None:
-        """Why a build for the chosen target cannot run on this machine (no such CPU features, no
-        such GPU); None when it can (always for the host)."""
-        if self.target is None:
+        """Why a build for the target cannot run on this machine (no such CPU features, no such
+        GPU); None when it can (always for the host)."""
+        tgt = self.build_target()
+        if tgt is None:
             return None
         from irviz.core.target import not_runnable_here
 
-        return not_runnable_here(self.build_target())
+        return not_runnable_here(tgt)
 
     def _run_device(self):
         """The tvm Device runs go to; RunError when the target's device is not here."""
         from irviz.core.target import run_device
 
-        if self.target is None:
+        tgt = self.build_target()
+        if tgt is None:
             return None
         why = self.not_run_reason()
         if why is not None:
-            raise RunError(f"built for {self.target}; no such device here, not run ({why})",
+            raise RunError(f"built for {self.target_name}; no such device here, not run ({why})",
                            "build only (`irviz check --target` stops after the build), or run on a "
                            "machine that has it")
-        return run_device(self.build_target())
+        return run_device(tgt)
 
     # -- building and running -------------------------------------------------------------------
 
