@@ -30,6 +30,7 @@ from tvm import relax
 from irviz.core.errors import BuildError, traceback_text, tvm_error_text
 from irviz.core.backend.gpu_schedule import schedule_kernels
 from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
+from irviz.core.backend.lower_errors import failing_kernel
 from irviz.core.backend.library_functions import register_library_functions
 from irviz.core.tvm_compat import as_target, callee_name, var_name
 
@@ -254,6 +255,7 @@ def build(mod, target=None) -> BuildResult:
     attempts = [start] + ([0] if start > 0 else [])
     first_error = None
     for attempt in attempts:
+        lowered = None
         try:
             lowered, names, before_rewrite = _lower(mod, tgt, attempt, gpu=gpu)
             ex = tvm.compile(lowered, target=tgt, relax_pipeline=None)
@@ -263,7 +265,9 @@ def build(mod, target=None) -> BuildResult:
             err = (f"default_build pass {pf.name} failed: {tvm_error_text(pf.exc)}",
                    traceback_text(pf.exc))
         except Exception as exc:
-            err = (f"TVM could not compile the module: {tvm_error_text(exc)}", traceback_text(exc))
+            # TVM's message seldom names the kernel: find it (once, on the way to the error)
+            culprit = failing_kernel(lowered, tgt) if lowered is not None and first_error is None else None
+            err = (f"TVM could not compile the module: {culprit or tvm_error_text(exc)}", traceback_text(exc))
         else:
             seconds = time.perf_counter() - t0
             # names the user sees in `mod` first; kernels created by the build's LegalizeOps get

@@ -12,7 +12,9 @@ from __future__ import annotations
 import tvm
 
 from irviz.core.errors import BuildError, traceback_text, tvm_error_text
+from irviz.core.backend.lower_errors import failing_line
 from irviz.core.tvm_compat import shallow_copy
+from irviz.core.views.diff import function_text
 
 # (pass name, dlight rule class name, what it takes), in the order TVM applies them
 GPU_RULES = (
@@ -61,8 +63,11 @@ def schedule_kernels(mod, target):
             try:
                 one = default_schedule()(tvm.IRModule({gv: func}))
             except Exception as exc:
+                msg = tvm_error_text(exc, head=12, tail=6)
+                where = failing_line(function_text(mod, gv.name_hint), str(target.kind.name), msg)
+                loc = f" (line {where[0]} of its TensorIR: {where[1][:100]})" if where else ""
                 raise BuildError(
-                    f"dlight's GPU schedules failed on kernel {gv.name_hint}: {tvm_error_text(exc, head=12, tail=6)}",
+                    f"dlight's GPU schedules failed on kernel {gv.name_hint}{loc}: {msg}",
                     "a kernel a CPU schedule (parallel or vectorized loops) or a hand schedule "
                     "already shaped is not one dlight takes: build an earlier step, or use the gpu "
                     "pipeline (or zero) for a GPU target", detail=traceback_text(exc)) from exc
