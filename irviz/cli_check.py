@@ -10,11 +10,11 @@ from irviz.cli_common import Failure, add_model_arguments, add_target_argument, 
 # irviz.core modules that load torch or TVM are imported inside the functions (see cli_common).
 
 CHECK_HELP = "load, import, run a pipeline pass by pass, build, run, compare"
+EXPORT_HELP = "write step scripts, parameters, diffs, steps.json, report.html"
 
 # `irviz check --target T` built for T but this machine has no such device (an aarch64 CPU, a GPU):
 # nothing failed, and nothing ran either
 EXIT_NOT_RUN = 3
-EXPORT_HELP = "write step scripts, parameters, diffs, steps.json, report.html"
 
 
 def add_check_arguments(p: argparse.ArgumentParser) -> None:

@@ -73,3 +73,11 @@ def test_the_gpu_pipeline_with_a_cpu_target_stops_before_loading(capsys):
     err = capsys.readouterr().err
     assert "pipeline failed: DlightGPUMatmul schedules kernels for a GPU, but the target is a CPU" in err
     assert "load" not in err.split("pipeline failed", 1)[0]
+
+
+def test_code_of_the_gpu_pipeline_shows_cuda_launch_shapes_by_default(capsys):
+    assert main(["code", "sample:mlp", "--pipeline", "gpu"]) == 0
+    out = capsys.readouterr().out
+    assert "step     10 (DlightGPUFallback)" in out and out.splitlines()[1].startswith("target   cuda ")
+    rows = [ln.split() for ln in out.splitlines() if ln.startswith("fused_")]
+    assert len(rows) == 2 and all(re.fullmatch(r"\d+x\d+x1", r[2]) for r in rows)  # block shapes

@@ -43,6 +43,7 @@ def test_without_a_gpu_the_build_is_made_and_the_run_refused():
     with pytest.raises(RunError) as e:
         ws.build_run(repeats=1)
     assert "built for cuda; no such device here, not run" in e.value.message
+    assert ws.stage_seconds["build"] > 0  # the refused run built the step first
     built = ws.build_step()
     assert "dlight GPU schedules" in built.passes_run and '"arch":"sm_80"' in built.target
     (host_lib,) = built.executable.mod.imports

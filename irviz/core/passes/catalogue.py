@@ -8,7 +8,7 @@ import irviz.core.passes.bind_params as bind_params
 import irviz.core.passes.course as course_passes
 import irviz.core.passes.library_dispatch as dispatch
 from irviz.core import schedules
-from irviz.core.backend.gpu_schedule import GPU_RULES
+from irviz.core.backend.gpu_schedule import GPU_RULES, default_schedule
 from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
 from irviz.core.passes.registry import PassParam, PassSpec, register_pass
 from irviz.core.tuning import tile_search
@@ -45,8 +45,6 @@ def _dlight_cpu():
 
 
 def _dlight_gpu(rule_name):
-    from irviz.core.backend.gpu_schedule import default_schedule
-
     return lambda: default_schedule(rule_name)
 
 

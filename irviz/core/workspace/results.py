@@ -45,15 +45,26 @@ class Results:
 
         return not_runnable_here(tgt)
 
-    def _run_device(self):
-        """The tvm Device runs go to; RunError when the target's device is not here."""
+    def _run_device(self, st, func: str):
+        """The tvm Device runs go to (None: the CPU). When the target's device is not here, the
+        step is built (a build error says so first) and the run refused with a RunError."""
+        from irviz.core.backend import prim_run
         from irviz.core.target import run_device
 
         tgt = self.build_target()
         if tgt is None:
             return None
+        if prim_run.is_prim_func(st.mod, func) and str(tgt.kind.name) != "llvm":
+            raise RequestError(f"the PrimFunc {func} runs alone on the CPU only, not on {self.target_name}",
+                               "run main, or choose a CPU target")
         why = self.not_run_reason()
         if why is not None:
+            if prim_run.is_prim_func(st.mod, func):
+                self.stage = "build"
+                prim_run.build_prim(st.mod, func, tgt)
+            else:
+                self.build_step(st)
+            self.stage = "run"
             raise RunError(f"built for {self.target_name}; no such device here, not run ({why})",
                            "build only (`irviz check --target` stops after the build), or run on a "
                            "machine that has it")
@@ -77,11 +88,8 @@ class Results:
         if self.loaded is not None and func != "main":
             raise RequestError(f"a PyTorch model is compared through main; {func} has no PyTorch "
                                "counterpart to run", "run main, or open the module as an IR file")
-        device = self._run_device()
+        device = self._run_device(st, func)
         if prim_run.is_prim_func(st.mod, func):
-            if device is not None and str(self.build_target().kind.name) != "llvm":
-                raise RequestError(f"the PrimFunc {func} runs alone on the CPU only, not on {self.target}",
-                                   "run main, or choose a CPU target")
             self.progress(f"Building {func} of step {st.index} ({st.pass_name})", 0.05)
             built, result = self._build_run_prim(st.mod, func, int(repeats), dims)
             self.runs[st.index] = (st, result)
