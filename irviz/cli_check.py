@@ -13,6 +13,10 @@ from irviz.cli_common import Failure, add_model_arguments, add_target_argument, 
 CHECK_HELP = "load, import, run a pipeline pass by pass, build, run, compare"
 EXPORT_HELP = "write step scripts, parameters, diffs, steps.json, report.html"
 
+# `irviz check --target T` built for T but this machine has no such device (an aarch64 CPU, a GPU):
+# nothing failed, and nothing ran either
+EXIT_NOT_RUN = 3
+
 
 def add_check_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
@@ -29,6 +33,8 @@ def add_check_arguments(p: argparse.ArgumentParser) -> None:
                    help="estimate the latency without running: each distinct kernel timed alone on "
                         "random inputs of its shapes (cached per CPU), times its calls; default: on "
                         "for a model without weights, off otherwise")
+    add_target_argument(p, help_more=f"; built for T, and run only where T's device is here (exit "
+                                     f"{EXIT_NOT_RUN} when it is not: built, not run)")
 
 
 def run_check(args) -> int:
@@ -217,6 +223,27 @@ def estimate_lines(est: dict, most: int = 8) -> list[str]:
     return out
 
 
+def _built_not_run(ws, args, failure: Failure, summary: dict, log, why: str) -> None:
+    """A target whose device is not here (a cross-compiled CPU, a GPU): the build only, its memory,
+    and why it did not run; not a failure."""
+    try:
+        st = ws.step_at()
+        built = ws.build_step(st)
+    except Exception as exc:
+        failure.record(ws.stage, exc)
+        return
+    summary.update(build_seconds=round(built.seconds, 4), verdict="built, not run", not_run_reason=why)
+    summary["memory"] = _memory_fields(built, args.func, st.mod)
+    log(f"run      built for {ws.target_name}; no such device here, not run ({why})")
+
+
+def _target_fields(ws) -> dict:
+    from irviz.core.target import target_spec
+
+    name, spec = target_spec(ws.target_name)
+    return {"target": name, "target_dict": spec}
+
+
 def _decisions(ws, log) -> list[dict]:
     """The measured CPU decisions of the pipeline (each once), logged as the kernel table shows them."""
     from irviz.core.views.decisions import decisions_of, describe_decision, describe_tile
@@ -250,15 +277,19 @@ def _check(args, out) -> int:
                "not_comparable": None, "estimated_ms": None}
     ws = open_workspace(args, failure, log)
     summary["structure_only"] = bool(ws is not None and ws.structure_only)
+    summary.update(ran=False, not_run_reason=None)
+    not_run = ws.not_run_reason() if ws is not None and failure.stage is None else None
     if summary["structure_only"] and failure.stage is None:
         _build_only(ws, args, failure, summary, log)
+    elif not_run is not None:
+        _built_not_run(ws, args, failure, summary, log, not_run)
     elif ws is not None and failure.stage is None:
         try:
             built, res = ws.build_run(repeats=args.repeats, func=args.func)
         except Exception as exc:
             failure.record(ws.stage, exc)
         else:
-            summary.update(build_seconds=round(built.seconds, 4),
+            summary.update(build_seconds=round(built.seconds, 4), ran=True,
                            max_abs_error=finite(res.max_abs_error),
                            max_rel_error=finite(res.max_rel_error), allclose=res.allclose,
                            tvm_ms=round(res.tvm_ms, 4), torch_ms=finite(round(res.torch_ms, 4)),
@@ -294,6 +325,8 @@ def _check(args, out) -> int:
         _estimate(ws, args, summary, log)
     if getattr(args, "intermediates", False) and summary["structure_only"]:
         log("nodes    structure only: no weights to run with (intermediates not compared)")
+    elif getattr(args, "intermediates", False) and summary["not_run_reason"]:
+        log("nodes    not run here: intermediates not compared")
     elif getattr(args, "intermediates", False) and ws is not None and ws.session is not None:
         _check_intermediates(ws, args, failure, summary, log)
     if ws is not None and ws.session is not None:
@@ -315,11 +348,15 @@ def _check(args, out) -> int:
     if ws is not None:
         summary["stage_seconds"] = {k: round(v, 4) for k, v in ws.stage_seconds.items()}
     summary["cpu"] = _cpu_fields()
+    if ws is not None:  # the target was resolved before anything loaded
+        summary.update(_target_fields(ws))
     summary.update(failed_stage=failure.stage, error=failure.error, ok=failure.stage is None)
     write_json(args.json, summary, out)
     if not quiet:
         if summary["ok"] and summary["structure_only"]:
             print("OK (structure only: built, not run: no weights to run with)")
+        elif summary["ok"] and summary["not_run_reason"]:
+            print(f"built for {summary['target']}; no such device here, not run")
         elif summary["ok"] and summary.get("verdict") == "not judged":
             # exit 0 (nothing failed), but an "OK" here would vouch for numbers nobody checked
             print("ran, not judged: no reference to compare with")
@@ -327,7 +364,9 @@ def _check(args, out) -> int:
             print("OK" if summary["ok"] else f"NOT COMPARABLE: {summary['not_comparable']}"
                   if summary.get("verdict") == "not comparable" and failure.stage == "compare"
                   else f"FAILED at {summary['failed_stage']}")
-    return 0 if summary["ok"] else 1
+    if not summary["ok"]:
+        return 1
+    return EXIT_NOT_RUN if summary["not_run_reason"] else 0
 
 
 def _check_intermediates(ws, args, failure: Failure, summary: dict, log) -> None:
@@ -366,9 +405,13 @@ def run_export(args) -> int:
         return 1
     if failure.stage is None and not args.no_build:
         try:
+            not_run = ws.not_run_reason()
             if ws.structure_only:
                 ws.build_step()
                 print("run      structure only: no weights to run with (built, not run)")
+            elif not_run is not None:
+                ws.build_step()
+                print(f"run      built for {ws.target_name}; no such device here, not run ({not_run})")
             else:
                 ws.build_run(func=args.func)
         except Exception as exc:  # the trace is still worth exporting; the report says why

@@ -39,7 +39,7 @@ def run_targets(args) -> int:
 
 def add_code_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
-    add_target_argument(p, default="host")
+    add_target_argument(p, help_more="; default: host, or cuda for the gpu pipeline")
     p.add_argument("--step", type=int, default=None, metavar="N",
                    help="the step whose kernels to compile (default: the last)")
     p.add_argument("--kernel", metavar="NAME", help="print this kernel's code (default: a table of all)")
@@ -105,6 +105,8 @@ def run_code(args) -> int:
         return 1
     from irviz.core.backend.kernel_code import kernel_code
 
+    # none given: the host, or the GPU the gpu pipeline's passes scheduled for
+    args.target = args.target or ws.target_name or "host"
     steps = ws.session.steps
     index = len(steps) - 1 if args.step is None else args.step
     if not 0 <= index < len(steps):

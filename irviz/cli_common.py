@@ -130,8 +130,10 @@ def open_workspace(args, failure: Failure, log, other_pipelines=()):
         if getattr(args, "target", None):
             from irviz.core.target import resolve_target
 
-            resolve_target(args.target)
             ws.target = args.target
+            passes.check_target(pipeline, resolve_target(args.target))
+        else:
+            passes.check_target(pipeline, None)
     except Exception as exc:  # an unknown pipeline or target is a usage error: stop before loading anything
         failure.record("pipeline", exc)
         return None
@@ -157,11 +159,12 @@ def open_workspace(args, failure: Failure, log, other_pipelines=()):
     return ws
 
 
-def add_target_argument(sp: argparse.ArgumentParser, default: str | None = None) -> None:
+def add_target_argument(sp: argparse.ArgumentParser, default: str | None = None,
+                        help_more: str = "") -> None:
     sp.add_argument("--target", default=default, metavar="T",
                     help="a target as `irviz targets` lists it (host, x86-avx2, aarch64, cuda "
-                         "-arch=sm_86, ...) or a TVM target as JSON; a CPU target is also the one "
-                         "the passes schedule for")
+                         "-arch=sm_86, ...) or a TVM target as JSON; the passes run under it (the "
+                         "CPU schedules need a CPU target, the gpu pipeline a GPU one)" + help_more)
 
 
 def finite(x):

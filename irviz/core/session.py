@@ -99,7 +99,8 @@ class Session:
     def __init__(self, imported, captured=None, target=None):
         self.imported = imported
         self.captured = captured
-        self._target = target
+        self._target = target  # chosen for the passes; None: none chosen (the host, and for GPU passes
+        self._host = None       # the default GPU target, see passes.registry)
         mod = imported.mod
         self.steps: list[Step] = [Step(
             index=0, pass_name="import", params={"importer": getattr(imported, "importer", "")},
@@ -130,13 +131,21 @@ class Session:
 
     @property
     def target(self):
-        if self._target is None:
-            self._target = host_target()
-        return self._target
+        """The target the passes run under (the host when none was chosen)."""
+        if self._target is not None:
+            return self._target
+        if self._host is None:
+            self._host = host_target()
+        return self._host
 
     @target.setter
     def target(self, value) -> None:
         self._target = value  # before any pass is applied: the steps do not follow a change
+
+    @property
+    def chosen_target(self):
+        """The target chosen for this session, or None (the host; GPU passes: their default)."""
+        return self._target
 
     @property
     def current(self) -> Step:
@@ -248,7 +257,7 @@ class Session:
         t0 = time.perf_counter()
         try:
             with schedules.authored(self._authored):
-                new_mod, notes = passes.apply_pass_noted(inv, prev.mod, self.target)
+                new_mod, notes = passes.apply_pass_noted(inv, prev.mod, self._target)
         except Exception as exc:  # every failure becomes a PassError
             seconds = time.perf_counter() - t0
             if isinstance(exc, IrvizError):

@@ -164,7 +164,9 @@ def _parse_options(words: list[str], text: str) -> dict:
             raise RequestError(f"target {text!r}: {w!r} is not an option of the form -key=value",
                                hint="e.g. 'cuda -arch=sm_86' or 'aarch64 -mcpu=cortex-a76'")
         key, value = w.lstrip("-").split("=", 1)
-        out[key] = value
+        # TVM checks each attribute's type and takes no "64" for an int (-max_num_threads=64)
+        out[key] = int(value) if value.lstrip("-").isdigit() else \
+            {"true": True, "false": False}.get(value.lower(), value)
     return out
 
 
@@ -221,9 +223,63 @@ def is_gpu(target) -> bool:
 
 
 def pass_target(text: str | None):
-    """The target passes run under when the user chose `text`: that CPU, or for a GPU target None
-    (the host: the CPU pipelines' rules and measurements stay as they are)."""
-    if text is None:
+    """The target passes run under when the user chose `text` (None: none chosen): that CPU or GPU,
+    as TVM's GPU flow legalizes and fuses under the GPU target (CPU schedule passes refuse a GPU
+    target, dlight's GPU passes a CPU one; see passes.registry.target_for)."""
+    return None if text is None else resolve_target(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# where a target's code can run
+
+# LLVM feature names that are instruction-set extensions (code using them faults on a CPU without
+# them); the rest of LLVM's list are tuning flags (fast-*, slow-*, prefer-*, ...), safe anywhere
+_ISA_PREFIXES = ("sse", "ssse", "avx", "fma", "f16c", "bmi", "amx", "aes", "vaes", "sha", "gfni",
+                 "vpclmul", "pclmul", "popcnt", "lzcnt", "movbe", "adx", "neon", "sve", "fp-armv8",
+                 "fullfp16", "dotprod", "i8mm", "bf16", "crypto")
+
+
+def _arch(triple: str) -> str:
+    return triple.split("-", 1)[0]
+
+
+def _isa_features(tgt) -> set[str]:
+    from tvm.target import codegen
+
+    return {f for f in map(str, codegen.llvm_get_cpu_features(tgt)) if f.startswith(_ISA_PREFIXES)}
+
+
+def not_runnable_here(target) -> str | None:
+    """Why code built for `target` (a tvm Target) cannot run on this machine; None when it can.
+    A CPU target runs when it is this CPU's architecture and every instruction-set extension it
+    enables is on this CPU (x86-avx2 runs on an AVX-512 machine, x86-avx512 not on an AVX2 one);
+    a GPU target when TVM's runtime has that device API and sees a device."""
+    import tvm
+    import tvm_ffi
+
+    tgt = as_target(target)
+    kind = str(tgt.kind.name)
+    if kind == "llvm":
+        host = host_target()
+        arch = _arch(str(tgt.attrs["mtriple"])) if "mtriple" in tgt.attrs else _arch(str(host.attrs["mtriple"]))
+        if arch != _arch(str(host.attrs["mtriple"])):
+            return f"this machine is {_arch(str(host.attrs['mtriple']))}, the target {arch}"
+        missing = sorted(_isa_features(tgt) - _isa_features(host))
+        return f"this CPU lacks {', '.join(missing)}" if missing else None
+    if kind in GPU_KINDS:
+        if tvm_ffi.get_global_func(f"device_api.{kind}", allow_missing=True) is None:
+            return f"this TVM wheel has no {kind} runtime"
+        if not tvm.device(kind, 0).exist:
+            return f"no {kind} device is present"
         return None
-    tgt = resolve_target(text)
-    return None if is_gpu(tgt) else tgt
+    return f"irviz runs only CPU and GPU targets, not {kind}"
+
+
+def run_device(target):
+    """The tvm Device `target`'s code runs on here (device 0 of its kind); None when it cannot run."""
+    import tvm
+
+    if not_runnable_here(target) is not None:
+        return None
+    kind = str(as_target(target).kind.name)
+    return tvm.cpu() if kind == "llvm" else tvm.device(kind, 0)

@@ -28,7 +28,9 @@ import tvm
 from tvm import relax
 
 from irviz.core.errors import BuildError, traceback_text, tvm_error_text
+from irviz.core.backend.gpu_schedule import schedule_kernels
 from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
+from irviz.core.backend.lower_errors import failing_kernel
 from irviz.core.backend.library_functions import register_library_functions
 from irviz.core.tvm_compat import as_target, callee_name, var_name
 
@@ -64,6 +66,7 @@ DEFAULT_BUILD_STEPS = (
 )
 DEFAULT_BUILD_PASSES = DEFAULT_BUILD_STEPS
 _LEGALIZE_INDEX = DEFAULT_BUILD_PASSES.index("LegalizeOps")
+GPU_SCHEDULE = "dlight GPU schedules"  # the step a GPU build adds (BuildResult.passes_run shows it)
 
 
 def _make_pass(name: str) -> tvm.ir.transform.Pass:
@@ -213,18 +216,25 @@ def _register_library_functions(mod) -> None:
 # build
 
 
-def _lower(mod, target, start: int) -> tuple[object, list[str], object]:
-    """Run default_build[start:] one pass at a time (LegalizeOps with the ewise_fma map)."""
+def _lower(mod, target, start: int, gpu: bool = False) -> tuple[object, list[str], object]:
+    """Run default_build[start:] one pass at a time (LegalizeOps with the ewise_fma map). `gpu`:
+    the kernels not scheduled yet get dlight's GPU schedules once legalized, before CallTIRRewrite
+    (where TVM's GPU build applies them; the VM's own host functions come later)."""
     names = list(DEFAULT_BUILD_PASSES[start:])
     ops, _, _, _ = _module_facts(mod) if start > _LEGALIZE_INDEX else (set(), None, None, None)
     if any(op in CUSTOM_LEGALIZE_MAP for op in ops):
         names.insert(0, "LegalizeOps")
+    if gpu:
+        names.insert(names.index("CallTIRRewrite") if "CallTIRRewrite" in names else 0, GPU_SCHEDULE)
     cur = mod
     before_rewrite = None  # last module whose main still has call_tir (binding names intact)
     with target:
         for name in names:
             if name == "CallTIRRewrite":
                 before_rewrite = cur
+            if name == GPU_SCHEDULE:  # names the kernel dlight cannot take: a BuildError of its own
+                cur = schedule_kernels(cur, target)
+                continue
             try:
                 cur = _make_pass(name)(cur)
             except Exception as exc:  # every TVM failure becomes a BuildError
@@ -239,7 +249,8 @@ class _PassFailed(Exception):
 
 
 def build(mod, target=None) -> BuildResult:
-    """Finish default_build from wherever `mod` is and compile it for `target` (host CPU).
+    """Finish default_build from wherever `mod` is and compile it for `target` (None: the host
+    CPU). For a GPU target, kernels no pass scheduled get dlight's GPU schedules first.
 
     Raises BuildError with TVM's message (the pass that failed, if it was a pass) and a hint.
     """
@@ -249,20 +260,26 @@ def build(mod, target=None) -> BuildResult:
     if "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
         raise BuildError("the module has no 'main' function", "build a module imported from a model.")
     tgt = as_target(target)
+    gpu = str(tgt.kind.name) != "llvm"
     _register_library_functions(mod)
     t0 = time.perf_counter()
     start = default_build_progress(mod)
     attempts = [start] + ([0] if start > 0 else [])
     first_error = None
     for attempt in attempts:
+        lowered = None
         try:
-            lowered, names, before_rewrite = _lower(mod, tgt, attempt)
+            lowered, names, before_rewrite = _lower(mod, tgt, attempt, gpu=gpu)
             ex = tvm.compile(lowered, target=tgt, relax_pipeline=None)
+        except BuildError:  # a kernel dlight cannot take: no second attempt changes that
+            raise
         except _PassFailed as pf:
             err = (f"default_build pass {pf.name} failed: {tvm_error_text(pf.exc)}",
                    traceback_text(pf.exc))
         except Exception as exc:
-            err = (f"TVM could not compile the module: {tvm_error_text(exc)}", traceback_text(exc))
+            # TVM's message seldom names the kernel: find it (once, on the way to the error)
+            culprit = failing_kernel(lowered, tgt) if lowered is not None and first_error is None else None
+            err = (f"TVM could not compile the module: {culprit or tvm_error_text(exc)}", traceback_text(exc))
         else:
             seconds = time.perf_counter() - t0
             # names the user sees in `mod` first; kernels created by the build's LegalizeOps get

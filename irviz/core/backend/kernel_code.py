@@ -23,6 +23,8 @@ import tvm
 from irviz.core.backend import code_split
 from irviz.core.backend.build import lower
 from irviz.core.backend.code_counts import asm_counts, gpu_counts, total_counts
+from irviz.core.backend.gpu_schedule import default_schedule
+from irviz.core.backend.lower_errors import failing_line
 from irviz.core.errors import BuildError, RequestError, tvm_error_text
 from irviz.core.target import is_gpu, resolve_target
 
@@ -44,10 +46,11 @@ class KernelCode:
     counts: dict = field(default_factory=dict)
     launch: list[dict] = field(default_factory=list)  # GPU: one per device function
     error: str | None = None  # the kernel did not compile for the target; the others still show
+    error_line: int | None = None  # the line of its TensorIR the failure points at (1-based)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "symbols": self.symbols, "counts": self.counts,
-                "launch": self.launch, "error": self.error}
+                "launch": self.launch, "error": self.error, "error_line": self.error_line}
 
 
 @dataclass
@@ -116,6 +119,7 @@ def kernel_code(mod, target=None, only: str | None = None) -> StepCode:
         per_kernel, prelude = _gpu_code(kernels, tgt, kind)
     else:
         per_kernel, prelude = _llvm_code(kernels, tgt), ""
+    _locate_errors(per_kernel, mod, lowered, kind)
     out = StepCode(target_name=name, target=json.loads(str(tgt)), kind=kind, kernels=per_kernel,
                    seconds=time.perf_counter() - t0, prelude=prelude)
     with _lock:
@@ -123,6 +127,26 @@ def kernel_code(mod, target=None, only: str | None = None) -> StepCode:
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return out
+
+
+def _locate_errors(per_kernel: dict[str, KernelCode], mod, lowered, kind: str) -> None:
+    """Each failed kernel's error names the line of its TensorIR (as the TensorIR pane prints it,
+    from the step when the kernel is the step's) the failure points at, where one can be found."""
+    from irviz.core.views.diff import function_text
+
+    in_step = {gv.name_hint for gv in mod.get_global_vars()}
+    for name, k in per_kernel.items():
+        if k.error is None:
+            continue
+        try:
+            text = function_text(mod if name in in_step else lowered, name)
+        except Exception:  # the error stays as it is without a line
+            continue
+        where = failing_line(text, kind, k.error)
+        if where is not None:
+            first, nl, rest = k.error.partition("\n")
+            k.error = f"{first} (line {where[0]} of its TensorIR: {where[1][:100]}){nl}{rest}"
+            k.error_line = where[0]
 
 
 def _compile_each(kernels: dict, tgt, prepare, read) -> tuple[dict, dict]:
@@ -177,10 +201,7 @@ def _llvm_code(kernels: dict, tgt) -> dict[str, KernelCode]:
 
 
 def _gpu_schedule(mod):
-    from tvm.s_tir import dlight as dl
-
-    return dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
-                                   dl.gpu.Fallback())(mod)
+    return default_schedule()(mod)  # dlight's rules as a GPU build applies them
 
 
 def _gpu_code(kernels: dict, tgt, kind: str) -> tuple[dict[str, KernelCode], str]:

@@ -170,10 +170,26 @@ def tvm_threads() -> int:
         return 0
 
 
+def _synced(fn, dev):
+    """`fn` that returns once the device has finished: a GPU call only queues its kernels."""
+    if dev.dlpack_device_type() == tvm.cpu().dlpack_device_type():
+        return fn
+
+    def call(*args):
+        out = fn(*args)
+        dev.sync()
+        return out
+
+    return call
+
+
 def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
                     params: dict | None = None, match_threads: bool = True,
-                    inputs=None, program=None) -> RunResult:
-    """Run main on the CPU VM with `loaded.example_inputs`; compare with torch; time both.
+                    inputs=None, program=None, device=None) -> RunResult:
+    """Run main on the VM with `loaded.example_inputs`; compare with torch; time both.
+
+    `device`: the tvm Device the build's code runs on (None: the CPU); torch runs on the CPU,
+    and a GPU's timed calls wait for the device (`dev.sync()`) before the clock stops.
 
     `inputs`: run on these tensors instead of the example inputs (e.g. ``loaded.alt_inputs``:
     other sizes for a module built with symbolic dims); torch runs on the same tensors.
@@ -190,7 +206,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     import torch  # lazy: an IR file builds and runs without loading torch
 
     repeats = max(1, int(repeats))
-    dev = tvm.cpu()
+    dev = device or tvm.cpu()
     # copies: a model that mutates its inputs must not change the caller's tensors, nor give the
     # reference and TVM inputs that an earlier run left mutated
     example = nondeterminism.fresh(inputs if inputs is not None else loaded.example_inputs)
@@ -243,7 +259,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     # --- TVM
     try:
         vm = relax.VirtualMachine(build_result.executable, dev)
-        main = vm["main"]
+        main = _synced(vm["main"], dev)
     except Exception as exc:
         msg = tvm_error_text(exc)
         raise RunError(f"could not load the compiled module: {msg}", _run_hint(msg),
@@ -348,7 +364,11 @@ def _kernel_times(build_result: BuildResult, dev, tvm_inputs, runs: int,
     calls: dict[str, int] = defaultdict(int)
     stack: list[float] = []
 
+    gpu = dev.dlpack_device_type() != tvm.cpu().dlpack_device_type()
+
     def instrument(func, func_symbol, before_run, ret_value, *args):
+        if gpu:  # a kernel's time is from the device idle before it to the device idle after it
+            dev.sync()
         if before_run:
             stack.append(time.perf_counter())
         else:
@@ -418,26 +438,27 @@ def _callee_hint(callee: str, msg: str) -> str:
     return _run_hint(msg)
 
 
-def run_without_reference(build_result, repeats: int = 10) -> RunResult:
+def run_without_reference(build_result, repeats: int = 10, device=None) -> RunResult:
     """Time main on random inputs; errors are NaN and allclose is None (no reference)."""
-    return run_module(build_result, random_inputs(build_result.mod), repeats=repeats)
+    return run_module(build_result, random_inputs(build_result.mod), repeats=repeats, device=device)
 
 
 def run_module(build_result, inputs, *, reference=None, func: str = "main",
-               repeats: int = 10) -> RunResult:
-    """Run `func` of a build on `inputs` (arrays, torch or TVM tensors) and time it. `reference`:
-    the expected output(s), compared as for a torch model; without it the errors are NaN and
-    allclose is None (nothing to compare with, never a pass)."""
-    dev = tvm.cpu()
+               repeats: int = 10, device=None) -> RunResult:
+    """Run `func` of a build on `inputs` (arrays, torch or TVM tensors) and time it on `device`
+    (None: the CPU). `reference`: the expected output(s), compared as for a torch model; without
+    it the errors are NaN and allclose is None (nothing to compare with, never a pass)."""
+    dev = device or tvm.cpu()
     repeats = max(1, int(repeats))
     try:
-        tvm_inputs = [_to_tvm(x, dev) if not isinstance(x, tvm.runtime.Tensor) else x for x in inputs]
+        tvm_inputs = [_to_tvm(x, dev) if not isinstance(x, tvm.runtime.Tensor) else
+                      x if x.device == dev else x.copyto(dev) for x in inputs]
     except Exception as exc:
         raise RunError(f"could not convert the inputs to TVM tensors: {tvm_error_text(exc)}",
                        "inputs must be numpy arrays, torch tensors or TVM tensors",
                        detail=traceback_text(exc)) from exc
     try:
-        fn = relax.VirtualMachine(build_result.executable, dev)[func]
+        fn = _synced(relax.VirtualMachine(build_result.executable, dev)[func], dev)
         out = fn(*tvm_inputs)
         tvm_timing = time_alone(lambda: fn(*tvm_inputs), repeats, warmup=0, settle=0)
     except Exception as exc:
@@ -468,19 +489,20 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
 
 
 def run_built(built: BuildResult, loaded=None, *, repeats: int = 10, inputs=None,
-              params: dict | None = None, program=None) -> RunResult:
+              params: dict | None = None, program=None, device=None) -> RunResult:
     """Run a build: against PyTorch when `loaded` (a LoadedModel) is given, else on random inputs
     without a reference. `inputs` replaces the example inputs (only with `loaded`); `params`: the
     weights main still takes as parameters; `program`: the captured ExportedProgram (see
-    run_and_compare)."""
+    run_and_compare); `device`: where the build's code runs (None: the CPU)."""
     if loaded is None:
-        return run_without_reference(built, repeats=repeats)
+        return run_without_reference(built, repeats=repeats, device=device)
     if getattr(loaded, "structure_only", False):
         from irviz.core.frontend.structure_only import needs_weights
 
         raise RunError(needs_weights("a run"), "build (compile only), memory, diffs and queries "
                        "work without weights")
-    return run_and_compare(built, loaded, repeats=repeats, inputs=inputs, params=params, program=program)
+    return run_and_compare(built, loaded, repeats=repeats, inputs=inputs, params=params, program=program,
+                           device=device)
 
 
 def build_and_run(mod, loaded=None, *, repeats: int = 10, inputs=None, target=None,

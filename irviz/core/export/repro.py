@@ -371,7 +371,7 @@ def repro_for_crash(ws, out_dir, pass_name=None, params=None, *, stage: str = "p
         if inv.name == pass_name and (params is None or dict(inv.params or {}) == dict(params or {})):
             params = dict(inv.params or {})
             break
-        mod = s.steps[index + 1].mod if index + 1 < len(s.steps) else apply_pass(inv, mod, s.target)
+        mod = s.steps[index + 1].mod if index + 1 < len(s.steps) else apply_pass(inv, mod, s.chosen_target)
         index += 1
     else:
         if pass_name is None:

@@ -25,8 +25,10 @@ from irviz.core.passes.user_files import irviz_pass, load_params_file, load_pass
 from irviz.core.passes.pipelines import (
     CPU_SCHEDULE_STEPS,
     DEFAULT_BUILD_STEPS,
+    GPU_SCHEDULE_STEPS,
     PIPELINES,
     ZERO_STEPS,
+    check_target,
     get_pipeline,
     list_pipelines,
 )
@@ -37,6 +39,7 @@ __all__ = [
     "BUILTIN_PREFIX",
     "CPU_SCHEDULE_STEPS",
     "DEFAULT_BUILD_STEPS",
+    "GPU_SCHEDULE_STEPS",
     "PIPELINES",
     "ZERO_STEPS",
     "PassInvocation",
@@ -46,6 +49,7 @@ __all__ = [
     "apply_pass",
     "apply_pass_noted",
     "catalogue",
+    "check_target",
     "find_pass",
     "get_pass",
     "get_pipeline",

@@ -8,6 +8,7 @@ import irviz.core.passes.bind_params as bind_params
 import irviz.core.passes.course as course_passes
 import irviz.core.passes.library_dispatch as dispatch
 from irviz.core import schedules
+from irviz.core.backend.gpu_schedule import GPU_RULES, default_schedule
 from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
 from irviz.core.passes.registry import PassParam, PassSpec, register_pass
 from irviz.core.tuning import tile_search
@@ -41,6 +42,10 @@ def _dlight_cpu():
     from tvm.s_tir import dlight as dl
 
     return dl.ApplyDefaultSchedule(dl.cpu.GEMV(), dl.cpu.Reduction())
+
+
+def _dlight_gpu(rule_name):
+    return lambda: default_schedule(rule_name)
 
 
 def _spec(name, description, make, category="tvm", params=(), roundtrip_ok=True, mutates_input=False,
@@ -123,6 +128,9 @@ def _builtin_specs() -> list[PassSpec]:
             _dlight_cpu,
             mutates_input=True,
         ),
+        # ---- dlight's GPU schedule rules, one pass each (the gpu pipeline) ----------------------
+        *(_spec(name, f"dlight GPU rule {rule}: {what}; kernels a rule before it took stay as they are",
+                _dlight_gpu(rule), "gpu", mutates_input=True) for name, rule, what in GPU_RULES),
         # ---- default_build steps (tvm/relax/pipeline.py: default_build_pipeline) -------------
         _spec("DispatchSampling", "Lower R.multinomial_from_uniform to TIR sampling kernels", B.DispatchSampling, "build"),
         _spec("DispatchSortScan", "Lower sort/argsort/topk/cumsum to target kernels", B.DispatchSortScan, "build"),

@@ -1,13 +1,16 @@
 """Named pipelines, as plain data: ``name -> (description, [PassInvocation, ...])``.
 
 ``zero`` and ``default_build`` mirror ``tvm/relax/pipeline.py`` of TVM 0.27 step by step
-(stepping them equals ``relax.get_pipeline(name)``; see tests/core/test_passes.py).
+(stepping them equals ``relax.get_pipeline(name)``; see tests/core/test_passes.py); ``gpu`` mirrors
+``legalize_passes`` of ``tvm/relax/backend/cuda/pipeline.py``, one step per dlight rule (see
+tests/core/test_gpu_pipeline.py).
 """
 from __future__ import annotations
 
 from irviz.core.backend.build import DEFAULT_BUILD_STEPS
+from irviz.core.backend.gpu_schedule import GPU_RULES
 from irviz.core.errors import PassError
-from irviz.core.passes.registry import BUILTIN_PREFIX, PassInvocation, find_pass
+from irviz.core.passes.registry import BUILTIN_PREFIX, PassInvocation, find_pass, target_for
 
 
 def _inv(*names) -> list[PassInvocation]:
@@ -15,6 +18,8 @@ def _inv(*names) -> list[PassInvocation]:
 
 
 ZERO_STEPS = ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR")
+
+GPU_SCHEDULE_STEPS = tuple(name for name, _, _ in GPU_RULES)
 
 CPU_SCHEDULE_STEPS = ("CPUTuneConv2d", "CPUTileConv2d", "CPUInlineElementwise", "CPUTuneReductions",
                       "CPUTileReductions", "CPUParallelVectorize",
@@ -43,6 +48,11 @@ PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {
         "prepacked weights and tiles measured on this machine, tiled reductions, parallel + vectorized loops)",
         _inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS),
     ),
+    "gpu": (
+        "TVM's GPU flow (relax.backend.cuda legalize_passes): legalize and fuse as zero does, then "
+        "dlight's GPU schedule rules one step each, under the GPU target (--target; none: cuda sm_80)",
+        _inv(*ZERO_STEPS, *GPU_SCHEDULE_STEPS),
+    ),
 }
 
 
@@ -56,6 +66,15 @@ def get_pipeline(name: str) -> list[PassInvocation]:
     if name not in PIPELINES:
         raise PassError(f"unknown pipeline {name!r}", hint="known pipelines: " + ", ".join(PIPELINES))
     return [PassInvocation(_builtin(i.name), dict(i.params)) for i in PIPELINES[name][1]]
+
+
+def check_target(invocations, target) -> None:
+    """PassError before anything runs when a pass of `invocations` cannot run under `target` (a
+    tvm Target, None: none chosen): a CPU schedule with a GPU target, a GPU rule with a CPU one."""
+    for inv in invocations:
+        spec = find_pass(inv.name)
+        if spec is not None:
+            target_for(spec, target)
 
 
 def _builtin(name: str) -> str:

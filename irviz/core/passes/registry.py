@@ -4,6 +4,9 @@
   parameters (:class:`PassParam`) and ``make(**params) -> tvm.ir.transform.Pass``.
 * :func:`apply_pass` runs one invocation under ``with target, PassContext(opt_level=3)`` and
   turns every failure into :class:`~irviz.core.errors.PassError` carrying TVM's real message.
+  A "gpu" pass (dlight's GPU rules) runs under a GPU target: the one chosen, or with none chosen
+  ``DEFAULT_GPU_TARGET`` (cuda sm_80); a CPU target is a PassError, as a GPU target is for a "cpu"
+  pass (CPU schedules and library dispatch).
 
 The built-in passes are registered by ``catalogue``, named pipelines are ``pipelines``, users'
 pass files are ``user_files``; ``irviz.core.passes`` exports all of them.
@@ -294,6 +297,26 @@ def _as_target(target):
         raise PassError(f"bad target {target!r}: {tvm_error_text(e)}", hint="e.g. 'llvm'") from e
 
 
+def target_for(spec: PassSpec, target):
+    """The tvm Target pass `spec` runs under when `target` was chosen (None: none was)."""
+    from irviz.core.backend.gpu_schedule import DEFAULT_GPU_TARGET
+    from irviz.core.target import is_gpu
+
+    if spec.category == "gpu" and target is None:
+        return tvm.target.Target(DEFAULT_GPU_TARGET)
+    tgt = _as_target(target)
+    if spec.category == "gpu" and not is_gpu(tgt):
+        cpu = " ".join(str(x) for x in (tgt.kind.name, tgt.attrs.get("mcpu")) if x)
+        raise PassError(f"{spec.name} schedules kernels for a GPU, but the target is a CPU ({cpu})",
+                        hint="choose a GPU target (--target cuda, 'cuda -arch=sm_86', opencl, ...), "
+                             "or a CPU pipeline (zero, tir-cpu, fast-cpu) for this target")
+    if spec.category == "cpu" and is_gpu(tgt):
+        raise PassError(f"{spec.name} schedules for a CPU, but the target is a GPU ({tgt.kind.name})",
+                        hint="use the gpu pipeline (dlight's GPU schedules) or zero for a GPU target, "
+                             "or choose a CPU target")
+    return tgt
+
+
 _NOTES: contextvars.ContextVar[list | None] = contextvars.ContextVar("irviz_pass_notes", default=None)
 
 
@@ -325,7 +348,7 @@ def apply_pass(inv: PassInvocation | str, mod: tvm.IRModule, target=None) -> tvm
     params = resolve_params(spec, inv.params)
     if spec.check is not None and isinstance(mod, tvm.IRModule):
         spec.check(mod, **params)
-    tgt = _as_target(target)
+    tgt = target_for(spec, target)
     try:
         with tgt:
             the_pass = spec.make(**params)

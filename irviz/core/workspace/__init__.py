@@ -499,7 +499,7 @@ class Workspace(Results):
 
         self.need_session()
         applied, planned = self.applied(), self.planned()
-        session = Session(self.imported, self.captured, target=self.session.target)
+        session = Session(self.imported, self.captured, target=self.session.chosen_target)
         session.set_pipeline(applied + planned)
         session.cursor = len(session.steps) - 1  # past the learner's schedule steps, recorded already
         self.session = session

@@ -9,6 +9,67 @@ from irviz.core.user_code import exception_line
 
 
 class Results:
+    # -- the target -----------------------------------------------------------------------------
+
+    @property
+    def target_name(self) -> str | None:
+        """The target builds are for: the one chosen by name (`self.target`); with none chosen,
+        "cuda" (sm_80, where the GPU passes ran) for a pipeline with dlight's GPU passes, else
+        None: the host."""
+        if self.target is not None:
+            return self.target
+        if self.session is not None:
+            from irviz.core.passes import find_pass
+
+            if any(getattr(find_pass(inv.name), "category", None) == "gpu"
+                   for inv in self.session.full_pipeline()):
+                return "cuda"
+        return None
+
+    def build_target(self):
+        """The tvm Target builds are for (see `target_name`); None: the host."""
+        name = self.target_name
+        if name is None:
+            return None
+        from irviz.core.target import resolve_target
+
+        return resolve_target(name)
+
+    def not_run_reason(self) -> str | None:
+        """Why a build for the target cannot run on this machine (no such CPU features, no such
+        GPU); None when it can (always for the host)."""
+        tgt = self.build_target()
+        if tgt is None:
+            return None
+        from irviz.core.target import not_runnable_here
+
+        return not_runnable_here(tgt)
+
+    def _run_device(self, st, func: str):
+        """The tvm Device runs go to (None: the CPU). When the target's device is not here, the
+        step is built (a build error says so first) and the run refused with a RunError."""
+        from irviz.core.backend import prim_run
+        from irviz.core.target import run_device
+
+        tgt = self.build_target()
+        if tgt is None:
+            return None
+        if prim_run.is_prim_func(st.mod, func) and str(tgt.kind.name) != "llvm":
+            raise RequestError(f"the PrimFunc {func} runs alone on the CPU only, not on {self.target_name}",
+                               "run main, or choose a CPU target")
+        why = self.not_run_reason()
+        if why is not None:
+            if prim_run.is_prim_func(st.mod, func):
+                self.stage = "build"
+                prim_run.build_prim(st.mod, func, tgt)
+            else:
+                self.build_step(st)
+            self.stage = "run"
+            raise RunError(f"built for {self.target_name}; no such device here, not run ({why})",
+                           "build only (`irviz check --target` stops after the build), or run on a "
+                           "machine that has it")
+        return run_device(tgt)
+
     # -- building and running -------------------------------------------------------------------
 
     def build_run(self, step=None, repeats: int = 10, inputs=None, func: str = "main", dims=None):
@@ -27,6 +88,7 @@ class Results:
         if self.loaded is not None and func != "main":
             raise RequestError(f"a PyTorch model is compared through main; {func} has no PyTorch "
                                "counterpart to run", "run main, or open the module as an IR file")
+        device = self._run_device(st, func)
         if prim_run.is_prim_func(st.mod, func):
             self.progress(f"Building {func} of step {st.index} ({st.pass_name})", 0.05)
             built, result = self._build_run_prim(st.mod, func, int(repeats), dims)
@@ -38,12 +100,12 @@ class Results:
         self.stage = "run"
         t = time.perf_counter()
         if self.loaded is None:
-            result = self._run_ir(built, ir_inputs, func, int(repeats), dims)
+            result = self._run_ir(built, ir_inputs, func, int(repeats), dims, device)
         else:
             self.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
             program = self.captured.exported if self.captured is not None else None
             result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs,
-                                       params=self.kept_params, program=program)
+                                       params=self.kept_params, program=program, device=device)
         self.stage_seconds["run"] = time.perf_counter() - t
         if inputs is None:
             self.runs[st.index] = (st, result)
@@ -59,7 +121,7 @@ class Results:
         if self._last_build is not None and self._last_build[0] is st:
             return self._last_build[1]   # other inputs for the same step: no second build
         self.progress(f"Building step {st.index} ({st.pass_name})", 0.05)
-        built = build_mod.build(st.mod)
+        built = build_mod.build(st.mod, self.build_target())
         self.stage_seconds["build"] = built.seconds
         self.log(f"build    {built.seconds:7.2f} s  ({built.target})")
         self._last_build = (st, built)
@@ -74,7 +136,7 @@ class Results:
 
         pa = prim_run.prim_args(mod, func, raw_inputs(self.ir_file), self.dims if dims is None else dims)
         self.stage = "build"
-        built = prim_run.build_prim(mod, func)
+        built = prim_run.build_prim(mod, func, self.build_target())
         self.stage_seconds["build"] = built.seconds
         self.log(f"build    {built.seconds:7.2f} s  ({built.target}, {func} alone)")
         self.stage = "run"
@@ -147,7 +209,7 @@ class Results:
         return {"func": func, "sizes": run_mod.symbolic_sizes(st.mod, func), "inputs": inputs,
                 "dims": dict(self.dims)}
 
-    def _run_ir(self, built, inputs, func: str, repeats: int, dims=None):
+    def _run_ir(self, built, inputs, func: str, repeats: int, dims=None, device=None):
         """An IR file or step file: its get_inputs() or made-up inputs; its reference(), if any,
         on every parameter of the file's own function (what a step has bound included)."""
         from irviz.core.backend import run as run_mod
@@ -157,7 +219,8 @@ class Results:
             reference = self._reference(self._ir_reference_inputs(built.mod, func, dims))
         what = "and comparing with reference()" if reference is not None else "(nothing to compare with)"
         self.progress(f"Running {func} {what}", 0.6)
-        return run_mod.run_module(built, inputs, reference=reference, func=func, repeats=repeats)
+        return run_mod.run_module(built, inputs, reference=reference, func=func, repeats=repeats,
+                                  device=device)
 
     @property
     def kept_params(self) -> dict | None:
@@ -223,6 +286,10 @@ class Results:
         CallTIRRewrite is estimated from the last step before it (same kernels)."""
         from irviz.core.tuning.estimate import REWRITE_INDEX, estimate_latency
 
+        why = self.not_run_reason()
+        if why is not None:  # kernels are timed here: a figure for this CPU would pass for the target's
+            raise RunError(f"no estimate for {self.target_name}: its kernels are timed on this machine, "
+                           f"and it is not here ({why})", hint="estimate for a target this machine runs, e.g. host")
         st = self.step_at(step)
         self.stage = "build"
         src = self.step_before(st, REWRITE_INDEX)
