@@ -32,6 +32,10 @@ inputs go to TVM's own converter. TVM's installed files are never patched.
   tokens per expert with it.
 * ``grouped_mm_fallback.default`` (transformers' own op for mixture-of-experts, no TVM converter):
   rows ``offs[i-1]:offs[i]`` of the input times ``weight[i]``; rows past ``offs[-1]`` are zero.
+* comparisons and ``maximum`` / ``minimum`` of bool tensors (XLM's ``mask == 0``), ``clamp`` of an
+  integer tensor with one bound (SAM's resized relative positions): TVM 0.27 imports them right
+  and fails to build or legalize them; ``irviz.core.frontend.lowering_converters`` writes them so
+  it does not.
 * ``full`` / ``full_like`` / ``fill.Scalar`` with an infinite or NaN value (the causal mask
   ``torch.full((n, n), float("-inf")).triu(1)``): TVM imports them as ``R.full``, whose
   legalization (TVM 0.27, ``topi.full``) tests ``"float" in dtype`` on a PrimType and fails with
@@ -49,6 +53,7 @@ from collections.abc import Callable
 
 from irviz.core.frontend.index_converter import convert_index_put as _index_put
 from irviz.core.frontend.index_converter import convert_index_tensor
+from irviz.core.frontend import lowering_converters
 from irviz.core.frontend import complex_converters as cx
 from irviz.core.frontend.expr_types import expr_dtype, fx_dtype
 from irviz.core.frontend import model_op_converters as model_ops
@@ -325,4 +330,5 @@ BUILTIN_CONVERTERS: dict[str, Callable] = {
     **{key: (lambda k: lambda node, imp: model_ops.align_broadcast_operands(
         node, imp, _tvm_converter(imp, k)))(key) for key in ("add.Tensor", "sub.Tensor")},
     **{f"{name}.default": _make_float_function(f"{name}.default") for name in FLOAT_FUNCTIONS},
+    **lowering_converters.converters(_tvm_converter),
 }

@@ -1,0 +1,76 @@
+"""Models whose Relax module is right but which TVM 0.27 fails to build or legalize, on plain torch
+modules with each model's pattern: capture -> import -> zero pipeline -> build -> run, numbers
+checked against torch, and the bare TVM failure the workaround is for."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from irviz.core import passes
+from irviz.core.backend.build import build
+from irviz.core.backend.run import run_and_compare
+from irviz.core.frontend.capture import capture
+from irviz.core.frontend.importer import import_model
+from irviz.core.frontend.model_file import LoadedModel
+from irviz.core.session import Session
+
+
+def _check(module, *inputs):
+    loaded = LoadedModel(module=module.eval(), example_inputs=tuple(inputs), spec="m", name="m")
+    cap = capture(loaded)
+    s = Session(import_model(cap), cap)
+    s.set_pipeline(passes.get_pipeline("zero"))
+    assert s.run_to_end() is not None, s.error and s.error.user_message()
+    return run_and_compare(build(s.current.mod), loaded, repeats=1)
+
+
+def _bare_tvm_build_error(module, *inputs) -> str:
+    import tvm
+    from tvm.relax.frontend.torch import from_exported_program
+
+    mod = from_exported_program(torch.export.export(module.eval(), tuple(inputs)))
+    with pytest.raises(Exception) as ei:
+        tvm.compile(mod, "llvm")
+    return str(ei.value)
+
+
+class BoolMaskCompare(torch.nn.Module):
+    """XLM's and FlauBERT's attention: ``(mask == 0)`` on a bool mask, plus the other comparisons."""
+
+    def forward(self, x):
+        mask = x > 0
+        other = x.flip(-1) > 0
+        hit = (mask == 0) | (mask != other) | (mask < other) | (mask >= True)
+        both = torch.maximum(mask, other) & ~torch.minimum(mask, other)
+        return torch.where(hit, x, -x) + both.float()
+
+
+def test_comparisons_of_bool_tensors_build():
+    x = torch.randn(3, 8)
+    err = _bare_tvm_build_error(BoolMaskCompare(), x)
+    assert "Invalid operand types for FCmp" in err or "MatchesCode(DLDataTypeCode::kDLFloat)" in err
+    r = _check(BoolMaskCompare(), x)
+    assert r.allclose and r.max_abs_error == 0.0
+
+
+class ResizedRelativePositions(torch.nn.Module):
+    """SAM's relative positions resized with F.interpolate: the bilinear decomposition clamps its
+    int64 source indices with an upper bound only; and clamps of integers written directly."""
+
+    def __init__(self):
+        super().__init__()
+        self.rel_pos = torch.nn.Parameter(torch.randn(1, 8, 7))
+
+    def forward(self, x):
+        resized = torch.nn.functional.interpolate(self.rel_pos, size=13, mode="linear")
+        i = torch.arange(13) - 4
+        j = i.clamp(max=6) + i.clamp(min=-2) + torch.clamp(i, -3, 3) + i.clamp_max(5) + i.clamp_min(0)
+        return x @ resized[0] + j
+
+
+def test_one_sided_clamp_of_integers_legalizes():
+    x = torch.randn(2, 8)
+    err = _bare_tvm_build_error(ResizedRelativePositions(), x)
+    assert "Cannot convert infinity to BigInt" in err
+    r = _check(ResizedRelativePositions(), x)
+    assert r.allclose and r.max_abs_error < 1e-5
