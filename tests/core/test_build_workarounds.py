@@ -74,3 +74,27 @@ def test_one_sided_clamp_of_integers_legalizes():
     assert "Cannot convert infinity to BigInt" in err
     r = _check(ResizedRelativePositions(), x)
     assert r.allclose and r.max_abs_error < 1e-5
+
+
+class OverlappingChunks(torch.nn.Module):
+    """Longformer's _chunk: overlapping windows by as_strided over a transposed (non-contiguous)
+    tensor, the window stride half the chunk's."""
+
+    def forward(self, q):
+        x = q.transpose(0, 1)  # (heads, seq, d) view of (seq, heads, d)
+        x = x.reshape(x.size(0), x.size(1) // 4, 4, x.size(2))
+        size = list(x.size())
+        size[1] = size[1] * 2 - 1
+        stride = list(x.stride())
+        stride[1] //= 2
+        return x.as_strided(size=size, stride=stride) * 2 + x.as_strided((3, 2), (1, 3), 5).sum()
+
+
+def test_as_strided_with_overlapping_windows():
+    q = torch.randn(16, 3, 5)
+    from tvm.relax.frontend.torch import from_exported_program
+
+    with pytest.raises(Exception, match="as_strided with non-contiguous stride"):
+        from_exported_program(torch.export.export(OverlappingChunks(), (q,)))
+    r = _check(OverlappingChunks(), q)
+    assert r.allclose and r.max_abs_error < 1e-5

@@ -36,6 +36,8 @@ inputs go to TVM's own converter. TVM's installed files are never patched.
   integer tensor with one bound (SAM's resized relative positions): TVM 0.27 imports them right
   and fails to build or legalize them; ``irviz.core.frontend.lowering_converters`` writes them so
   it does not.
+* ``as_strided`` with strides that are not a reshape's (Longformer's overlapping chunks): a
+  ``take`` from the input's storage, ``irviz.core.frontend.strided_converters``.
 * ``full`` / ``full_like`` / ``fill.Scalar`` with an infinite or NaN value (the causal mask
   ``torch.full((n, n), float("-inf")).triu(1)``): TVM imports them as ``R.full``, whose
   legalization (TVM 0.27, ``topi.full``) tests ``"float" in dtype`` on a PrimType and fails with
@@ -54,6 +56,7 @@ from collections.abc import Callable
 from irviz.core.frontend.index_converter import convert_index_put as _index_put
 from irviz.core.frontend.index_converter import convert_index_tensor
 from irviz.core.frontend import lowering_converters
+from irviz.core.frontend.strided_converters import convert_as_strided
 from irviz.core.frontend import complex_converters as cx
 from irviz.core.frontend.expr_types import expr_dtype, fx_dtype
 from irviz.core.frontend import model_op_converters as model_ops
@@ -331,4 +334,6 @@ BUILTIN_CONVERTERS: dict[str, Callable] = {
         node, imp, _tvm_converter(imp, k)))(key) for key in ("add.Tensor", "sub.Tensor")},
     **{f"{name}.default": _make_float_function(f"{name}.default") for name in FLOAT_FUNCTIONS},
     **lowering_converters.converters(_tvm_converter),
+    "as_strided.default": lambda node, imp: convert_as_strided(
+        node, imp, _tvm_converter(imp, "as_strided.default")),
 }
