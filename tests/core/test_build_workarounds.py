@@ -98,3 +98,31 @@ def test_as_strided_with_overlapping_windows():
         from_exported_program(torch.export.export(OverlappingChunks(), (q,)))
     r = _check(OverlappingChunks(), q)
     assert r.allclose and r.max_abs_error < 1e-5
+
+
+class AxialColumns(torch.nn.Module):
+    """Reformer's axial positions: ``weight[:, :cols]`` with ``cols`` computed from
+    ``position_ids.max().item()`` and bounded by checks, so torch knows 1 <= cols <= 4."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(1, 4, 4, 8))
+
+    def forward(self, pos):
+        top = pos.max().item()
+        torch._check(top >= 0)
+        torch._check(top < 16)
+        cols = (top + 4) // 4
+        return torch.cat([self.w[:, :cols], self.w[:, -4:cols] * 2], -1).sum() + pos
+
+
+def test_slice_to_a_run_time_end_fuses():
+    pos = torch.arange(16)
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    mod = from_exported_program(torch.export.export(AxialColumns(), (pos,), strict=False))
+    with pytest.raises(Exception, match="prim.if_then_else"):
+        relax.get_pipeline("zero")(mod)
+    r = _check(AxialColumns(), pos)
+    assert r.allclose and r.max_abs_error < 1e-4
