@@ -148,6 +148,11 @@ def _check(args, out) -> int:
                "tvm_ms": None, "torch_ms": None, "reliable": None, "reason": None,
                "threads": None, "build_seconds": None, "reference": None, "func": args.func, "verdict": None, "not_comparable": None}
     ws = open_workspace(args, failure, log)
+    if ws is None and failure.stage == "capture" and not getattr(args, "no_weights", False) \
+            and getattr(args, "capture", None) in (None, "export"):
+        from irviz.cli_graph_breaks import check_graph_breaks
+
+        check_graph_breaks(args, failure, summary, log)
     summary["structure_only"] = bool(ws is not None and ws.structure_only)
     if summary["structure_only"] and failure.stage is None:
         _build_only(ws, args, failure, summary, log)
