@@ -239,6 +239,14 @@ def _first_line(text: str, width: int = 160) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
+def _reason(error: str) -> str:
+    """A capture error's list of attempts ("... tried:") as its first attempt, on one line."""
+    lines = [ln.strip() for ln in error.splitlines() if ln.strip()]
+    if len(lines) > 1 and lines[0].endswith("tried:"):
+        return f"{lines[0]} {lines[1]}"
+    return error
+
+
 def _run(cmd, env, timeout):
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
@@ -277,7 +285,7 @@ def run_type(model_type: str, timeout: float, keep: Path | None) -> dict:
                 row["irviz"] = {"status": "PASS"}
             else:
                 row["irviz"] = {"status": "FAIL", "stage": s.get("failed_stage"),
-                                "reason": _first_line(s.get("error") or "")}
+                                "reason": _first_line(_reason(s.get("error") or ""))}
             notes = s.get("capture_notes") or [  # no session (a later stage failed): the log's
                 ln[9:] for ln in p.stdout.splitlines() if ln.startswith("note     captured with")]
             if notes:  # "captured with X (...)": the fallback that captured it
