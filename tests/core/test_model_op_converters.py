@@ -100,6 +100,20 @@ class MaskedFill2D(torch.nn.Module):
         return y + z, g
 
 
+class MixedMasks(torch.nn.Module):
+    """ViLT's attention mask: a float text mask and an int64 image mask concatenated."""
+
+    def forward(self, text_mask, image_mask):
+        return torch.cat([text_mask, image_mask], dim=1) * 2
+
+
+def test_cat_of_mixed_dtypes_promotes():
+    text, image = torch.rand(1, 4), torch.ones(1, 3, dtype=torch.int64)
+    assert "same dtype" in _bare_tvm_error(MixedMasks(), text, image)
+    r = _check(MixedMasks(), text, image)
+    assert r.allclose and r.max_abs_error == 0.0
+
+
 def test_index_put_with_a_mask_over_two_axes():
     x, h = torch.randn(3, 4), torch.randn(3, 4, 2)
     r = _check(MaskedFill2D(), x, h)

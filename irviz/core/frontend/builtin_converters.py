@@ -8,7 +8,9 @@ inputs go to TVM's own converter. TVM's installed files are never patched.
   transformers KV cache relies on: ``DynamicCache`` starts from ``torch.tensor([])`` and cats the
   4-D keys/values onto it).  Relax's ``concat`` requires operands of equal rank and rejects it
   ("Concat expects all input tensors to have same ndim").  The converter drops those empty 1-D
-  operands, then emits ``R.concat`` as TVM would (or the only operand left, unchanged).
+  operands, then emits ``R.concat`` as TVM would (or the only operand left, unchanged).  Operands
+  of different dtypes (ViLT concatenates a float mask with an int64 one) are cast to torch's
+  promoted dtype first; Relax requires one dtype.
 * ``arange`` with a negative step, ``unfold``, ``split_with_sizes`` with run-time sizes, ``amax`` /
   ``amin``, unsorted ``topk`` and ``scatter_reduce``: ``irviz.core.frontend.model_op_converters``.
 * ``add`` / ``sub`` / ``mul`` of a run-time size with a fixed one: ``model_op_converters``.
@@ -115,6 +117,10 @@ def convert_cat(node, importer):
     keep = [v for a, v in zip(fx_tensors, values) if not _is_empty_1d(a, v)]
     if not keep:  # all empty: nothing to skip in favour of; let Relax decide
         keep = list(values)
+    dtype = fx_dtype(node)  # torch promotes mixed dtypes (ViLT's float and int64 masks)
+    if dtype and any(expr_dtype(v) not in ("", dtype) for v in keep):
+        keep = [v if expr_dtype(v) in ("", dtype) else importer.block_builder.emit(relax.op.astype(v, dtype))
+                for v in keep]
     if len(keep) == 1:
         return keep[0]
     return importer.block_builder.emit(relax.op.concat(keep, axis=axis))
