@@ -52,3 +52,17 @@ def test_check_falls_back_to_graph_breaks(tmp_path):
     assert len(graphs) == 2  # the linear and sums before the sort, the rest after
     assert all(g["ok"] and g["allclose"] and g["fx_nodes"] for g in graphs)
     assert summary["max_abs_error"] < 1e-5 and summary["verdict"] == f"matches in {len(graphs)} graphs"
+
+
+def test_a_graph_that_does_not_import_is_named(tmp_path):
+    model = tmp_path / "sorted_erfinv.py"
+    model.write_text(SORTED_ROWS.replace("return self.b(y[order]).relu()",
+                                         "return torch.special.erfinv(self.b(y[order]).tanh() * 0.5)"))
+    out = tmp_path / "check.json"
+    code = main(["check", str(model), "--json", str(out), "--repeats", "1"])
+    summary = json.loads(out.read_text())
+    assert code == 1 and not summary["ok"] and summary["capture"] == "graph breaks"
+    first, second = summary["graph_breaks"]
+    assert first["ok"] and not second["ok"] and second["failed_stage"] == "import"
+    assert summary["failed_stage"] == "import"
+    assert summary["error"].startswith("graph 2 of 2 (graph breaks): ") and "erfinv" in summary["error"]
