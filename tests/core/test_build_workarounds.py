@@ -41,6 +41,7 @@ class BoolMaskCompare(torch.nn.Module):
         mask = x > 0
         other = x.flip(-1) > 0
         hit = (mask == 0) | (mask != other) | (mask < other) | (mask >= True)
+        hit = hit ^ (mask == 0.5)  # all False in torch, which compares in float
         both = torch.maximum(mask, other) & ~torch.minimum(mask, other)
         return torch.where(hit, x, -x) + both.float()
 

@@ -7,7 +7,7 @@ written so that legalization and code generation accept them.
   module verification failed: Invalid operand types for FCmp instruction"); ``less`` / ``greater``
   / ``maximum`` / ``minimum`` on bool fail the check ``t.MatchesCode(kDLFloat)``.  XLM and FlauBERT
   build their attention mask with ``(mask == 0)`` on a bool mask.  The converters cast bool tensor
-  operands to int32 (bool scalars become 0 / 1, integer scalars keep their value) and give them to
+  operands to int32 (float32 against a float scalar; bool scalars become 0 / 1) and give them to
   TVM's own converter, whose result is bool for a comparison; ``maximum`` / ``minimum`` of two
   bools are cast back to bool.
 * ``clamp`` **of an integer tensor with one bound** (``F.interpolate``'s bilinear decomposition
@@ -36,9 +36,11 @@ def _make_bool_operands(key: str, tvm_converter):
         convert = tvm_converter(importer, key)
         if not bools:
             return convert(node)
+        # against a float scalar torch compares in float (mask == 0.5 is False everywhere)
+        to = "float32" if any(isinstance(a, float) for a in node.args[:2]) else "int32"
         saved = {a: importer.env[a] for a in bools}
         for a in bools:
-            importer.env[a] = importer.block_builder.emit(relax.op.astype(saved[a], "int32"))
+            importer.env[a] = importer.block_builder.emit(relax.op.astype(saved[a], to))
         try:
             out = convert(node)
         finally:

@@ -53,6 +53,7 @@ def convert_select_int(node, importer):
         mode = "wrap"
     return importer.block_builder.emit(relax.op.take(x, relax.const(index, "int64"), dim, mode=mode))
 
+
 def _range(arg):
     """(lowest, highest) torch allows for an int or SymInt fx argument (None where unbounded)."""
     if isinstance(arg, int):
@@ -85,6 +86,8 @@ def convert_slice_tensor(node, importer):
         start = max(start + size, 0)
     if isinstance(end, int) and end < 0:
         end = max(end + size, 0)
+    if isinstance(end, int):  # torch clamps a fixed end past the dimension (x[u:] exports as u:maxsize)
+        end = min(end, size)
     (start_lo, start_hi), (end_lo, end_hi) = _range(start), _range(end)
     if None in (start_lo, start_hi, end_lo, end_hi) or start_lo < 0 or end_hi > size or start_hi > end_lo:
         return _tvm_converter(importer, "slice.Tensor")(node)
