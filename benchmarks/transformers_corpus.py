@@ -64,7 +64,30 @@ def _shrink_dict(d: dict, depth=0) -> dict:
         elif key in SMALL and isinstance(value, int) and not isinstance(value, bool):
             value = SMALL[key]
         out[key] = value
-    return out
+    return _per_layer(out)
+
+
+PER_LAYER = ("layer_types", "no_rope_layers", "attn_layers", "mlp_layer_types", "layers_block_type")
+
+
+def _per_layer(d: dict) -> dict:
+    """Per-layer lists cut to the shrunk layer count; Reformer's axial positions fitted to the
+    hidden size and the sequence (their sizes must sum / multiply to them)."""
+    layers = d.get("num_hidden_layers")
+    if isinstance(layers, int):
+        for key in PER_LAYER:
+            if isinstance(d.get(key), list) and len(d[key]) > layers:
+                d[key] = d[key][:layers]
+        if isinstance(d.get("moe_layers"), list):
+            d["moe_layers"] = [i for i in d["moe_layers"] if isinstance(i, int) and i < layers]
+    if "axial_pos_embds_dim" in d and isinstance(d.get("hidden_size"), int):
+        half = d["hidden_size"] // 2
+        d["axial_pos_embds_dim"] = [half, d["hidden_size"] - half]
+        d["axial_pos_shape"] = [4, SEQ // 4]
+        for key in ("local_attn_chunk_length", "lsh_attn_chunk_length"):
+            if key in d:
+                d[key] = 8
+    return d
 
 
 def _shrink(cfg):
@@ -216,6 +239,14 @@ def _first_line(text: str, width: int = 160) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
+def _reason(error: str) -> str:
+    """A capture error's list of attempts ("... tried:") as its first attempt, on one line."""
+    lines = [ln.strip() for ln in error.splitlines() if ln.strip()]
+    if len(lines) > 1 and lines[0].endswith("tried:"):
+        return f"{lines[0]} {lines[1]}"
+    return error
+
+
 def _run(cmd, env, timeout):
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
@@ -254,7 +285,7 @@ def run_type(model_type: str, timeout: float, keep: Path | None) -> dict:
                 row["irviz"] = {"status": "PASS"}
             else:
                 row["irviz"] = {"status": "FAIL", "stage": s.get("failed_stage"),
-                                "reason": _first_line(s.get("error") or "")}
+                                "reason": _first_line(_reason(s.get("error") or ""))}
             notes = s.get("capture_notes") or [  # no session (a later stage failed): the log's
                 ln[9:] for ln in p.stdout.splitlines() if ln.startswith("note     captured with")]
             if notes:  # "captured with X (...)": the fallback that captured it

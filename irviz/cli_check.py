@@ -276,6 +276,11 @@ def _check(args, out) -> int:
                "threads": None, "build_seconds": None, "reference": None, "func": args.func, "verdict": None,
                "not_comparable": None, "estimated_ms": None}
     ws = open_workspace(args, failure, log)
+    if ws is None and failure.stage == "capture" and not getattr(args, "no_weights", False) \
+            and getattr(args, "capture", None) in (None, "export"):
+        from irviz.cli_graph_breaks import check_graph_breaks
+
+        check_graph_breaks(args, failure, summary, log)
     summary["structure_only"] = bool(ws is not None and ws.structure_only)
     summary.update(ran=False, not_run_reason=None)
     not_run = ws.not_run_reason() if ws is not None and failure.stage is None else None

@@ -85,6 +85,41 @@ def test_index_and_index_put_with_bool_masks():
     assert r.allclose and r.max_abs_error < 1e-5
 
 
+class MaskedFill2D(torch.nn.Module):
+    """Longformer's writes through a mask over two axes: one value, one value per element, and a
+    2-D mask over a 3-D tensor (the last axis written whole)."""
+
+    def forward(self, x, h):
+        mask = x > 0
+        y = x.clone()
+        y[mask] = -1.0
+        z = x.clone()
+        z[mask] = x[mask] * 3
+        g = h.clone()
+        g[mask] = h[mask] + 1
+        return y + z, g
+
+
+class MixedMasks(torch.nn.Module):
+    """ViLT's attention mask: a float text mask and an int64 image mask concatenated."""
+
+    def forward(self, text_mask, image_mask):
+        return torch.cat([text_mask, image_mask], dim=1) * 2
+
+
+def test_cat_of_mixed_dtypes_promotes():
+    text, image = torch.rand(1, 4), torch.ones(1, 3, dtype=torch.int64)
+    assert "same dtype" in _bare_tvm_error(MixedMasks(), text, image)
+    r = _check(MixedMasks(), text, image)
+    assert r.allclose and r.max_abs_error == 0.0
+
+
+def test_index_put_with_a_mask_over_two_axes():
+    x, h = torch.randn(3, 4), torch.randn(3, 4, 2)
+    r = _check(MaskedFill2D(), x, h)
+    assert r.allclose and r.max_abs_error < 1e-5
+
+
 # --------------------------------------------------------------------------------------------
 # shapes: arange with a negative step, unfold, split with run-time sizes
 

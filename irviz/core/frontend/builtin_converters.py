@@ -8,7 +8,9 @@ inputs go to TVM's own converter. TVM's installed files are never patched.
   transformers KV cache relies on: ``DynamicCache`` starts from ``torch.tensor([])`` and cats the
   4-D keys/values onto it).  Relax's ``concat`` requires operands of equal rank and rejects it
   ("Concat expects all input tensors to have same ndim").  The converter drops those empty 1-D
-  operands, then emits ``R.concat`` as TVM would (or the only operand left, unchanged).
+  operands, then emits ``R.concat`` as TVM would (or the only operand left, unchanged).  Operands
+  of different dtypes (ViLT concatenates a float mask with an int64 one) are cast to torch's
+  promoted dtype first; Relax requires one dtype.
 * ``arange`` with a negative step, ``unfold``, ``split_with_sizes`` with run-time sizes, ``amax`` /
   ``amin``, unsorted ``topk`` and ``scatter_reduce``: ``irviz.core.frontend.model_op_converters``.
 * ``add`` / ``sub`` / ``mul`` of a run-time size with a fixed one: ``model_op_converters``.
@@ -32,6 +34,12 @@ inputs go to TVM's own converter. TVM's installed files are never patched.
   tokens per expert with it.
 * ``grouped_mm_fallback.default`` (transformers' own op for mixture-of-experts, no TVM converter):
   rows ``offs[i-1]:offs[i]`` of the input times ``weight[i]``; rows past ``offs[-1]`` are zero.
+* comparisons and ``maximum`` / ``minimum`` of bool tensors (XLM's ``mask == 0``), ``clamp`` of an
+  integer tensor with one bound (SAM's resized relative positions): TVM 0.27 imports them right
+  and fails to build or legalize them; ``irviz.core.frontend.lowering_converters`` writes them so
+  it does not.
+* ``as_strided`` with strides that are not a reshape's (Longformer's overlapping chunks): a
+  ``take`` from the input's storage, ``irviz.core.frontend.strided_converters``.
 * ``full`` / ``full_like`` / ``fill.Scalar`` with an infinite or NaN value (the causal mask
   ``torch.full((n, n), float("-inf")).triu(1)``): TVM imports them as ``R.full``, whose
   legalization (TVM 0.27, ``topi.full``) tests ``"float" in dtype`` on a PrimType and fails with
@@ -49,6 +57,8 @@ from collections.abc import Callable
 
 from irviz.core.frontend.index_converter import convert_index_put as _index_put
 from irviz.core.frontend.index_converter import convert_index_tensor
+from irviz.core.frontend import lowering_converters
+from irviz.core.frontend.strided_converters import convert_as_strided
 from irviz.core.frontend import complex_converters as cx
 from irviz.core.frontend.expr_types import expr_dtype, fx_dtype
 from irviz.core.frontend import model_op_converters as model_ops
@@ -107,6 +117,10 @@ def convert_cat(node, importer):
     keep = [v for a, v in zip(fx_tensors, values) if not _is_empty_1d(a, v)]
     if not keep:  # all empty: nothing to skip in favour of; let Relax decide
         keep = list(values)
+    dtype = fx_dtype(node)  # torch promotes mixed dtypes (ViLT's float and int64 masks)
+    if dtype and any(expr_dtype(v) not in ("", dtype) for v in keep):
+        keep = [v if expr_dtype(v) in ("", dtype) else importer.block_builder.emit(relax.op.astype(v, dtype))
+                for v in keep]
     if len(keep) == 1:
         return keep[0]
     return importer.block_builder.emit(relax.op.concat(keep, axis=axis))
@@ -325,4 +339,7 @@ BUILTIN_CONVERTERS: dict[str, Callable] = {
     **{key: (lambda k: lambda node, imp: model_ops.align_broadcast_operands(
         node, imp, _tvm_converter(imp, k)))(key) for key in ("add.Tensor", "sub.Tensor")},
     **{f"{name}.default": _make_float_function(f"{name}.default") for name in FLOAT_FUNCTIONS},
+    **lowering_converters.converters(_tvm_converter),
+    "as_strided.default": lambda node, imp: convert_as_strided(
+        node, imp, _tvm_converter(imp, "as_strided.default")),
 }

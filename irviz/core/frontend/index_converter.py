@@ -160,8 +160,6 @@ def convert_index_put(node, importer, tvm_converter):
     A mask becomes the integer indices of its nonzero() (the same ones ``x[mask]`` used); the
     axes after the indexed ones get aranges, as Relax's index_put wants an index per axis.  The
     rest is TVM's converter."""
-    from tvm import relax
-
     fx_indices = list(node.args[1])
     values = [None if i is None else importer.env[i] for i in fx_indices]
     rank = len(expr_shape(importer.env[node.args[0]]))
@@ -178,6 +176,17 @@ def convert_index_put(node, importer, tvm_converter):
         raise NotImplementedError("index_put with a bool mask after a sliced axis (x[:, mask] = v)")
     data = importer.env[node.args[0]]
     bb = importer.block_builder
+    update = importer.env[node.args[2]]
+    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+    if masks and len(expanded) > 1 and all(v is not None and _is_mask(v) for v in values):
+        return _put_linearized(bb, data, expanded, update, bool(accumulate))
+    return _put(bb, data, expanded, update, bool(accumulate))
+
+
+def _put(bb, data, expanded, update, accumulate: bool):
+    """index_put with the leading axes indexed by `expanded` and an arange for each trailing one."""
+    from tvm import relax
+
     shape = expr_shape(data)
     trailing = shape[len(expanded):]
     if trailing:  # Relax's index_put wants an index per axis: the trailing ones are aranges
@@ -191,9 +200,34 @@ def convert_index_put(node, importer, tvm_converter):
         for j, d in enumerate(trailing):
             arange = relax.op.arange(relax.prim_value(0), d, relax.prim_value(1), "int64")
             expanded.append(bb.emit(relax.op.reshape(arange, [1] * (nb + j) + [d] + [1] * (m - j - 1))))
-    update = importer.env[node.args[2]]
-    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
     if expr_dtype(update) != expr_dtype(data):
         update = bb.emit(relax.op.astype(update, expr_dtype(data)))
-    return bb.emit(
-        relax.op.index_put(data, relax.Tuple(expanded), update, bool(accumulate)))
+    return bb.emit(relax.op.index_put(data, relax.Tuple(expanded), update, accumulate))
+
+
+def _put_linearized(bb, data, indices, update, accumulate: bool):
+    """index_put through one flat index over the masked axes.
+
+    ``out[mask] = v`` with a mask over k > 1 axes gives k index tensors of the same run-time
+    length, and TVM 0.27's index_put legalization compares index sizes as constants only
+    ("Cannot broadcast index shapes: [(mask_count,), (mask_count,)]").  The data is reshaped to
+    (elements of the masked axes, *trailing axes) for the put and back after; a mask's indices
+    are never negative."""
+    from tvm import relax
+
+    shape = expr_shape(data)
+    k = len(indices)
+    flat, stride, leading = indices[-1], 1, shape[k - 1]
+    for j in range(k - 2, -1, -1):
+        stride = stride * shape[j + 1]
+        leading = leading * shape[j]
+        if _static(stride) is None:
+            raise NotImplementedError("index_put with a bool mask over axes of run-time size")
+        flat = relax.op.add(flat, relax.op.multiply(indices[j], relax.const(int(stride), "int64")))
+    flat = bb.emit(flat)
+    trailing = list(shape[k:])
+    flat_data = bb.emit(relax.op.reshape(data, [leading] + trailing))
+    if len(expr_shape(update)) > 1 + len(trailing):  # a value per element: flatten it alike
+        update = bb.emit(relax.op.reshape(update, [-1] + trailing))
+    out = _put(bb, flat_data, [flat], update, accumulate)
+    return bb.emit(relax.op.reshape(out, shape))

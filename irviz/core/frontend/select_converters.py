@@ -1,4 +1,6 @@
-"""``aten.select.int`` with a negative index, counted from the end as torch does.
+"""``aten.select.int`` with a negative index, and ``aten.slice.Tensor`` with a run-time end.
+
+``select.int`` with a negative index counts from the end as torch does:
 
 ``x[:, -1]`` (the last-token pooling of SigLIP's and CLIP-like text towers) exports as
 ``aten.select.int(x, 1, -1)``.  TVM 0.27 imports it as ``R.take(x, R.const(-1), axis=1)`` in take's
@@ -7,6 +9,14 @@ default "fast" mode, which reads the element *before* the tensor: whatever memor
 when there are out-of-bounds indices".  The converter adds the dimension's size to a negative
 index when the size is known, and otherwise asks take to wrap the index, which for
 ``-size <= index < 0`` is torch's rule.
+
+``slice.Tensor`` whose start or end is a run-time value (Reformer's axial positions,
+``weight[:, :cols]`` with ``cols`` from ``position_ids.max().item()``): TVM's converter emits a
+``strided_slice`` that clamps the bounds, so the result's size is a ``T.if_then_else`` expression
+(negative bounds count from the end), and TVM 0.27's FuseOps fails on it ("Cannot find the
+FInferType attribute registered to op: prim.if_then_else").  Where torch's value ranges for the
+bounds show them inside the dimension (``0 <= start <= end <= size``), no clamping can apply and
+the converter asks for an in-bound slice, whose size is ``end - start``.
 """
 from __future__ import annotations
 
@@ -43,4 +53,52 @@ def convert_select_int(node, importer):
         mode = "wrap"
     return importer.block_builder.emit(relax.op.take(x, relax.const(index, "int64"), dim, mode=mode))
 
-CONVERTERS = {"select.int": convert_select_int}
+
+def _range(arg):
+    """(lowest, highest) torch allows for an int or SymInt fx argument (None where unbounded)."""
+    if isinstance(arg, int):
+        return arg, arg
+    val = arg.meta.get("val") if hasattr(arg, "meta") else None
+    node = getattr(val, "node", None)
+    try:
+        vr = node.shape_env.bound_sympy(node.expr)
+        lo, hi = vr.lower, vr.upper
+        return (int(lo) if lo.is_finite else None), (int(hi) if hi.is_finite else None)
+    except Exception:  # not a SymInt torch can bound
+        return None, None
+
+
+def convert_slice_tensor(node, importer):
+    """aten.slice.Tensor with run-time bounds known to lie inside the dimension (docstring)."""
+    from tvm import relax
+
+    args = list(node.args) + [None] * (5 - len(node.args))
+    src, dim, start, end, step = args[:5]
+    dim = 0 if dim is None else dim
+    start = 0 if start is None else start
+    step = 1 if step is None else step
+    size = _dim_size(node, dim)
+    if (isinstance(start, int) and (end is None or isinstance(end, int))) or not isinstance(step, int) \
+            or step < 1 or size is None:
+        return _tvm_converter(importer, "slice.Tensor")(node)
+    end = size if end is None else end
+    if isinstance(start, int) and start < 0:  # a fixed bound counted from the end
+        start = max(start + size, 0)
+    if isinstance(end, int) and end < 0:
+        end = max(end + size, 0)
+    if isinstance(end, int):  # torch clamps a fixed end past the dimension (x[u:] exports as u:maxsize)
+        end = min(end, size)
+    (start_lo, start_hi), (end_lo, end_hi) = _range(start), _range(end)
+    if None in (start_lo, start_hi, end_lo, end_hi) or start_lo < 0 or end_hi > size or start_hi > end_lo:
+        return _tvm_converter(importer, "slice.Tensor")(node)
+    x = importer.env[src]
+    if dim < 0:
+        dim += len(node.args[0].meta["val"].shape)
+    begin = importer.env[start] if hasattr(start, "meta") else start
+    stop = importer.env[end] if hasattr(end, "meta") else end
+    begin, stop = (getattr(v, "value", v) for v in (begin, stop))  # PrimValue -> its PrimExpr
+    return importer.block_builder.emit(
+        relax.op.strided_slice(x, [dim], [begin], [stop], [step], assume_inbound=True))
+
+
+CONVERTERS = {"select.int": convert_select_int, "slice.Tensor": convert_slice_tensor}

@@ -1,0 +1,68 @@
+"""`irviz check` on a model that neither torch.export nor irviz's other fallbacks capture: each
+graph torch.compile cuts it into at its graph breaks is imported, built and compared on its own."""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+pytest.importorskip("tvm")
+
+from irviz.cli import main
+
+SORTED_ROWS = textwrap.dedent('''
+    import torch
+
+
+    class SortedRows(torch.nn.Module):
+        """Rows reordered by a Python sort of their sums: no capture traces it whole (draft
+        export guesses the comparisons; one order in 8! is eager torch's)."""
+
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.a = torch.nn.Linear(4, 4)
+            self.b = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.a(x)
+            sums = y.sum(1).tolist()
+            order = sorted(range(len(sums)), key=sums.__getitem__)
+            return self.b(y[order]).relu()
+
+
+    def get_model():
+        return SortedRows().eval(), (torch.randn(8, 4),)
+''')
+
+
+def test_check_falls_back_to_graph_breaks(tmp_path):
+    model = tmp_path / "sorted_rows.py"
+    model.write_text(SORTED_ROWS)
+    out = tmp_path / "check.json"
+    code = main(["check", str(model), "--json", str(out), "--repeats", "1"])
+    summary = json.loads(out.read_text())
+    assert code == 0, summary
+    assert summary["ok"] and summary["capture"] == "graph breaks"
+    note = summary["capture_notes"][0]
+    assert note.startswith("captured with graph breaks as separate subgraphs")
+    assert "torch.export (non-strict)" in note and "symbolic_trace" in note  # what failed first
+    graphs = summary["graph_breaks"]
+    assert len(graphs) == 2  # the linear and sums before the sort, the rest after
+    assert all(g["ok"] and g["allclose"] and g["fx_nodes"] for g in graphs)
+    assert summary["max_abs_error"] < 1e-5 and summary["verdict"] == f"matches in {len(graphs)} graphs"
+
+
+def test_a_graph_that_does_not_import_is_named(tmp_path):
+    model = tmp_path / "sorted_erfinv.py"
+    model.write_text(SORTED_ROWS.replace("return self.b(y[order]).relu()",
+                                         "return torch.special.erfinv(self.b(y[order]).tanh() * 0.5)"))
+    out = tmp_path / "check.json"
+    code = main(["check", str(model), "--json", str(out), "--repeats", "1"])
+    summary = json.loads(out.read_text())
+    assert code == 1 and not summary["ok"] and summary["capture"] == "graph breaks"
+    first, second = summary["graph_breaks"]
+    assert first["ok"] and not second["ok"] and second["failed_stage"] == "import"
+    assert summary["failed_stage"] == "import"
+    assert summary["error"].startswith("graph 2 of 2 (graph breaks): ") and "erfinv" in summary["error"]
