@@ -275,12 +275,18 @@ def _check(args, out) -> int:
                "tvm_ms": None, "torch_ms": None, "reliable": None, "reason": None,
                "threads": None, "build_seconds": None, "reference": None, "func": args.func, "verdict": None,
                "not_comparable": None, "estimated_ms": None}
+    graph_breaks = not getattr(args, "no_weights", False) and getattr(args, "capture", None) in (None, "export")
+    if graph_breaks:  # "capture failed" is said only if the graph-break fallback fails too
+        failure.held.add("capture")
     ws = open_workspace(args, failure, log)
-    if ws is None and failure.stage == "capture" and not getattr(args, "no_weights", False) \
-            and getattr(args, "capture", None) in (None, "export"):
+    failure.held.clear()
+    if ws is None and failure.stage == "capture" and graph_breaks:
         from irviz.cli_graph_breaks import check_graph_breaks
 
         check_graph_breaks(args, failure, summary, log)
+        failure.report()
+    elif ws is None and failure.stage == "capture":
+        failure.report()
     summary["structure_only"] = bool(ws is not None and ws.structure_only)
     summary.update(ran=False, not_run_reason=None)
     not_run = ws.not_run_reason() if ws is not None and failure.stage is None else None

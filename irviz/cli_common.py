@@ -84,15 +84,22 @@ class Failure:
         self.verbose = verbose
         self.stage: str | None = None
         self.error: str | None = None
+        # stages a fallback may still rescue: their failure is printed by `report`, once settled
+        self.held: set[str] = set()
 
     def record(self, stage: str, exc: BaseException) -> None:
         # an IrvizError knows its stage; anything else failed in the stage that was running
         self.stage = (exc.stage if isinstance(exc, IrvizError) else None) or stage
         self.error = exc.user_message() if isinstance(exc, IrvizError) else f"{type(exc).__name__}: {exc}"
-        print(f"irviz: {self.stage} failed: {self.error}", file=sys.stderr)
+        if self.stage not in self.held:
+            self.report()
         if self.verbose:
             print(getattr(exc, "detail", None) or "".join(traceback.format_exception(exc)),
                   file=sys.stderr)
+
+    def report(self) -> None:
+        if self.stage is not None:
+            print(f"irviz: {self.stage} failed: {self.error}", file=sys.stderr)
 
     def mismatch(self, error: str) -> None:
         self.stage, self.error = "compare", error

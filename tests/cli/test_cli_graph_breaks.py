@@ -37,7 +37,7 @@ SORTED_ROWS = textwrap.dedent('''
 ''')
 
 
-def test_check_falls_back_to_graph_breaks(tmp_path):
+def test_check_falls_back_to_graph_breaks(tmp_path, capsys):
     model = tmp_path / "sorted_rows.py"
     model.write_text(SORTED_ROWS)
     out = tmp_path / "check.json"
@@ -52,9 +52,10 @@ def test_check_falls_back_to_graph_breaks(tmp_path):
     assert len(graphs) == 2  # the linear and sums before the sort, the rest after
     assert all(g["ok"] and g["allclose"] and g["fx_nodes"] for g in graphs)
     assert summary["max_abs_error"] < 1e-5 and summary["verdict"] == f"matches in {len(graphs)} graphs"
+    assert "failed" not in capsys.readouterr().err  # a capture the fallback rescued is no failure
 
 
-def test_a_graph_that_does_not_import_is_named(tmp_path):
+def test_a_graph_that_does_not_import_is_named(tmp_path, capsys):
     model = tmp_path / "sorted_erfinv.py"
     model.write_text(SORTED_ROWS.replace("return self.b(y[order]).relu()",
                                          "return torch.special.erfinv(self.b(y[order]).tanh() * 0.5)"))
@@ -66,3 +67,5 @@ def test_a_graph_that_does_not_import_is_named(tmp_path):
     assert first["ok"] and not second["ok"] and second["failed_stage"] == "import"
     assert summary["failed_stage"] == "import"
     assert summary["error"].startswith("graph 2 of 2 (graph breaks): ") and "erfinv" in summary["error"]
+    err = capsys.readouterr().err
+    assert "irviz: import failed: graph 2 of 2" in err and "capture failed" not in err
