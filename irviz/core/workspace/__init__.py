@@ -27,6 +27,7 @@ from irviz.core.backend.timing import tune_seconds
 from irviz.core.errors import IRImportError, IrvizError, RequestError, RunError
 from irviz.core.export import step_files
 from irviz.core.frontend.converters import load_converter_file
+from irviz.core.passes import reporting_progress
 from irviz.core.tuning.decision_cache import set_cache_enabled
 from irviz.core.workspace.results import Results
 
@@ -542,11 +543,15 @@ class Workspace(Results):
                 for note in st.notes:
                     self.log(f"     {note}")
 
+        def in_pass(text, fraction=None):  # a long pass's own progress (MetaScheduleTune, per kernel)
+            self.progress(text, fraction, pass_name=self.session.pipeline[0].name if self.session.pipeline else None)
+
         self.stage = "pipeline"
         unsubscribe = self.session.subscribe(on_event)
         t, tuned = time.perf_counter(), tune_seconds()
         try:
-            yield
+            with reporting_progress(in_pass):
+                yield
         finally:
             unsubscribe()
             self._add_seconds("pipeline", time.perf_counter() - t)
