@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -303,6 +304,8 @@ def rpc_runner(address: str, key: str, timeout_sec: int = 30):
     if not key:
         raise PassError("--rpc needs --key: the key the boards registered with (rpc_server --key)")
     try:
+        # TVM's own connect retries for a minute: a tracker that is not there says so at once
+        socket.create_connection((host, int(port)), timeout=5).close()
         summary = rpc.connect_tracker(host, int(port)).summary()
     except Exception as exc:  # refused, unreachable, not a tracker
         raise PassError(f"cannot reach the RPC tracker at {host}:{port}: {str(exc).strip().splitlines()[-1]}",
