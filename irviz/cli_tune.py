@@ -3,6 +3,7 @@ TVM RPC tracker (``core.tuning.meta_schedule``)."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
@@ -55,28 +56,37 @@ def run_tune(args) -> int:
     target = ms_tuning.tuning_target(ws.session.target if not args.target else _target(args.target))
     db = args.db or str(ms_tuning.default_db_dir(target))
     mod = ws.session.current.mod
+    sources = _unscheduled(ws.session)
     t0 = time.perf_counter()
 
     def progress(text, fraction):
         print(f"tune     {_bar(round(100 * (fraction or 0)), 100)} {text}", flush=True)
 
     print(f"database {db}")
+    interrupted = []
+
+    def on_sigint(signum, frame):
+        # raised inside TVM's search, a KeyboardInterrupt comes back as a bare RuntimeError: the flag
+        # says what it was
+        interrupted.append(True)
+        raise KeyboardInterrupt
+
+    old_handler = signal.signal(signal.SIGINT, on_sigint)
     try:
         _, reports = ms_tuning.tune_module(mod, target, db, args.trials,
                                            kernels=[k for k in args.kernels.split(",") if k.strip()],
-                                           top=args.top, runner=runner, progress=progress)
-    except KeyboardInterrupt:
-        print(f"irviz: tune interrupted after {time.perf_counter() - t0:.0f} s; what was measured is in "
-              f"{db} (a rerun with the same --db continues from it)", file=sys.stderr)
-        return 130
-    except IrvizError as exc:
+                                           top=args.top, runner=runner, progress=progress,
+                                           sources=sources)
+    except (Exception, KeyboardInterrupt) as exc:  # a board that died mid-run, Ctrl-C: the database stays
+        if interrupted or isinstance(exc, KeyboardInterrupt):
+            print(f"irviz: tune interrupted after {time.perf_counter() - t0:.0f} s; what was measured is "
+                  f"in {db} (a rerun with the same --db continues from it)", file=sys.stderr)
+            return 130
         failure.record("tune", exc)
         print(f"the database at {db} keeps what was measured", file=sys.stderr)
         return 1
-    except Exception as exc:  # TVM's own failure mid-run (a board that died): said, database kept
-        failure.record("tune", exc)
-        print(f"the database at {db} keeps what was measured", file=sys.stderr)
-        return 1
+    finally:
+        signal.signal(signal.SIGINT, old_handler)
     print(f"{'kernel':32} {'before ms':>10} {'after ms':>10} {'best in db':>10}  measured  result")
     for rep in reports:
         verdict = "MetaSchedule's" if rep.get("applied") else "rules' kept"
@@ -94,3 +104,16 @@ def _target(text):
     from irviz.core.target import resolve_target
 
     return resolve_target(text)
+
+
+def _unscheduled(session) -> dict:
+    """Each kernel as it was before the first CPU schedule rule of the pipeline (MetaSchedule's
+    rules expect plain loops); {} when the pipeline has none."""
+    from tvm import tirx
+
+    steps = session.pass_steps()
+    first = next((i for i, st in enumerate(steps) if st.pass_name.startswith("CPU")), None)
+    if first is None:
+        return {}
+    before = (session.steps[session.n_schedule] if first == 0 else steps[first - 1]).mod
+    return {g.name_hint: f for g, f in before.functions.items() if isinstance(f, tirx.PrimFunc)}

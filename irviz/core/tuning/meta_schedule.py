@@ -236,9 +236,13 @@ Progress = Callable[[str, float], None]
 
 
 def tune_module(mod, target, db_path, trials: int, kernels=(), top: int = DEFAULT_TOP, runner="local",
-                progress: Progress | None = None, tune: bool = True) -> tuple[tvm.IRModule, list[dict]]:
+                progress: Progress | None = None, tune: bool = True,
+                sources: dict | None = None) -> tuple[tvm.IRModule, list[dict]]:
     """Tune (`tune`) or only apply the database to the chosen kernels; the new module and one report
-    per kernel {kernel, before_ms, after_ms, trials, measured_now, applied, why}."""
+    per kernel {kernel, before_ms, after_ms, trials, measured_now, applied, why}.
+
+    `sources`: {kernel name: the kernel before irviz's rules scheduled it}. MetaSchedule searches
+    from that (its rules expect unscheduled loops), and "before" is still the rules' kernel in `mod`."""
     check_requirements()
     progress = progress or (lambda text, fraction: None)
     target = tuning_target(target)
@@ -248,7 +252,9 @@ def tune_module(mod, target, db_path, trials: int, kernels=(), top: int = DEFAUL
     updates, reports = {}, []
     for i, name in enumerate(names):
         gv = by_name[name]
-        func = mod[gv]
+        func = (sources or {}).get(name)
+        if func is None or _signature(func) != _signature(mod[gv]):  # e.g. weights prepacked by the rules
+            func = mod[gv]
         progress(f"MetaSchedule {name} ({i + 1}/{len(names)})", i / max(1, len(names)))
         rep = {"kernel": name, "why": why, "trials": trials}
         t0 = time.perf_counter()
@@ -264,7 +270,7 @@ def tune_module(mod, target, db_path, trials: int, kernels=(), top: int = DEFAUL
         rec = best_record(db, func, target)
         rep["db_ms"] = round(1e3 * min(float(s) for s in rec.run_secs), 4) if rec is not None else None
         if _is_host(target):
-            rep["before_ms"] = _round(_kernel_ms(mod, gv, func))
+            rep["before_ms"] = _round(_kernel_ms(mod, gv, mod[gv]))
             rep["after_ms"] = _round(_kernel_ms(mod, gv, new))
             # the rule's schedule stays when MetaSchedule's is slower here (noise included)
             keep = rep["after_ms"] is not None and (rep["before_ms"] is None or rep["after_ms"] <= rep["before_ms"])
@@ -279,6 +285,11 @@ def tune_module(mod, target, db_path, trials: int, kernels=(), top: int = DEFAUL
     from irviz.core.schedules import with_functions
 
     return with_functions(mod, updates), reports
+
+
+def _signature(func) -> list:
+    return [(str(p.ty.dtype), [str(d) for d in p.ty.shape]) if isinstance(p.ty, tirx.BufferType) else str(p.ty)
+            for p in func.params]
 
 
 def _round(x):
