@@ -27,7 +27,6 @@ from irviz.core.backend.timing import tune_seconds
 from irviz.core.errors import IRImportError, IrvizError, RequestError, RunError
 from irviz.core.export import step_files
 from irviz.core.frontend.converters import load_converter_file
-from irviz.core.passes import reporting_progress
 from irviz.core.tuning.decision_cache import set_cache_enabled
 from irviz.core.workspace.results import Results
 
@@ -543,8 +542,9 @@ class Workspace(Results):
                 for note in st.notes:
                     self.log(f"     {note}")
 
-        def in_pass(text, fraction=None):  # a long pass's own progress (MetaScheduleTune, per kernel)
-            self.progress(text, fraction, pass_name=self.session.pipeline[0].name if self.session.pipeline else None)
+        from irviz.core.passes import reporting_progress  # loads TVM: not when the CLI starts
+        in_pass = lambda text, fraction=None: self.progress(  # a long pass's own (MetaScheduleTune)
+            text, fraction, pass_name=self.session.pipeline[0].name if self.session.pipeline else None)
 
         self.stage = "pipeline"
         unsubscribe = self.session.subscribe(on_event)
