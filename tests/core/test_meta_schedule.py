@@ -134,3 +134,23 @@ def test_tune_through_a_tracker_with_two_servers(tracker, tmp_path):
     else:
         assert M.NOTE_ATTR not in (out["matmul"].attrs or {})
     assert time.time() - t0 < 90
+
+
+def test_session_step_reports_progress_and_replay_reuses_the_database(tmp_path, monkeypatch):
+    from irviz.core.workspace import Workspace
+
+    monkeypatch.setenv("IRVIZ_CACHE_DIR", str(tmp_path))  # the default database lives with the cache
+    seen = []
+    ws = Workspace(progress=lambda text, fraction=None, pass_name=None: seen.append((text, pass_name)))
+    pipeline = passes.parse_pipeline("zero,MetaScheduleTune(trials=3,top=1)")
+    ws.open("sample:matmul_relu", planned=pipeline)
+    ws.run_to_end()
+    step = ws.session.current
+    assert step.pass_name == "MetaScheduleTune"
+    assert ("MetaSchedule fused_matmul_relu (1/1)", "MetaScheduleTune") in seen
+    assert any("candidates measured now" in n or "kept the rules'" in n for n in step.notes), step.notes
+    assert any(str(tmp_path / "meta_schedule") in n for n in step.notes)
+    # the app's cancel and crash recovery replay the applied steps: the search is not run again
+    ws.replay("sample:matmul_relu", applied=ws.applied(), planned=[])
+    notes = ws.session.current.notes
+    assert not any("candidates measured now" in n for n in notes), notes

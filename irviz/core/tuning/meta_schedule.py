@@ -58,8 +58,20 @@ def check_requirements() -> None:
 
 
 # ------------------------------------------------------------------------------------ databases
+def _plain(value):
+    """A target's export (tvm_ffi Maps and Arrays) as JSON-able Python."""
+    if hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    try:
+        return [_plain(v) for v in value]
+    except TypeError:
+        return str(value)
+
+
 def _target_dict(target) -> dict:
-    return {k: v for k, v in json.loads(json.dumps(target.export(), default=str)).items() if k != "tag"}
+    return {k: v for k, v in _plain(target.export()).items() if k != "tag"}
 
 
 def target_key(target) -> str:
@@ -92,10 +104,10 @@ def open_db(path):
 
 def tuning_target(target):
     """MetaSchedule's CPU rules need the core count in the target."""
-    d = target.export()
-    if "num-cores" in d and int(d["num-cores"]) > 0:
+    d = _target_dict(target)
+    if int(d.get("num-cores", 0) or 0) > 0:
         return target
-    return tvm.target.Target({**{k: v for k, v in d.items() if k != "tag"}, "num-cores": os.cpu_count() or 1})
+    return tvm.target.Target({**d, "num-cores": os.cpu_count() or 1})
 
 
 # ------------------------------------------------------------------------------------ one kernel
@@ -173,7 +185,7 @@ def tune_kernel(func, target, db, trials: int, runner="local", seed: int = 1, wo
         return 0
     ctx = ms.TuneContext(mod=workload(func), target=target, space_generator=_space(),
                          search_strategy="evolutionary", task_name="main", rand_state=seed,
-                         num_threads=max(1, int(target.export().get("num-cores", 1))))
+                         num_threads=max(1, int(_target_dict(target).get("num-cores", 1))))
     work_dir = work_dir or os.path.join(str(db.path_workload if hasattr(db, "path_workload") else "."), "..")
     before = measured_count(db, func)
     ms.tune.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=work_dir, max_trials_global=todo,
@@ -318,8 +330,8 @@ def _round(x):
 
 
 def _is_host(target) -> bool:
-    d = target.export()
-    host = tvm.target.Target.from_device(tvm.cpu()).export()
+    d = _target_dict(target)
+    host = _target_dict(tvm.target.Target.from_device(tvm.cpu()))
     return d.get("kind") == "llvm" and d.get("mtriple", host.get("mtriple")) == host.get("mtriple")
 
 
