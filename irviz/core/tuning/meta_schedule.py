@@ -186,9 +186,8 @@ def tune_kernel(func, target, db, trials: int, runner="local", seed: int = 1, wo
     ctx = ms.TuneContext(mod=workload(func), target=target, space_generator=_space(),
                          search_strategy="evolutionary", task_name="main", rand_state=seed,
                          num_threads=max(1, int(_target_dict(target).get("num-cores", 1))))
-    work_dir = work_dir or os.path.join(str(db.path_workload if hasattr(db, "path_workload") else "."), "..")
     before = measured_count(db, func)
-    ms.tune.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=work_dir, max_trials_global=todo,
+    ms.tune.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=work_dir or ".", max_trials_global=todo,
                        max_trials_per_task=todo, num_trials_per_iter=min(todo, 8), builder=_builder(),
                        runner=runner, database=db, cost_model="xgb", task_scheduler="round-robin")
     return measured_count(db, func) - before
