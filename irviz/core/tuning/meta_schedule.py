@@ -3,13 +3,10 @@ MetaScheduleApply passes, and `irviz tune`.
 
 Search, cost model (XGBoost) and database are ``tvm.s_tir.meta_schedule``'s; irviz only picks the
 kernels, feeds them one at a time (so progress is per kernel), and puts the schedule MetaSchedule
-chose back into the module. Two things differ from ``tune_tir`` and both are forced by this wheel:
-
-* candidates are built in this process (``_InProcessBuilder``): LocalBuilder's worker processes
-  import ``tvm.s_tir.tensor_intrin`` first, which took 35 s on a loaded 2-core machine, longer than
-  its 30 s build timeout, so every candidate failed;
-* the mutators MutateComputeLocation and MutateParallel are left out: building a TuneContext with
-  either segfaulted (MutateTileSize and MutateUnroll, TVM's other two CPU mutators, are kept).
+chose back into the module. One thing differs from ``tune_tir``: candidates are built in this
+process (``_InProcessBuilder``). LocalBuilder's worker processes import ``tvm.s_tir.tensor_intrin``
+first, which took 35 s on a loaded 2-core machine, longer than its 30 s build timeout, so every
+candidate failed.
 
 Databases are TVM's JSONDatabase (two JSON-lines files, appended as each candidate is measured, so
 an interrupted run keeps what it measured), in the decision cache's directory, one per target.
@@ -169,9 +166,7 @@ def _builder():
 def _space():
     from tvm.s_tir import meta_schedule as ms
 
-    return ms.space_generator.PostOrderApply(
-        sch_rules="llvm", postprocs="llvm",
-        mutator_probs={ms.mutator.MutateTileSize(): 0.9, ms.mutator.MutateUnroll(): 0.03})
+    return ms.space_generator.PostOrderApply(sch_rules="llvm", postprocs="llvm", mutator_probs="llvm")
 
 
 def tune_kernel(func, target, db, trials: int, runner="local", seed: int = 1, work_dir: str | None = None) -> int:
