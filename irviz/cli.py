@@ -11,7 +11,7 @@ import os
 import sys
 import warnings
 
-from irviz import cli_bisect, cli_check, cli_code, cli_compare, snapshot
+from irviz import cli_bisect, cli_check, cli_code, cli_compare, cli_tune, snapshot
 from irviz.cli_common import Subcommand
 from irviz.core.frontend.samples import list_samples
 
@@ -82,6 +82,7 @@ COMMANDS: dict[str, Subcommand] = {
     "bisect": Subcommand(cli_bisect.BISECT_HELP, cli_bisect.add_bisect_arguments, cli_bisect.run_bisect),
     "code": Subcommand(cli_code.CODE_HELP, cli_code.add_code_arguments, cli_code.run_code),
     "targets": Subcommand(cli_code.TARGETS_HELP, cli_code.add_targets_arguments, cli_code.run_targets),
+    "tune": Subcommand(cli_tune.TUNE_HELP, cli_tune.add_tune_arguments, cli_tune.run_tune),
     "samples": Subcommand("list sample models (use as sample:NAME)", _no_arguments, _run_samples),
     "passes": Subcommand("list passes (built-in, and a pass file's with --passes FILE)",
                          _add_passes_arguments, _run_passes),

@@ -17,7 +17,9 @@ from irviz.core.passes.registry import (
     get_pass,
     list_passes,
     pass_note,
+    pass_progress,
     register_pass,
+    reporting_progress,
     resolve_params,
     unregister_pass,
 )
@@ -60,8 +62,10 @@ __all__ = [
     "load_pass_file",
     "parse_pipeline",
     "pass_note",
+    "pass_progress",
     "pipeline_text",
     "register_pass",
+    "reporting_progress",
     "resolve_params",
     "unregister_pass",
 ]

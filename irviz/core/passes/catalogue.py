@@ -7,6 +7,7 @@ from tvm import relax
 import irviz.core.passes.bind_params as bind_params
 import irviz.core.passes.course as course_passes
 import irviz.core.passes.library_dispatch as dispatch
+import irviz.core.passes.meta_schedule_passes as ms_passes
 from irviz.core import schedules
 from irviz.core.backend.gpu_schedule import GPU_RULES, default_schedule
 from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
@@ -245,6 +246,27 @@ def _builtin_specs() -> list[PassSpec]:
             schedules.parallel_vectorize,
             "cpu",
             params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target: 16 AVX-512, 8 AVX2, 4 NEON)")],
+        ),
+        _spec(
+            "MetaScheduleTune",
+            "Tune kernels with TVM's MetaSchedule (its search, XGBoost cost model and database): the named "
+            "kernels, else those the database has records for, else the `top` with the largest measured "
+            "time share; a kernel keeps the rules' schedule when MetaSchedule's is not faster",
+            ms_passes.meta_schedule_tune,
+            "cpu",
+            params=[PassParam("trials", "int", 8, "candidates measured per kernel (records already in the "
+                              "database count: a rerun applies them without searching)"),
+                    PassParam("kernels", "str", "", "comma-separated kernel names (empty: chosen by time share)"),
+                    PassParam("top", "int", 2, "how many kernels to tune when none are named"),
+                    PassParam("db", "str", "", "database directory (empty: the decision cache's, per target)")],
+        ),
+        _spec(
+            "MetaScheduleApply",
+            "Apply a MetaSchedule database: each kernel it has records for gets the best schedule found",
+            ms_passes.meta_schedule_apply,
+            "cpu",
+            params=[PassParam("db", "str", "", "database directory (empty: the decision cache's, per target)"),
+                    PassParam("kernels", "str", "", "only these kernels (empty: every kernel with records)")],
         ),
         _spec(
             "CPUPrepackWeights",

@@ -13,6 +13,7 @@ pass files are ``user_files``; ``irviz.core.passes`` exports all of them.
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import json
@@ -326,6 +327,27 @@ def pass_note(text: str) -> None:
     sink = _NOTES.get()
     if sink is not None and text not in sink:
         sink.append(text)
+
+
+_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("irviz_pass_progress", default=None)
+
+
+def pass_progress(text: str, fraction: float | None = None) -> None:
+    """Called from inside a long pass (MetaScheduleTune): what it is doing now, for the progress
+    bar; goes nowhere unless someone listens (reporting_progress)."""
+    sink = _PROGRESS.get()
+    if sink is not None:
+        sink(text, fraction)
+
+
+@contextlib.contextmanager
+def reporting_progress(callback):
+    """While passes run here: pass_progress(text, fraction) calls `callback(text, fraction)`."""
+    token = _PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 def apply_pass_noted(inv: PassInvocation | str, mod: tvm.IRModule,

@@ -542,11 +542,16 @@ class Workspace(Results):
                 for note in st.notes:
                     self.log(f"     {note}")
 
+        from irviz.core.passes import reporting_progress  # loads TVM: not when the CLI starts
+        in_pass = lambda text, fraction=None: self.progress(  # a long pass's own (MetaScheduleTune)
+            text, fraction, pass_name=self.session.pipeline[0].name if self.session.pipeline else None)
+
         self.stage = "pipeline"
         unsubscribe = self.session.subscribe(on_event)
         t, tuned = time.perf_counter(), tune_seconds()
         try:
-            yield
+            with reporting_progress(in_pass):
+                yield
         finally:
             unsubscribe()
             self._add_seconds("pipeline", time.perf_counter() - t)
