@@ -277,6 +277,7 @@ class ErrorDict(TypedDict):
     detail: str | None
     node: NotRequired[str]    # an import error: the FX node ...
     op: NotRequired[str]      # ... and its op
+    not_run: NotRequired[str]  # built for this target, whose device is not here: not run
 
 
 class ImportErrorFields(TypedDict):
@@ -463,7 +464,7 @@ def error_dict(exc: BaseException, cmd: str = "") -> ErrorDict:
     if isinstance(exc, IrvizError):
         out = {"stage": exc.stage, "message": exc.message, "hint": exc.hint,
                "detail": exc.detail or tb}
-        for extra in ("node", "op"):
+        for extra in ("node", "op", "not_run"):
             if getattr(exc, extra, None) is not None:
                 out[extra] = str(getattr(exc, extra))
         return out

@@ -65,9 +65,11 @@ class Results:
             else:
                 self.build_step(st)
             self.stage = "run"
-            raise RunError(f"built for {self.target_name}; no such device here, not run ({why})",
+            err = RunError(f"built for {self.target_name}; no such device here, not run ({why})",
                            "build only (`irviz check --target` stops after the build), or run on a "
                            "machine that has it")
+            err.not_run = self.target_name  # the build worked: no failure of the model
+            raise err
         return run_device(tgt)
 
     def set_target(self, text: str | None, whole=None) -> None:
