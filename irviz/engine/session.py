@@ -82,6 +82,11 @@ class SessionCommands:
             invs = get_pipeline(pipeline)
         else:
             raise BadRequest("set_pipeline needs `pipeline` (a name), `passes` [{name, params}] or `text`")
+        if self.ws.target is not None:  # a GPU rule under a CPU target fails now, not when stepped to
+            from irviz.core.passes import check_target
+            from irviz.core.target import pass_target
+
+            check_target(invs, pass_target(self.ws.target))
         self.ws.set_pipeline(invs)
         return self.state()
 

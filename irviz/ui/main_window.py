@@ -475,6 +475,8 @@ class MainWindow(WindowChrome, QMainWindow):
                      "build": "Build failed", "run": "Run failed", "export": "Export failed",
                      "engine": "Engine problem"}.get(stage, f"{stage} failed")
             body = msg + (f"\n\nHint: {hint}" if hint else "")
+            if cmd == "set_target":
+                title = "Target not changed"
             if stage == "pipeline" and msg.startswith("schedule()"):
                 title = "Your schedule failed"
             if stage == "import" and error.get("node"):

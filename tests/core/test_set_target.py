@@ -50,6 +50,9 @@ def test_a_cpu_target_reapplies_the_passes_with_its_vector_width_to_the_same_ste
         rep = _ask(eng, "set_target", target=bad)
         assert not rep["ok"] and says in rep["error"]["message"], rep["error"]
         assert eng.ws.target == "aarch64" and _tile_lanes(eng) == {"4"}  # unchanged
+    planned = _ask(eng, "state")["result"]["planned"]
+    rep = _ask(eng, "set_pipeline", pipeline="gpu")  # dlight's GPU rules under a CPU target
+    assert not rep["ok"] and "GPU" in rep["error"]["message"] and rep["state"]["planned"] == planned
     st = _ask(eng, "set_target", target="host")["result"]
     assert st["target"] is None and _tile_lanes(eng) == {str(cpu_info().vector_lanes)}
 
@@ -71,3 +74,16 @@ def test_a_pasted_text_with_a_target_sets_both_and_a_replay_restores_the_target(
     assert rep["ok"], rep
     assert rep["result"]["target"] == "aarch64" and rep["result"]["cursor"] == 5
     assert not _ask(fresh, "replay", spec="sample:mlp", target="{nope")["ok"]
+
+
+def test_the_gpu_pipeline_runs_its_rules_again_under_a_chosen_gpu_target():
+    eng = _engine()
+    assert _ask(eng, "open", spec="sample:mlp", pipeline="gpu")["ok"]
+    st = _ask(eng, "run_to_end")["result"]
+    assert eng.ws.target_name == "cuda"  # none chosen: the GPU passes' default
+    rep = _ask(eng, "set_target", target="cuda -arch=sm_86")
+    assert rep["ok"], rep
+    assert [s["pass"] for s in rep["result"]["steps"]] == [s["pass"] for s in st["steps"]]
+    assert str(eng.ws.session.target.attrs["arch"]) == "sm_86"
+    rep = _ask(eng, "set_target", target="aarch64")  # dlight's GPU rules refuse a CPU target
+    assert not rep["ok"] and eng.ws.target == "cuda -arch=sm_86"

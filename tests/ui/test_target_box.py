@@ -33,14 +33,15 @@ def test_the_box_lists_what_can_be_built_here_and_a_choice_sets_the_session_targ
     qtbot.waitUntil(lambda: win.state.get("target") == "aarch64", timeout=5000)
     assert ("set_target", {"target": "aarch64"}) in win.bridge.sent
     assert box.currentText() == "aarch64" and win.state["cursor"] == 5
+    assert pane.code_target.currentText() == "aarch64"  # Count code counts for it too
     n = len(win.bridge.sent)
     assert pane.choose_target("aarch64") is None and len(win.bridge.sent) == n  # no change, no request
 
     # a typed JSON target that does not parse: the engine's message, the target stays aarch64
     box.setEditText('{"kind": "llvm"')
     qtbot.keyClick(box.lineEdit(), Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: "Target:" in pane.info.text(), timeout=5000)
-    assert "not valid JSON" in pane.info.text() and "target still aarch64" in pane.info.text()
+    qtbot.waitUntil(lambda: "Target still aarch64:" in pane.info.text(), timeout=5000)
+    assert "not valid JSON" in pane.info.text() and "hint" not in pane.info.text()
     assert win.state["target"] == "aarch64" and box.currentText() == "aarch64"
     assert ("set_target", {"target": '{"kind": "llvm"'}) in win.bridge.sent
 
@@ -91,3 +92,11 @@ def test_enter_on_a_listed_target_sends_one_request(qtbot, win):
     qtbot.keyClick(box.lineEdit(), Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: win.state.get("target") == "x86-avx2", timeout=5000)
     assert [c for c, _a in win.bridge.sent].count("set_target") == 1
+
+
+def test_a_refused_target_is_notified_as_such(qtbot, win):
+    open_mlp(qtbot, win)
+    win.pipeline.choose_target("sparc")
+    qtbot.waitUntil(lambda: win.last_error is not None, timeout=5000)
+    assert "unknown target 'sparc'" in win.last_error["message"]
+    assert any(m.startswith("Target not changed: unknown target") for m in win.messages)

@@ -209,6 +209,7 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
             self.info.setText(f"{state.get('model')} · step {cur} of {total}"
                               + (f" · {len(self.planned)} planned" if self.planned else " · done")
                               + (f" · steps 1–{theirs} are your schedule()" if theirs else "")
+                              + (f" · target {state['target']}" if state.get("target") else "")
                               + (f" · weights as inputs: {state['params_file']}"
                                  if state.get("keep_params") and state.get("params_file") else ""))
             fb = (self.bisect_result or {}).get("first_bad")

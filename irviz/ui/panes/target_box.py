@@ -62,6 +62,10 @@ class TargetChoice:
 
     def _show_target(self, state: dict | None) -> None:
         name = (state or {}).get("target") or HOST
+        code = getattr(self, "code_target", None)  # Count code's target follows, unless chosen apart
+        if code is not None and code.currentText().strip() in ("", getattr(self, "_shown_target", HOST)):
+            code.setEditText(name)
+        self._shown_target = name
         box = self.target_box
         box.blockSignals(True)
         at = box.findText(name)
@@ -78,4 +82,4 @@ class TargetChoice:
         full = message + (f"\nhint: {error['hint']}" if error.get("hint") else "")
         self.info.setToolTip(f"<pre>{html.escape(full)}</pre>")
         self._show_target(self.state)
-        return f"Target: {message.splitlines()[0]} (target still {self.chosen_target()})"
+        return f"Target still {self.chosen_target()}: {message.splitlines()[0]}"
