@@ -52,7 +52,9 @@ def test_build_run_on_a_target_not_here_says_not_run_and_results_of_another_targ
     win.run.result = None
     win.act_build_run.trigger()
     qtbot.waitUntil(lambda: win.run.result is not None, timeout=5000)
-    assert win.run.verdict.text() == "PASS" and not win.run.run_slot.stale
+    assert win.run.verdict.text() == "PASS" and not win.run.run_slot.stale and win.run.kernels.rowCount() == 3
+    win.run.plan_memory()
+    qtbot.waitUntil(lambda: win.run.memory_view.plan is not None, timeout=5000)
 
     win.pipeline.choose_target("aarch64")
     qtbot.waitUntil(lambda: win.state.get("target") == "aarch64", timeout=5000)
@@ -68,6 +70,9 @@ def test_build_run_on_a_target_not_here_says_not_run_and_results_of_another_targ
     assert themes.colors().bad not in win.run.verdict.styleSheet()
     assert win.run.fields["target"].text() == "aarch64" and win.last_error is None  # no failure toast
     assert not win.run.run_slot.stale  # it is the result for what is open now
+    assert win.run.kernels.rowCount() == 0  # the host run's kernel times are not aarch64's
+    assert win.run.memory_view.plan is not None  # the other tabs keep theirs (greyed: another target)
+    assert win.run.memory_slot.stale
     assert win.state["cursor"] == 5 and win.state["target"] == "aarch64"  # the session is as it was
 
 

@@ -577,7 +577,8 @@ class RunPane(Pane):
 
     def _show_not_run(self, error: dict) -> None:
         """Built for a target whose device is not here: the build worked and nothing failed, so it
-        is said in the warning colour, not the failure's, and the other tabs keep what they show."""
+        is said in the warning colour, not the failure's; the Memory, Latency, Intermediates and
+        Estimate tabs keep what they show."""
         self.error, self.result = None, None
         self.verdict.setText("BUILT, NOT RUN")
         self.verdict.setToolTip(error.get("message", ""))
@@ -585,5 +586,11 @@ class RunPane(Pane):
         for key, field in self.fields.items():
             field.setText(str(error["not_run"]) if key == "target" else "—")
             field.setStyleSheet("")
+        # an earlier run's kernels and times would pass for this target's: the run's own views go
+        self.timing_note.setText("")
+        self.kernels.clear_rows()
+        set_roofline(self.kernels, None)
+        self.roofline.clear()
+        self.hub.set_heat({})
         self.status.setText(error.get("message", "") + (f"\nhint: {error['hint']}" if error.get("hint") else ""))
         self.status.setToolTip("")
