@@ -46,7 +46,8 @@ def test_a_cpu_target_reapplies_the_passes_with_its_vector_width_to_the_same_ste
     assert not run["ok"] and run["error"]["message"].startswith("built for aarch64; no such device here, not run")
 
     for bad, says in (('{"kind": "llvm"', "is not valid JSON"), ("sparc", "unknown target 'sparc'"),
-                      ('{"kind": "cuda"}', "schedules for a CPU, but the target is a GPU")):
+                      ('{"kind": "cuda"}', "schedules for a CPU, but the target is a GPU"),
+                      ('{"kind": "vulkan"}', "cannot build for target 'vulkan'")):
         rep = _ask(eng, "set_target", target=bad)
         assert not rep["ok"] and says in rep["error"]["message"], rep["error"]
         assert eng.ws.target == "aarch64" and _tile_lanes(eng) == {"4"}  # unchanged
