@@ -15,7 +15,7 @@ import traceback
 from typing import NamedTuple
 from collections.abc import Callable
 
-from irviz.core.errors import IrvizError
+from irviz.core.errors import IrvizError, RequestError
 from irviz.core.frontend.ir_file import parse_dims
 from irviz.core.workspace import Workspace
 
@@ -134,11 +134,12 @@ def open_workspace(args, failure: Failure, log, other_pipelines=()):
         pipeline = passes.parse_pipeline(args.pipeline)
         for other in other_pipelines:
             passes.parse_pipeline(other)
-        if getattr(args, "target", None):
+        target = chosen_target(getattr(args, "target", None), pipeline.target)
+        if target:
             from irviz.core.target import resolve_target
 
-            ws.target = args.target
-            passes.check_target(pipeline, resolve_target(args.target))
+            ws.target = target
+            passes.check_target(pipeline, resolve_target(target))
         else:
             passes.check_target(pipeline, None)
     except Exception as exc:  # an unknown pipeline or target is a usage error: stop before loading anything
@@ -164,6 +165,18 @@ def open_workspace(args, failure: Failure, log, other_pipelines=()):
     except Exception as exc:
         failure.record("pipeline", exc)
     return ws
+
+
+def chosen_target(option: str | None, in_text: str | None) -> str | None:
+    """The target of --target or of the pipeline text (target=T; ...); both, when they differ,
+    is a usage error naming both."""
+    if option and in_text:
+        from irviz.core.target import target_spec
+
+        if target_spec(option)[1] != target_spec(in_text)[1]:
+            raise RequestError(f"--target {option!r} and the pipeline text's target={in_text} differ",
+                               "name the target once: in --target or at the start of --pipeline")
+    return option or in_text
 
 
 def add_target_argument(sp: argparse.ArgumentParser, default: str | None = None,

@@ -100,6 +100,12 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         opt("text", "str|null", None, "a pipeline text for the whole pipeline from the import "
                                        "(a bad text changes nothing)")),
         "`state`; one of the three is needed", returns_state=True, stage="pipeline"),
+    Command("set_target", (opt("target", "str|null", None, "a name `list_targets` gives, with -key=value "
+                                                         "options, or a TVM target as JSON; null or "
+                                                         '"host": the default'),),
+            "`state`: the applied passes run again under the target, back to the same step; builds "
+            "are for it (a bad target, or a pass that cannot run under it, changes nothing)",
+            returns_state=True, stage="pipeline"),
     Command("step", (), "`state`: the next planned pass applied", returns_state=True, stage="pipeline"),
     Command("back", (), "`state`: the cursor one step back", returns_state=True),
     Command("jump", (req("index", "int", "past the recorded steps: planned passes applied up to it"),),
@@ -110,7 +116,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         opt("planned", _PASSES, ()), opt("cursor", "int|null", None), opt("pass_files", "[str]", ()),
         opt("converter_files", "[str]", ()), opt("capture", "str|null", None),
         opt("importer_maps", "[str]", ()), opt("keep_params", "bool", False),
-        opt("no_weights", "bool", False)),
+        opt("no_weights", "bool", False), opt("target", "str|null", None, "as `set_target`")),
         "`state`: the session rebuilt (how the bridge recovers after a crash)",
         returns_state=True, stage="load"),
     Command("reimport", (), "`state`: the kept capture imported again with the converter files; step 0, "
@@ -271,6 +277,7 @@ class ErrorDict(TypedDict):
     detail: str | None
     node: NotRequired[str]    # an import error: the FX node ...
     op: NotRequired[str]      # ... and its op
+    not_run: NotRequired[str]  # built for this target, whose device is not here: not run
 
 
 class ImportErrorFields(TypedDict):
@@ -322,6 +329,7 @@ class State(TypedDict):
     keep_params: bool
     params_file: str | None
     structure_only: bool
+    target: str | None  # chosen with set_target (or a pipeline text); None: the host
 
 
 # "pass": the pass being applied, so a reader never parses the English text for it
@@ -406,14 +414,16 @@ def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=N
                planned=(), relax_functions=(), tir_functions=(), import_error=None,
                converter_files=(), run_functions=None, capture=None, importer_maps=(),
                pipeline_text="", keep_params=False, params_file=None,
-               structure_only=False) -> State:
+               structure_only=False, target=None) -> State:
     """The whole session as the GUI sees it. `error`: the error of the last failed pass or import;
     `import_error`: set while a model is captured but its import failed (then `steps` is empty);
     `capture`: "export" | "symbolic_trace" (None without an FX graph); `importer_maps`: the course
     map files the import used. `pipeline_text`: applied + planned passes as one line (`--pipeline`
     takes it); `keep_params`: main takes the weights as parameters, kept in `params_file`;
     `structure_only`: the model has no weights (opened with `no_weights`, or built on the meta
-    device): builds and memory work, runs answer that there are no weights to run with."""
+    device): builds and memory work, runs answer that there are no weights to run with.
+    `target`: the target chosen (`set_target`; null: the host, the default); `pipeline_text` then
+    starts with it."""
     return {"model": model, "spec": spec, "importer": importer, "cursor": int(cursor),
             "error": error, "steps": list(steps), "planned": list(planned),
             "relax_functions": list(relax_functions), "tir_functions": list(tir_functions),
@@ -423,7 +433,7 @@ def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=N
                                   [f for f in relax_functions if f == "main"]),
             "capture": capture, "importer_maps": list(importer_maps),
             "pipeline_text": pipeline_text, "keep_params": bool(keep_params), "params_file": params_file,
-            "structure_only": bool(structure_only)}
+            "structure_only": bool(structure_only), "target": target}
 
 
 def empty_state() -> State:
@@ -454,7 +464,7 @@ def error_dict(exc: BaseException, cmd: str = "") -> ErrorDict:
     if isinstance(exc, IrvizError):
         out = {"stage": exc.stage, "message": exc.message, "hint": exc.hint,
                "detail": exc.detail or tb}
-        for extra in ("node", "op"):
+        for extra in ("node", "op", "not_run"):
             if getattr(exc, extra, None) is not None:
                 out[extra] = str(getattr(exc, extra))
         return out

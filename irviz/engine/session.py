@@ -16,13 +16,13 @@ class SessionCommands:
         planned = [protocol.invocation(i.name, i.params) for i in ws.planned()]
         if s is None:
             if ws.import_error is None:
-                return protocol.make_state(spec=ws.spec, importer=ws.importer)
+                return protocol.make_state(spec=ws.spec, importer=ws.importer, target=ws.target)
             err = error_dict(ws.import_error)
             return protocol.make_state(
                 spec=ws.spec, importer=ws.importer, error=err, planned=planned,
                 import_error=import_error_fields(ws.import_error, ws.loaded), converter_files=ws.converter_files,
                 capture=ws.capture, importer_maps=ws.importer_maps, keep_params=ws.keep_params,
-                structure_only=bool(getattr(ws.loaded, "structure_only", False)))
+                structure_only=bool(getattr(ws.loaded, "structure_only", False)), target=ws.target)
         self.views.prune()
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
                                      st.changes.added, st.changes.removed, st.changes.changed,
@@ -35,14 +35,18 @@ class SessionCommands:
             error=error_dict(s.error) if s.error is not None else None, steps=steps,
             planned=planned, relax_functions=relax_names, tir_functions=tir_names,
             converter_files=ws.converter_files, run_functions=self.views.run_functions(s.steps[s.cursor]),
-            capture=ws.capture, importer_maps=ws.importer_maps, pipeline_text=pipeline_text(s),
-            keep_params=ws.keep_params, params_file=ws.params_file, structure_only=ws.structure_only)
+            capture=ws.capture, importer_maps=ws.importer_maps, pipeline_text=pipeline_text(s, ws.target),
+            keep_params=ws.keep_params, params_file=ws.params_file, structure_only=ws.structure_only,
+            target=ws.target)
 
     def open(self, spec, importer=None, pipeline="zero", capture=None, importer_maps=None,
              keep_params=False, no_weights=False) -> State:
         from irviz.core.passes import parse_pipeline
 
-        self.ws.open(spec, importer, planned=parse_pipeline(pipeline) if pipeline else [],
+        planned = parse_pipeline(pipeline) if pipeline else []
+        if getattr(planned, "target", None) is not None:  # the text names its target
+            self._choose_target(planned.target)
+        self.ws.open(spec, importer, planned=planned,
                      capture=capture, importer_maps=importer_maps, keep_params=bool(keep_params),
                      no_weights=bool(no_weights))
         self.progress("Ready", 1.0)
@@ -64,7 +68,11 @@ class SessionCommands:
 
         self.ws.need_session()
         if text is not None:
-            self.ws.set_whole_pipeline(parse_pipeline(text))
+            invs = parse_pipeline(text)
+            if invs.target is not None:  # the text names its target: the whole pipeline under it
+                self.ws.set_target(invs.target, whole=invs)
+            else:
+                self.ws.set_whole_pipeline(invs)
             return self.state()
         if passes is not None:
             invs = invocations(passes)
@@ -74,8 +82,27 @@ class SessionCommands:
             invs = get_pipeline(pipeline)
         else:
             raise BadRequest("set_pipeline needs `pipeline` (a name), `passes` [{name, params}] or `text`")
+        if self.ws.target is not None:  # a GPU rule under a CPU target fails now, not when stepped to
+            from irviz.core.passes import check_target
+            from irviz.core.target import pass_target
+
+            check_target(invs, pass_target(self.ws.target))
         self.ws.set_pipeline(invs)
         return self.state()
+
+    def set_target(self, target=None) -> State:
+        """The target builds are for and the passes run under ("host" or null: the default); the
+        applied passes run again under it, back to the same step."""
+        self.ws.set_target(target)
+        return self.state()
+
+    def _choose_target(self, text: str) -> None:
+        """The target for the session an open is about to make (a bad one raises first)."""
+        from irviz.core.target import pass_target
+
+        name = None if text.strip() in ("", "host") else text.strip()
+        pass_target(name)
+        self.ws.target = name
 
     def step(self) -> State:
         self.ws.step()
@@ -95,7 +122,9 @@ class SessionCommands:
 
     def replay(self, spec, importer=None, applied=(), planned=(), cursor=None, pass_files=(),
                converter_files=(), capture=None, importer_maps=(), keep_params=False,
-               no_weights=False) -> State:
+               no_weights=False, target=None) -> State:
+        if target is not None:  # before the open: the new session's passes run under it
+            self._choose_target(target)
         self.ws.replay(spec, importer, invocations(applied), invocations(planned), cursor,
                        pass_files, converter_files, capture=capture, importer_maps=importer_maps,
                        keep_params=bool(keep_params), no_weights=bool(no_weights))
@@ -134,10 +163,10 @@ class SessionCommands:
         return [s for s in list_passes() if s.category == "user"]
 
 
-def pipeline_text(session) -> str:
+def pipeline_text(session, target=None) -> str:
     from irviz.core.passes import pipeline_text as text_of
 
-    return text_of(session.full_pipeline())
+    return text_of(session.full_pipeline(), target)
 
 
 def invocations(items) -> list:

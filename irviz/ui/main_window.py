@@ -22,7 +22,7 @@ from irviz.ui.window_chrome import Toast, WindowChrome
 
 LAYOUT_VERSION = 1
 # Failures of these commands are worth a notification; others (view requests) go to the status bar.
-LOUD_CMDS = {"open", "step", "back", "run_to_end", "jump", "set_pipeline", "replay", "build_run",
+LOUD_CMDS = {"open", "step", "back", "run_to_end", "jump", "set_pipeline", "set_target", "replay", "build_run",
              "export", "load_pass_file", "reimport", "load_converters", "remeasure"}
 CONVERTER_FILTER = "Converter files (*.py);;All files (*)"
 IMPORT_ADVICE = ("Load a converter file for this op (File ▸ Load converters…, Ctrl+Shift+L; "
@@ -449,7 +449,7 @@ class MainWindow(WindowChrome, QMainWindow):
         stage = error.get("stage", "?")
         msg = error.get("message", "failed")
         hint = error.get("hint")
-        if stage == "cancelled":
+        if stage == "cancelled" or error.get("not_run"):  # not run: built, no failure (the Run pane says)
             self.status(msg)
             return
         if purpose == "open" and stage == "import":
@@ -475,6 +475,8 @@ class MainWindow(WindowChrome, QMainWindow):
                      "build": "Build failed", "run": "Run failed", "export": "Export failed",
                      "engine": "Engine problem"}.get(stage, f"{stage} failed")
             body = msg + (f"\n\nHint: {hint}" if hint else "")
+            if cmd == "set_target":
+                title = "Target not changed"
             if stage == "pipeline" and msg.startswith("schedule()"):
                 title = "Your schedule failed"
             if stage == "import" and error.get("node"):

@@ -2,8 +2,8 @@
 
 Every result a pane shows (a Build & Run verdict, kernels, the latency chart, intermediates, a
 memory plan, a comparison, bisect marks, query matches) is stamped when it is asked for with a
-:class:`ResultStamp`: the model, and the pipeline as (pass, params) pairs. A step's identity is
-the model plus the pipeline up to it, so the same step index of another pipeline is another step,
+:class:`ResultStamp`: the model, the target and the pipeline as (pass, params) pairs. A step's
+identity is the model and target plus the pipeline up to it (the passes ran under the target), so the same step index of another pipeline is another step,
 while "back" or re-planning the same passes keeps it. A :class:`ResultSlot` holds the stamp with
 the widgets that show the result and greys them with a note when the stamp no longer holds, or
 when a newer verdict (a bisect) contradicts them; it shows them again as current if the user
@@ -44,6 +44,7 @@ class ResultStamp:
     step: int | None = None
     pass_name: str = ""
     recorded: int | None = None
+    target: str | None = None  # the session's chosen target; None: the host
 
     @classmethod
     def of(cls, state: dict | None, step: int | None = None, per_recorded_step: bool = False) -> ResultStamp:
@@ -52,7 +53,7 @@ class ResultStamp:
         steps = (state or {}).get("steps") or []
         name = steps[step].get("pass", "") if step is not None and 0 <= step < len(steps) else ""
         return cls(model_key(state), pipeline_of(state), step, name,
-                   len(steps) if per_recorded_step else None)
+                   len(steps) if per_recorded_step else None, (state or {}).get("target"))
 
     def what(self, step: int | None = None) -> str:
         step = self.step if step is None else step
@@ -68,6 +69,9 @@ class ResultStamp:
         if self.model is None or model_key(state) != self.model:
             return (f"for {self.model[2]}, which is no longer open" if self.model
                     else "for no open model")
+        target = (state or {}).get("target")
+        if target != self.target:
+            return f"for the target {self.target or 'host'}, not {target or 'host'}"
         now = pipeline_of(state)
         if step is None:
             if now != self.pipeline:

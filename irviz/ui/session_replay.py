@@ -1,5 +1,5 @@
 """The session's recipe and its replay: what the bridge keeps of the last state it saw (spec,
-importer, applied and planned passes, cursor), and what happens once a restarted engine has
+importer, applied and planned passes, cursor, target), and what happens once a restarted engine has
 replayed it (the state re-emitted, the repro folder of what killed the old engine, the message)."""
 from __future__ import annotations
 
@@ -105,10 +105,13 @@ class SessionReplay(RequestRouter):
 
 def _frontend_recipe(state: dict) -> dict:
     """How the model was captured and which course map files it used: a replay needs them to
-    rebuild a symbolic_trace session (absent for older engines and for IR files)."""
+    rebuild a symbolic_trace session (absent for older engines and for IR files); and the
+    target chosen, if any."""
     out = {}
     if state.get("capture"):
         out["capture"] = state["capture"]
     if state.get("importer_maps"):
         out["importer_maps"] = list(state["importer_maps"])
+    if state.get("target"):  # the passes ran under it: the replayed ones must too
+        out["target"] = state["target"]
     return out

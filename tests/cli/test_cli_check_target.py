@@ -66,3 +66,13 @@ def test_export_with_a_target_not_here_builds_without_running(tmp_path, capsys):
     assert main(["export", "sample:mlp", "--target", "aarch64", "--out", str(tmp_path)]) == 0
     assert "built for aarch64; no such device here, not run" in capsys.readouterr().out
     assert (tmp_path / "code" / "aarch64").is_dir()
+
+
+def test_the_pipeline_text_may_name_the_target_and_a_conflicting_option_is_an_error(capsys):
+    code, summary, log = _check(capsys, "--pipeline", "target=aarch64; zero")
+    assert code == EXIT_NOT_RUN and summary["target"] == "aarch64" and not summary["ran"]
+    code = main(["check", "sample:mlp", "--pipeline", "target=aarch64; zero", "--target", "x86-avx2"])
+    err = capsys.readouterr().err
+    assert code != 0 and "--target 'x86-avx2'" in err and "target=aarch64" in err
+    same = main(["check", "sample:mlp", "--pipeline", "target=aarch64; zero", "--target", "aarch64"])
+    assert same == EXIT_NOT_RUN

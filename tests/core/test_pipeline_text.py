@@ -94,3 +94,43 @@ def test_errors_name_the_column(text, column, words, hint_words):
     if text:  # a caret under the column
         lines = err.message.splitlines()
         assert lines[-1].index("^") - 2 == column - 1 and lines[-2].strip() == text.strip()
+
+
+# -- the target at the start of a text
+
+
+@pytest.mark.parametrize("text, target", [
+    ("target=x86-avx2; zero,CPUTileReductions", "x86-avx2"),
+    ("target=cuda -arch=sm_86; gpu", "cuda -arch=sm_86"),
+    ('target={"kind": "llvm", "mcpu": "znver3"}; LegalizeOps', '{"kind": "llvm", "mcpu": "znver3"}'),
+    ("  target = aarch64 ;zero", "aarch64"),
+    ("target='a;b'; LegalizeOps", "a;b"),
+])
+def test_a_text_may_name_its_target_first_and_round_trips(text, target):
+    invs = parse_pipeline(text)
+    assert invs.target == target
+    rest = text.split(";")[-1].strip()
+    assert invs == parse_pipeline(rest)  # the passes are the same as without the target
+    again = parse_pipeline(pipeline_text(invs))
+    assert again == invs and again.target == target
+    assert pipeline_text(invs).startswith("target=")
+
+
+def test_without_a_target_the_text_is_unchanged_and_names_none():
+    invs = parse_pipeline("LegalizeOps,FuseOps")
+    assert invs.target is None and pipeline_text(invs) == "LegalizeOps,FuseOps"
+    assert pipeline_text(invs, "aarch64") == "target=aarch64; LegalizeOps,FuseOps"
+    assert parse_pipeline("zero").target is None
+
+
+@pytest.mark.parametrize("text, column, what", [
+    ("target=x86-avx2 zero", 21, "expected ';' after the target"),
+    ("LegalizeOps,target=cuda; zero", 13, "the target goes first"),
+    ("target=; zero", 8, "missing target"),
+    ("target=aarch64;", 16, "the pipeline is empty"),
+    ('target={"kind": "llvm"]; zero', 23, "unbalanced ']'"),
+])
+def test_a_misplaced_or_unfinished_target_names_the_column(text, column, what):
+    with pytest.raises(PipelineTextError) as info:
+        parse_pipeline(text)
+    assert info.value.column == column and what in info.value.what

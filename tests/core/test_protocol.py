@@ -7,7 +7,7 @@ import math
 import pytest
 
 from irviz import protocol
-from irviz.core.errors import IRImportError, PassError
+from irviz.core.errors import IRImportError, PassError, RunError
 
 
 def _engine(test_commands=False):
@@ -85,7 +85,9 @@ def test_the_typed_dicts_match_what_the_builders_make():
     assert set(protocol.ProgressMessage.__annotations__) == \
         set(protocol.progress_message(1, "x", 0.5, pass_name="P"))
     err = protocol.error_dict(IRImportError("no converter", node="n", op="o"))
-    assert set(protocol.ErrorDict.__annotations__) == set(err)
+    not_run = RunError("built for aarch64; no such device here, not run")
+    not_run.not_run = "aarch64"
+    assert set(protocol.ErrorDict.__annotations__) == set(err) | set(protocol.error_dict(not_run))
 
 
 def test_bridge_takes_its_tables_from_the_protocol():

@@ -111,6 +111,7 @@ class FakeBridge(QObject):
         self.applied: list[dict] = []
         self.planned: list[dict] = []
         self.fail_next: dict | None = None
+        self.target: str | None = None  # chosen with set_target; None: the host
 
     def request(self, cmd, supersede=None, **args):
         assert cmd in COMMANDS, f"the panes sent {cmd!r}, which is not a protocol command"
@@ -143,7 +144,8 @@ class FakeBridge(QObject):
                           importer="exported_program", cursor=self.cursor, steps=steps,
                           planned=[invocation(p["name"], p.get("params")) for p in self.planned],
                           relax_functions=["main"],
-                          tir_functions=[t["name"] for t in TIR] if self.cursor > 0 else [])
+                          tir_functions=[t["name"] for t in TIR] if self.cursor > 0 else [],
+                          target=self.target)
 
     def _answer(self, rid, cmd, args):
         if self.fail_next is not None and cmd == self.fail_next.get("cmd"):
@@ -152,6 +154,10 @@ class FakeBridge(QObject):
             self.failed.emit(rid, cmd, err)
             return
         result = self._compute(cmd, args)
+        if isinstance(result, NotRun):
+            self.failed.emit(rid, cmd, {"stage": "run", "message": str(result), "hint": "build only",
+                                        "not_run": self.target})
+            return
         if isinstance(result, Exception):
             self.failed.emit(rid, cmd, {"stage": "request", "message": str(result), "hint": None})
             return
@@ -159,6 +165,9 @@ class FakeBridge(QObject):
         if cmd in STATE_CMDS:
             assert set(result) == STATE_KEYS
             self.stateChanged.emit(result)
+
+    def _set_target(self, text):
+        return _fake_set_target(self, text)
 
     def _compute(self, cmd, a):
         if cmd == "open":
@@ -193,6 +202,10 @@ class FakeBridge(QObject):
             return self.state()
         if cmd == "state":
             return self.state()
+        if cmd == "list_targets":
+            return FAKE_TARGETS
+        if cmd == "set_target":
+            return self._set_target(a.get("target"))
         if cmd == "fx_graph":
             return FX_GRAPH
         if cmd == "relax_graph":
@@ -215,6 +228,9 @@ class FakeBridge(QObject):
                 return {"fx_to_relax": {"linear": ["lv", "lv1"], "relu": ["lv2"]}, "relax_to_callee": {}}
             return {"fx_to_relax": {"linear": ["lv", "lv1"], "relu": ["lv2"]},
                     "relax_to_callee": {"lv": "matmul", "lv1": "add", "lv2": "relu"}}
+        if cmd == "build_run" and self.target == "aarch64":
+            return NotRun("built for aarch64; no such device here, not run (this machine is x86_64, "
+                          "the target aarch64)")
         if cmd == "build_run":
             return {"ok": True, "max_abs_error": 1e-7, "max_rel_error": 2e-7, "allclose": True,
                     "tvm_ms": 0.5, "torch_ms": 0.25, "threads": 1, "build_seconds": 0.8,
@@ -282,6 +298,37 @@ class FakeBridge(QObject):
             return [{"name": "zero", "description": "TVM zero pipeline",
                      "passes": [{"name": n, "params": {}} for n in self.PASSES]}]
         return Exception(f"the fake engine does not answer {cmd}")
+
+
+FAKE_TARGETS = [
+    {"name": "host", "description": "this machine", "target": {"kind": "llvm", "mcpu": "znver3"}, "unavailable": None},
+    {"name": "x86-avx2", "description": "AVX2", "target": {"kind": "llvm", "mcpu": "haswell"}, "unavailable": None},
+    {"name": "aarch64", "description": "Arm", "target": {"kind": "llvm", "mtriple": "aarch64-linux-gnu"},
+     "unavailable": None},
+    {"name": "cuda", "description": "NVIDIA", "target": {"kind": "cuda", "arch": "sm_80"}, "unavailable": None},
+    {"name": "metal", "description": "Apple", "target": {"kind": "metal"},
+     "unavailable": "Metal code generation crashes TVM 0.27 outside macOS"},
+]
+
+
+class NotRun(Exception):
+    """Built for a target whose device is not here (the engine's RunError with `not_run`)."""
+
+
+def _fake_set_target(bridge, text):
+    """As the engine: a name from the catalogue or a JSON object; anything else is refused."""
+    text = (text or "host").strip()
+    if text.startswith("{"):
+        import json
+
+        try:
+            json.loads(text)
+        except ValueError as e:
+            return Exception(f"target {text!r} is not valid JSON: {e}")
+    elif text not in [t["name"] for t in FAKE_TARGETS if not t["unavailable"]]:
+        return Exception(f"unknown target {text!r}")
+    bridge.target = None if text == "host" else text
+    return bridge.state()
 
 
 FAKE_ASM = ("{k}_compute_:\n.LBB0_1:\n  vmovups (%rax), %{r}mm1\n  vfmadd231ps (%rcx), %{r}mm2, %{r}mm1\n"

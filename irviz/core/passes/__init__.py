@@ -35,7 +35,7 @@ from irviz.core.passes.pipelines import (
     list_pipelines,
 )
 from irviz.core.passes import catalogue  # registers the built-in passes
-from irviz.core.passes.pipeline_text import PipelineTextError, parse_pipeline, pipeline_text
+from irviz.core.passes.pipeline_text import Pipeline, PipelineTextError, parse_pipeline, pipeline_text
 
 __all__ = [
     "BUILTIN_PREFIX",
@@ -47,6 +47,7 @@ __all__ = [
     "PassInvocation",
     "PassParam",
     "PassSpec",
+    "Pipeline",
     "PipelineTextError",
     "apply_pass",
     "apply_pass_noted",

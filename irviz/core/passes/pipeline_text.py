@@ -7,10 +7,15 @@
   are balanced, so their commas do not end it) or quoted (``"a,b"``, ``'x)'``, backslash escapes);
 * each value is typed by the pass's parameter kind (int, float, bool, str, choice, json);
 * a named pipeline (``zero``) may stand for its passes, alone or among others;
-* ``builtin:NAME`` is irviz's built-in pass NAME when a user's pass file took that name.
+* ``builtin:NAME`` is irviz's built-in pass NAME when a user's pass file took that name;
+* the text may start with the target its passes run under, ended by a semicolon:
+  ``target=x86-avx2; zero,CPUTileReductions``, ``target=cuda -arch=sm_86; gpu``,
+  ``target={"kind": "llvm", "mcpu": "znver3"}; zero`` (any form ``--target`` takes; quote it if
+  it holds a ``;``). Only there: a pipeline names at most one target.
 
-:func:`parse_pipeline` gives ``list[PassInvocation]`` and :func:`pipeline_text` writes it back:
-``parse_pipeline(pipeline_text(invs)) == invs``. A mistake raises :class:`PipelineTextError`
+:func:`parse_pipeline` gives a :class:`Pipeline` (a ``list[PassInvocation]`` whose ``target`` is
+the text's target, None without one) and :func:`pipeline_text` writes it back:
+``parse_pipeline(pipeline_text(invs)) == invs``, the target included. A mistake raises :class:`PipelineTextError`
 naming the column and what would have been valid there.
 """
 from __future__ import annotations
@@ -23,13 +28,24 @@ from irviz.core.errors import PassError
 from irviz.core.passes.pipelines import PIPELINES, get_pipeline
 from irviz.core.passes.registry import BUILTIN_PREFIX, PassInvocation, coerce_param, find_pass, list_passes
 
-__all__ = ["PipelineTextError", "parse_pipeline", "pipeline_text"]
+__all__ = ["Pipeline", "PipelineTextError", "parse_pipeline", "pipeline_text"]
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 # a built-in a user pass shadows is written with its prefix: builtin:MatmulAddFuse
 _PASS_NAME_RE = re.compile(re.escape(BUILTIN_PREFIX) + r"[A-Za-z_][A-Za-z0-9_.\-]*|" + _NAME_RE.pattern)
 _BARE_RE = re.compile(r"[A-Za-z0-9_./:+\-~@%*]+")
 _OPEN = {"(": ")", "[": "]", "{": "}"}
+_TARGET_RE = re.compile(r"\s*target\s*=")
+# a target written as it is: names, -key=value options, a JSON object (its quotes and brackets balance)
+_BARE_TARGET_RE = re.compile(r"[^;'\"\s]([^;]*[^;\s])?")
+
+
+class Pipeline(list):
+    """PassInvocations, with the target the text named (None: it named none)."""
+
+    def __init__(self, invocations=(), target: str | None = None):
+        super().__init__(invocations)
+        self.target = target
 
 
 class PipelineTextError(PassError):
@@ -46,12 +62,24 @@ def parse_pipeline(text: str) -> list[PassInvocation]:
     if not isinstance(text, str):
         raise PassError(f"a pipeline is a name or a text, got {type(text).__name__}")
     if text.strip() in PIPELINES:
-        return get_pipeline(text.strip())
-    return _Parser(text).pipeline()
+        return Pipeline(get_pipeline(text.strip()))
+    parser = _Parser(text)
+    target = parser.target_clause()
+    rest = text[parser.pos:].strip()
+    if target is not None and rest in PIPELINES:
+        return Pipeline(get_pipeline(rest), target)
+    return Pipeline(parser.pipeline(), target)
 
 
-def pipeline_text(invocations) -> str:
-    """The text that parses back to `invocations` (None values are left out: they mean unset)."""
+def pipeline_text(invocations, target: str | None = None) -> str:
+    """The text that parses back to `invocations` (None values are left out: they mean unset),
+    starting with `target` (default: the Pipeline's own target) when there is one."""
+    target = target if target is not None else getattr(invocations, "target", None)
+    prefix = ""
+    if target:
+        target = str(target).strip()
+        prefix = "target=" + (target if _BARE_TARGET_RE.fullmatch(target) and _balanced(target) else
+                              '"' + target.replace("\\", "\\\\").replace('"', '\\"') + '"') + "; "
     parts = []
     for inv in invocations:
         name, params = (inv.name, inv.params) if isinstance(inv, PassInvocation) else \
@@ -60,7 +88,16 @@ def pipeline_text(invocations) -> str:
         kinds = {p.name: p.kind for p in spec.params} if spec is not None else {}
         args = [f"{k}={_format_value(v, kinds.get(k))}" for k, v in (params or {}).items() if v is not None]
         parts.append(name + (f"({','.join(args)})" if args else ""))
-    return ",".join(parts)
+    return prefix + ",".join(parts)
+
+
+def _balanced(text: str) -> bool:
+    """Whether a bare target's brackets and quotes close, as the parser reads them."""
+    try:
+        p = _Parser(f"target={text};")
+        return p.target_clause() == text and p.pos == len(p.text)
+    except PipelineTextError:
+        return False
 
 
 def _format_value(value, kind: str | None) -> str:
@@ -104,6 +141,40 @@ class _Parser:
         return m.group(0), m.start()
 
     # -- grammar ----------------------------------------------------------------------------------
+    def target_clause(self) -> str | None:
+        """``target=T;`` at the start: T (the position after the ';'); None without one."""
+        m = _TARGET_RE.match(self.text)
+        if m is None:
+            return None
+        self.pos = m.end()
+        self.skip_ws()
+        start = self.pos
+        if self.peek() in ("'", '"'):
+            target = self.quoted(self.peek())
+            self.skip_ws()
+        else:
+            stack: list[str] = []
+            while self.pos < len(self.text) and (stack or self.text[self.pos] != ";"):
+                c = self.text[self.pos]
+                if c in ("'", '"'):
+                    self.quoted(c)
+                    continue
+                if c in _OPEN:
+                    stack.append(_OPEN[c])
+                elif c in ")]}":
+                    if not stack or c != stack[-1]:
+                        raise self.fail(f"unbalanced {c!r} in the target")
+                    stack.pop()
+                self.pos += 1
+            target = self.text[start:self.pos].strip()
+        if self.peek() != ";":
+            raise self.fail("expected ';' after the target, before the passes",
+                            "write target=T; PASSES, e.g. target=x86-avx2; zero")
+        if not target:
+            raise self.fail("missing target after 'target='", "e.g. target=x86-avx2; zero", at=start)
+        self.pos += 1
+        return target
+
     def pipeline(self) -> list[PassInvocation]:
         out: list[PassInvocation] = []
         self.skip_ws()
@@ -127,6 +198,8 @@ class _Parser:
         name, start = self.name("a pass name")
         self.skip_ws()
         spec = find_pass(name)
+        if spec is None and name == "target" and self.peek() == "=":
+            raise self.fail("the target goes first, before the passes", "target=T; PASSES", at=start)
         if spec is None:
             if name in PIPELINES:
                 if self.peek() == "(":

@@ -65,10 +65,52 @@ class Results:
             else:
                 self.build_step(st)
             self.stage = "run"
-            raise RunError(f"built for {self.target_name}; no such device here, not run ({why})",
+            err = RunError(f"built for {self.target_name}; no such device here, not run ({why})",
                            "build only (`irviz check --target` stops after the build), or run on a "
                            "machine that has it")
+            err.not_run = self.target_name  # the build worked: no failure of the model
+            raise err
         return run_device(tgt)
+
+    def set_target(self, text: str | None, whole=None) -> None:
+        """Choose the target by name ("host" or None: the default) and apply the passes again under
+        it, back to the same step, as a change of pipeline does; `whole`: a new whole pipeline
+        (a pasted text that names its target) instead of today's. A bad target, or a pass that
+        cannot run or fails under it, raises and changes nothing."""
+        from irviz.core.passes import check_target
+        from irviz.core.session import Session
+        from irviz.core.target import pass_target
+
+        name = None if text is None or not str(text).strip() or str(text).strip() == "host" \
+            else str(text).strip()
+        tgt = pass_target(name)  # a bad name or JSON: target_spec's RequestError
+        if self.session is None:
+            self.target = name
+            return
+        old_session, old_target = self.session, self.target
+        invs = list(whole) if whole is not None else self.applied() + self.planned()
+        check_target(invs, tgt)
+        if name == old_target and whole is None:
+            return
+        session = Session(self.imported, self.captured, target=tgt)
+        session.set_pipeline(invs)
+        session.cursor = len(session.steps) - 1  # past the learner's schedule steps
+        want = min(old_session.cursor, session.cursor + len(invs)) if whole is not None else None
+        self.session, self.target = session, name
+        try:
+            with self._reporting_passes(len(old_session.pass_steps()) if whole is None
+                                        else want - session.cursor):
+                if whole is None:
+                    for _ in old_session.pass_steps():
+                        if session.step_forward() is None:
+                            raise session.error
+                    want = old_session.cursor
+                if want != session.cursor and session.jump(want) is None:
+                    raise session.error
+        except BaseException:
+            self.session, self.target = old_session, old_target
+            raise
+        self._forget_results()
 
     # -- building and running -------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from irviz.ui.panes.bisect_actions import BisectActions
 from irviz.ui.panes.code_totals import CODE_COLUMNS, CodeTotals
 from irviz.ui.panes.pass_params import params_text
 from irviz.ui.panes.planned_passes import PlannedPasses
+from irviz.ui.panes.target_box import TargetChoice
 from irviz.ui.result_stamp import ResultStamp
 
 # (header, tooltip); the last five are the per-step numbers
@@ -37,7 +38,7 @@ def _err_text(v) -> str:
     return "0" if v == 0 else f"{v:.1e}"
 
 
-class PipelinePane(BisectActions, PlannedPasses, CodeTotals, Pane):
+class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane):
     passFileRequested = Signal()
 
     def __init__(self, bridge, hub, parent=None, settings=None):
@@ -138,6 +139,7 @@ class PipelinePane(BisectActions, PlannedPasses, CodeTotals, Pane):
     def refresh_catalogues(self) -> None:
         self.ask("passes", "list_passes")
         self.ask("pipelines", "list_pipelines")
+        self.ask("targets", "list_targets")
 
     def on_reply(self, purpose: str, result) -> None:
         if purpose == "code_totals":
@@ -158,6 +160,8 @@ class PipelinePane(BisectActions, PlannedPasses, CodeTotals, Pane):
         elif purpose == "pipelines":
             self.pipelines = list(result or [])
             self._fill_pipelines()
+        elif purpose == "targets":
+            self._fill_targets(list(result or []))
         elif purpose == "bisect":
             self._bisect_rid = None
             self.show_bisect(result or {})
@@ -179,6 +183,8 @@ class PipelinePane(BisectActions, PlannedPasses, CodeTotals, Pane):
             self._update_buttons()
         elif purpose == "repro":
             message = "Write repro folder: " + message.splitlines()[0]
+        if purpose == "target":
+            message = self._kept_message = self.on_target_error(error)
         if purpose == "paste":  # the pipeline is unchanged: say why the text was refused
             # the caret under the column only lines up in the tooltip's fixed-width text
             full = message + (f"\nhint: {error['hint']}" if error.get("hint") else "")
@@ -194,6 +200,7 @@ class PipelinePane(BisectActions, PlannedPasses, CodeTotals, Pane):
         self._fill_steps(state)
         self._fill_planned()
         self._match_pipeline()
+        self._show_target(state)
         self._update_buttons()
         if state.get("model"):
             theirs = sum(1 for s in self.steps if s.get("origin") == "schedule")
@@ -202,6 +209,7 @@ class PipelinePane(BisectActions, PlannedPasses, CodeTotals, Pane):
             self.info.setText(f"{state.get('model')} · step {cur} of {total}"
                               + (f" · {len(self.planned)} planned" if self.planned else " · done")
                               + (f" · steps 1–{theirs} are your schedule()" if theirs else "")
+                              + (f" · target {state['target']}" if state.get("target") else "")
                               + (f" · weights as inputs: {state['params_file']}"
                                  if state.get("keep_params") and state.get("params_file") else ""))
             fb = (self.bisect_result or {}).get("first_bad")

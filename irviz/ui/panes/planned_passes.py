@@ -73,6 +73,8 @@ class PlannedPasses:
         head = QHBoxLayout()
         head.addWidget(QLabel("Planned"))
         head.addWidget(self.pipeline_box, 1)
+        head.addWidget(QLabel("Target"))
+        head.addWidget(self._target_box(), 1)
         pl.addLayout(head)
         pl.addWidget(self.planned_list, 1)
         pl.addLayout(edit_bar)

@@ -560,6 +560,9 @@ class RunPane(Pane):
                                          f"Latency trace failed: {msg}")
             self.latency_status.setToolTip(error.get("detail") or "")
             return
+        if error.get("not_run"):
+            self._show_not_run(error)
+            return
         self.error = error
         self.result = None
         stage = error.get("stage", "build")
@@ -571,3 +574,23 @@ class RunPane(Pane):
             msg += f"\nhint: {error['hint']}"
         self.status.setText(msg)
         self.status.setToolTip(error.get("detail") or "")
+
+    def _show_not_run(self, error: dict) -> None:
+        """Built for a target whose device is not here: the build worked and nothing failed, so it
+        is said in the warning colour, not the failure's; the Memory, Latency, Intermediates and
+        Estimate tabs keep what they show."""
+        self.error, self.result = None, None
+        self.verdict.setText("BUILT, NOT RUN")
+        self.verdict.setToolTip(error.get("message", ""))
+        self.verdict.setStyleSheet(f"color: {themes.colors().warn};")
+        for key, field in self.fields.items():
+            field.setText(str(error["not_run"]) if key == "target" else "—")
+            field.setStyleSheet("")
+        # an earlier run's kernels and times would pass for this target's: the run's own views go
+        self.timing_note.setText("")
+        self.kernels.clear_rows()
+        set_roofline(self.kernels, None)
+        self.roofline.clear()
+        self.hub.set_heat({})
+        self.status.setText(error.get("message", "") + (f"\nhint: {error['hint']}" if error.get("hint") else ""))
+        self.status.setToolTip("")
