@@ -103,8 +103,12 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
         debug_bar.addWidget(self.bisect_button)
         debug_bar.addWidget(self.repro_button)
         debug_bar.addStretch(1)
+        # a row of its own: beside the debugging buttons it widened the dock past a 1200-px window
+        code_bar = QHBoxLayout()
+        code_bar.setContentsMargins(0, 0, 0, 0)
         for w in self._code_controls():
-            debug_bar.addWidget(w)
+            code_bar.addWidget(w)
+        code_bar.addStretch(1)
         self.bisect_result: dict | None = None
         self.bisect_stamp: ResultStamp | None = None   # the pipeline the bisect checked
         self._bisect_rid: int | None = None
@@ -119,6 +123,7 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
         al.addWidget(self.hide_unchanged)
         al.addWidget(self.table, 1)
         al.addLayout(debug_bar)
+        al.addLayout(code_bar)
 
         planned = self._planned_page()
         self.info = dim_label("No model open")
