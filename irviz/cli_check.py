@@ -148,20 +148,25 @@ def log_by_length(m: dict, log) -> None:
         log(f"memory   {by['dim']}={r['value']}{fixed}: activations {what}")
 
 
-def _build_only(ws, args, failure: Failure, summary: dict, log) -> None:
-    """A model without weights: the build (compile only) and its memory; no run, and no failure."""
-    log("run      structure only: no weights to run with (built, not run; the estimate below "
-        "times its kernels instead)" if args.estimate is not False else
-        "run      structure only: no weights to run with (built, not run)")
+def _build_only(ws, args, failure: Failure, summary: dict, log, not_run: str | None = None) -> None:
+    """Build, no run, and no failure: a model without weights (`not_run` None), or a target whose
+    device is not here (`not_run` says why: a cross-compiled CPU, a GPU). The build's memory too."""
+    if not_run is None:
+        log("run      structure only: no weights to run with (built, not run; the estimate below "
+            "times its kernels instead)" if args.estimate is not False else
+            "run      structure only: no weights to run with (built, not run)")
     try:
         st = ws.step_at()
         built = ws.build_step(st)
     except Exception as exc:
         failure.record(ws.stage, exc)
         return
-    summary.update(build_seconds=round(built.seconds, 4), verdict="structure only")
-    summary["memory"] = _memory_fields(built, args.func, st.mod, ws, log)
-    m = summary["memory"]
+    summary.update(build_seconds=round(built.seconds, 4),
+                   verdict="structure only" if not_run is None else "built, not run")
+    if not_run is not None:
+        summary["not_run_reason"] = not_run
+        log(f"run      built for {ws.target_name}; no such device here, not run ({not_run})")
+    summary["memory"] = m = _memory_fields(built, args.func, st.mod, ws, log)
     if m:
         from irviz.core.frontend.structure_only import format_bytes as size
 
@@ -223,20 +228,6 @@ def estimate_lines(est: dict, most: int = 8) -> list[str]:
     return out
 
 
-def _built_not_run(ws, args, failure: Failure, summary: dict, log, why: str) -> None:
-    """A target whose device is not here (a cross-compiled CPU, a GPU): the build only, its memory,
-    and why it did not run; not a failure."""
-    try:
-        st = ws.step_at()
-        built = ws.build_step(st)
-    except Exception as exc:
-        failure.record(ws.stage, exc)
-        return
-    summary.update(build_seconds=round(built.seconds, 4), verdict="built, not run", not_run_reason=why)
-    summary["memory"] = _memory_fields(built, args.func, st.mod)
-    log(f"run      built for {ws.target_name}; no such device here, not run ({why})")
-
-
 def _target_fields(ws) -> dict:
     from irviz.core.target import target_spec
 
@@ -293,7 +284,7 @@ def _check(args, out) -> int:
     if summary["structure_only"] and failure.stage is None:
         _build_only(ws, args, failure, summary, log)
     elif not_run is not None:
-        _built_not_run(ws, args, failure, summary, log, not_run)
+        _build_only(ws, args, failure, summary, log, not_run)
     elif ws is not None and failure.stage is None:
         try:
             built, res = ws.build_run(repeats=args.repeats, func=args.func)
