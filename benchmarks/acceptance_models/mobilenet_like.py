@@ -37,4 +37,11 @@ class MobileNetLike(nn.Module):
 
 def get_model():
     torch.manual_seed(0)
-    return MobileNetLike().eval(), (torch.randn(1, 3, 64, 64),)
+    model = MobileNetLike()
+    # batch norms with one batch's statistics, as training leaves them: with the defaults the
+    # features shrink to ~1e-4 and the output is the head's bias, which any compiler "matches"
+    for bn in (m for m in model.modules() if isinstance(m, nn.BatchNorm2d)):
+        bn.momentum = 1.0
+    with torch.no_grad():
+        model.train()(torch.randn(8, 3, 64, 64))
+    return model.eval(), (torch.randn(1, 3, 64, 64),)

@@ -43,6 +43,21 @@ class MobileNetV2(nn.Module):
         return self.classifier(self.features(x).mean((2, 3)))
 
 
+def calibrated(model: nn.Module, batch: torch.Tensor) -> nn.Module:
+    """Batch norms given the statistics of one batch, as training would leave them: with the
+    defaults (mean 0, variance 1) the activations shrink ~1e8-fold over the 52 convolutions, the
+    output is the classifier's bias, and any compiler "matches" torch."""
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    for bn in bns:
+        bn.momentum = 1.0
+    model.train()
+    with torch.no_grad():
+        model(batch)
+    for bn in bns:
+        bn.momentum = 0.1
+    return model.eval()
+
+
 def get_model():
     torch.manual_seed(0)
-    return MobileNetV2().eval(), (torch.randn(1, 3, 224, 224),)
+    return calibrated(MobileNetV2(), torch.randn(4, 3, 224, 224)), (torch.randn(1, 3, 224, 224),)
