@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from irviz.cli_common import Failure, add_model_arguments, log_for, open_workspace, write_json
+from irviz.cli_common import Failure, add_model_arguments, add_target_argument, log_for, open_workspace, write_json
 
 # irviz.core modules that load torch or TVM are imported inside the functions (see cli_common).
 
@@ -19,6 +19,8 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--no-build", action="store_true", help="skip building and running the last steps")
     p.add_argument("--repeats", type=int, default=10, help="timed runs of each pipeline's last step")
+    add_target_argument(p, help_more="; both pipelines' passes run under T and their last steps are "
+                                     "built for it, and run only where its device is here")
 
 
 def add_query_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,6 +63,8 @@ def run_compare(args) -> int:
                 if r["error"]:
                     print(f"{'AB'[k]}: {r['error']}", file=sys.stderr)
                     failure.stage = failure.stage or "build"
+                elif r.get("not_run"):
+                    print(f"{'AB'[k]}: built in {r['build_seconds']:.2f} s; {r['not_run']}")
                 elif r.get("structure_only"):
                     print(f"{'AB'[k]}: built in {r['build_seconds']:.2f} s (structure only: no "
                           "weights to run with)")

@@ -96,7 +96,9 @@ def align_steps(names_a: list[str], names_b: list[str]) -> list[tuple]:
 
 def _run_pipeline(ws, invocations, progress, label: str):
     """(steps, error): a fresh session from the workspace's import, every pass applied."""
-    session = Session(ws.imported, ws.captured)
+    # both pipelines' passes under the workspace's target, as its own session's ran
+    session = Session(ws.imported, ws.captured,
+                      target=ws.session.chosen_target if ws.session is not None else None)
     session.set_pipeline(invocations)
     total = max(1, len(session.pipeline))
 
@@ -311,10 +313,15 @@ def measure(ws, cmp: Comparison, repeats: int = 10, progress=None) -> list[dict]
                 rows.append(row)
                 continue
             t = time.perf_counter()
-            built = build_mod.build(last.mod)
+            built = build_mod.build(last.mod, ws.build_target())
             row["build_seconds"] = round(getattr(built, "seconds", time.perf_counter() - t), 4)
             if ws.structure_only:  # compiled; nothing to run it with, and that is no failure
                 row["structure_only"] = True
+                rows.append(row)
+                continue
+            not_run = ws.not_run_reason()
+            if not_run is not None:  # built for a target whose device is not here: no failure either
+                row["not_run"] = f"built for {ws.target_name}; no such device here, not run ({not_run})"
                 rows.append(row)
                 continue
             progress(f"Running pipeline {'AB'[k]}", 0.3 + 0.4 * k)

@@ -31,3 +31,16 @@ def test_compare_rejects_one_pipeline_and_a_bad_text(tmp_path, capsys):
                  "--out", str(tmp_path)]) == 1
     assert "unknown pass 'Nope'" in capsys.readouterr().err
     assert not (tmp_path / "compare.json").exists()
+
+
+def test_compare_for_a_target_not_here_builds_both_for_it_and_runs_neither(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    code = main(["compare", "sample:mlp", "--pipeline", "zero", "--pipeline", "tir-cpu",
+                 "--target", "aarch64", "--out", str(out), "--repeats", "1"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    a, b = json.loads((out / "compare.json").read_text())["pipelines"]
+    for row in (a, b):
+        assert row["build_seconds"] > 0 and row["tvm_ms"] is None and row["error"] is None
+        assert row["not_run"].startswith("built for aarch64; no such device here, not run")
+    assert printed.out.count("no such device here, not run") == 2
