@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from irviz.cli_common import Failure, add_model_arguments, log_for, open_workspace, \
+from irviz.cli_common import Failure, add_model_arguments, add_target_argument, log_for, open_workspace, \
     with_json_stdout, write_json
 
 # irviz.core modules that load torch, TVM or numpy are imported inside the functions (see cli_common).
@@ -23,6 +23,7 @@ def add_bisect_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default 1e-4)")
     p.add_argument("--out", metavar="DIR", help="write the repro folder of the bad pass here")
     p.add_argument("--json", metavar="PATH", help="write the result as JSON to PATH ('-' = stdout)")
+    add_target_argument(p, help_more="; each checked step is built for T and run, so T must run here")
 
 
 def run_bisect(args) -> int:
@@ -48,7 +49,7 @@ def _bisect(args, out) -> int:
     try:
         ref = reference_for(ws, args.func)
         result = bisect(ws.session, ref, atol=args.atol, rtol=args.rtol, progress=progress,
-                        func=args.func)
+                        func=args.func, target=ws.runnable_target("bisect"))
     except Exception as exc:  # no reference to compare with: nothing was bisected
         failure.record("run", exc)
         summary["error"] = failure.error

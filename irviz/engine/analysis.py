@@ -60,7 +60,8 @@ class AnalysisCommands:
             except Exception:  # a pass that fails is the bisect's "pass" verdict
                 pass
         ref = reference_for(self.ws)
-        result = bisect(s, ref, atol=atol, rtol=rtol, progress=self.progress).as_dict()
+        result = bisect(s, ref, atol=atol, rtol=rtol, progress=self.progress,
+                        target=self.ws.runnable_target("Find first bad pass")).as_dict()
         result["diverging"] = self._diverging(result.get("first_bad"), atol, rtol)
         # a repro folder written later of a checked step says what the bisect found there
         self.last_bisect = (self._passes_of(s), {c["index"]: c for c in result["steps_checked"]})

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from irviz.cli import main
 
 PASSES = str(Path(__file__).resolve().parents[1] / "core" / "data" / "bisect_passes.py")
@@ -69,3 +71,19 @@ def test_usage_errors_exit_2(capsys):
     assert code == 2 and "NoSuchPass" in s["error"]
     code, s = _bisect(capsys, "sample:no_such_sample")
     assert code == 2 and s["error"]
+
+
+def test_bisect_builds_for_the_target_and_refuses_one_not_here(capsys, monkeypatch):
+    from irviz.core.backend import build as build_mod
+
+    targets = []
+    real_build = build_mod.build
+    monkeypatch.setattr(build_mod, "build", lambda mod, target=None: targets.append(target) or real_build(mod, target))
+    code, s = _bisect(capsys, "sample:mlp", "--pipeline", "zero", "--target", "x86-avx2")
+    if code == 1 and "is not here" in (s.get("error") or ""):
+        pytest.skip("this CPU has no AVX2")
+    assert code == 0 and s["first_bad"] is None, s
+    assert targets and all(t is not None and str(t.attrs["mcpu"]) == "haswell" for t in targets)
+    code, s = _bisect(capsys, "sample:mlp", "--pipeline", "zero", "--target", "aarch64")
+    assert code == 1 and s["first_bad"] is None
+    assert "bisect runs each step it checks, and aarch64 is not here" in s["error"]

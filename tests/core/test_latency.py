@@ -63,6 +63,22 @@ def test_cache_reuses_unchanged_modules(mlp):
         latency_trace(s, loaded, steps=[99])
 
 
+def test_a_trace_for_another_cpu_builds_for_it_and_is_not_the_hosts_cached_figure(mlp, monkeypatch):
+    from irviz.core.target import not_runnable_here, resolve_target
+
+    avx2 = resolve_target("x86-avx2")
+    if not_runnable_here(avx2) is not None:
+        pytest.skip("this CPU cannot run AVX2 code")
+    s, loaded = mlp
+    cache, targets = {}, []
+    real = build_mod.build
+    monkeypatch.setattr(build_mod, "build", lambda mod, target=None: targets.append(target) or real(mod, target))
+    latency_trace(s, loaded, steps=[-1], repeats=1, cache=cache)
+    again = latency_trace(s, loaded, steps=[-1], repeats=1, cache=cache, target=avx2)
+    assert again[0]["cached"] is False and len(cache) == 2
+    assert targets[0] is None and str(targets[-1].attrs["mcpu"]) == "haswell"
+
+
 def test_a_step_that_cannot_build_reports_its_error(mlp, monkeypatch):
     s, loaded = mlp
     real = build_mod.build

@@ -211,9 +211,9 @@ def compare(got: list[np.ndarray], expected: list[np.ndarray], atol=None, rtol=N
 
 
 def check_module(mod, ref: Reference, *, index: int = 0, pass_name: str = "", atol=None, rtol=None,
-                 func: str = "main") -> StepCheck:
-    """Build `mod`, run `func` once on the reference inputs, compare. Never raises: the verdict
-    says in which stage it went wrong."""
+                 func: str = "main", target=None) -> StepCheck:
+    """Build `mod` (for `target`, a CPU this machine runs; None: the host), run `func` once on the
+    reference inputs, compare. Never raises: the verdict says in which stage it went wrong."""
     import tvm
     from tvm import relax
 
@@ -225,7 +225,7 @@ def check_module(mod, ref: Reference, *, index: int = 0, pass_name: str = "", at
     func = prim_run.resolve_func(mod, func)
     prim = prim_run.is_prim_func(mod, func)
     try:
-        built = prim_run.build_prim(mod, func) if prim else build_mod.build(mod)
+        built = prim_run.build_prim(mod, func) if prim else build_mod.build(mod, target)
     except Exception as exc:  # an unbuildable step is a verdict
         chk.stage, chk.reason = "build", text(exc)
         chk.seconds = time.perf_counter() - t0
@@ -255,8 +255,9 @@ def check_module(mod, ref: Reference, *, index: int = 0, pass_name: str = "", at
 
 
 def bisect(session, ref: Reference, *, atol=None, rtol=None, progress=None, func: str = "main",
-           ) -> BisectResult:
-    """The first step of `session` that builds, runs or computes wrong (see the module doc)."""
+           target=None) -> BisectResult:
+    """The first step of `session` that builds, runs or computes wrong (see the module doc), each
+    step built for `target` (None: the host)."""
     t0 = time.perf_counter()
     steps = session.steps
     candidates = [0] + [st.index for st in steps[1:] if st.changed]
@@ -270,7 +271,8 @@ def bisect(session, ref: Reference, *, atol=None, rtol=None, progress=None, func
         if progress is not None:
             progress(f"Bisect: building and running step {i} ({st.pass_name}), check {len(checked) + 1}",
                      min(0.95, len(checked) / max(2, len(candidates).bit_length() + 2)), st.pass_name)
-        c = check_module(st.mod, ref, index=i, pass_name=st.pass_name, atol=atol, rtol=rtol, func=func)
+        c = check_module(st.mod, ref, index=i, pass_name=st.pass_name, atol=atol, rtol=rtol, func=func,
+                         target=target)
         seen[i] = c
         checked.append(c)
         return c

@@ -41,7 +41,7 @@ def _finite(x):
     return x if math.isfinite(x) else None
 
 
-def _measure(mod, loaded, repeats: int, params=None) -> dict:
+def _measure(mod, loaded, repeats: int, params=None, target=None) -> dict:
     """Build + run one module; never raises (the error goes into the entry)."""
     out = {"ok": False, "tvm_ms": None, "torch_ms": None, "max_abs_error": None, "allclose": None,
            "build_seconds": None, "threads": None, "error": None}
@@ -56,7 +56,7 @@ def _measure(mod, loaded, repeats: int, params=None) -> dict:
             built(br)
             res = prim_run.run_prim(br, prim_run.prim_args(mod, prim), repeats=repeats)
         else:
-            _, res = build_and_run(mod, loaded, repeats=repeats, on_built=built, params=params)
+            _, res = build_and_run(mod, loaded, repeats=repeats, on_built=built, params=params, target=target)
     except Exception as exc:  # an unbuildable step is a result, not a failure
         msg = exc.message if isinstance(exc, IrvizError) else tvm_error_text(exc, with_type=True)
         out["error"] = msg.strip().splitlines()[0][:300] if msg.strip() else type(exc).__name__
@@ -70,13 +70,14 @@ def _measure(mod, loaded, repeats: int, params=None) -> dict:
 
 
 def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None, *,
-                  cache: dict | None = None, params: dict | None = None) -> list[dict]:
+                  cache: dict | None = None, params: dict | None = None, target=None) -> list[dict]:
     """Build and time every step of ``session`` (or the indices in ``steps``).
 
     loaded: the LoadedModel (PyTorch reference; None = run without a reference, no torch line).
     progress(text, fraction): called before each step and once at the end.
     cache: {module hash: measurement} kept by the caller across calls (a new dict when None).
     params: weights main still takes as parameters (--keep-params), fed after the inputs.
+    target: what each step is built for (a CPU this machine runs; None: the host).
     """
     n = len(session.steps)
     if steps is None or steps == "all":
@@ -95,12 +96,12 @@ def latency_trace(session, loaded, steps=None, repeats: int = 10, progress=None,
             progress(f"Latency: building and timing step {i} ({st.pass_name}), {k + 1}/{len(indices)}",
                      k / max(1, len(indices)))
         try:
-            key = module_key(st.mod)
+            key = (module_key(st.mod), str(target))  # the same module built for another CPU is another figure
         except Exception:  # no hash: just measure
             key = None
         hit = cache.get(key) if key is not None else None
         if hit is None:
-            hit = _measure(st.mod, loaded, repeats, params)
+            hit = _measure(st.mod, loaded, repeats, params, target)
             if key is not None:
                 cache[key] = hit
             cached = False

@@ -98,7 +98,7 @@ class Workspace(Results):
         self.import_planned: list = []    # the pipeline to plan once the import works
         self.stage: str | None = None     # the stage running now: names a failure that is no IrvizError
         self.runs: dict[int, tuple] = {}  # step index -> (Step, RunResult), for the exported report
-        self._latency_cache: dict = {}    # module hash -> measurement
+        self._latency_cache: dict = {}    # (module hash, target) -> measurement
         self._latency_last = None         # ({step index: Step}, trace) of the last latency trace
         self._last_build = None           # (Step, BuildResult): the executable of the last build
         # seconds per stage of the last open / pipeline / build / run; "tune": measuring on this CPU

@@ -45,6 +45,15 @@ class Results:
 
         return not_runnable_here(tgt)
 
+    def runnable_target(self, what: str):
+        """The target to build for when `what` must run every build (a bisect): None for the host;
+        a RunError when the target's device is not here."""
+        why = self.not_run_reason()
+        if why is not None:
+            raise RunError(f"{what} runs each step it checks, and {self.target_name} is not here ({why})",
+                           hint=f"{what} for a target this machine runs, e.g. host; `check --target` builds without running")
+        return self.build_target()
+
     def _run_device(self, st, func: str):
         """The tvm Device runs go to (None: the CPU). When the target's device is not here, the
         step is built (a build error says so first) and the run refused with a RunError."""
@@ -299,7 +308,8 @@ class Results:
         self.stage = "build"
         self.need_weights("a latency trace (it runs every step)")
         trace = latency_trace(s, self.loaded, steps=steps, repeats=int(repeats),
-                              progress=self.progress, cache=self._latency_cache, params=self.kept_params)
+                              progress=self.progress, cache=self._latency_cache, params=self.kept_params,
+                              target=self.runnable_target("a latency trace"))
         self._latency_last = ({e["step"]: s.steps[e["step"]] for e in trace}, trace)
         return trace
 
