@@ -66,10 +66,12 @@ def run_tune(args) -> int:
     interrupted = []
 
     def on_sigint(signum, frame):
-        # raised inside TVM's search, a KeyboardInterrupt comes back as a bare RuntimeError: the flag
-        # says what it was
+        # no KeyboardInterrupt here: raised inside TVM's C++ it can end in std::terminate; the search
+        # stops itself after the batch it is measuring, and a second Ctrl-C stops at once
+        if interrupted:
+            raise KeyboardInterrupt
         interrupted.append(True)
-        raise KeyboardInterrupt
+        ms_tuning.STOP.set()
 
     old_handler = signal.signal(signal.SIGINT, on_sigint)
     try:
@@ -87,6 +89,7 @@ def run_tune(args) -> int:
         return 1
     finally:
         signal.signal(signal.SIGINT, old_handler)
+        ms_tuning.STOP.clear()
     print(f"{'kernel':32} {'before ms':>10} {'after ms':>10} {'best in db':>10}  measured  result")
     for rep in reports:
         verdict = "MetaSchedule's" if rep.get("applied") else "rules' kept"

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -169,6 +170,28 @@ def _space():
     return ms.space_generator.PostOrderApply(sch_rules="llvm", postprocs="llvm", mutator_probs="llvm")
 
 
+# Ctrl-C sets this and the search stops after the batch being measured: a KeyboardInterrupt raised
+# wherever the signal lands can be inside TVM's C++, which then calls std::terminate
+STOP = threading.Event()
+
+
+class TuneInterrupted(Exception):
+    pass
+
+
+def _stop_callback():
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    @derived_object
+    class StopWhenAsked(PyMeasureCallback):
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+            if STOP.is_set():
+                raise TuneInterrupted("tuning stopped (Ctrl-C); the measured candidates are in the database")
+
+    return StopWhenAsked()
+
+
 def tune_kernel(func, target, db, trials: int, runner="local", seed: int = 1, work_dir: str | None = None) -> int:
     """Run MetaSchedule's search for one kernel, `trials` candidates (fewer when `db` already holds
     some for it); the number of candidates measured now."""
@@ -184,7 +207,8 @@ def tune_kernel(func, target, db, trials: int, runner="local", seed: int = 1, wo
     before = measured_count(db, func)
     ms.tune.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=work_dir or ".", max_trials_global=todo,
                        max_trials_per_task=todo, num_trials_per_iter=min(todo, 8), builder=_builder(),
-                       runner=runner, database=db, cost_model="xgb", task_scheduler="round-robin")
+                       runner=runner, database=db, cost_model="xgb", task_scheduler="round-robin",
+                       measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), _stop_callback()])
     return measured_count(db, func) - before
 
 
@@ -264,6 +288,8 @@ def tune_module(mod, target, db_path, trials: int, kernels=(), top: int = DEFAUL
         progress(f"MetaSchedule {name} ({i + 1}/{len(names)})", i / max(1, len(names)))
         rep = {"kernel": name, "why": why, "trials": trials}
         t0 = time.perf_counter()
+        if tune and STOP.is_set():
+            raise TuneInterrupted("tuning stopped (Ctrl-C) before kernel " + name)
         if tune:
             rep["measured_now"] = tune_kernel(func, target, db, trials, runner=runner, work_dir=str(db_path))
         new = scheduled(db, func, target)
