@@ -8,20 +8,11 @@ from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QPushButton, QTableWidg
                                QWidget)
 
 from irviz.ui.panes.base import dim_label, row_table
+from irviz.ui.panes.kernel_table import Num
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
 
 INTRO = ("Estimate the step's latency without running it: each distinct kernel is timed alone on "
          "random inputs of its shapes (kept per CPU), times its calls.")
-
-
-class _Num(QTableWidgetItem):
-    def __init__(self, value: float, text: str):
-        super().__init__(text)
-        self.value = float(value)
-        self.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-
-    def __lt__(self, other):
-        return self.value < other.value if isinstance(other, _Num) else super().__lt__(other)
 
 
 def _ms_text(ms) -> str:
@@ -137,11 +128,11 @@ class EstimateTab(QWidget):
         self.table.setRowCount(len(rows))
         for i, k in enumerate(rows):
             self.table.setItem(i, 0, QTableWidgetItem(str(k.get("name", ""))))
-            self.table.setItem(i, 1, _Num(k.get("calls") or 0, str(k.get("calls", ""))))
+            self.table.setItem(i, 1, Num(float(k.get("calls") or 0), str(k.get("calls", ""))))
             about = "~" if k.get("extrapolated") else ""  # not timed: its FLOPs at a timed kernel's rate
-            self.table.setItem(i, 2, _Num(k.get("ms") or 0, f"{about}{_ms_text(k.get('ms'))}"))
-            self.table.setItem(i, 3, _Num(k.get("total_ms") or 0, _ms_text(k.get('total_ms'))))
-            self.table.setItem(i, 4, _Num(k.get("share") or 0, f"{100 * float(k.get('share') or 0):.1f}"))
+            self.table.setItem(i, 2, Num(float(k.get("ms") or 0), f"{about}{_ms_text(k.get('ms'))}"))
+            self.table.setItem(i, 3, Num(float(k.get("total_ms") or 0), _ms_text(k.get('total_ms'))))
+            self.table.setItem(i, 4, Num(float(k.get("share") or 0), f"{100 * float(k.get('share') or 0):.1f}"))
             shapes = QTableWidgetItem(str(k.get("shapes") or ""))
             shapes.setToolTip(str(k.get("shapes") or ""))
             self.table.setItem(i, 5, shapes)
