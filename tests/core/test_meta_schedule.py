@@ -66,6 +66,19 @@ def test_tune_then_reuse_then_apply_pass(tmp_path):
         assert M.NOTE_ATTR in applied["matmul"].attrs and not applied["matmul"].same_as(mod["matmul"])
 
 
+def test_tune_before_the_kernels_exist_says_where_it_belongs(tmp_path):
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4, 8), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.nn.relu(x)))
+        bb.emit_func_output(out)
+    tune = passes.PassInvocation("MetaScheduleTune", {"trials": 4, "db": str(tmp_path / "db")})
+    with pytest.raises(PassError) as info:
+        passes.apply_pass_noted(tune, bb.get(), host_target())
+    assert "has none yet" in str(info.value) and "place it after FuseTIR" in str(info.value)
+
+
 def test_unreachable_tracker_is_a_clear_error(tmp_path):
     port = _free_port()
     t0 = time.time()
@@ -134,6 +147,68 @@ def test_tune_through_a_tracker_with_two_servers(tracker, tmp_path):
     else:
         assert M.NOTE_ATTR not in (out["matmul"].attrs or {})
     assert time.time() - t0 < 90
+
+
+def _servers(port, procs, n):
+    for _ in range(n):
+        p = _free_port()
+        procs.append(_start(["tvm.exec.rpc_server", "--tracker", f"127.0.0.1:{port}", "--key", "board",
+                             "--host", "127.0.0.1", "--port", str(p), "--port-end", str(p + 1)]))
+    _wait_free(port, "board", n)
+    return procs[-n:]
+
+
+def _kill_after_first_batch(monkeypatch, port, victims, left) -> list:
+    """Servers in `victims` die once the first batch is measured, before the search goes on; the
+    list returned gets that batch's size."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    first_batch = []
+
+    @derived_object
+    class KillServers(PyMeasureCallback):
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+            if not victims:
+                return
+            first_batch.append(len(runner_results))
+            for p in victims:
+                os.killpg(p.pid, signal.SIGKILL)
+            victims.clear()
+            deadline = time.time() + 20
+            while M.tracker_servers("127.0.0.1", port, "board") != left and time.time() < deadline:
+                time.sleep(0.2)
+
+    monkeypatch.setattr(M, "_stop_callback", KillServers)
+    return first_batch
+
+
+def test_a_server_dying_mid_run_leaves_the_other_to_measure(tracker, tmp_path, monkeypatch):
+    port, procs = tracker
+    a, _ = _servers(port, procs, 2)
+    first_batch = _kill_after_first_batch(monkeypatch, port, [a], left=1)
+    runner, _ = M.rpc_runner(f"127.0.0.1:{port}", "board", timeout_sec=10)
+    t0 = time.time()
+    _, (rep,) = M.tune_module(_matmul_module(), host_target(), tmp_path / "db", trials=10, kernels=["matmul"],
+                              runner=runner)
+    db = M.open_db(tmp_path / "db")
+    finite = [r for r in db.get_all_tuning_records() if min(float(s) for s in r.run_secs) < 1e9]
+    assert len(finite) > first_batch[0]  # the second batch was measured, on the server that was left
+    assert rep["db_ms"] is not None
+    assert time.time() - t0 < 400  # a guard against a hang, not a speed figure (shared cores)
+
+
+def test_every_server_gone_stops_with_the_key_named_and_keeps_the_records(tracker, tmp_path, monkeypatch):
+    port, procs = tracker
+    victims = _servers(port, procs, 2)
+    _kill_after_first_batch(monkeypatch, port, list(victims), left=0)
+    runner, _ = M.rpc_runner(f"127.0.0.1:{port}", "board", timeout_sec=10)
+    t0 = time.time()
+    with pytest.raises(Exception, match="every device under key 'board' left the tracker"):
+        M.tune_module(_matmul_module(), host_target(), tmp_path / "db", trials=16, kernels=["matmul"],
+                      runner=runner)
+    assert time.time() - t0 < 90  # not one session timeout per remaining candidate
+    assert M.measured_count(M.open_db(tmp_path / "db"), _matmul_module()["matmul"]) >= 1
 
 
 def test_session_step_reports_progress_and_replay_reuses_the_database(tmp_path, monkeypatch):

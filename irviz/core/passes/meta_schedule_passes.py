@@ -40,6 +40,11 @@ def _run(mod, db, trials, kernels, top, tune: bool):
         raise PassError("MetaSchedule needs a target", hint="run the pass through a session or `irviz tune`")
     if tune and int(trials) < 1:
         raise PassError(f"trials must be at least 1, got {trials}")
+    if tune and not any(isinstance(f, tvm.tirx.PrimFunc) for f in mod.functions.values()):
+        # the hint is in the message: TVM's pass boundary keeps only an exception's text
+        raise PassError("MetaScheduleTune tunes TensorIR kernels, and this step has none yet: place it after "
+                        "FuseTIR, where the fused kernels exist (e.g. the pipeline "
+                        "'tir-cpu,MetaScheduleTune(trials=16)' or '...,FuseOps,FuseTIR,MetaScheduleTune')")
     path = db or str(ms_tuning.default_db_dir(ms_tuning.tuning_target(target)))
     out, reports = ms_tuning.tune_module(mod, target, path, int(trials), kernels=_names(kernels), top=int(top),
                                          progress=pass_progress, tune=tune)

@@ -20,6 +20,7 @@ import re
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from collections.abc import Callable
 from pathlib import Path
 
@@ -192,6 +193,49 @@ def _stop_callback():
     return StopWhenAsked()
 
 
+@dataclass
+class TrackerRunner:
+    """MetaSchedule's RPC runner and the tracker it asks for devices, which is watched between
+    batches: with every board gone, each candidate would wait out its session timeout in turn."""
+    runner: object
+    host: str
+    port: int
+    key: str
+
+
+def tracker_servers(host: str, port: int, key: str) -> int:
+    """How many servers (free or busy) are connected to the tracker under `key`."""
+    from tvm import rpc
+
+    info = rpc.connect_tracker(host, port).summary().get("server_info") or []
+    return sum(1 for s in info if s.get("key") == "server:" + key)
+
+
+def _devices_callback(tracker: TrackerRunner):
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    where = f"{tracker.host}:{tracker.port}"
+
+    @derived_object
+    class StopWhenNoDevice(PyMeasureCallback):
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+            try:
+                n = tracker_servers(tracker.host, tracker.port, tracker.key)
+            except Exception as exc:
+                raise PassError(f"the RPC tracker at {where} stopped answering during tuning ({exc}); "
+                                "the measured candidates are in the database",
+                                hint="restart the tracker and the boards' rpc_server, then tune again with "
+                                     "the same --db: it continues from the database") from exc
+            if n == 0:
+                raise PassError(f"every device under key {tracker.key!r} left the tracker at {where} during "
+                                "tuning; the measured candidates are in the database",
+                                hint=f"restart `python -m tvm.exec.rpc_server --tracker {where} --key "
+                                     f"{tracker.key}` on the board, then tune again with the same --db")
+
+    return StopWhenNoDevice()
+
+
 def tune_kernel(func, target, db, trials: int, runner="local", seed: int = 1, work_dir: str | None = None) -> int:
     """Run MetaSchedule's search for one kernel, `trials` candidates (fewer when `db` already holds
     some for it); the number of candidates measured now."""
@@ -205,10 +249,14 @@ def tune_kernel(func, target, db, trials: int, runner="local", seed: int = 1, wo
                          search_strategy="evolutionary", task_name="main", rand_state=seed,
                          num_threads=max(1, int(_target_dict(target).get("num-cores", 1))))
     before = measured_count(db, func)
+    callbacks = [*ms.measure_callback.MeasureCallback.create("default"), _stop_callback()]
+    if isinstance(runner, TrackerRunner):
+        callbacks.append(_devices_callback(runner))
+        runner = runner.runner
     ms.tune.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=work_dir or ".", max_trials_global=todo,
                        max_trials_per_task=todo, num_trials_per_iter=min(todo, 8), builder=_builder(),
                        runner=runner, database=db, cost_model="xgb", task_scheduler="round-robin",
-                       measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), _stop_callback()])
+                       measure_callbacks=callbacks)
     return measured_count(db, func) - before
 
 
@@ -357,8 +405,8 @@ def _is_host(target) -> bool:
 
 # ------------------------------------------------------------------------------------ RPC tracker
 def rpc_runner(address: str, key: str, timeout_sec: int = 30):
-    """MetaSchedule's RPCRunner on the devices a TVM RPC tracker at HOST:PORT has under `key`;
-    PassError when the tracker cannot be reached or has no device under that key."""
+    """(a TrackerRunner: MetaSchedule's RPCRunner on the devices a TVM RPC tracker at HOST:PORT has
+    under `key`, and how many are free); PassError when the tracker cannot be reached or has no device under that key."""
     from tvm import rpc
     from tvm.s_tir import meta_schedule as ms
 
@@ -384,5 +432,5 @@ def rpc_runner(address: str, key: str, timeout_sec: int = 30):
                              "on the board, or wait for a busy one")
     config = ms.runner.RPCConfig(tracker_host=host, tracker_port=int(port), tracker_key=key,
                                  session_timeout_sec=timeout_sec)
-    return ms.runner.RPCRunner(rpc_config=config, max_workers=1), free
+    return TrackerRunner(ms.runner.RPCRunner(rpc_config=config, max_workers=1), host, int(port), key), free
 
