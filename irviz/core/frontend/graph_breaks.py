@@ -17,6 +17,8 @@ import torch
 from irviz.core.errors import CaptureError
 from irviz.core.frontend.model_file import LoadedModel
 
+FALLBACK = "graph breaks as separate subgraphs"
+
 
 class GraphPiece(torch.nn.Module):
     """One graph of torch.compile's: its fixed inputs (parameters) held as buffers, the rest
@@ -78,6 +80,61 @@ def split_at_graph_breaks(loaded: LoadedModel) -> list[LoadedModel]:
     if not out:
         raise CaptureError("torch.compile made no graph with an op of the model")
     return out
+
+
+def split_quietly(loaded: LoadedModel) -> list[LoadedModel]:
+    """split_at_graph_breaks without torch._dynamo's graph-break warnings (what this is about)."""
+    import logging
+
+    dynamo_log = logging.getLogger("torch._dynamo")
+    level = dynamo_log.level
+    dynamo_log.setLevel(logging.ERROR)
+    try:
+        return split_at_graph_breaks(loaded)
+    finally:
+        dynamo_log.setLevel(level)
+
+
+def tried_before(error: CaptureError | str) -> list[str]:
+    """The numbered lines of a capture error that lists the fallbacks it tried ("1. torch.export
+    (non-strict): ..."), without their numbers; [] when it lists none."""
+    text = error.message if isinstance(error, CaptureError) else str(error or "")
+    out = []
+    for ln in text.splitlines()[1:]:
+        head, dot, rest = ln.strip().partition(". ")
+        if dot and head.isdigit():
+            out.append(rest)
+    return out
+
+
+def used_note(error: CaptureError | str, count: int) -> str:
+    """What the log and the state say when the graph breaks are what captured the model."""
+    text = error.message if isinstance(error, CaptureError) else str(error or "")
+    why = "; ".join(tried_before(text)) or text.splitlines()[0]
+    return f"captured with {FALLBACK} ({count} graphs; nothing captured the whole model: {why})"
+
+
+def with_tried_line(message: str, split_error: BaseException) -> str:
+    """`message` (what the whole-model captures said, their tries numbered) with the graph breaks
+    as its last try, and why they failed too."""
+    why = split_error.message if isinstance(split_error, CaptureError) else \
+        f"{type(split_error).__name__}: {split_error}"
+    n = len(tried_before(message))
+    return f"{message}\n  {f'{n + 1}.' if n else 'then tried'} {FALLBACK}: {why.splitlines()[0]}"
+
+
+def nothing_captured(error: CaptureError, split_error: BaseException) -> CaptureError:
+    """One CaptureError for everything that was tried, the graph breaks last."""
+    hint = error.hint or ("change the model so that torch.export can capture it (the data-dependent "
+                          "line named above), or capture its parts in a model file of their own")
+    return CaptureError(with_tried_line(error.message, split_error), hint=hint, detail=error.detail)
+
+
+def ops_of(piece: LoadedModel) -> int:
+    """How many ops a piece's graph holds (its size as torch.compile gave it)."""
+    gm = getattr(piece.module, "gm", None)
+    return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")) \
+        if gm is not None else 0
 
 
 def _has_ops(gm) -> bool:
