@@ -122,7 +122,7 @@ def test_choose_the_second_graph_step_view_and_run(opened):
     assert "R.call_tir" in _call(e, "function_text", name="main")["result"]["text"]
     run = _call(e, "build_run", repeats=1)["result"]
     assert run["ok"] and run["allclose"] and run["max_abs_error"] < 1e-5
-    assert run["reference"]
+    assert run["reference"] and run["reference_name"] == "PyTorch on graph 2 of 3 (its own captured inputs)"
 
 
 def test_a_graph_out_of_range_changes_nothing(opened):

@@ -60,6 +60,16 @@ class GraphBreakOpening:
         head = [self.graph_breaks.note] if self.graph_breaks is not None else []
         return head + list(getattr(self.captured, "notes", ()) or ())
 
+    @property
+    def reference_name(self) -> str | None:
+        """A graph's runs are compared with eager torch running that graph alone, on the inputs
+        the whole model gave it: the verdict says which graph it is for."""
+        split = self.graph_breaks
+        if split is not None and self.loaded is not None:
+            return (f"PyTorch on graph {split.chosen} of {len(split.pieces)} "
+                    "(its own captured inputs)")
+        return super().reference_name
+
     def _open_graph_breaks(self, spec, loaded, error: CaptureError, graph: int, asked_importer,
                            planned, keep_params, at) -> None:
         """After every whole-model capture failed with `error`: cut the model at its graph breaks
