@@ -426,8 +426,11 @@ class MainWindow(WindowChrome, QMainWindow):
             self.state = {}
             self.hub.sessionReset.emit()  # before the bridge emits the new state
             if purpose == "open" and (result or {}).get("capture_fallback"):
+                gb = result.get("graph_breaks")
+                lead = (f"Nothing captures the whole model: each of the {gb['count']} graphs torch.compile "
+                        "cut it into is a model of its own here (choose one in the toolbar).\n\n" if gb else "")
                 self.notify(f"Captured with {result['capture_fallback']}",
-                            "\n".join(result.get("capture_notes") or []), kind="info")
+                            lead + "\n".join(result.get("capture_notes") or []), kind="info")
             if purpose == "reimport":
                 self.notify("Re-imported", "The model imports into Relax now; the session is back "
                             "at step 0 with the same planned passes.", kind="info")

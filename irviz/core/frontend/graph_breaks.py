@@ -21,20 +21,34 @@ FALLBACK = "graph breaks as separate subgraphs"
 
 
 class GraphPiece(torch.nn.Module):
-    """One graph of torch.compile's: its fixed inputs (parameters) held as buffers, the rest
-    passed in."""
+    """One graph of torch.compile's: its fixed inputs (parameters) held as buffers, named after
+    the model's own ("a_weight" for self.a.weight), the rest passed in."""
 
     def __init__(self, gm: torch.fx.GraphModule, fixed: dict[int, torch.Tensor], arity: int):
         super().__init__()
         self.gm, self.arity = gm, arity
-        self.fixed_at = sorted(fixed)
-        for i, t in fixed.items():
-            self.register_buffer(f"fixed_{i}", t)
+        placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        self.fixed_names: dict[int, str] = {}
+        for i, t in sorted(fixed.items()):
+            name = _weight_name(placeholders[i]) if i < len(placeholders) else ""
+            if not name.isidentifier() or hasattr(self, name) or name in self.fixed_names.values():
+                name = f"fixed_{i}"
+            self.fixed_names[i] = name
+            self.register_buffer(name, t)
 
     def forward(self, *inputs):
         it = iter(inputs)
-        args = [getattr(self, f"fixed_{i}") if i in self.fixed_at else next(it) for i in range(self.arity)]
+        args = [getattr(self, self.fixed_names[i]) if i in self.fixed_names else next(it)
+                for i in range(self.arity)]
         return self.gm(*args)
+
+
+def _weight_name(placeholder: str) -> str:
+    """'a_weight' for TorchDynamo's 'l_self_modules_a_parameters_weight_'."""
+    name = placeholder.removeprefix("l_self_").removeprefix("L_self_").rstrip("_")
+    for part in ("modules_", "parameters_", "buffers_"):
+        name = name.replace(part, "")
+    return name
 
 
 def split_at_graph_breaks(loaded: LoadedModel) -> list[LoadedModel]:
