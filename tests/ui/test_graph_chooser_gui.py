@@ -65,3 +65,13 @@ def test_a_model_captured_whole_shows_no_bar(qtbot, win):
     qtbot.waitUntil(lambda: win.state.get("model") == "mlp", timeout=5000)
     assert not win.capture_bar.label.isVisibleTo(win) and not win.capture_bar.combo.isVisibleTo(win)
     assert win.choose_graph(2) is None  # nothing to choose from
+
+
+def test_a_replay_reopens_the_graph_that_was_open(qtbot, win):
+    _open_graph_breaks(qtbot, win)
+    win.capture_bar.choose(3)
+    qtbot.waitUntil(lambda: win.state.get("model") == "graph_breaks graph 3 of 3", timeout=5000)
+    from irviz.ui.session_replay import _frontend_recipe
+
+    assert _frontend_recipe(win.state)["graph"] == 3
+    assert "graph" not in _frontend_recipe({"capture": "export"})
