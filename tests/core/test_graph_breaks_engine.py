@@ -160,3 +160,12 @@ def test_nothing_captures_it_one_message_and_the_session_stays(opened):
     assert err["hint"]
     after = reply.get("state") or _call(e, "state")["result"]
     assert after["model"] == before["model"] and after["graph_breaks"] == before["graph_breaks"]
+
+
+def test_a_model_captured_whole_has_no_graphs_to_choose():
+    e = engine_mod.Engine(_Chan())
+    st = _call(e, "open", spec="sample:mul_add")["result"]
+    assert st["graph_breaks"] is None and st["capture_fallback"] is None and st["capture_notes"] == []
+    reply = _call(e, "choose_graph", graph=1)
+    assert not reply["ok"] and "captured whole" in reply["error"]["message"]
+    assert reply["state"]["model"] == st["model"]
