@@ -3,9 +3,10 @@ nothing captured whole, the chooser of the graph (of those torch.compile cut it 
 breaks) that the panes show.
 
 Shown only when a fallback was used. Choosing a graph asks the engine to `choose_graph`; the panes
-follow from the state it answers with, like after an open. What was built or measured before is
-stamped with the previous graph's model name ("m graph 1 of 3"), so it goes stale by the usual
-rule (irviz.ui.result_stamp)."""
+start afresh from the state it answers with, as after an open, so no result of the previous graph
+is shown as this one's. Results are stamped with the model name, which names the graph ("m graph
+1 of 3"), and the Run pane's verdict says which graph it compared ("match PyTorch on graph 2 of
+3")."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
