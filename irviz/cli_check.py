@@ -402,7 +402,15 @@ def _check_intermediates(ws, args, failure: Failure, summary: dict, log) -> None
 
 def run_export(args) -> int:
     failure = Failure(args.verbose)
+    graph_breaks = not getattr(args, "no_weights", False) and getattr(args, "capture", None) in (None, "export")
+    if graph_breaks:  # nothing captures the whole model: each graph of its graph breaks, one folder each
+        failure.held.add("capture")
     ws = open_workspace(args, failure, print)
+    failure.held.clear()
+    if ws is None and failure.stage == "capture" and graph_breaks:
+        from irviz.cli_graph_breaks import export_graph_breaks
+
+        return export_graph_breaks(args, failure)
     if ws is None:
         return 1
     if failure.stage is None and not args.no_build:

@@ -3,11 +3,7 @@ torch.compile cuts it into at its graph breaks is imported, run through the pipe
 compared with torch on its own (see irviz.core.frontend.graph_breaks)."""
 from __future__ import annotations
 
-import logging
-
 from irviz.cli_common import finite
-
-FALLBACK = "graph breaks as separate subgraphs"
 
 
 def check_graph_breaks(args, failure, summary: dict, log) -> None:
@@ -16,24 +12,17 @@ def check_graph_breaks(args, failure, summary: dict, log) -> None:
     matches torch, else it names the first graph that did not and why.  When torch.compile cannot
     split the model either, the capture error gains that line and stays."""
     from irviz.core import passes
-    from irviz.core.frontend.graph_breaks import split_at_graph_breaks
+    from irviz.core.frontend.graph_breaks import split_quietly, used_note, with_tried_line
     from irviz.core.frontend.model_file import load_model
     from irviz.core.workspace import Workspace
 
-    dynamo_log = logging.getLogger("torch._dynamo")
-    level = dynamo_log.level
-    dynamo_log.setLevel(logging.ERROR)  # its graph-break warnings are what this is about
     try:
-        pieces = split_at_graph_breaks(load_model(args.model))
+        pieces = split_quietly(load_model(args.model))
     except Exception as exc:
-        why = exc.user_message() if hasattr(exc, "user_message") else f"{type(exc).__name__}: {exc}"
-        failure.error = f"{failure.error}\n  {FALLBACK}: {why.splitlines()[0]}"
+        head, sep, hint = (failure.error or "").partition("\n  hint: ")
+        failure.error = with_tried_line(head, exc) + sep + hint
         return
-    finally:
-        dynamo_log.setLevel(level)
-    tried = [ln.strip() for ln in (failure.error or "").splitlines()[1:] if ln.strip()[:1].isdigit()]
-    note = (f"captured with {FALLBACK} ({len(pieces)} graphs; nothing captured the whole model: "
-            f"{'; '.join(tried) or (failure.error or '').splitlines()[0]})")
+    note = used_note(failure.error or "", len(pieces))
     log(f"note     {note}")
     summary.update(capture="graph breaks", capture_notes=[note], graph_breaks=[])
     planned = passes.parse_pipeline(args.pipeline)
@@ -70,3 +59,65 @@ def check_graph_breaks(args, failure, summary: dict, log) -> None:
     else:
         failure.stage = first_bad["failed_stage"]
         failure.error = f"graph {first_bad['graph']} of {len(pieces)} (graph breaks): {first_bad['error']}"
+
+
+def export_graph_breaks(args, failure) -> int:
+    """`irviz export` after a capture failure: every graph of the model's graph breaks opened on
+    its own, its passes applied, built and run against eager torch on that graph's inputs (unless
+    --no-build), and written to OUT/graph_K/ as a whole model's export is; OUT/graphs.json lists
+    the graphs and how the model was captured.  The Python code between the graphs is in none of
+    them.  When torch.compile cannot split the model either, one error lists every try."""
+    import json
+    import os
+
+    from irviz.core import passes
+    from irviz.core.frontend.graph_breaks import FALLBACK, ops_of, split_quietly, used_note, with_tried_line
+    from irviz.core.frontend.model_file import load_model
+    from irviz.core.workspace import Workspace
+
+    try:
+        pieces = split_quietly(load_model(args.model))
+    except Exception as exc:
+        head, sep, hint = (failure.error or "").partition("\n  hint: ")
+        failure.error = with_tried_line(head, exc) + sep + hint
+        failure.report()
+        return 1
+    note = used_note(failure.error or "", len(pieces))
+    print(f"note     {note}")
+    print(f"export   one folder per graph ({len(pieces)} graphs); the Python code between them is "
+          "not compiled and is in none of them")
+    if args.target or args.latency:
+        print("note     --target and --latency are for a whole model: each graph is built for the host, "
+              "without a latency trace")
+    planned = passes.parse_pipeline(args.pipeline)
+    entries, bad = [], 0
+    for k, piece in enumerate(pieces, 1):
+        folder = f"graph_{k:02d}"
+        entry = {"graph": k, "name": piece.name, "folder": folder, "ops": ops_of(piece),
+                 "inputs": [list(t.shape) for t in piece.example_inputs], "steps": None,
+                 "max_abs_error": None, "allclose": None, "error": None}
+        ws = Workspace(log=lambda _text: None)
+        try:
+            ws.open_loaded(piece, args.importer or "exported_program", planned=list(planned))
+            ws.run_to_end()
+            entry["steps"] = len(ws.session.steps)
+            if not args.no_build:
+                _, res = ws.build_run(func=args.func, repeats=1)
+                entry.update(max_abs_error=finite(res.max_abs_error), allclose=res.allclose)
+        except Exception as exc:
+            entry["error"] = (exc.user_message() if hasattr(exc, "user_message")
+                              else f"{type(exc).__name__}: {exc}").splitlines()[0]
+        if ws.session is not None:
+            ws.export(os.path.join(args.out, folder))
+        bad += entry["error"] is not None or entry["allclose"] is False
+        what = (f"FAILED: {entry['error']}" if entry["error"] else
+                f"{entry['steps']} steps" + (f", max abs error {entry['max_abs_error']:.3g} against torch"
+                                            if entry["max_abs_error"] is not None else ""))
+        print(f"graph    {k} of {len(pieces)}: {folder}/  {what}")
+        entries.append(entry)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "graphs.json"), "w") as f:
+        json.dump({"model": args.model, "capture": "graph breaks", "fallback": FALLBACK, "note": note,
+                   "graphs": entries}, f, indent=1)
+    print(f"wrote {args.out} ({len(pieces)} graphs: graph_01 .. graph_{len(pieces):02d}, graphs.json)")
+    return 1 if bad else 0

@@ -48,6 +48,8 @@ def opt(name: str, type: str, default: Any, doc: str = "") -> Arg:
 
 
 _STEP = opt("step", "int|null", None, "default: the cursor; negative counts from the end")
+_GRAPH = opt("graph", "int|null", 1, "when nothing captures the whole model: cut it at torch.compile's "
+                                     "graph breaks and open this graph of them (from 1); null: fail")
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         opt("importer_maps", "[str]|null", None, "course importer map files"),
         opt("keep_params", "bool", False, "the weights as parameters of main, kept in `params_file`"),
         opt("no_weights", "bool", False, "structure only: the model built on the meta device, the "
-                                         "weights parameters of main with no data; nothing runs")),
+                                         "weights parameters of main with no data; nothing runs"),
+        _GRAPH),
         "`state`", returns_state=True, stage="load"),
     Command("state", (), "`state`", returns_state=True),
     Command("set_pipeline", (
@@ -116,9 +119,14 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         opt("planned", _PASSES, ()), opt("cursor", "int|null", None), opt("pass_files", "[str]", ()),
         opt("converter_files", "[str]", ()), opt("capture", "str|null", None),
         opt("importer_maps", "[str]", ()), opt("keep_params", "bool", False),
-        opt("no_weights", "bool", False), opt("target", "str|null", None, "as `set_target`")),
+        opt("no_weights", "bool", False), opt("target", "str|null", None, "as `set_target`"),
+        _GRAPH),
         "`state`: the session rebuilt (how the bridge recovers after a crash)",
         returns_state=True, stage="load"),
+    Command("choose_graph", (req("graph", "int", "from 1 to `graph_breaks.count`"),),
+            "`state`: that graph of the open model's graph breaks opened instead, at step 0 with "
+            "the same passes (applied and planned) planned; a graph that fails to capture changes "
+            "nothing", returns_state=True, stage="capture"),
     Command("reimport", (), "`state`: the kept capture imported again with the converter files; step 0, "
                             "the old applied + planned passes planned", returns_state=True, stage="import"),
     Command("remeasure", (), "`state`: the applied passes again with the CPU decisions measured afresh "
@@ -310,6 +318,20 @@ class Invocation(TypedDict):
     params: dict
 
 
+class GraphInfo(TypedDict):
+    graph: int       # from 1, in the order torch ran them
+    name: str        # the model's name while this graph is open ("m graph 2 of 3")
+    ops: int         # ops in torch.compile's graph
+    inputs: list[str]  # "8×4 float32", the tensors the graph was first called with
+
+
+class GraphBreaks(TypedDict):
+    graph: int       # the graph open now
+    count: int
+    note: str
+    graphs: list[GraphInfo]
+
+
 class State(TypedDict):
     model: str | None
     spec: str | None
@@ -330,6 +352,12 @@ class State(TypedDict):
     params_file: str | None
     structure_only: bool
     target: str | None  # chosen with set_target (or a pipeline text); None: the host
+    # how the model was captured when torch.export alone could not: "graph breaks" or a fallback
+    # of core.frontend.capture_fallbacks (None: torch.export as asked); the notes say what was
+    # tried and assumed
+    capture_fallback: str | None
+    capture_notes: list[str]
+    graph_breaks: GraphBreaks | None
 
 
 # "pass": the pass being applied, so a reader never parses the English text for it
@@ -414,7 +442,8 @@ def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=N
                planned=(), relax_functions=(), tir_functions=(), import_error=None,
                converter_files=(), run_functions=None, capture=None, importer_maps=(),
                pipeline_text="", keep_params=False, params_file=None,
-               structure_only=False, target=None) -> State:
+               structure_only=False, target=None, capture_fallback=None, capture_notes=(),
+               graph_breaks=None) -> State:
     """The whole session as the GUI sees it. `error`: the error of the last failed pass or import;
     `import_error`: set while a model is captured but its import failed (then `steps` is empty);
     `capture`: "export" | "symbolic_trace" (None without an FX graph); `importer_maps`: the course
@@ -423,7 +452,8 @@ def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=N
     `structure_only`: the model has no weights (opened with `no_weights`, or built on the meta
     device): builds and memory work, runs answer that there are no weights to run with.
     `target`: the target chosen (`set_target`; null: the host, the default); `pipeline_text` then
-    starts with it."""
+    starts with it. `graph_breaks`: the model could only be captured in pieces, at torch.compile's
+    graph breaks; one graph of them is open (`choose_graph` opens another)."""
     return {"model": model, "spec": spec, "importer": importer, "cursor": int(cursor),
             "error": error, "steps": list(steps), "planned": list(planned),
             "relax_functions": list(relax_functions), "tir_functions": list(tir_functions),
@@ -433,7 +463,9 @@ def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=N
                                   [f for f in relax_functions if f == "main"]),
             "capture": capture, "importer_maps": list(importer_maps),
             "pipeline_text": pipeline_text, "keep_params": bool(keep_params), "params_file": params_file,
-            "structure_only": bool(structure_only), "target": target}
+            "structure_only": bool(structure_only), "target": target,
+            "capture_fallback": capture_fallback, "capture_notes": [str(n) for n in capture_notes],
+            "graph_breaks": graph_breaks}
 
 
 def empty_state() -> State:

@@ -22,7 +22,8 @@ class SessionCommands:
                 spec=ws.spec, importer=ws.importer, error=err, planned=planned,
                 import_error=import_error_fields(ws.import_error, ws.loaded), converter_files=ws.converter_files,
                 capture=ws.capture, importer_maps=ws.importer_maps, keep_params=ws.keep_params,
-                structure_only=bool(getattr(ws.loaded, "structure_only", False)), target=ws.target)
+                structure_only=bool(getattr(ws.loaded, "structure_only", False)), target=ws.target,
+                **_capture_fields(ws))
         self.views.prune()
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
                                      st.changes.added, st.changes.removed, st.changes.changed,
@@ -37,10 +38,10 @@ class SessionCommands:
             converter_files=ws.converter_files, run_functions=self.views.run_functions(s.steps[s.cursor]),
             capture=ws.capture, importer_maps=ws.importer_maps, pipeline_text=pipeline_text(s, ws.target),
             keep_params=ws.keep_params, params_file=ws.params_file, structure_only=ws.structure_only,
-            target=ws.target)
+            target=ws.target, **_capture_fields(ws))
 
     def open(self, spec, importer=None, pipeline="zero", capture=None, importer_maps=None,
-             keep_params=False, no_weights=False) -> State:
+             keep_params=False, no_weights=False, graph=1) -> State:
         from irviz.core.passes import parse_pipeline
 
         planned = parse_pipeline(pipeline) if pipeline else []
@@ -48,9 +49,14 @@ class SessionCommands:
             self._choose_target(planned.target)
         self.ws.open(spec, importer, planned=planned,
                      capture=capture, importer_maps=importer_maps, keep_params=bool(keep_params),
-                     no_weights=bool(no_weights))
+                     no_weights=bool(no_weights), graph=graph)
         self.progress("Ready", 1.0)
         self._schedule_failed()
+        return self.state()
+
+    def choose_graph(self, graph) -> State:
+        self.ws.choose_graph(graph)
+        self.progress("Ready", 1.0)
         return self.state()
 
     def _schedule_failed(self) -> None:
@@ -122,12 +128,12 @@ class SessionCommands:
 
     def replay(self, spec, importer=None, applied=(), planned=(), cursor=None, pass_files=(),
                converter_files=(), capture=None, importer_maps=(), keep_params=False,
-               no_weights=False, target=None) -> State:
+               no_weights=False, target=None, graph=1) -> State:
         if target is not None:  # before the open: the new session's passes run under it
             self._choose_target(target)
         self.ws.replay(spec, importer, invocations(applied), invocations(planned), cursor,
                        pass_files, converter_files, capture=capture, importer_maps=importer_maps,
-                       keep_params=bool(keep_params), no_weights=bool(no_weights))
+                       keep_params=bool(keep_params), no_weights=bool(no_weights), graph=graph)
         self.progress("Replayed", 1.0)
         return self.state()  # a schedule that stopped at a primitive is in the state's error
 
@@ -161,6 +167,12 @@ class SessionCommands:
         from irviz.core.passes import list_passes
 
         return [s for s in list_passes() if s.category == "user"]
+
+
+def _capture_fields(ws) -> dict:
+    split = ws.graph_breaks
+    return {"capture_fallback": ws.capture_fallback, "capture_notes": ws.capture_notes,
+            "graph_breaks": split.describe() if split is not None else None}
 
 
 def pipeline_text(session, target=None) -> str:

@@ -33,6 +33,13 @@ LINKING = ("Selecting an FX node highlights the Relax bindings it became and the
            "they call; selecting a Relax binding or a TensorIR function highlights the rest. The "
            "links follow the passes (provenance is carried through fusion).")
 
+CAPTURE = ("When torch.export cannot capture a model, the engine tries its fallbacks in order; the "
+           "toolbar then says which one captured it (its tooltip: what was tried and assumed). When "
+           "nothing captures the whole model, it is cut at torch.compile's graph breaks: the "
+           "toolbar chooses the graph (k of N, its ops and inputs) that the panes, the passes and "
+           "Build & Run work on, compared with PyTorch on that graph's own captured inputs. The "
+           "code between the graphs runs in Python and is not compiled.")
+
 
 def _plain(text: str) -> str:
     return text.replace("&&", "\0").replace("&", "").replace("\0", "&")
@@ -66,7 +73,8 @@ def help_html(window=None) -> str:
     panes = "".join(f"<p><b>{html.escape(r.title)}</b> — {html.escape(r.help)}</p>"
                     for r in pane_table.rows())
     menus = f"<h3>Menus</h3>{menus_html(window)}" if window is not None else ""
-    return (f"<h3>Panes</h3>{panes}<h3>Cross-linking</h3><p>{html.escape(LINKING)}</p>{menus}"
+    return (f"<h3>Panes</h3>{panes}<h3>Cross-linking</h3><p>{html.escape(LINKING)}</p>"
+            f"<h3>Capture fallbacks and graph breaks</h3><p>{html.escape(CAPTURE)}</p>{menus}"
             f"<h3>Shortcuts</h3><table>{rows}</table>")
 
 

@@ -23,7 +23,7 @@ from irviz.ui.window_chrome import Toast, WindowChrome
 LAYOUT_VERSION = 1
 # Failures of these commands are worth a notification; others (view requests) go to the status bar.
 LOUD_CMDS = {"open", "step", "back", "run_to_end", "jump", "set_pipeline", "set_target", "replay", "build_run",
-             "export", "load_pass_file", "reimport", "load_converters", "remeasure"}
+             "export", "load_pass_file", "reimport", "load_converters", "remeasure", "choose_graph"}
 CONVERTER_FILTER = "Converter files (*.py);;All files (*)"
 IMPORT_ADVICE = ("Load a converter file for this op (File ▸ Load converters…, Ctrl+Shift+L; "
                  "example: irviz/samples/example_converter.py), then Re-import (Ctrl+Shift+R). "
@@ -260,6 +260,13 @@ class MainWindow(WindowChrome, QMainWindow):
             dlg.pane.compare(pipeline_b)
         return dlg
 
+    def choose_graph(self, graph: int) -> int | None:
+        """Show another graph of the open model's graph breaks, its passes planned afresh."""
+        if not self.state.get("graph_breaks"):
+            return None
+        self.status(f"Opening graph {graph} of the model's graph breaks…")
+        return self._ask("graph", "choose_graph", graph=int(graph))
+
     def reimport(self) -> int | None:
         """Import the captured model again with the loaded converters (no re-capture, no restart)."""
         if not self._can_reimport():
@@ -345,6 +352,7 @@ class MainWindow(WindowChrome, QMainWindow):
     def _on_state(self, state: dict) -> None:
         prev = self.state
         self.state = state or {}
+        self.capture_bar.set_state(self.state)
         model = self.state.get("model")
         err = self.state.get("import_error")
         if not model and err:
@@ -414,9 +422,15 @@ class MainWindow(WindowChrome, QMainWindow):
         purpose = self._own.pop(rid, None)
         if purpose is None:
             return
-        if purpose in ("open", "reimport"):
+        if purpose in ("open", "reimport", "graph"):
             self.state = {}
             self.hub.sessionReset.emit()  # before the bridge emits the new state
+            if purpose == "open" and (result or {}).get("capture_fallback"):
+                gb = result.get("graph_breaks")
+                lead = (f"Nothing captures the whole model: each of the {gb['count']} graphs torch.compile "
+                        "cut it into is a model of its own here (choose one in the toolbar).\n\n" if gb else "")
+                self.notify(f"Captured with {result['capture_fallback']}",
+                            lead + "\n".join(result.get("capture_notes") or []), kind="info")
             if purpose == "reimport":
                 self.notify("Re-imported", "The model imports into Relax now; the session is back "
                             "at step 0 with the same planned passes.", kind="info")
@@ -460,6 +474,8 @@ class MainWindow(WindowChrome, QMainWindow):
             # the file opened and its schedule stopped at a primitive: a new model all the same
             self.state = {}
             self.hub.sessionReset.emit()
+        elif purpose == "graph":
+            self.capture_bar.revert()
         elif purpose == "open":
             self._pending_open = None
             for p in (self.fx, self.relax, self.tir, self.pipeline):  # undo "Opening…"
@@ -470,7 +486,7 @@ class MainWindow(WindowChrome, QMainWindow):
         self.status(line, error=True)
         if cmd in LOUD_CMDS or purpose in ("open", "export"):
             self.last_error = error
-            title = {"load": "Could not load the model", "capture": "torch.export failed",
+            title = {"load": "Could not load the model", "capture": "Could not capture the model",
                      "import": "Import into Relax failed", "pipeline": "Pass failed",
                      "build": "Build failed", "run": "Run failed", "export": "Export failed",
                      "engine": "Engine problem"}.get(stage, f"{stage} failed")

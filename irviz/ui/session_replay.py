@@ -105,8 +105,8 @@ class SessionReplay(RequestRouter):
 
 def _frontend_recipe(state: dict) -> dict:
     """How the model was captured and which course map files it used: a replay needs them to
-    rebuild a symbolic_trace session (absent for older engines and for IR files); and the
-    target chosen, if any."""
+    rebuild a symbolic_trace session (absent for older engines and for IR files); the target
+    chosen, if any; and which graph of a model cut at its graph breaks was open."""
     out = {}
     if state.get("capture"):
         out["capture"] = state["capture"]
@@ -114,4 +114,6 @@ def _frontend_recipe(state: dict) -> dict:
         out["importer_maps"] = list(state["importer_maps"])
     if state.get("target"):  # the passes ran under it: the replayed ones must too
         out["target"] = state["target"]
+    if state.get("graph_breaks"):  # the graph of the model's graph breaks that was open
+        out["graph"] = int(state["graph_breaks"]["graph"])
     return out

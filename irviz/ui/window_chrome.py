@@ -8,6 +8,7 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushB
                                QToolButton, QVBoxLayout, QWidget)
 
 from irviz.ui import themes
+from irviz.ui.graph_chooser import CaptureBar
 from irviz.ui.help import HelpDialog
 
 MAX_RECENT = 10
@@ -196,6 +197,10 @@ class WindowChrome:
         tb.addAction(self.act_cancel)
         tb.addSeparator()
         tb.addAction(self.act_fit)
+        tb.addSeparator()
+        self.capture_bar = CaptureBar(self)  # which capture fallback, and which graph of graph breaks
+        self.capture_bar.graphChosen.connect(self.choose_graph)
+        tb.addWidget(self.capture_bar)
         self.toolbar = tb
 
     def _build_status(self) -> None:

@@ -69,3 +69,36 @@ def test_a_graph_that_does_not_import_is_named(tmp_path, capsys):
     assert summary["error"].startswith("graph 2 of 2 (graph breaks): ") and "erfinv" in summary["error"]
     err = capsys.readouterr().err
     assert "irviz: import failed: graph 2 of 2" in err and "capture failed" not in err
+
+
+def test_export_writes_one_folder_per_graph(tmp_path, capsys):
+    model = tmp_path / "sorted_rows.py"
+    model.write_text(SORTED_ROWS)
+    out = tmp_path / "out"
+    code = main(["export", str(model), "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert "one folder per graph (2 graphs)" in printed.out
+    assert "capture failed" not in printed.err
+    listing = json.loads((out / "graphs.json").read_text())
+    assert listing["capture"] == "graph breaks" and listing["note"].startswith("captured with graph breaks")
+    assert [g["folder"] for g in listing["graphs"]] == ["graph_01", "graph_02"]
+    for g in listing["graphs"]:
+        assert g["error"] is None and g["allclose"] and g["max_abs_error"] < 1e-5
+        steps = json.loads((out / g["folder"] / "steps.json").read_text())
+        assert len(steps["steps"]) == g["steps"] > 1
+        assert (out / g["folder"] / "step_00_import.py").exists()
+        assert (out / g["folder"] / "report.html").exists()
+
+
+def test_export_of_a_model_nothing_captures_names_every_try(tmp_path, capsys):
+    model = tmp_path / "unsplittable.py"
+    source = SORTED_ROWS.replace("    def forward(self, x):", "    @torch._dynamo.disable\n    def forward(self, x):")
+    assert source != SORTED_ROWS
+    model.write_text(source)
+    code = main(["export", str(model), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.count("irviz: capture failed") == 1
+    assert "5. graph breaks as separate subgraphs: torch.compile made no graph" in err
+    assert not (tmp_path / "out" / "graphs.json").exists()

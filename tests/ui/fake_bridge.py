@@ -91,6 +91,11 @@ def compare_diff(args):
                                        "nodes": {}}}
 
 
+# a "graph_breaks" spec opens as a model nothing captured whole, cut at its graph breaks
+GRAPHS = [{"graph": 1, "ops": 3, "inputs": ["8×4 float32"]}, {"graph": 2, "ops": 4, "inputs": ["8×6 float32"]},
+          {"graph": 3, "ops": 3, "inputs": ["8×6 float32"]}]
+
+
 class FakeBridge(QObject):
     replied = Signal(int, str, object)
     failed = Signal(int, str, dict)
@@ -112,6 +117,7 @@ class FakeBridge(QObject):
         self.planned: list[dict] = []
         self.fail_next: dict | None = None
         self.target: str | None = None  # chosen with set_target; None: the host
+        self.graph: int | None = None  # a "graph_breaks" spec: the graph open, of GRAPHS
 
     def request(self, cmd, supersede=None, **args):
         assert cmd in COMMANDS, f"the panes sent {cmd!r}, which is not a protocol command"
@@ -140,12 +146,23 @@ class FakeBridge(QObject):
                                     added=["add", "matmul", "relu"] if changed else [],
                                     changed_funcs=["main"] if changed else [],
                                     size={"bindings": 3, "prim_funcs": 3, "tir_lines": 40 + i}))
-        return make_state(model=self.model, spec=f"sample:{self.model}" if self.model else None,
+        model = f"{self.model} graph {self.graph} of {len(GRAPHS)}" if self.graph else self.model
+        return make_state(model=model, spec=f"sample:{self.model}" if self.model else None,
                           importer="exported_program", cursor=self.cursor, steps=steps,
                           planned=[invocation(p["name"], p.get("params")) for p in self.planned],
                           relax_functions=["main"],
                           tir_functions=[t["name"] for t in TIR] if self.cursor > 0 else [],
-                          target=self.target)
+                          target=self.target, **self._graph_fields())
+
+    def _graph_fields(self) -> dict:
+        if not self.graph:
+            return {}
+        note = ("captured with graph breaks as separate subgraphs (3 graphs; nothing captured the "
+                "whole model: torch.export (non-strict): data-dependent guard zuf1 < zuf0 at m.py:17)")
+        return {"capture_fallback": "graph breaks", "capture_notes": [note],
+                "graph_breaks": {"graph": self.graph, "count": len(GRAPHS), "note": note,
+                                 "graphs": [dict(g, name=f"{self.model} graph {g['graph']} of {len(GRAPHS)}")
+                                            for g in GRAPHS]}}
 
     def _answer(self, rid, cmd, args):
         if self.fail_next is not None and cmd == self.fail_next.get("cmd"):
@@ -174,8 +191,13 @@ class FakeBridge(QObject):
             if "missing" in a["spec"]:
                 return Exception("No such file")
             self.model = a["spec"].split(":")[-1]
+            self.graph = 1 if "graph_breaks" in a["spec"] else None
             self.cursor, self.applied = 0, []
             self.planned = [{"name": n, "params": {}} for n in self.PASSES]
+            return self.state()
+        if cmd == "choose_graph":
+            self.graph, self.cursor = int(a["graph"]), 0
+            self.planned, self.applied = self.applied + self.planned, []
             return self.state()
         if cmd == "step":
             if self.cursor < len(self.applied):
@@ -231,7 +253,10 @@ class FakeBridge(QObject):
         if cmd == "build_run" and self.target == "aarch64":
             return NotRun("built for aarch64; no such device here, not run (this machine is x86_64, "
                           "the target aarch64)")
-        if cmd == "build_run":
+        if cmd == "build_run" and self.graph:  # compared with torch on that graph alone
+            return dict(self._compute("build_run_whole", a),
+                        reference_name=f"PyTorch on graph {self.graph} of {len(GRAPHS)} (its own captured inputs)")
+        if cmd in ("build_run", "build_run_whole"):
             return {"ok": True, "max_abs_error": 1e-7, "max_rel_error": 2e-7, "allclose": True,
                     "tvm_ms": 0.5, "torch_ms": 0.25, "threads": 1, "build_seconds": 0.8,
                     "kernels": [{"name": "matmul", "calls": 1, "ms": 0.3, "binding": "lv"},

@@ -17,22 +17,38 @@ import torch
 from irviz.core.errors import CaptureError
 from irviz.core.frontend.model_file import LoadedModel
 
+FALLBACK = "graph breaks as separate subgraphs"
+
 
 class GraphPiece(torch.nn.Module):
-    """One graph of torch.compile's: its fixed inputs (parameters) held as buffers, the rest
-    passed in."""
+    """One graph of torch.compile's: its fixed inputs (parameters) held as buffers, named after
+    the model's own ("a_weight" for self.a.weight), the rest passed in."""
 
     def __init__(self, gm: torch.fx.GraphModule, fixed: dict[int, torch.Tensor], arity: int):
         super().__init__()
         self.gm, self.arity = gm, arity
-        self.fixed_at = sorted(fixed)
-        for i, t in fixed.items():
-            self.register_buffer(f"fixed_{i}", t)
+        placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        self.fixed_names: dict[int, str] = {}
+        for i, t in sorted(fixed.items()):
+            name = _weight_name(placeholders[i]) if i < len(placeholders) else ""
+            if not name.isidentifier() or hasattr(self, name) or name in self.fixed_names.values():
+                name = f"fixed_{i}"
+            self.fixed_names[i] = name
+            self.register_buffer(name, t)
 
     def forward(self, *inputs):
         it = iter(inputs)
-        args = [getattr(self, f"fixed_{i}") if i in self.fixed_at else next(it) for i in range(self.arity)]
+        args = [getattr(self, self.fixed_names[i]) if i in self.fixed_names else next(it)
+                for i in range(self.arity)]
         return self.gm(*args)
+
+
+def _weight_name(placeholder: str) -> str:
+    """'a_weight' for TorchDynamo's 'l_self_modules_a_parameters_weight_'."""
+    name = placeholder.removeprefix("l_self_").removeprefix("L_self_").rstrip("_")
+    for part in ("modules_", "parameters_", "buffers_"):
+        name = name.replace(part, "")
+    return name
 
 
 def split_at_graph_breaks(loaded: LoadedModel) -> list[LoadedModel]:
@@ -78,6 +94,61 @@ def split_at_graph_breaks(loaded: LoadedModel) -> list[LoadedModel]:
     if not out:
         raise CaptureError("torch.compile made no graph with an op of the model")
     return out
+
+
+def split_quietly(loaded: LoadedModel) -> list[LoadedModel]:
+    """split_at_graph_breaks without torch._dynamo's graph-break warnings (what this is about)."""
+    import logging
+
+    dynamo_log = logging.getLogger("torch._dynamo")
+    level = dynamo_log.level
+    dynamo_log.setLevel(logging.ERROR)
+    try:
+        return split_at_graph_breaks(loaded)
+    finally:
+        dynamo_log.setLevel(level)
+
+
+def tried_before(error: CaptureError | str) -> list[str]:
+    """The numbered lines of a capture error that lists the fallbacks it tried ("1. torch.export
+    (non-strict): ..."), without their numbers; [] when it lists none."""
+    text = error.message if isinstance(error, CaptureError) else str(error or "")
+    out = []
+    for ln in text.splitlines()[1:]:
+        head, dot, rest = ln.strip().partition(". ")
+        if dot and head.isdigit():
+            out.append(rest)
+    return out
+
+
+def used_note(error: CaptureError | str, count: int) -> str:
+    """What the log and the state say when the graph breaks are what captured the model."""
+    text = error.message if isinstance(error, CaptureError) else str(error or "")
+    why = "; ".join(tried_before(text)) or text.splitlines()[0]
+    return f"captured with {FALLBACK} ({count} graphs; nothing captured the whole model: {why})"
+
+
+def with_tried_line(message: str, split_error: BaseException) -> str:
+    """`message` (what the whole-model captures said, their tries numbered) with the graph breaks
+    as its last try, and why they failed too."""
+    why = split_error.message if isinstance(split_error, CaptureError) else \
+        f"{type(split_error).__name__}: {split_error}"
+    n = len(tried_before(message))
+    return f"{message}\n  {f'{n + 1}.' if n else 'then tried'} {FALLBACK}: {why.splitlines()[0]}"
+
+
+def nothing_captured(error: CaptureError, split_error: BaseException) -> CaptureError:
+    """One CaptureError for everything that was tried, the graph breaks last."""
+    hint = error.hint or ("change the model so that torch.export can capture it (the data-dependent "
+                          "line named above), or capture its parts in a model file of their own")
+    return CaptureError(with_tried_line(error.message, split_error), hint=hint, detail=error.detail)
+
+
+def ops_of(piece: LoadedModel) -> int:
+    """How many ops a piece's graph holds (its size as torch.compile gave it)."""
+    gm = getattr(piece.module, "gm", None)
+    return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")) \
+        if gm is not None else 0
 
 
 def _has_ops(gm) -> bool:

@@ -10,7 +10,9 @@ these; neither chains the stages itself. A failed open keeps what was open befor
 model whose import fails stays captured (its FX graph is viewable, `reimport` retries it with the
 converter files). Results that belong to one opened model (builds, latency measurements) are
 dropped in one place, `_forget_results`, whenever the model or its import changes. Building,
-running, measuring and exporting are in `results.py`.
+running, measuring and exporting are in `results.py`; opening IR files and step files in
+`ir_files.py`; a model nothing captures whole, one graph of its graph breaks at a time, in
+`graph_breaks.py`.
 
 Stages are imported inside the methods that use them: opening an IR file or a step file never
 loads torch, and importing this module loads neither torch nor TVM (the engine and the CLI import
@@ -21,13 +23,14 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager
-from types import SimpleNamespace
 
 from irviz.core.backend.timing import tune_seconds
-from irviz.core.errors import IRImportError, IrvizError, RequestError, RunError
+from irviz.core.errors import CaptureError, IRImportError, IrvizError, RequestError, RunError
 from irviz.core.export import step_files
 from irviz.core.frontend.converters import load_converter_file
 from irviz.core.tuning.decision_cache import set_cache_enabled
+from irviz.core.workspace.graph_breaks import GraphBreakOpening
+from irviz.core.workspace.ir_files import IRFileOpening
 from irviz.core.workspace.results import Results
 
 DEFAULT_IMPORTER = "exported_program"
@@ -74,7 +77,7 @@ def choose_frontend(loaded, capture=None, importer=None, maps=()) -> tuple[str, 
     return capture, importer, "; ".join(why)
 
 
-class Workspace(Results):
+class Workspace(GraphBreakOpening, IRFileOpening, Results):
     def __init__(self, progress=None, log=None):
         # progress(text, fraction=None, pass_name=None): what is happening now, for a progress bar
         self.progress = progress or _quiet
@@ -183,7 +186,7 @@ class Workspace(Results):
 
     def open(self, spec: str, importer: str | None = None, planned=(), fraction_span=(0.0, 1.0),
              capture: str | None = None, importer_maps=None, keep_params: bool = False,
-             no_weights: bool = False):
+             no_weights: bool = False, graph: int | None = None):
         """Load, capture and import `spec`; a new Session with `planned` as its pipeline.
 
         `capture` ("export" | "symbolic_trace") and `importer` ("exported_program" | "course"):
@@ -192,7 +195,9 @@ class Workspace(Results):
         call_module_map), kept and executed afresh by every later import.
         keep_params: main takes the weights as parameters, written to `params_file`.
         no_weights: structure only: get_model() on the meta device, no weight ever allocated (a
-        model file that builds on the meta device is structure only without it)."""
+        model file that builds on the meta device is structure only without it).
+        graph: when nothing captures the whole model, cut it at its graph breaks and open this
+        graph of them (from 1; see graph_breaks.py); None: the capture failure is the answer."""
         from irviz.core.frontend import capture as capture_mod
         from irviz.core.frontend import ir_file, model_file
 
@@ -237,7 +242,14 @@ class Workspace(Results):
         self.stage = "capture"
         how = "torch.fx.symbolic_trace" if capture == "symbolic_trace" else "torch.export"
         self.progress(f"Capturing {loaded.name} with {how}", at(0.25))
-        captured = capture_mod.capture(loaded, capture)
+        try:
+            captured = capture_mod.capture(loaded, capture)
+        except CaptureError as exc:
+            if graph is None or capture != "export" or loaded.structure_only:
+                raise
+            self._open_graph_breaks(spec, loaded, exc, graph, asked_importer, planned, keep_params, at)
+            self.stage_seconds["load"] = load_seconds
+            return
         self.log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes ({captured.method})")
         importer = self._after_fallback(captured, importer, asked_importer)
         self._import(spec, importer, loaded, captured, planned, at(0.6), at(0.9), maps, keep_params)
@@ -321,89 +333,9 @@ class Workspace(Results):
         self.keep_params = keep_params
         self.stage_seconds["import"] = imported.seconds
 
-    def _write_params(self, loaded, params: dict) -> str:
-        """The kept weights as a .npz BindParams reads. Without a params_dir the file goes to a
-        temp folder, named by its content, so a restarted engine finds the same file."""
-        import hashlib
-        import tempfile
-
-        import numpy as np
-
-        name = getattr(loaded, "name", None) or "model"
-        if self.params_dir is not None:
-            folder, fname = str(self.params_dir), f"{name}.params.npz"
-        else:
-            h = hashlib.sha1()
-            for k, v in params.items():
-                h.update(k.encode())
-                h.update(np.ascontiguousarray(v).tobytes())
-            folder = os.path.join(tempfile.gettempdir(), f"irviz-params-{os.getuid()}")
-            fname = f"{name}-{h.hexdigest()[:12]}.npz"
-        path = os.path.abspath(os.path.join(folder, fname))
-        try:
-            os.makedirs(folder, exist_ok=True)
-            np.savez(path, **params)
-        except OSError as exc:
-            raise IRImportError(f"cannot write the weights to {path}: {exc}",
-                                "choose a folder you can write to") from exc
-        return path
-
-    def _open_step_file(self, spec, planned, at):
-        """An exported TVMScript step: a session on its IRModule, with no FX graph or torch model."""
-        from irviz.core.frontend.imported import Imported
-        from irviz.core.session import Session
-
-        self.progress("Parsing the TVMScript step", at(0.3))
-        t = time.perf_counter()
-        mod = step_files.load_exported(spec)
-        imported = Imported(mod=mod, provenance={}, importer="tvmscript", seconds=time.perf_counter() - t)
-        session = Session(imported, None)
-        session.set_pipeline(list(planned or ()))
-        self._replace(spec, "tvmscript", None, None, imported, session)
-
-    def _open_ir_file(self, spec, path, name, planned, at):
-        """A Python file defining an IRModule: a session on it, run on get_inputs() (or made-up
-        inputs) and compared with its reference(), if it has one."""
-        from irviz.core.frontend.imported import Imported
-        from irviz.core.frontend.ir_file import load_ir_file, weights_of
-        from irviz.core.session import Session
-
-        self.progress("Running the IR file", at(0.3))
-        t = time.perf_counter()
-        ir = load_ir_file(path, name, spec)
-        imported = Imported(mod=ir.mod, provenance={}, importer="tvmscript", seconds=time.perf_counter() - t)
-        self.log(f"load     {imported.seconds:7.2f} s  {ir.name} (an IRModule)")
-        weights = weights_of(ir)
-        if weights:  # BindParams without params= binds them, as after --keep-params
-            imported.params = weights
-            imported.params_file = self._write_params(SimpleNamespace(name=ir.path.stem), weights)
-            self.log(f"params   {len(weights)} weights from get_params(), written to {imported.params_file}")
-        if ir.schedule is not None:
-            self._run_schedule(ir, imported, at)
-        session = Session(imported, None)
-        session.set_pipeline(list(planned or ()))
-        self._replace(spec, "tvmscript", None, None, imported, session, ir)
-        self.stage_seconds["load"] = imported.seconds
-
-    def _run_schedule(self, ir, imported, at) -> None:
-        """The file's schedule(sch), one step per primitive; a failing primitive keeps the steps
-        before it and the session's schedule_error says which line failed."""
-        from irviz.core.frontend.files import shown_path
-        from irviz.core.frontend.schedule_steps import run_schedule
-
-        self.stage = "pipeline"
-        self.progress("Running schedule(sch), one step per primitive", at(0.6))
-        run = run_schedule(ir.schedule, ir.mod, ir.path, shown_path(ir.path))
-        imported.schedule = run
-        self.log(f"schedule {run.seconds:7.2f} s  {len(run.steps)} primitives of schedule() in {run.source}")
-        for k, st in enumerate(run.steps, 1):
-            line = f"line {st.params['line']}" if st.params.get("line") else ""
-            self.log(f"  {k:2d} {st.name:28} {st.seconds:7.3f} s  {line}")
-        if run.error is not None:
-            self.log(f"schedule failed: {run.error.message}")
-
     def _replace(self, spec, importer, loaded, captured, imported, session, ir=None) -> None:
         # only called once a stage worked: a failed open leaves the previous model usable
+        self.graph_breaks = self._split_of(loaded)
         self.ir_file = ir
         self.importer_maps = []
         self.spec, self.importer = spec, importer
@@ -563,7 +495,7 @@ class Workspace(Results):
 
     def replay(self, spec, importer=None, applied=(), planned=(), cursor=None,
                pass_files=(), converter_files=(), capture=None, importer_maps=(),
-               keep_params=False, no_weights=False) -> None:
+               keep_params=False, no_weights=False, graph=None) -> None:
         """Rebuild a session from its recipe: load the pass and converter files, open, apply
         `applied`, plan `planned`, go to `cursor`. How the GUI recovers from a crashed engine."""
         from irviz.core.passes import load_pass_file
@@ -577,7 +509,8 @@ class Workspace(Results):
         applied, planned = list(applied or ()), list(planned or ())
         self.open(spec, importer, planned=applied + planned,
                   fraction_span=(0.0, 0.4 if applied else 0.95), capture=capture,
-                  importer_maps=importer_maps, keep_params=keep_params, no_weights=no_weights)
+                  importer_maps=importer_maps, keep_params=keep_params, no_weights=no_weights,
+                  graph=graph)
         s = self.session
         if applied:
             s.set_pipeline(applied)
