@@ -24,12 +24,17 @@ def _bound_var(line: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def _full_lines(doc, blocks: list[tuple[int, str]]) -> list[QTextEdit.ExtraSelection]:
-    """Full-width backgrounds for (block, colour) pairs; runs of adjacent blocks with one colour
-    become one selection (one per line cost ~0.1 ms each: a 2,000-line diff stalled the window)."""
-    out, colors = [], {}
+def _full_lines(doc, blocks: list[tuple[int, str]], out: list):
+    """Full-width backgrounds for (block, colour) pairs, appended to `out` as (first block, last
+    block, selection) (see CodeView._base_extra); runs of adjacent blocks
+    with one colour become one selection (one per line cost ~0.1 ms each: a 2,000-line diff
+    stalled the window). A generator that yields every few hundred selections (an 8B LLM's
+    LegalizeOps changes 3,000 alternate lines of main: ~200 ms at once)."""
+    colors = {}
     i = 0
     while i < len(blocks):
+        if len(out) % 200 == 199:
+            yield
         first, color = blocks[i]
         last = first
         while i + 1 < len(blocks) and blocks[i + 1] == (last + 1, color):
@@ -43,12 +48,11 @@ def _full_lines(doc, blocks: list[tuple[int, str]]) -> list[QTextEdit.ExtraSelec
             end = doc.findBlockByNumber(last)
             cur.setPosition(end.position() + max(0, end.length() - 1), QTextCursor.MoveMode.KeepAnchor)
         sel.cursor = cur
-        out.append(sel)
+        out.append((first, last, sel))
         i += 1
-    return out
 
 
-def _span(doc, block_no: int, start: int, end: int, color: QColor) -> QTextEdit.ExtraSelection:
+def _span(doc, block_no: int, start: int, end: int, color: QColor) -> tuple[int, int, QTextEdit.ExtraSelection]:
     block = doc.findBlockByNumber(block_no)
     cur = QTextCursor(block)
     length = max(0, min(end, block.length() - 1) - start)
@@ -57,15 +61,16 @@ def _span(doc, block_no: int, start: int, end: int, color: QColor) -> QTextEdit.
     sel = QTextEdit.ExtraSelection()
     sel.format.setBackground(color)
     sel.cursor = cur
-    return sel
+    return block_no, block_no, sel
 
 
 class _Side(CodeView):
 
-    def set_rows(self, lines: list[str], labels: list[str], extra_fn) -> None:
+    def set_rows(self, lines: list[str], labels: list[str] | None, extra_fn) -> None:
         """Text now; the row colours a slice at a time between events, so a big diff never holds
         the window (a newer set_rows replaces a pending colouring).  ``extra_fn(doc, out)`` is a
-        generator that appends extra selections to ``out``."""
+        generator that appends (first block, last block, extra selection) to ``out``; ``labels``
+        None: line numbers."""
         self._base_extra = []
         self.set_text("\n".join(lines))
         self.set_line_labels(labels)
@@ -134,7 +139,7 @@ class DiffView(QWidget):
         self.split = QSplitter(Qt.Orientation.Horizontal)
         self.split.addWidget(self.left)
         self.split.addWidget(self.right)
-        self.unified = CodeView()
+        self.unified = _Side()
         for a, b in ((self.left, self.right), (self.right, self.left)):
             a.verticalScrollBar().valueChanged.connect(b.verticalScrollBar().setValue)
             a.horizontalScrollBar().valueChanged.connect(b.horizontalScrollBar().setValue)
@@ -298,8 +303,10 @@ class DiffView(QWidget):
                 labels = llab if side == "left" else rlab
                 bg = c.diff_del_bg if side == "left" else c.diff_add_bg
                 strong = QColor(c.diff_del_fg_strong if side == "left" else c.diff_add_fg_strong)
+                made = 0
                 for k, (block, tag, lr, rr) in enumerate(marks):
-                    if k % 150 == 149:
+                    if k % 150 == 149 or len(spans) - made >= 40:
+                        made = len(spans)
                         yield
                     if tag == "equal":
                         continue
@@ -315,7 +322,7 @@ class DiffView(QWidget):
                 yield
                 if side == "right":  # drawn last: over the diff's own colours
                     lines.extend((b, bad_name) for b in diverging)
-                out.extend(_full_lines(doc, lines))
+                yield from _full_lines(doc, lines, out)
                 out.extend(spans)
             return fn
 
@@ -330,8 +337,6 @@ class DiffView(QWidget):
             text = _unified_from_rows(funcs) + (f"\n{note}" if note else "")
         else:
             text = self._diff.get("unified") or _unified_from_rows(funcs)
-        self.unified._base_extra = []
-        self.unified.set_text(text)
         lines = text.split("\n")
         hunks, marked, diverging = [], [], []
         func = None
@@ -355,8 +360,7 @@ class DiffView(QWidget):
         bad.setAlpha(70)
         marked.extend((i, bad.name(QColor.NameFormat.HexArgb)) for i in diverging)
         self.marked_blocks = diverging
-        self.unified._base_extra = _full_lines(self.unified.document(), marked)
-        self.unified._refresh_extra()
+        self.unified.set_rows(lines, None, lambda doc, out: _full_lines(doc, marked, out))
         self._hunks = hunks
 
     def _go(self, i: int) -> None:
