@@ -1,6 +1,6 @@
 """A diff of thousands of changed lines (an 8B LLM's LegalizeOps changes 3,000 lines of main): its
-colours reach Qt for the lines around the view only, follow the view when it scrolls, and are
-made a slice at a time."""
+colours reach Qt for the lines around the view only (Qt lays out every line it is given a colour
+for), and follow the view when it scrolls."""
 from __future__ import annotations
 
 import os
@@ -50,11 +50,8 @@ def test_colours_of_a_big_diff_reach_qt_around_the_view_and_follow_it(qtbot, mod
     v.set_mode(mode)
     v.set_diff(big_diff())
     view = v.right if mode == "side" else v.unified
-    turns = []
     while idle_work().pending(view):
-        turns.append(1)
         idle_work()._turn()
-    assert len(turns) > 10       # coloured over many turns of the event loop, not at once
     qtbot.wait(10)
     first = view.firstVisibleBlock().blockNumber()
     near = coloured_blocks(view)

@@ -3,14 +3,14 @@ all, intra-line highlights, next/previous hunk."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QTextCursor, QTextFormat
+from PySide6.QtGui import QColor, QTextCharFormat
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSplitter,
-                               QStackedWidget, QTextEdit, QToolButton, QVBoxLayout, QWidget)
+                               QStackedWidget, QToolButton, QVBoxLayout, QWidget)
 
 import re
 
 from irviz.ui import themes
-from irviz.ui.widgets.code_view import CodeView
+from irviz.ui.widgets.code_view import CodeView, line_format, line_mark, span_mark
 from irviz.ui.widgets.idle_work import idle_work
 
 ALL = "All changed functions"
@@ -24,44 +24,28 @@ def _bound_var(line: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def _full_lines(doc, blocks: list[tuple[int, str]], out: list):
-    """Full-width backgrounds for (block, colour) pairs, appended to `out` as (first block, last
-    block, selection) (see CodeView._base_extra); runs of adjacent blocks
-    with one colour become one selection (one per line cost ~0.1 ms each: a 2,000-line diff
-    stalled the window). A generator that yields every few hundred selections (an 8B LLM's
-    LegalizeOps changes 3,000 alternate lines of main: ~200 ms at once)."""
-    colors = {}
+def _full_lines(blocks: list[tuple[int, str]], out: list) -> None:
+    """Full-width backgrounds for (block, colour) pairs, appended to `out` as marks (see
+    CodeView._base_extra); runs of adjacent blocks with one colour become one mark."""
+    formats: dict = {}
     i = 0
     while i < len(blocks):
-        if len(out) % 200 == 199:
-            yield
         first, color = blocks[i]
         last = first
         while i + 1 < len(blocks) and blocks[i + 1] == (last + 1, color):
             i += 1
             last += 1
-        sel = QTextEdit.ExtraSelection()
-        sel.format.setBackground(colors.setdefault(color, QColor(color)))
-        sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
-        cur = QTextCursor(doc.findBlockByNumber(first))
-        if last != first:
-            end = doc.findBlockByNumber(last)
-            cur.setPosition(end.position() + max(0, end.length() - 1), QTextCursor.MoveMode.KeepAnchor)
-        sel.cursor = cur
-        out.append((first, last, sel))
+        fmt = formats.get(color)
+        if fmt is None:
+            fmt = formats[color] = line_format(color)
+        out.append(line_mark(first, last, fmt))
         i += 1
 
 
-def _span(doc, block_no: int, start: int, end: int, color: QColor) -> tuple[int, int, QTextEdit.ExtraSelection]:
-    block = doc.findBlockByNumber(block_no)
-    cur = QTextCursor(block)
-    length = max(0, min(end, block.length() - 1) - start)
-    cur.setPosition(block.position() + min(start, block.length() - 1))
-    cur.setPosition(cur.position() + length, QTextCursor.MoveMode.KeepAnchor)
-    sel = QTextEdit.ExtraSelection()
-    sel.format.setBackground(color)
-    sel.cursor = cur
-    return block_no, block_no, sel
+def _span_format(color: QColor) -> QTextCharFormat:
+    fmt = QTextCharFormat()
+    fmt.setBackground(color)
+    return fmt
 
 
 class _Side(CodeView):
@@ -69,15 +53,15 @@ class _Side(CodeView):
     def set_rows(self, lines: list[str], labels: list[str] | None, extra_fn) -> None:
         """Text now; the row colours a slice at a time between events, so a big diff never holds
         the window (a newer set_rows replaces a pending colouring).  ``extra_fn(doc, out)`` is a
-        generator that appends (first block, last block, extra selection) to ``out``; ``labels``
-        None: line numbers."""
+        generator that appends marks (:data:`irviz.ui.widgets.code_view.Mark`) to ``out``;
+        ``labels`` None: line numbers."""
         self._base_extra = []
         self.set_text("\n".join(lines))
         self.set_line_labels(labels)
 
         def colour():
             out: list = []
-            yield from extra_fn(self.document(), out)
+            yield from extra_fn(out)
             self._base_extra = out
             self._refresh_extra()
 
@@ -298,15 +282,13 @@ class DiffView(QWidget):
         bad_name = bad.name(QColor.NameFormat.HexArgb)
 
         def extras(side: str):
-            def fn(doc, out):
+            def fn(out):
                 lines, spans = [], []
                 labels = llab if side == "left" else rlab
                 bg = c.diff_del_bg if side == "left" else c.diff_add_bg
-                strong = QColor(c.diff_del_fg_strong if side == "left" else c.diff_add_fg_strong)
-                made = 0
+                strong = _span_format(QColor(c.diff_del_fg_strong if side == "left" else c.diff_add_fg_strong))
                 for k, (block, tag, lr, rr) in enumerate(marks):
-                    if k % 150 == 149 or len(spans) - made >= 40:
-                        made = len(spans)
+                    if k % 500 == 499:
                         yield
                     if tag == "equal":
                         continue
@@ -318,11 +300,11 @@ class DiffView(QWidget):
                         continue
                     lines.append((block, bg))
                     for start, end in (lr if side == "left" else rr):
-                        spans.append(_span(doc, block, int(start), int(end), strong))
+                        spans.append(span_mark(block, int(start), int(end), strong))
                 yield
                 if side == "right":  # drawn last: over the diff's own colours
                     lines.extend((b, bad_name) for b in diverging)
-                yield from _full_lines(doc, lines, out)
+                _full_lines(lines, out)
                 out.extend(spans)
             return fn
 
@@ -360,7 +342,11 @@ class DiffView(QWidget):
         bad.setAlpha(70)
         marked.extend((i, bad.name(QColor.NameFormat.HexArgb)) for i in diverging)
         self.marked_blocks = diverging
-        self.unified.set_rows(lines, None, lambda doc, out: _full_lines(doc, marked, out))
+        def colours(out):
+            _full_lines(marked, out)
+            yield
+
+        self.unified.set_rows(lines, None, colours)
         self._hunks = hunks
 
     def _go(self, i: int) -> None:
