@@ -111,6 +111,3 @@ class PartJoiner:
     def pending(self) -> bool:
         """Whether a reply is half received."""
         return bool(self._open)
-
-    def clear(self) -> None:
-        self._open.clear()

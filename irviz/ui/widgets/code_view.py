@@ -119,8 +119,8 @@ def _selection(doc: QTextDocument, mark: Mark) -> QTextEdit.ExtraSelection | Non
         return None
     cur = QTextCursor(block)
     if start is None:
-        tail = doc.findBlockByNumber(last) if last != first else block
-        if tail.isValid() and last != first:
+        tail = doc.findBlockByNumber(last)
+        if last != first and tail.isValid():
             cur.setPosition(tail.position() + max(0, tail.length() - 1), QTextCursor.MoveMode.KeepAnchor)
     else:
         room = block.length() - 1
