@@ -70,3 +70,25 @@ def test_colours_of_a_big_diff_reach_qt_around_the_view_and_follow_it(qtbot, mod
                  if not s.format.property(QTextFormat.Property.FullWidthSelection)]
         assert spans and all(view.document().findBlock(s.cursor.selectionStart()).blockNumber() >= last - 200
                              for s in spans)
+
+
+def test_switching_back_to_a_mode_draws_it_again_only_when_something_changed(qtbot):
+    from irviz.ui.widgets.diff_view import DiffView
+
+    v = DiffView()
+    qtbot.addWidget(v)
+    v.set_diff(big_diff())
+    hunks, texts = v.hunk_count(), []
+    assert hunks > 100
+    real = v.right.set_text
+    v.right.set_text = lambda text, *a, **k: (texts.append(text), real(text, *a, **k))
+    v.set_mode("unified")
+    assert v.unified.toPlainText().count("\n") > N
+    v.set_mode("side")
+    assert texts == [] and v.hunk_count() == hunks and v.current_hunk() == 0
+    # marked bindings: the next switch draws the side again, with them
+    v.set_marked_bindings({"lv2": {"fx_node": "linear", "max_abs": 1.0}}, "lv2")
+    v.set_mode("unified")
+    v.set_mode("side")
+    assert len(texts) == 1 and [v.right.toPlainText().split("\n")[b].split("=")[0].strip()
+                                for b in v.marked_blocks] == ["lv2"]

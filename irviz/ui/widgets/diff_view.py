@@ -137,11 +137,16 @@ class DiffView(QWidget):
         lay.addLayout(bar)
         lay.addWidget(self.stack, 1)
         self.mode = "side"
+        # what each mode's views show: (diff, function, marks) it was drawn for, its hunks and
+        # marked blocks; switching back to a mode drawn for the same diff draws nothing again
+        self._version = 0
+        self._drawn: dict[str, tuple] = {}
 
     # -- API -----------------------------------------------------------------------------------
     def set_diff(self, result: dict | None) -> None:
         """`result["language"]`: the pygments lexer of the text (default TVMScript's, Python)."""
         self._diff = result or {"unified": "", "functions": []}
+        self._version += 1
         language = self._diff.get("language") or "python"
         for view in (self.left, self.right, self.unified):
             if view.language != language:
@@ -168,6 +173,7 @@ class DiffView(QWidget):
         shown from the next set_diff or mode change."""
         self.marked = dict(marks or {})
         self.first_marked = first if first in self.marked else None
+        self._version += 1
 
     def _mark_label(self, var: str, label: str) -> str:
         return ("✗▶" if var == self.first_marked else "✗") + " " + label
@@ -197,6 +203,7 @@ class DiffView(QWidget):
         self._go(self._hunk - 1)
 
     def restyle(self) -> None:
+        self._drawn.clear()
         self._render()
 
     # -- rendering -----------------------------------------------------------------------------
@@ -227,10 +234,16 @@ class DiffView(QWidget):
         return f"@@ {len(names)} more changed functions, pick one in the list above: {listed}"
 
     def _render(self) -> None:
-        if self.mode == "side":
-            self._render_side()
+        key = (self._version, self.function_box.currentData())
+        drawn = self._drawn.get(self.mode)
+        if drawn is not None and drawn[0] == key:
+            self._hunks, self.marked_blocks = list(drawn[1]), list(drawn[2])
         else:
-            self._render_unified()
+            if self.mode == "side":
+                self._render_side()
+            else:
+                self._render_unified()
+            self._drawn[self.mode] = (key, list(self._hunks), list(self.marked_blocks))
         self._hunk = -1
         if self._hunks:
             self._go(0)
