@@ -52,7 +52,7 @@ class _Side(CodeView):
 
     def set_rows(self, lines: list[str], labels: list[str] | None, extra_fn) -> None:
         """Text now; the row colours a slice at a time between events, so a big diff never holds
-        the window (a newer set_rows replaces a pending colouring).  ``extra_fn(doc, out)`` is a
+        the window (a newer set_rows replaces a pending colouring).  ``extra_fn(out)`` is a
         generator that appends marks (:data:`irviz.ui.widgets.code_view.Mark`) to ``out``;
         ``labels`` None: line numbers."""
         self._base_extra = []
@@ -355,6 +355,7 @@ class DiffView(QWidget):
         bad.setAlpha(70)
         marked.extend((i, bad.name(QColor.NameFormat.HexArgb)) for i in diverging)
         self.marked_blocks = diverging
+
         def colours(out):
             _full_lines(marked, out)
             yield
