@@ -75,21 +75,21 @@ class StallProbe:
         self.worst_cpu = 0.0
         self.trace = trace
         self.report_ms = report_ms
-        self.stalls: list[tuple[float, dict]] = []   # (ms, {stack: samples})
+        self.stalls: list[tuple[float, float, dict]] = []   # (ms, GUI CPU ms, {stack: samples})
         self._samples: dict = {}
         self._stop = None
 
     def _tick(self):
         now = time.perf_counter()
         cpu = time.thread_time()
-        if self.last_cpu is not None:
-            self.worst_cpu = max(self.worst_cpu, cpu - self.last_cpu)
+        used = 0.0 if self.last_cpu is None else cpu - self.last_cpu
+        self.worst_cpu = max(self.worst_cpu, used)
         self.last_cpu = cpu
         if self.last is not None:
             gap = now - self.last
             self.worst = max(self.worst, gap)
             if self.trace and gap * 1e3 > self.report_ms:
-                self.stalls.append((gap * 1e3, self._samples))
+                self.stalls.append((gap * 1e3, used * 1e3, self._samples))
         self._samples = {}
         self.last = now
 
@@ -116,6 +116,13 @@ class StallProbe:
 
             self._stop = threading.Event()
             threading.Thread(target=self._watch, args=(threading.get_ident(),), daemon=True).start()
+        # a first tick before the caller acts: what the action itself does on the GUI thread counts
+        from PySide6.QtCore import QCoreApplication
+
+        deadline = time.perf_counter() + 1.0
+        while self.last is None and time.perf_counter() < deadline:
+            QCoreApplication.processEvents()
+            time.sleep(0.002)
 
     def stop(self) -> float:
         self.timer.stop()
@@ -125,8 +132,9 @@ class StallProbe:
         return self.worst * 1e3
 
     def report(self, phase: str) -> None:
-        for ms, samples in self.stalls:
-            print(f"  stall {ms:.0f} ms during {phase}; GUI thread stacks (samples, innermost last):")
+        for ms, cpu_ms, samples in self.stalls:
+            print(f"  stall {ms:.0f} ms ({cpu_ms:.0f} ms GUI CPU) during {phase}; GUI thread stacks "
+                  "(samples, innermost last):")
             for stack, n in sorted(samples.items(), key=lambda kv: -kv[1])[:3]:
                 print(f"    {n} x " + "\n        ".join(stack))
         self.stalls = []

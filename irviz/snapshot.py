@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
     from irviz.ui.app import make_app
     from irviz.ui.main_window import MainWindow
+    from irviz.ui.widgets.idle_work import idle_work
 
     app = make_app()
     settings = QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, "irviz", "snapshot")
@@ -160,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
         write_figures(args.json, run_figures(win, args.pipeline))
     win.resize(w, h)
     wait_until(app, lambda: False, 0.3)  # let layouts and graph views settle
+    # the colours of code and diffs (a big model's take seconds, done between events)
+    wait_until(app, lambda: not idle_work().pending(), min(args.timeout, 60.0))
     if (win.width(), win.height()) != (w, h):
         print(f"irviz snapshot: the window could not shrink to {w}x{h} (minimum "
               f"{win.minimumSizeHint().width()}x{win.minimumSizeHint().height()})", file=sys.stderr)

@@ -22,22 +22,27 @@ from irviz import protocol
 from irviz.engine.catalogue import prewarm
 from irviz.engine.dispatch import Engine
 from irviz.protocol import error_dict
+from irviz.protocol_parts import reply_lines
 
 
 class Channel:
-    """Writes protocol lines to the real stdout (a dup of fd 1 taken before redirecting it)."""
+    """Writes protocol lines to the real stdout (a dup of fd 1 taken before redirecting it); a big
+    reply goes in parts (:mod:`irviz.protocol_parts`), written together."""
 
     def __init__(self, stream):
         self._stream = stream
         self._lock = threading.Lock()
 
     def send(self, obj) -> None:
-        line = json.dumps(obj, default=protocol.json_default, allow_nan=False)
+        lines = reply_lines(obj, _dumps) if isinstance(obj, dict) else [_dumps(obj)]
         with self._lock:
-            self._stream.write(line + "\n")
+            for line in lines:
+                self._stream.write(line + "\n")
             self._stream.flush()
 
 
+def _dumps(obj) -> str:
+    return json.dumps(obj, default=protocol.json_default, allow_nan=False)
 
 
 def _redirect_stdout():

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from irviz.protocol_parts import PartJoiner
+
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 240.0
 
@@ -34,6 +36,7 @@ class EngineProc:
                                      text=True, bufsize=1)
         self.lines: queue.Queue = queue.Queue()
         self.raw: list[str] = []
+        self.joiner = PartJoiner()
         self.next_id = 1
         threading.Thread(target=self._read, daemon=True).start()
         self.hello = self.next_message()
@@ -45,9 +48,13 @@ class EngineProc:
         self.lines.put(None)
 
     def next_message(self, timeout=TIMEOUT) -> dict:
-        line = self.lines.get(timeout=timeout)
-        assert line is not None, "engine closed stdout"
-        return json.loads(line)  # stdout carries only protocol lines
+        """The next message, a big reply put back together from its parts."""
+        while True:
+            line = self.lines.get(timeout=timeout)
+            assert line is not None, "engine closed stdout"
+            msg = self.joiner.feed(json.loads(line))  # stdout carries only protocol lines
+            if msg is not None:
+                return msg
 
     def send(self, cmd, group=None, **args) -> int:
         return self.send_many([(cmd, group, args)])[0]

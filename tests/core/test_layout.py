@@ -294,3 +294,27 @@ def test_blocks_keep_their_frames_when_the_outer_frame_is_dropped():
         inside = [n for n in nodes.values() if grp["x"] < n["x"] + n["w"] / 2 < grp["x"] + grp["w"]
                   and grp["y"] < n["y"] + n["h"] / 2 < grp["y"] + grp["h"]]
         assert all((n.get("module_path") or "").startswith(grp["id"]) for n in inside), grp["id"]
+
+
+def test_a_long_edge_keeps_its_bends_not_a_point_per_layer():
+    # a residual stream: x feeds the add 40 layers down (an LLM's skip connections span its layers)
+    G = nx.DiGraph()
+    G.add_node("x", kind="input")
+    prev = "x"
+    for i in range(40):
+        G.add_node(f"op{i}", kind="op")
+        G.add_edge(prev, f"op{i}")
+        prev = f"op{i}"
+    G.add_node("add", kind="op")
+    G.add_edge(prev, "add")
+    G.add_edge("x", "add")
+    g = layout_graph(G)
+    for e in g["edges"]:
+        pts = e["points"]
+        # no point inside a vertical run: it would be drawn the same without it
+        assert not any(a[0] == b[0] == c[0] for a, b, c in zip(pts, pts[1:], pts[2:])), pts
+    skip = next(e for e in g["edges"] if (e["src"], e["dst"]) == ("x", "add"))
+    nodes = {n["id"]: n for n in g["nodes"]}
+    assert 2 <= len(skip["points"]) <= 6
+    assert skip["points"][0][1] == pytest.approx(nodes["x"]["y"] + nodes["x"]["h"], abs=0.2)
+    assert skip["points"][-1][1] == pytest.approx(nodes["add"]["y"], abs=0.2)

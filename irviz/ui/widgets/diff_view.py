@@ -3,14 +3,14 @@ all, intra-line highlights, next/previous hunk."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QTextCursor, QTextFormat
+from PySide6.QtGui import QColor, QTextCharFormat
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSplitter,
-                               QStackedWidget, QTextEdit, QToolButton, QVBoxLayout, QWidget)
+                               QStackedWidget, QToolButton, QVBoxLayout, QWidget)
 
 import re
 
 from irviz.ui import themes
-from irviz.ui.widgets.code_view import CodeView
+from irviz.ui.widgets.code_view import CodeView, line_format, line_mark, span_mark
 from irviz.ui.widgets.idle_work import idle_work
 
 ALL = "All changed functions"
@@ -24,10 +24,10 @@ def _bound_var(line: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def _full_lines(doc, blocks: list[tuple[int, str]]) -> list[QTextEdit.ExtraSelection]:
-    """Full-width backgrounds for (block, colour) pairs; runs of adjacent blocks with one colour
-    become one selection (one per line cost ~0.1 ms each: a 2,000-line diff stalled the window)."""
-    out, colors = [], {}
+def _full_lines(blocks: list[tuple[int, str]], out: list) -> None:
+    """Full-width backgrounds for (block, colour) pairs, appended to `out` as marks (see
+    CodeView._base_extra); runs of adjacent blocks with one colour become one mark."""
+    formats: dict = {}
     i = 0
     while i < len(blocks):
         first, color = blocks[i]
@@ -35,44 +35,33 @@ def _full_lines(doc, blocks: list[tuple[int, str]]) -> list[QTextEdit.ExtraSelec
         while i + 1 < len(blocks) and blocks[i + 1] == (last + 1, color):
             i += 1
             last += 1
-        sel = QTextEdit.ExtraSelection()
-        sel.format.setBackground(colors.setdefault(color, QColor(color)))
-        sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
-        cur = QTextCursor(doc.findBlockByNumber(first))
-        if last != first:
-            end = doc.findBlockByNumber(last)
-            cur.setPosition(end.position() + max(0, end.length() - 1), QTextCursor.MoveMode.KeepAnchor)
-        sel.cursor = cur
-        out.append(sel)
+        fmt = formats.get(color)
+        if fmt is None:
+            fmt = formats[color] = line_format(color)
+        out.append(line_mark(first, last, fmt))
         i += 1
-    return out
 
 
-def _span(doc, block_no: int, start: int, end: int, color: QColor) -> QTextEdit.ExtraSelection:
-    block = doc.findBlockByNumber(block_no)
-    cur = QTextCursor(block)
-    length = max(0, min(end, block.length() - 1) - start)
-    cur.setPosition(block.position() + min(start, block.length() - 1))
-    cur.setPosition(cur.position() + length, QTextCursor.MoveMode.KeepAnchor)
-    sel = QTextEdit.ExtraSelection()
-    sel.format.setBackground(color)
-    sel.cursor = cur
-    return sel
+def _span_format(color: QColor) -> QTextCharFormat:
+    fmt = QTextCharFormat()
+    fmt.setBackground(color)
+    return fmt
 
 
 class _Side(CodeView):
 
-    def set_rows(self, lines: list[str], labels: list[str], extra_fn) -> None:
+    def set_rows(self, lines: list[str], labels: list[str] | None, extra_fn) -> None:
         """Text now; the row colours a slice at a time between events, so a big diff never holds
-        the window (a newer set_rows replaces a pending colouring).  ``extra_fn(doc, out)`` is a
-        generator that appends extra selections to ``out``."""
+        the window (a newer set_rows replaces a pending colouring).  ``extra_fn(out)`` is a
+        generator that appends marks (:data:`irviz.ui.widgets.code_view.Mark`) to ``out``;
+        ``labels`` None: line numbers."""
         self._base_extra = []
         self.set_text("\n".join(lines))
         self.set_line_labels(labels)
 
         def colour():
             out: list = []
-            yield from extra_fn(self.document(), out)
+            yield from extra_fn(out)
             self._base_extra = out
             self._refresh_extra()
 
@@ -134,7 +123,7 @@ class DiffView(QWidget):
         self.split = QSplitter(Qt.Orientation.Horizontal)
         self.split.addWidget(self.left)
         self.split.addWidget(self.right)
-        self.unified = CodeView()
+        self.unified = _Side()
         for a, b in ((self.left, self.right), (self.right, self.left)):
             a.verticalScrollBar().valueChanged.connect(b.verticalScrollBar().setValue)
             a.horizontalScrollBar().valueChanged.connect(b.horizontalScrollBar().setValue)
@@ -148,11 +137,16 @@ class DiffView(QWidget):
         lay.addLayout(bar)
         lay.addWidget(self.stack, 1)
         self.mode = "side"
+        # what each mode's views show: (diff, function, marks) it was drawn for, its hunks and
+        # marked blocks; switching back to a mode drawn for the same diff draws nothing again
+        self._version = 0
+        self._drawn: dict[str, tuple] = {}
 
     # -- API -----------------------------------------------------------------------------------
     def set_diff(self, result: dict | None) -> None:
         """`result["language"]`: the pygments lexer of the text (default TVMScript's, Python)."""
         self._diff = result or {"unified": "", "functions": []}
+        self._version += 1
         language = self._diff.get("language") or "python"
         for view in (self.left, self.right, self.unified):
             if view.language != language:
@@ -179,6 +173,7 @@ class DiffView(QWidget):
         shown from the next set_diff or mode change."""
         self.marked = dict(marks or {})
         self.first_marked = first if first in self.marked else None
+        self._version += 1
 
     def _mark_label(self, var: str, label: str) -> str:
         return ("✗▶" if var == self.first_marked else "✗") + " " + label
@@ -208,6 +203,7 @@ class DiffView(QWidget):
         self._go(self._hunk - 1)
 
     def restyle(self) -> None:
+        self._drawn.clear()
         self._render()
 
     # -- rendering -----------------------------------------------------------------------------
@@ -238,10 +234,16 @@ class DiffView(QWidget):
         return f"@@ {len(names)} more changed functions, pick one in the list above: {listed}"
 
     def _render(self) -> None:
-        if self.mode == "side":
-            self._render_side()
+        key = (self._version, self.function_box.currentData())
+        drawn = self._drawn.get(self.mode)
+        if drawn is not None and drawn[0] == key:
+            self._hunks, self.marked_blocks = list(drawn[1]), list(drawn[2])
         else:
-            self._render_unified()
+            if self.mode == "side":
+                self._render_side()
+            else:
+                self._render_unified()
+            self._drawn[self.mode] = (key, list(self._hunks), list(self.marked_blocks))
         self._hunk = -1
         if self._hunks:
             self._go(0)
@@ -293,13 +295,13 @@ class DiffView(QWidget):
         bad_name = bad.name(QColor.NameFormat.HexArgb)
 
         def extras(side: str):
-            def fn(doc, out):
+            def fn(out):
                 lines, spans = [], []
                 labels = llab if side == "left" else rlab
                 bg = c.diff_del_bg if side == "left" else c.diff_add_bg
-                strong = QColor(c.diff_del_fg_strong if side == "left" else c.diff_add_fg_strong)
+                strong = _span_format(QColor(c.diff_del_fg_strong if side == "left" else c.diff_add_fg_strong))
                 for k, (block, tag, lr, rr) in enumerate(marks):
-                    if k % 150 == 149:
+                    if k % 500 == 499:
                         yield
                     if tag == "equal":
                         continue
@@ -311,11 +313,11 @@ class DiffView(QWidget):
                         continue
                     lines.append((block, bg))
                     for start, end in (lr if side == "left" else rr):
-                        spans.append(_span(doc, block, int(start), int(end), strong))
+                        spans.append(span_mark(block, int(start), int(end), strong))
                 yield
                 if side == "right":  # drawn last: over the diff's own colours
                     lines.extend((b, bad_name) for b in diverging)
-                out.extend(_full_lines(doc, lines))
+                _full_lines(lines, out)
                 out.extend(spans)
             return fn
 
@@ -330,8 +332,6 @@ class DiffView(QWidget):
             text = _unified_from_rows(funcs) + (f"\n{note}" if note else "")
         else:
             text = self._diff.get("unified") or _unified_from_rows(funcs)
-        self.unified._base_extra = []
-        self.unified.set_text(text)
         lines = text.split("\n")
         hunks, marked, diverging = [], [], []
         func = None
@@ -355,8 +355,12 @@ class DiffView(QWidget):
         bad.setAlpha(70)
         marked.extend((i, bad.name(QColor.NameFormat.HexArgb)) for i in diverging)
         self.marked_blocks = diverging
-        self.unified._base_extra = _full_lines(self.unified.document(), marked)
-        self.unified._refresh_extra()
+
+        def colours(out):
+            _full_lines(marked, out)
+            yield
+
+        self.unified.set_rows(lines, None, colours)
         self._hunks = hunks
 
     def _go(self, i: int) -> None:
