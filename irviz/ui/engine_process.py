@@ -35,6 +35,7 @@ WARM_ID = -1     # request id of the spare's `warm` (its reply is ignored by the
 # the GUI thread decodes and dispatches replies for about this long, then lets other events in
 # (a big reply comes in parts: irviz.protocol_parts)
 READ_BUDGET_S = 0.010
+UNFREEZE_EVERY = 16   # big replies between two full garbage collections of what they left
 
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -70,6 +71,7 @@ class EngineBridge(SessionReplay):
         self._extra_env = dict(env or {})
         self._eng: _Engine | None = None            # the engine answering requests
         self._spare: _Engine | None = None          # a warm engine waiting to take over
+        self._freezes = 0
         self._use_spare = (os.environ.get("IRVIZ_ENGINE_SPARE", "1") != "0") if spare is None else spare
         self._spare_timer = QTimer(self)
         self._spare_timer.setSingleShot(True)
@@ -368,8 +370,14 @@ class EngineBridge(SessionReplay):
                 if parted:
                     # a big reply is ~100,000 dicts and lists that live until the next step; out of
                     # the collector's sight (they are freed by their counts), its full passes scan
-                    # only what is new: over an 8B LLM's graphs they took 40-70 ms, at any moment
-                    gc.freeze()
+                    # only what is new: over an 8B LLM's graphs they took 40-70 ms, at any moment.
+                    # Cyclic garbage frozen with them would never be freed, so every so often the
+                    # lot goes back to the collector: one full pass then, not one per reply
+                    self._freezes += 1
+                    if self._freezes % UNFREEZE_EVERY:
+                        gc.freeze()
+                    else:
+                        gc.unfreeze()
             if not drain and time.perf_counter() > deadline and b"\n" in eng.out:
                 if not eng.resume:
                     eng.resume = True
