@@ -16,8 +16,9 @@ for minutes) is extrapolated instead: its FLOPs at the rate of the largest kerne
 A kernel whose operands and outputs together exceed MAX_KERNEL_BYTES is not allocated to be timed:
 transposing Gemma's 256000 x 3072 LM head takes 3 GB in and 3 GB out, twice what the engine may
 hold. It is extrapolated too: by its FLOPs when it computes (at the rate above), else by the bytes
-it writes, at the rate of the largest such kernel timed so far (a gather from an embedding table
-writes only its rows).
+it writes (a gather from an embedding table writes only its rows), at the rate of the largest
+kernel of its kind timed so far (transpose3 for transpose7: a transpose moves a byte slower than
+an add), or of any such kernel when none of its kind was.
 
 The estimate is the sum over signatures of calls x ms. It leaves out what is not a kernel: the
 VM's dispatch and allocation between calls, which on a tiny model can be most of a run.
@@ -150,12 +151,18 @@ def _bytes(call) -> tuple[int, int]:
     return sum(_nbytes(a.ty) for a in call.args[1].fields), sum(_nbytes(t) for t in outs)
 
 
-def _too_big(g: dict, flop_rate, byte_rate) -> tuple[float | None, str]:
+def _family(name: str) -> str:
+    """The op a kernel's name comes from: transpose7 -> transpose (LegalizeOps numbers repeats)."""
+    return name.rstrip("0123456789_") or name
+
+
+def _too_big(g: dict, flop_rate, byte_rates: dict) -> tuple[float | None, str]:
     """(ms, what it was extrapolated from) for a kernel too big to allocate; ms None when no rate
-    fits yet (the why is then the second item)."""
+    fits yet (the why is then the second item). byte_rates: {kind or None: (bytes written, ms)}."""
     size = (g["bytes"] + g["out_bytes"]) / GB
     if g["flops"] >= RATE_FLOPS and flop_rate:
         return g["flops"] * flop_rate[1] / flop_rate[0], "FLOPs"
+    byte_rate = byte_rates.get(_family(g["name"])) or byte_rates.get(None)
     if g["flops"] < RATE_FLOPS and byte_rate:
         return g["out_bytes"] * byte_rate[1] / byte_rate[0], "bytes"
     return None, (f"its operands and outputs take {size:.1f} GB, more than a kernel is given to be "
@@ -204,10 +211,12 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
         g["flops"] = _flops(lowered, g["kind"], g["call"])
         g["bytes"], g["out_bytes"] = _bytes(g["call"])
     rate = None  # (flops, ms) of the largest kernel timed so far
-    byte_rate = None  # (output bytes, ms) of the largest kernel under RATE_FLOPS timed so far
+    # (output bytes, ms) of the largest kernel under RATE_FLOPS timed so far, of each kind (None: any)
+    byte_rates: dict[str | None, tuple[int, float]] = {}
     extrapolated = 0
-    # small first: the rates come from the largest kernels that could be timed
-    order = sorted(groups.items(), key=lambda kv: (kv[1]["flops"], kv[1]["bytes"] + kv[1]["out_bytes"],
+    # small first, those too big to allocate last: the rates come from the largest kernels timed
+    order = sorted(groups.items(), key=lambda kv: (kv[1]["bytes"] + kv[1]["out_bytes"] > MAX_KERNEL_BYTES,
+                                                   kv[1]["flops"], kv[1]["bytes"] + kv[1]["out_bytes"],
                                                    kv[1]["name"]))
     for k, (key, g) in enumerate(order):
         label = g["name"]
@@ -219,7 +228,7 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
         basis = "FLOPs"
         too_big = g["bytes"] + g["out_bytes"] > MAX_KERNEL_BYTES
         if rec is None and too_big:
-            guess, basis = _too_big(g, rate, byte_rate)
+            guess, basis = _too_big(g, rate, byte_rates)
             if guess is None:
                 missing.append({"name": label, "kind": g["kind"], "calls": g["calls"], "why": basis})
                 continue
@@ -247,9 +256,10 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
             cached += 1
         if g["flops"] >= RATE_FLOPS and ms > 0 and (rate is None or g["flops"] >= rate[0]):
             rate = (g["flops"], ms)
-        if g["flops"] < RATE_FLOPS and ms > 0 and g["out_bytes"] > 0 and \
-                (byte_rate is None or g["out_bytes"] >= byte_rate[0]):
-            byte_rate = (g["out_bytes"], ms)
+        if g["flops"] < RATE_FLOPS and ms > 0 and g["out_bytes"] > 0:
+            for fam in (None, _family(g["name"])):
+                if fam not in byte_rates or g["out_bytes"] >= byte_rates[fam][0]:
+                    byte_rates[fam] = (g["out_bytes"], ms)
         rows.append({"name": label, "kind": g["kind"], "calls": g["calls"], "ms": ms,
                      "total_ms": ms * g["calls"], "shapes": _shapes_text(g["call"]), "cached": hit,
                      "extrapolated": False, "flops": g["flops"]})
