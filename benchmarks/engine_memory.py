@@ -16,8 +16,8 @@ Heavy (full GPT-2: about a minute to open, a few to step): run it once or twice,
 The full-size case: the engine's own command handlers (irviz.engine.dispatch.Engine, as the
 window's requests reach them) open MODEL structure only (no weights: Llama-3-8B's shape is 32 GB
 in float32), step default_build to the end asking the views the window asks at every step, build
-the last step (no run: nothing to run with), then compare default_build with another pipeline
-(both built). RSS after each phase and each phase's own peak (VmHWM, reset between phases).
+the last step (no run: nothing to run with), its memory plan and estimated latency (what the Run
+pane offers instead of a run), then compare default_build with another pipeline (both built). RSS after each phase and each phase's own peak (VmHWM, reset between phases).
 Target: <= 4 GB throughout.
 """
 from __future__ import annotations
@@ -157,9 +157,19 @@ def full_size(model: str, pipeline_b: str, no_views: bool, json_path: str | None
         phase(f"  step {engine.session.cursor:2d} {name}", t1)
     print(f"default_build: {time.perf_counter() - t:.1f} s, "
           f"{len(state['applied']) if isinstance(state, dict) and 'applied' in state else '?'} steps")
+    # build_run answers that a model without weights has nothing to run with (and keeps the
+    # session); the build itself is the workspace's, as `irviz check` builds without running
+    reply = engine.handle({"id": 0, "cmd": "build_run", "args": {}})
+    print(f"build_run: {'ok' if reply['ok'] else reply['error'].get('message', '')[:70]}")
     t = time.perf_counter()
-    built = call("build_run")
-    phase(f"build, no run ({built.get('verdict')})", t)
+    built = engine.ws.build_step()
+    phase(f"build, no run ({built.seconds:.0f} s compiling)", t)
+    t = time.perf_counter()
+    mem = call("memory")
+    phase(f"memory plan (peak {mem.get('peak_bytes', 0) / MB:.0f} MB of activations)", t)
+    t = time.perf_counter()
+    est = call("estimate")
+    phase(f"estimate ({len(est['kernels'])} kernels, {est['measured']} timed)", t)
     t = time.perf_counter()
     cmp = call("compare", pipeline_b=pipeline_b, measure=True)
     phase(f"compare default_build | {pipeline_b} (both built)", t)
