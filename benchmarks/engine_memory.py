@@ -17,8 +17,9 @@ The full-size case: the engine's own command handlers (irviz.engine.dispatch.Eng
 window's requests reach them) open MODEL structure only (no weights: Llama-3-8B's shape is 32 GB
 in float32), step default_build to the end asking the views the window asks at every step, build
 the last step (no run: nothing to run with), its memory plan and estimated latency (what the Run
-pane offers instead of a run), then compare default_build with another pipeline (both built). RSS after each phase and each phase's own peak (VmHWM, reset between phases).
-Target: <= 4 GB throughout.
+pane offers instead of a run), then compare default_build with another pipeline (both built).
+RSS after each phase and each phase's own peak (VmHWM, reset between phases). Target: <= 4 GB
+throughout. With IRVIZ_CACHE_DIR set to an empty folder the estimate times every kernel (cold).
 """
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ class NullChannel:
 
 def full_size(model: str, pipeline_b: str, no_views: bool, json_path: str | None) -> int:
     """The engine on a full-size model without weights: open, default_build step by step with the
-    views, build, compare. Each phase's RSS at its end and its own peak."""
+    views, build, memory, estimate, compare. Each phase's RSS at its end and its own peak."""
     import json
 
     from irviz.engine.dispatch import Engine
@@ -155,8 +156,8 @@ def full_size(model: str, pipeline_b: str, no_views: bool, json_path: str | None
             ask_views(views, engine.session.cursor)
         name = engine.session.steps[engine.session.cursor].pass_name
         phase(f"  step {engine.session.cursor:2d} {name}", t1)
-    print(f"default_build: {time.perf_counter() - t:.1f} s, "
-          f"{len(state['applied']) if isinstance(state, dict) and 'applied' in state else '?'} steps")
+    print(f"default_build: {time.perf_counter() - t:.1f} s, {len(engine.session.steps) - 1} steps "
+          f"(the engine's state: cursor {state.get('cursor') if isinstance(state, dict) else '?'})")
     # build_run answers that a model without weights has nothing to run with (and keeps the
     # session); the build itself is the workspace's, as `irviz check` builds without running
     reply = engine.handle({"id": 0, "cmd": "build_run", "args": {}})
