@@ -9,6 +9,17 @@ step): open MODEL (default: full-size GPT-2, benchmarks/gpt2_full.py), step thro
         [--no-views]
 
 Heavy (full GPT-2: about a minute to open, a few to step): run it once or twice, not in loops.
+
+    nice -n 10 python benchmarks/engine_memory.py --full-size [--model sample:llama3_8b_shape]
+        [--compare zero] [--json out.json]
+
+The full-size case: the engine's own command handlers (irviz.engine.dispatch.Engine, as the
+window's requests reach them) open MODEL structure only (no weights: Llama-3-8B's shape is 32 GB
+in float32), step default_build to the end asking the views the window asks at every step, build
+the last step (no run: nothing to run with), its memory plan and estimated latency (what the Run
+pane offers instead of a run), then compare default_build with another pipeline (both built).
+RSS after each phase and each phase's own peak (VmHWM, reset between phases). Target: <= 4 GB
+throughout. With IRVIZ_CACHE_DIR set to an empty folder the estimate times every kernel (cold).
 """
 from __future__ import annotations
 
@@ -77,12 +88,123 @@ def ask_views(views, index: int) -> None:
     views.provenance(step=index)
 
 
+def peak_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def reset_peak() -> None:
+    """VmHWM back to the current RSS, so the next reading is the peak of one phase."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:  # not Linux, or not allowed: the peaks are then cumulative
+        pass
+
+
+class NullChannel:
+    def send(self, _msg) -> None:
+        pass
+
+
+def full_size(model: str, pipeline_b: str, no_views: bool, json_path: str | None) -> int:
+    """The engine on a full-size model without weights: open, default_build step by step with the
+    views, build, memory, estimate, compare. Each phase's RSS at its end and its own peak."""
+    import json
+
+    from irviz.engine.dispatch import Engine
+
+    engine = Engine(NullChannel(), test_commands=False)
+    rows: list[dict] = []
+    n = [0]
+
+    def call(cmd: str, **args):
+        n[0] += 1
+        reply = engine.handle({"id": n[0], "cmd": cmd, "args": args})
+        if not reply["ok"]:
+            raise SystemExit(f"{cmd} failed: {reply['error'].get('message')}")
+        return reply["result"]
+
+    def phase(name: str, t0: float) -> None:
+        gc.collect()
+        row = {"phase": name, "seconds": round(time.perf_counter() - t0, 2),
+               "rss_mb": round(rss_bytes() / MB), "peak_mb": round(peak_bytes() / MB)}
+        rows.append(row)
+        print(f"{name:<46} {row['seconds']:7.1f} s   RSS {row['rss_mb']:6d} MB   "
+              f"peak {row['peak_mb']:6d} MB", flush=True)
+        reset_peak()
+
+    print(f"python + irviz imported: RSS {rss_bytes() / MB:.0f} MB", flush=True)
+    reset_peak()
+    t = time.perf_counter()
+    state = call("open", spec=model, pipeline="default_build", no_weights=True)
+    phase("open (file -> imported)", t)
+    views = engine.views
+    if not no_views:
+        t = time.perf_counter()
+        views.fx_graph()
+        ask_views(views, 0)
+        phase("views of step 0 (FX, Relax, TensorIR, diff)", t)
+    t = time.perf_counter()
+    while engine.session.pipeline:
+        t1 = time.perf_counter()
+        state = call("step")
+        if not no_views:
+            ask_views(views, engine.session.cursor)
+        name = engine.session.steps[engine.session.cursor].pass_name
+        phase(f"  step {engine.session.cursor:2d} {name}", t1)
+    print(f"default_build: {time.perf_counter() - t:.1f} s, {len(engine.session.steps) - 1} steps "
+          f"(the engine's state: cursor {state.get('cursor') if isinstance(state, dict) else '?'})")
+    # build_run answers that a model without weights has nothing to run with (and keeps the
+    # session); the build itself is the workspace's, as `irviz check` builds without running
+    reply = engine.handle({"id": 0, "cmd": "build_run", "args": {}})
+    print(f"build_run: {'ok' if reply['ok'] else reply['error'].get('message', '')[:70]}")
+    t = time.perf_counter()
+    built = engine.ws.build_step()
+    phase(f"build, no run ({built.seconds:.0f} s compiling)", t)
+    t = time.perf_counter()
+    mem = call("memory")
+    phase(f"memory plan (peak {mem.get('peak_bytes', 0) / MB:.0f} MB of activations)", t)
+    t = time.perf_counter()
+    est = call("estimate")
+    phase(f"estimate ({len(est['kernels'])} kernels, {est['measured']} timed)", t)
+    t = time.perf_counter()
+    cmp = call("compare", pipeline_b=pipeline_b, measure=True)
+    phase(f"compare default_build | {pipeline_b} (both built)", t)
+    for row in cmp.get("pipelines", []):
+        print(f"    {row['pipeline'][:40]:<40} {len(row['steps'])} steps, build {row['build_seconds']} s"
+              + (f", error: {row['error']}" if row.get("error") else ""))
+    engine.comparison = None
+    t = time.perf_counter()
+    call("jump", index=0)
+    phase("back to step 0, comparison dropped", t)
+    peak = max(r["peak_mb"] for r in rows)
+    print(f"\npeak RSS {peak} MB; target <= 4096 MB: {'met' if peak <= 4096 else 'NOT met'}")
+    if json_path:
+        Path(json_path).write_text(json.dumps({"model": model, "phases": rows, "peak_mb": peak},
+                                              indent=2) + "\n")
+    return 0 if peak <= 4096 else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=str(Path(__file__).with_name("gpt2_full.py")))
+    ap.add_argument("--model", default=None,
+                    help="default: benchmarks/gpt2_full.py, or sample:llama3_8b_shape with --full-size")
+    ap.add_argument("--full-size", action="store_true",
+                    help="the model structure only, through the engine's handlers: open, "
+                         "default_build, build, compare")
+    ap.add_argument("--compare", default="zero", help="--full-size: pipeline B of the compare")
+    ap.add_argument("--json", metavar="PATH", help="--full-size: the phases as JSON")
     ap.add_argument("--rounds", type=int, default=3, help="back-to-0 / forward-to-end rounds")
     ap.add_argument("--no-views", action="store_true", help="step only; ask no views")
     args = ap.parse_args()
+    if args.full_size:
+        return full_size(args.model or "sample:llama3_8b_shape", args.compare, args.no_views,
+                         args.json)
+    args.model = args.model or str(Path(__file__).with_name("gpt2_full.py"))
 
     from irviz.core.passes import get_pipeline
     from irviz.step_views import StepViews

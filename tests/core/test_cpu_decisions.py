@@ -180,6 +180,20 @@ def test_a_corrupt_or_foreign_cache_is_ignored_with_a_warning_and_rewritten(cach
     assert decision_cache.DecisionCache(path).get("conv2d 1x1") == {"choice": "tir"}
 
 
+def test_two_processes_writing_the_cache_keep_each_others_decisions(cache_dir):
+    path = cache_dir / "cpu_decisions.json"
+    engine, check = decision_cache.DecisionCache(path), decision_cache.DecisionCache(path)  # both read it empty
+    engine.put("kernel-ms a", {"ms": 1.0})
+    check.put("kernel-ms b", {"ms": 2.0})  # written after, from a view that never saw a
+    engine.put("kernel-ms c", {"ms": 3.0})
+    later = decision_cache.DecisionCache(path)
+    assert {k: v["ms"] for k, v in later.entries.items()} == {"kernel-ms a": 1.0, "kernel-ms b": 2.0,
+                                                               "kernel-ms c": 3.0}
+    check.put("kernel-ms a", {"ms": 1.5})  # a new measurement of the same kernel wins
+    assert decision_cache.DecisionCache(path).get("kernel-ms a") == {"ms": 1.5}
+    assert check.get("kernel-ms c") == {"ms": 3.0}  # and a write reads the others' in
+
+
 def test_remeasure_applies_the_passes_again_measuring_afresh(cache_dir, monkeypatch):
     from irviz.core.passes import get_pipeline
     from irviz.core.workspace import Workspace

@@ -162,3 +162,65 @@ def test_library_calls_are_timed_or_named_as_not_estimated(cache_dir):
     (missing,) = est["not_estimated"]
     assert missing["name"] == "irviz_test_no_such_library" and missing["kind"] == "library"
     assert missing["why"] and not est["complete"]
+
+
+
+@I.ir_module
+class BigAndSmall:
+    @R.function
+    def main(ids: R.Tensor((1, 8), "int64"), table: R.Tensor((4096, 64), "float32"),
+             w: R.Tensor((256, 64), "float32"), head: R.Tensor((256, 256), "float32"),
+             h1: R.Tensor((256, 128), "float32"), h2: R.Tensor((128, 256), "float32"),
+             u: R.Tensor((160, 128), "float32")):
+        with R.dataflow():
+            e = R.exp(u)  # 80 KB in, 80 KB out: writes the most of the cheap kernels timed
+            x = R.take(table, ids, axis=0)  # 8 rows of a 1 MB table
+            wt = R.permute_dims(w)  # 64 KB in, 64 KB out
+            y = R.matmul(x, wt)
+            ht = R.permute_dims(head)  # 256 KB in, 256 KB out
+            g = R.matmul(h1, h2)  # 16.8 MFLOP
+            z = R.add(R.matmul(y, ht), R.matmul(y, g))
+            R.output(z, e)
+        return (z, e)
+
+
+def test_a_kernel_too_big_to_allocate_is_extrapolated_not_timed(cache_dir, monkeypatch):
+    from irviz.core.tuning import estimate as estimate_mod
+
+    timed = []
+    real_time = estimate_mod._time
+
+    def record(mod, kind, call):
+        timed.append(sum(estimate_mod._bytes(call)))
+        return real_time(mod, kind, call)
+
+    monkeypatch.setattr(estimate_mod, "_time", record)
+    monkeypatch.setattr(estimate_mod, "RATE_FLOPS", 1e5)
+    monkeypatch.setattr(estimate_mod, "MAX_KERNEL_BYTES", 200_000)
+    est = estimate_latency(BigAndSmall)
+    assert timed and max(timed) <= 200_000  # nothing bigger was given arrays to be timed
+    rows = {r["shapes"]: r for r in est["kernels"]}
+    wt, e = rows["256x64"], rows["160x128"]
+    assert not wt["extrapolated"] and not e["extrapolated"] and wt["ms"] > 0 and e["ms"] > 0
+    take, ht = rows["4096x64, 1x8"], rows["256x256"]
+    assert take["extrapolated_from"] == ht["extrapolated_from"] == "bytes"
+    # by the bytes it writes: a transpose at the rate of the largest transpose timed, a gather
+    # (no other of its kind) at the largest cheap kernel's, the exp
+    assert ht["ms"] == pytest.approx(256 * 256 * 4 * wt["ms"] / (256 * 64 * 4))
+    assert take["ms"] == pytest.approx(8 * 64 * 4 * e["ms"] / (160 * 128 * 4))  # its rows only
+    # the matmuls too big to allocate compute: their FLOPs at the timed matmul's rate
+    mm, g, small = rows["1x8x256, 256x256"], rows["256x128, 128x256"], rows["1x8x64, 64x256"]
+    assert not small["extrapolated"] and mm["calls"] == 2
+    assert mm["extrapolated_from"] == g["extrapolated_from"] == "FLOPs"
+    assert g["ms"] == pytest.approx(g["flops"] * small["ms"] / small["flops"])
+    assert est["extrapolated"] == 4 and est["complete"]
+    assert est["estimated_ms"] == pytest.approx(sum(r["total_ms"] for r in est["kernels"]))
+
+
+def test_a_kernel_too_big_with_nothing_to_extrapolate_from_is_named(cache_dir, monkeypatch):
+    from irviz.core.tuning import estimate as estimate_mod
+
+    monkeypatch.setattr(estimate_mod, "MAX_KERNEL_BYTES", 0)  # every kernel is too big
+    est = estimate_latency(BigAndSmall)
+    assert not est["kernels"] and est["measured"] == 0 and not est["complete"]
+    assert all("more than a kernel is given to be timed" in m["why"] for m in est["not_estimated"])

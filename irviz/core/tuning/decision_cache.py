@@ -3,7 +3,8 @@
 Decisions hold only on the machine and versions they were measured with, so every entry sits under
 a key naming the CPU model, its vector ISA and lanes, the thread count, and the TVM and torch
 versions. A file that cannot be read, or was written by something else, is ignored with a warning
-and rewritten.
+and rewritten. Several processes share the file (the engine, `irviz check`, a benchmark): each
+write merges what it measured into the file as it is then, so one does not drop the others'.
 
     cache = DecisionCache.shared()
     cache.get("conv2d 1x64x56x56 w64x64x3x3 s1_1 p1_1 d1_1 g1")   # dict or None
@@ -15,7 +16,13 @@ import json
 import os
 import tempfile
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: writes are merged, not locked
+    fcntl = None
 
 FORMAT = "irviz-cpu-decisions/1"
 _state = {"enabled": True, "shared": None}
@@ -58,6 +65,7 @@ class DecisionCache:
         self.machine = machine_key()
         self.entries: dict[str, dict] = {}
         self._all: dict[str, dict] = {}
+        self._mine: dict[str, dict] = {}  # what this process measured: kept over the file's on save
         self._load()
 
     @classmethod
@@ -69,7 +77,7 @@ class DecisionCache:
             c = _state["shared"] = cls(want)
         return c
 
-    def _load(self) -> None:
+    def _load(self, quiet: bool = False) -> None:
         if not self.path.exists():
             return
         try:
@@ -80,8 +88,9 @@ class DecisionCache:
             if not isinstance(machines, dict) or not all(isinstance(v, dict) for v in machines.values()):
                 raise ValueError("machines is not a mapping of mappings")
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            warnings.warn(f"ignoring the decision cache {self.path} ({exc}); it will be rewritten",
-                          stacklevel=2)
+            if not quiet:
+                warnings.warn(f"ignoring the decision cache {self.path} ({exc}); it will be rewritten",
+                              stacklevel=2)
             return
         self._all = machines
         self.entries = dict(machines.get(self.machine, {}))
@@ -94,12 +103,35 @@ class DecisionCache:
 
     def put(self, workload: str, record: dict) -> None:
         self.entries[workload] = dict(record)
+        self._mine[workload] = dict(record)
         self.save()
 
+    @contextmanager
+    def _locked(self):
+        """The file to itself between reading and replacing it (where the OS can lock)."""
+        if fcntl is None:
+            yield
+            return
+        with open(self.path.parent / ".decisions.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def save(self) -> None:
-        self._all[self.machine] = self.entries
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._locked():
+                self._write()
+        except OSError as exc:  # a read-only home still gets its decisions, just not kept
+            warnings.warn(f"could not write the decision cache {self.path}: {exc}", stacklevel=2)
+
+    def _write(self) -> None:
+        self._load(quiet=True)  # what other processes wrote since, under ours
+        self.entries.update(self._mine)
+        self._all[self.machine] = self.entries
+        try:
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".decisions-", suffix=".json")
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump({"format": FORMAT, "machines": self._all}, fh, indent=1, sort_keys=True)

@@ -13,6 +13,13 @@ A kernel that would take more than LONG_SECONDS to time (an unscheduled full-siz
 for minutes) is extrapolated instead: its FLOPs at the rate of the largest kernel timed so far
 (kernels are timed smallest first), and its row says so.
 
+A kernel whose operands and outputs together exceed MAX_KERNEL_BYTES is not allocated to be timed:
+transposing Gemma's 256000 x 3072 LM head takes 3 GB in and 3 GB out, twice what the engine may
+hold. It is extrapolated too: by its FLOPs when it computes (at the rate above), else by the bytes
+it writes (a gather from an embedding table writes only its rows), at the rate of the largest
+kernel of its kind timed so far (transpose3 for transpose7: a transpose moves a byte slower than
+an add), or of any such kernel when none of its kind was.
+
 The estimate is the sum over signatures of calls x ms. It leaves out what is not a kernel: the
 VM's dispatch and allocation between calls, which on a tiny model can be most of a run.
 
@@ -45,6 +52,10 @@ BUDGET_SECONDS = 3.0
 # dominated by memory, not arithmetic).
 LONG_SECONDS = 20.0
 RATE_FLOPS = 1e7
+# The most a kernel's operands and outputs may take to be timed (random arrays of their shapes):
+# the engine stays within 4 GB on an 8B model.
+MAX_KERNEL_BYTES = 1 << 30
+GB = float(1 << 30)
 _TIR = ("relax.call_tir",)
 _LIBRARY = ("relax.call_dps_packed",)
 
@@ -123,6 +134,42 @@ def _flops(mod, kind: str, call) -> float:
         return 0.0
 
 
+def _nbytes(ty) -> int:
+    shape = measuring.shape_of(ty)
+    if shape is None:
+        return 0
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n * ((tvm.DataType(str(ty.dtype)).bits + 7) // 8)
+
+
+def _bytes(call) -> tuple[int, int]:
+    """(operand bytes, output bytes) of a call_tir / call_dps_packed at its static shapes."""
+    out = call.ty_args[0]
+    outs = list(out.fields) if isinstance(out, tvm.ir.TupleType) else [out]
+    return sum(_nbytes(a.ty) for a in call.args[1].fields), sum(_nbytes(t) for t in outs)
+
+
+def _family(name: str) -> str:
+    """The op a kernel's name comes from: transpose7 -> transpose (LegalizeOps numbers repeats)."""
+    return name.rstrip("0123456789_") or name
+
+
+def _too_big(g: dict, flop_rate, byte_rates: dict) -> tuple[float | None, str]:
+    """(ms, what it was extrapolated from) for a kernel too big to allocate; ms None when no rate
+    fits yet (the why is then the second item). byte_rates: {kind or None: (bytes written, ms)}."""
+    size = (g["bytes"] + g["out_bytes"]) / GB
+    if g["flops"] >= RATE_FLOPS and flop_rate:
+        return g["flops"] * flop_rate[1] / flop_rate[0], "FLOPs"
+    byte_rate = byte_rates.get(_family(g["name"])) or byte_rates.get(None)
+    if g["flops"] < RATE_FLOPS and byte_rate:
+        return g["out_bytes"] * byte_rate[1] / byte_rate[0], "bytes"
+    return None, (f"its operands and outputs take {size:.1f} GB, more than a kernel is given to be "
+                  f"timed ({MAX_KERNEL_BYTES / GB:.0f} GB), and no smaller kernel like it was timed "
+                  "to extrapolate from")
+
+
 def _time(mod, kind: str, call) -> float:
     small = (measuring.call_tir_module(mod, call) if kind == "tir"
              else measuring.call_dps_packed_module(call))
@@ -140,7 +187,8 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
     dims: values for symbolic sizes (--dim); shapes: the example inputs' shapes, for the rest.
     progress(text, fraction): before each kernel that is timed.
     Returns {"estimated_ms", "kernels": [{name, kind, calls, ms, total_ms, share, shapes, cached,
-    extrapolated, flops}] (largest total first), "not_estimated": [{name, kind, calls, why}],
+    extrapolated, extrapolated_from ("FLOPs" | "bytes", where extrapolated), flops}] (largest total
+    first), "not_estimated": [{name, kind, calls, why}],
     "notes", "dims", "dims_source", "measured", "cached", "extrapolated", "seconds", "target",
     "complete"}."""
     t0 = time.perf_counter()
@@ -161,9 +209,15 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
     rows, missing, measured, cached = [], [], 0, 0
     for g in groups.values():
         g["flops"] = _flops(lowered, g["kind"], g["call"])
+        g["bytes"], g["out_bytes"] = _bytes(g["call"])
     rate = None  # (flops, ms) of the largest kernel timed so far
+    # (output bytes, ms) of the largest kernel under RATE_FLOPS timed so far, of each kind (None: any)
+    byte_rates: dict[str | None, tuple[int, float]] = {}
     extrapolated = 0
-    order = sorted(groups.items(), key=lambda kv: (kv[1]["flops"], kv[1]["name"]))  # small first
+    # small first, those too big to allocate last: the rates come from the largest kernels timed
+    order = sorted(groups.items(), key=lambda kv: (kv[1]["bytes"] + kv[1]["out_bytes"] > MAX_KERNEL_BYTES,
+                                                   kv[1]["flops"], kv[1]["bytes"] + kv[1]["out_bytes"],
+                                                   kv[1]["name"]))
     for k, (key, g) in enumerate(order):
         label = g["name"]
         names_seen[label] = names_seen.get(label, 0) + 1
@@ -171,11 +225,19 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
             label = f"{label} #{names_seen[label]}"
         rec = cache.get(key)
         guess = g["flops"] * rate[1] / rate[0] if rate and g["flops"] > 0 else None
-        if rec is None and guess is not None and guess > LONG_SECONDS * 1e3:
+        basis = "FLOPs"
+        too_big = g["bytes"] + g["out_bytes"] > MAX_KERNEL_BYTES
+        if rec is None and too_big:
+            guess, basis = _too_big(g, rate, byte_rates)
+            if guess is None:
+                missing.append({"name": label, "kind": g["kind"], "calls": g["calls"], "why": basis})
+                continue
+        if rec is None and guess is not None and (too_big or guess > LONG_SECONDS * 1e3):
             extrapolated += 1
             rows.append({"name": label, "kind": g["kind"], "calls": g["calls"], "ms": guess,
                          "total_ms": guess * g["calls"], "shapes": _shapes_text(g["call"]),
-                         "cached": False, "extrapolated": True, "flops": g["flops"]})
+                         "cached": False, "extrapolated": True, "extrapolated_from": basis,
+                         "flops": g["flops"]})
             continue
         if rec is None:
             if progress is not None:
@@ -194,6 +256,10 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
             cached += 1
         if g["flops"] >= RATE_FLOPS and ms > 0 and (rate is None or g["flops"] >= rate[0]):
             rate = (g["flops"], ms)
+        if g["flops"] < RATE_FLOPS and ms > 0 and g["out_bytes"] > 0:
+            for fam in (None, _family(g["name"])):
+                if fam not in byte_rates or g["out_bytes"] >= byte_rates[fam][0]:
+                    byte_rates[fam] = (g["out_bytes"], ms)
         rows.append({"name": label, "kind": g["kind"], "calls": g["calls"], "ms": ms,
                      "total_ms": ms * g["calls"], "shapes": _shapes_text(g["call"]), "cached": hit,
                      "extrapolated": False, "flops": g["flops"]})

@@ -41,7 +41,7 @@ def estimate_summary(r: dict) -> str:
              f"{len(r.get('kernels') or [])} distinct kernels ({r.get('measured', 0)} timed, "
              f"{r.get('cached', 0)} from the cache, {r.get('seconds', 0):.1f} s){src}"]
     if r.get("extrapolated"):
-        parts.append(f"{r['extrapolated']} too slow to time extrapolated from their FLOPs (~)")
+        parts.append(f"{r['extrapolated']} too slow or too big to time, extrapolated from their FLOPs or bytes (~)")
     if dims:
         parts.append(f"symbolic sizes at {dims}")
     if cpu:
@@ -129,7 +129,7 @@ class EstimateTab(QWidget):
         for i, k in enumerate(rows):
             self.table.setItem(i, 0, QTableWidgetItem(str(k.get("name", ""))))
             self.table.setItem(i, 1, Num(float(k.get("calls") or 0), str(k.get("calls", ""))))
-            about = "~" if k.get("extrapolated") else ""  # not timed: its FLOPs at a timed kernel's rate
+            about = "~" if k.get("extrapolated") else ""  # not timed: its FLOPs or bytes at a timed kernel's rate
             self.table.setItem(i, 2, Num(float(k.get("ms") or 0), f"{about}{_ms_text(k.get('ms'))}"))
             self.table.setItem(i, 3, Num(float(k.get("total_ms") or 0), _ms_text(k.get('total_ms'))))
             self.table.setItem(i, 4, Num(float(k.get("share") or 0), f"{100 * float(k.get('share') or 0):.1f}"))
