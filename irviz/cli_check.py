@@ -219,7 +219,8 @@ def estimate_lines(est: dict, most: int = 8) -> list[str]:
     out.append(f"  {'kernel':36} {'calls':>5} {'ms each':>10} {'total ms':>10} {'share':>6}")
     for r in est["kernels"][:most]:
         out.append(f"  {r['name'][:36]:36} {r['calls']:5d} {r['ms']:10.4f} {r['total_ms']:10.3f} "
-                   f"{100 * r['share']:5.1f}%" + ("  extrapolated from its FLOPs" if r.get("extrapolated") else ""))
+                   f"{100 * r['share']:5.1f}%" + ("  extrapolated from its FLOPs" if r.get("extrapolated") else "")
+                   + ("  timed writing over an operand (memory)" if r.get("in_place") else ""))
     if len(est["kernels"]) > most:
         out.append(f"  ... {len(est['kernels']) - most} more")
     for m in est["not_estimated"]:

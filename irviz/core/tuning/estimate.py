@@ -13,8 +13,11 @@ A kernel that would take more than LONG_SECONDS to time (an unscheduled full-siz
 for minutes) is extrapolated instead: its FLOPs at the rate of the largest kernel timed so far
 (kernels are timed smallest first), and its row says so.
 
-The estimate is the sum over signatures of calls x ms. It leaves out what is not a kernel: the
-VM's dispatch and allocation between calls, which on a tiny model can be most of a run.
+The estimate is the sum over signatures of calls x ms, plus one call into the VM's main. A
+kernel's figure is a whole run of a one-call main, so it holds the VM's dispatch and the output's
+allocation, as the model's run has for each call, and the call into main and back, which the run
+pays once: that part, measured on this machine (``vm_overhead``), is taken off every figure and
+counted once. Shape computations of a symbolic-shape main are not counted.
 
     est = estimate_latency(step.mod, dims={"seq": 128})   # dict, see `estimate_latency`
 """
@@ -29,8 +32,11 @@ from tvm.s_tir.analysis import estimate_tir_flops
 from irviz.core.backend.build import DEFAULT_BUILD_PASSES, default_build_progress, lower_until
 from irviz.core.errors import BuildError
 from irviz.core.frontend.inputs import bind_sizes, example_dims, symbolic_sizes
+from irviz.core.backend.run import tvm_threads
+from irviz.core.backend.timing import contention
 from irviz.core.tuning import measuring
 from irviz.core.tuning.decision_cache import DecisionCache
+from irviz.core.tuning.vm_overhead import vm_call_overhead
 from irviz.core.tvm_compat import host_target, structural_hash
 
 __all__ = ["REWRITE_INDEX", "before_rewrite", "call_sites", "estimate_latency"]
@@ -45,6 +51,11 @@ BUDGET_SECONDS = 3.0
 # dominated by memory, not arithmetic).
 LONG_SECONDS = 20.0
 RATE_FLOPS = 1e7
+# The random operands and the output of one kernel timed alone stay under this, so an estimate of a
+# model whose largest weight is 2 GB (Llama-3-8B's LM head) stays within the engine's 4 GB. A kernel
+# over it writes its output over an operand (measuring.call_tir_in_place_module); one still over
+# it is not timed (not_estimated says why).
+KERNEL_BYTES = 2.5 * (1 << 30)
 _TIR = ("relax.call_tir",)
 _LIBRARY = ("relax.call_dps_packed",)
 
@@ -123,26 +134,52 @@ def _flops(mod, kind: str, call) -> float:
         return 0.0
 
 
-def _time(mod, kind: str, call) -> float:
-    small = (measuring.call_tir_module(mod, call) if kind == "tir"
-             else measuring.call_dps_packed_module(call))
+def _bytes(call) -> tuple[int, int]:
+    """(bytes of the operands, bytes of the output(s)) of a call; a size not static counts 0."""
+    out = call.ty_args[0]
+    outs = list(out.fields) if isinstance(out, tvm.ir.TupleType) else [out]
+    size = lambda ty: measuring.tensor_bytes(ty) or 0
+    return sum(size(a.ty) for a in call.args[1].fields), sum(size(t) for t in outs)
+
+
+def _time(mod, kind: str, call) -> tuple[float, bool, bool]:
+    """(ms, whether the output was written over an operand to stay under KERNEL_BYTES, whether its
+    threads waited for a core even in the block kept)."""
+    operands, output = _bytes(call)
+    in_place = None
+    if operands + output > KERNEL_BYTES:
+        in_place = measuring.in_place_operand(call) if kind == "tir" else None
+        if in_place is None or operands > KERNEL_BYTES:
+            raise BuildError(f"its operands and output take {(operands + output) / (1 << 30):.1f} GB, "
+                             f"over the {KERNEL_BYTES / (1 << 30):.1f} GB one kernel may take to time")
+    if in_place is not None:
+        small = measuring.call_tir_in_place_module(mod, call, in_place, tensors=True)
+    elif kind == "tir":
+        small = measuring.call_tir_module(mod, call, tensors=True)
+    else:
+        small = measuring.call_dps_packed_module(call, tensors=True)
     if small is None:
         raise BuildError("its shapes are not static after binding the sizes")
+    timings: list = []
     ms, _ = measuring.build_and_time(*small, budget_seconds=BUDGET_SECONDS, output=False,
-                                     release_inputs=True)
-    return ms
+                                     release_inputs=True, timings=timings)
+    contended = bool(timings) and contention(timings[-1], tvm_threads()) is not None
+    return ms, in_place is not None, contended
 
 
 def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = "main",
-                     progress=None, dims_source: dict | None = None) -> dict:
+                     progress=None, dims_source: dict | None = None, fresh: bool = False) -> dict:
     """The estimated latency of `func` of `mod` (any step before CallTIRRewrite; see the module doc).
 
     dims: values for symbolic sizes (--dim); shapes: the example inputs' shapes, for the rest.
-    progress(text, fraction): before each kernel that is timed.
+    progress(text, fraction): before each kernel that is timed. fresh: time every kernel again
+    (the cache's figures are replaced; its other decisions, e.g. LibraryDispatch's, still hold).
     Returns {"estimated_ms", "kernels": [{name, kind, calls, ms, total_ms, share, shapes, cached,
-    extrapolated, flops}] (largest total first), "not_estimated": [{name, kind, calls, why}],
+    extrapolated, in_place, contended, flops}] (largest total first), "not_estimated": [{name, kind, calls, why}],
     "notes", "dims", "dims_source", "measured", "cached", "extrapolated", "seconds", "target",
-    "complete"}."""
+    "complete", "vm_entry_ms", "vm_call_ms", "contended": names of kernels timed while their
+    threads waited for a core (their figures are high; `fresh` times them again)}: a row's ms is its figure less vm_entry_ms, the
+    call into main every one-call figure holds, which the total counts once."""
     t0 = time.perf_counter()
     dims, source = example_dims(mod, shapes, dims, func)
     if dims_source:
@@ -161,6 +198,8 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
     rows, missing, measured, cached = [], [], 0, 0
     for g in groups.values():
         g["flops"] = _flops(lowered, g["kind"], g["call"])
+    # each figure holds the call into main once; the run pays it once (vm_overhead)
+    entry_ms, call_ms = vm_call_overhead(fresh) if groups else (0.0, 0.0)
     rate = None  # (flops, ms) of the largest kernel timed so far
     extrapolated = 0
     order = sorted(groups.items(), key=lambda kv: (kv[1]["flops"], kv[1]["name"]))  # small first
@@ -169,41 +208,47 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
         names_seen[label] = names_seen.get(label, 0) + 1
         if names_seen[label] > 1:  # one kernel called at two shapes: a row each
             label = f"{label} #{names_seen[label]}"
-        rec = cache.get(key)
+        rec = None if fresh else cache.get(key)
         guess = g["flops"] * rate[1] / rate[0] if rate and g["flops"] > 0 else None
         if rec is None and guess is not None and guess > LONG_SECONDS * 1e3:
             extrapolated += 1
             rows.append({"name": label, "kind": g["kind"], "calls": g["calls"], "ms": guess,
                          "total_ms": guess * g["calls"], "shapes": _shapes_text(g["call"]),
-                         "cached": False, "extrapolated": True, "flops": g["flops"]})
+                         "cached": False, "extrapolated": True, "in_place": False, "contended": False,
+                         "flops": g["flops"]})
             continue
         if rec is None:
             if progress is not None:
                 progress(f"Timing kernel {k + 1}/{len(groups)}: {label}", k / max(1, len(groups)))
             try:
-                ms = _time(lowered, g["kind"], g["call"])
+                ms, in_place, contended = _time(lowered, g["kind"], g["call"])
             except Exception as exc:  # a kernel that does not build alone is named, not fatal
                 missing.append({"name": label, "kind": g["kind"], "calls": g["calls"],
                                 "why": measuring.first_line(exc)})
                 continue
-            cache.put(key, {"kind": "kernel_ms", "kernel": g["name"], "ms": ms})
+            cache.put(key, {"kind": "kernel_ms", "kernel": g["name"], "ms": ms, "in_place": in_place,
+                            "contended": contended})
             measured += 1
             hit = False
         else:
-            ms, hit = float(rec["ms"]), True
+            ms, hit, in_place, contended = float(rec["ms"]), True, bool(rec.get("in_place")), bool(rec.get("contended"))
             cached += 1
+        ms = max(0.0, ms - entry_ms)
         if g["flops"] >= RATE_FLOPS and ms > 0 and (rate is None or g["flops"] >= rate[0]):
             rate = (g["flops"], ms)
         rows.append({"name": label, "kind": g["kind"], "calls": g["calls"], "ms": ms,
                      "total_ms": ms * g["calls"], "shapes": _shapes_text(g["call"]), "cached": hit,
-                     "extrapolated": False, "flops": g["flops"]})
-    total = sum(r["total_ms"] for r in rows)
+                     "extrapolated": False, "in_place": in_place, "contended": contended,
+                     "flops": g["flops"]})
+    total = sum(r["total_ms"] for r in rows) + entry_ms
     for r in rows:
         r["share"] = r["total_ms"] / total if total > 0 else 0.0
     rows.sort(key=lambda r: -r["total_ms"])
     if progress is not None:
         progress("Estimate: done", 1.0)
     return {"estimated_ms": total, "kernels": rows, "not_estimated": missing, "notes": notes,
+            "vm_entry_ms": entry_ms, "vm_call_ms": call_ms,
+            "contended": [r["name"] for r in rows if r["contended"]],
             "dims": dims, "dims_source": {k: source.get(k, "--dim") for k in dims},
             "measured": measured, "cached": cached, "extrapolated": extrapolated,
             "complete": not missing,
