@@ -225,6 +225,10 @@ def estimate_lines(est: dict, most: int = 8) -> list[str]:
         out.append(f"  ... {len(est['kernels']) - most} more")
     for m in est["not_estimated"]:
         out.append(f"  not estimated: {m['name']} ({m['calls']} calls): {m['why']}")
+    folded = est.get("folded") or []
+    if folded:
+        out.append(f"  left out: {sum(f['calls'] for f in folded)} calls of {len(folded)} kernels on the "
+                   f"weights alone (e.g. {folded[0]['name']}): a build with the weights folds them")
     out.extend(f"  note: {n}" for n in est["notes"])
     return out
 

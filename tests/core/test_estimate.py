@@ -280,3 +280,35 @@ def test_each_kernel_figure_loses_the_call_into_main_which_the_total_counts_once
     assert row["cached"] and row["ms"] == pytest.approx(raw["double"] - entry)
     assert est["estimated_ms"] == pytest.approx(3 * (raw["double"] - entry) + entry)
     assert est["vm_entry_ms"] == entry
+
+
+def test_without_weights_what_a_build_with_them_folds_is_left_out(cache_dir, monkeypatch):
+    from irviz.core.passes import parse_pipeline
+    from irviz.core.tuning import estimate as estimate_mod
+    from irviz.core.tuning.estimate import weight_only_calls
+
+    def opened(no_weights, pipeline="zero"):
+        ws = Workspace(log=lambda line: None)
+        ws.open("sample:hf_llama", no_weights=no_weights, planned=parse_pipeline(pipeline))
+        ws.run_to_end()
+        return ws
+
+    with_weights, without = opened(False), opened(True)
+    lowered = before_rewrite(without.step_at().mod)
+    once = weight_only_calls(lowered)
+    names = {c.args[0].name_hint for c in once}
+    # the weights' transposes and the rotary tables computed from inv_freq; not the causal mask,
+    # computed from constants alone, which FoldConstant leaves with the weights bound too
+    assert any(n.startswith("transpose") for n in names) and "cumsum" not in names
+    weighted = before_rewrite(with_weights.step_at().mod)
+    assert weight_only_calls(weighted) == []  # no weight parameters
+    est = without.estimate()
+    assert est["folded"] and sum(f["calls"] for f in est["folded"]) == len(once)
+    # what is left is what the build with weights runs: as many kernel calls
+    assert est["sites"] == len(call_sites(weighted)[0]) == len(call_sites(lowered)[0]) - len(once)
+    assert sum(r["calls"] for r in est["kernels"]) == est["sites"]
+    # default_build has no FoldConstant: with the weights bound its run transposes them too
+    seen = {}
+    monkeypatch.setattr(estimate_mod, "estimate_latency", lambda *a, **kw: seen.update(kw) or {})
+    opened(True, "default_build").estimate()
+    assert seen["fold_weights"] is False

@@ -37,9 +37,9 @@ from irviz.core.backend.timing import contention
 from irviz.core.tuning import measuring
 from irviz.core.tuning.decision_cache import DecisionCache
 from irviz.core.tuning.vm_overhead import vm_call_overhead
-from irviz.core.tvm_compat import host_target, structural_hash
+from irviz.core.tvm_compat import GenericConst, host_target, structural_hash
 
-__all__ = ["REWRITE_INDEX", "before_rewrite", "call_sites", "estimate_latency"]
+__all__ = ["FOLDS", "REWRITE_INDEX", "before_rewrite", "call_sites", "estimate_latency", "weight_only_calls"]
 
 REWRITE_INDEX = DEFAULT_BUILD_PASSES.index("CallTIRRewrite")
 # A kernel slower than this is timed fewer than measuring.RUNS times: a naive 8B matmul takes
@@ -58,6 +58,8 @@ RATE_FLOPS = 1e7
 KERNEL_BYTES = 2.5 * (1 << 30)
 _TIR = ("relax.call_tir",)
 _LIBRARY = ("relax.call_dps_packed",)
+# Passes that, with the weights bound as constants, compute what depends on them alone at compile time
+FOLDS = ("FoldConstant",)
 
 
 def before_rewrite(mod):
@@ -106,6 +108,38 @@ def call_sites(mod, func: str = "main") -> tuple[list[tuple], list[str]]:
 
     walk(mod[func].body, (func,))
     return sites, list(dict.fromkeys(notes))
+
+
+def weight_only_calls(mod, func: str = "main") -> list:
+    """The kernel calls of `func` whose every operand comes from its weights alone: the parameters
+    after its ``num_input`` user inputs (a model opened without weights) and constants, through
+    whatever computes from those only (a weight's transpose, its re-layout). A build with the weights
+    bound folds these calls away (FoldConstant) and its run never makes them."""
+    f = mod[func]
+    num_input = f.attrs.get("num_input") if f.attrs is not None else None
+    if num_input is None or not isinstance(f.body, relax.SeqExpr):
+        return []
+    weights = set(list(f.params)[int(num_input):])
+    found = []
+    for block in f.body.blocks:
+        for b in block.bindings:
+            if not isinstance(b, relax.VarBinding):
+                continue
+            v = b.value
+            if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op) and v.op.name in _TIR + _LIBRARY:
+                # operands all weights, or computed from them, or constants, and at least one not a
+                # constant: what the model computes from constants alone (a causal mask's cumsum)
+                # is the same with or without weights, and FoldConstant was seen to leave it
+                args = [a for a in v.args[1].fields if isinstance(a.ty, relax.TensorType)]
+                if (any(a in weights for a in args)
+                        and all(isinstance(a, GenericConst) or a in weights for a in args)):
+                    weights.add(b.var)
+                    found.append(v)
+            else:
+                used = relax.analysis.free_vars(v)
+                if used and all(u in weights for u in used):
+                    weights.add(b.var)
+    return found
 
 
 def _signature(mod, kind: str, call) -> str:
@@ -168,12 +202,16 @@ def _time(mod, kind: str, call) -> tuple[float, bool, bool]:
 
 
 def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = "main",
-                     progress=None, dims_source: dict | None = None, fresh: bool = False) -> dict:
+                     progress=None, dims_source: dict | None = None, fresh: bool = False,
+                     fold_weights: bool = False) -> dict:
     """The estimated latency of `func` of `mod` (any step before CallTIRRewrite; see the module doc).
 
     dims: values for symbolic sizes (--dim); shapes: the example inputs' shapes, for the rest.
     progress(text, fraction): before each kernel that is timed. fresh: time every kernel again
     (the cache's figures are replaced; its other decisions, e.g. LibraryDispatch's, still hold).
+    fold_weights: `mod` stands for a model whose weights a build binds and folds (opened without
+    them, its pipeline ran FoldConstant): the calls on weights alone (weight_only_calls) are left
+    out of the total and listed in "folded" [{name, kind, calls, shapes}], not timed.
     Returns {"estimated_ms", "kernels": [{name, kind, calls, ms, total_ms, share, shapes, cached,
     extrapolated, in_place, contended, flops}] (largest total first), "not_estimated": [{name, kind, calls, why}],
     "notes", "dims", "dims_source", "measured", "cached", "extrapolated", "seconds", "target",
@@ -188,6 +226,13 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
     dims = {k: v for k, v in dims.items() if k in used}
     lowered = bind_sizes(before_rewrite(mod), dims, func)
     sites, notes = call_sites(lowered, func)
+    folded: dict[str, dict] = {}
+    if fold_weights:  # what a build with the weights computes at compile time, not at each run
+        once = weight_only_calls(lowered, func)
+        for kind, name, call in [s for s in sites if any(s[2].same_as(c) for c in once)]:
+            f = folded.setdefault(name, {"name": name, "kind": kind, "calls": 0, "shapes": _shapes_text(call)})
+            f["calls"] += 1
+        sites = [s for s in sites if not any(s[2].same_as(c) for c in once)]
     groups: dict[str, dict] = {}
     for kind, name, call in sites:
         key = _signature(lowered, kind, call)
@@ -248,7 +293,7 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
         progress("Estimate: done", 1.0)
     return {"estimated_ms": total, "kernels": rows, "not_estimated": missing, "notes": notes,
             "vm_entry_ms": entry_ms, "vm_call_ms": call_ms,
-            "contended": [r["name"] for r in rows if r["contended"]],
+            "contended": [r["name"] for r in rows if r["contended"]], "folded": list(folded.values()),
             "dims": dims, "dims_source": {k: source.get(k, "--dim") for k in dims},
             "measured": measured, "cached": cached, "extrapolated": extrapolated,
             "complete": not missing,
