@@ -111,9 +111,10 @@ def _one_call_module(exprs, make_call, tensors: bool = False) -> tuple[tvm.IRMod
     return bb.get(), inputs
 
 
-def single_call_module(call) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
+def single_call_module(call, tensors: bool = False) -> tuple[tvm.IRModule, list] | None:
     """main(params...) = the Relax call alone; the module and random inputs for its params."""
-    return _one_call_module(call.args, lambda bb, args: relax.Call(call.op, args, call.attrs, call.ty_args))
+    return _one_call_module(call.args, lambda bb, args: relax.Call(call.op, args, call.attrs, call.ty_args),
+                            tensors)
 
 
 def kernel_module(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
