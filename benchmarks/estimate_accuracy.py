@@ -24,6 +24,7 @@ scheduled pipeline: --pipeline fast-cpu or tir-cpu), --model benchmarks/real_siz
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -173,7 +174,7 @@ def main(argv=None) -> int:
         within = [r for r in cpu_ok if 0.75 <= r["cpu_ratio"] <= 1.25]
         print(f"{len(within)} of {len(cpu_ok)} within 25% of the measured CPU time", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"cpu": cpu.as_dict(), "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"cpu": dataclasses.asdict(cpu), "rows": rows}, indent=1, default=str))
     return 0
 
 
