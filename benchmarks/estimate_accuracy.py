@@ -164,9 +164,9 @@ def main(argv=None) -> int:
     ok = [r for r in rows if r.get("ratio")]
     print("\nmedian over rounds:", flush=True)
     for r in ok:
-        cpu = (f"  CPU time {r['cpu_ms']:10.4f} ms  ratio {r['cpu_ratio']:.3f}" if r.get("cpu_ratio") else "")
+        cpu_text = (f"  CPU time {r['cpu_ms']:10.4f} ms  ratio {r['cpu_ratio']:.3f}" if r.get("cpu_ratio") else "")
         print(f"{r['model'][-30:]:30} {r['pipeline']:10} estimated {r['estimated_ms']:10.4f} ms  measured "
-              f"{r['measured_ms']:10.4f} ms  ratio {r['ratio']:.3f}{cpu}", flush=True)
+              f"{r['measured_ms']:10.4f} ms  ratio {r['ratio']:.3f}{cpu_text}", flush=True)
     within = [r for r in ok if 0.75 <= r["ratio"] <= 1.25]
     print(f"{len(within)} of {len(ok)} within 25% of the measured wall time", flush=True)
     cpu_ok = [r for r in ok if r.get("cpu_ratio")]
