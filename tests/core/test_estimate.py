@@ -62,7 +62,8 @@ def test_call_sites_count_through_the_relax_functions_main_calls(cache_dir):
     # one signature (same kernel, same shapes): timed once, called three times
     assert [(r["name"], r["calls"]) for r in est["kernels"]] == [("double", 3)]
     r = est["kernels"][0]
-    assert r["total_ms"] == pytest.approx(3 * r["ms"]) and est["estimated_ms"] == pytest.approx(r["total_ms"] + est["vm_entry_ms"])
+    assert r["total_ms"] == pytest.approx(3 * r["ms"]) and est["estimated_ms"] == pytest.approx(
+        r["total_ms"] + est["vm_entry_ms"] + est["vm_other_ms"])
     assert est["measured"] == 1 and est["complete"] and not notes
 
 
@@ -74,9 +75,10 @@ def test_a_structure_only_model_is_estimated_and_the_second_estimate_reads_the_c
     lowered_sites = _call_tir_sites(before_rewrite(ws.step_at().mod))
     assert sum(r["calls"] for r in est["kernels"]) == lowered_sites == est["sites"]
     assert est["complete"] and est["measured"] == len(est["kernels"]) and est["cached"] == 0
-    assert est["estimated_ms"] == pytest.approx(sum(r["total_ms"] for r in est["kernels"]) + est["vm_entry_ms"])
+    vm_ms = est["vm_entry_ms"] + est["vm_other_ms"]
+    assert est["estimated_ms"] == pytest.approx(sum(r["total_ms"] for r in est["kernels"]) + vm_ms)
     assert 0 < est["vm_entry_ms"] < 1.0  # ms: the one call into main the run makes
-    assert sum(r["share"] for r in est["kernels"]) == pytest.approx(1.0 - est["vm_entry_ms"] / est["estimated_ms"])
+    assert sum(r["share"] for r in est["kernels"]) == pytest.approx(1.0 - vm_ms / est["estimated_ms"])
     totals = [r["total_ms"] for r in est["kernels"]]
     assert totals == sorted(totals, reverse=True) and all(t > 0 for t in totals)
     matmul = next(r for r in est["kernels"] if r["name"] == "matmul")
@@ -262,19 +264,20 @@ def test_the_vm_call_overhead_is_measured_once_per_cpu_and_kept(cache_dir):
 
     vm = relax.VirtualMachine(build(vm_overhead.chain_module(5)).executable, tvm.cpu())
     assert vm["main"](tvm.runtime.tensor(np.zeros(1, "float32"))).numpy()[0] == 5.0  # 5 calls
-    entry, call = vm_overhead.vm_call_overhead()
-    assert 0 < entry < 1.0 and 0 < call < 1.0  # ms: a call into the VM is µs, not ms
-    assert vm_overhead.vm_call_overhead() == (entry, call)  # the second comes from the cache
-    assert DecisionCache.shared().get(f"vm-call-overhead {vm_overhead.host_target()}")["entry_ms"] == entry
+    rec = vm_overhead.vm_call_overhead()
+    assert 0 < rec["entry_ms"] < 1.0 and 0 < rec["call_ms"] < 1.0  # ms: a call into the VM is µs, not ms
+    assert vm_overhead.vm_call_overhead() == rec  # the second comes from the cache
+    assert DecisionCache.shared().get(f"vm-call-overhead {vm_overhead.host_target()}")["entry_ms"] == rec["entry_ms"]
 
 
 def test_each_kernel_figure_loses_the_call_into_main_which_the_total_counts_once(cache_dir, monkeypatch):
     from irviz.core.tuning import estimate as estimate_mod
 
-    monkeypatch.setattr(estimate_mod, "vm_call_overhead", lambda fresh=False: (0.0, 0.0))
+    none = {"entry_ms": 0.0, "call_ms": 0.0, "instr_ms": 0.0, "call_instrs": 3.0, "base_instrs": 4.0}
+    monkeypatch.setattr(estimate_mod, "vm_call_overhead", lambda fresh=False: none)
     raw = {r["name"]: r["ms"] for r in estimate_latency(TwiceThroughAFunction)["kernels"]}
     entry = raw["double"] / 2
-    monkeypatch.setattr(estimate_mod, "vm_call_overhead", lambda fresh=False: (entry, 0.0))
+    monkeypatch.setattr(estimate_mod, "vm_call_overhead", lambda fresh=False: {**none, "entry_ms": entry})
     est = estimate_latency(TwiceThroughAFunction)  # the kernel's raw figure from the cache
     (row,) = est["kernels"]
     assert row["cached"] and row["ms"] == pytest.approx(raw["double"] - entry)
@@ -312,3 +315,25 @@ def test_without_weights_what_a_build_with_them_folds_is_left_out(cache_dir, mon
     monkeypatch.setattr(estimate_mod, "estimate_latency", lambda *a, **kw: seen.update(kw) or {})
     opened(True, "default_build").estimate()
     assert seen["fold_weights"] is False
+
+
+def test_what_main_runs_besides_its_kernel_calls_is_counted_in_vm_instructions(cache_dir):
+    from irviz.core.frontend.inputs import bind_sizes
+    from irviz.core.tuning.vm_overhead import chain_module, vm_call_overhead, vm_instructions
+
+    one, chain = vm_instructions(chain_module(1)), vm_instructions(chain_module(9))
+    assert 8 * 3 <= chain - one <= 8 * 4  # a call: its output's allocation, the kernel, a kill or two
+    vm = vm_call_overhead()
+    assert 3 <= vm["call_instrs"] <= 4 and 0 < vm["instr_ms"] < vm["call_ms"]
+    ws = Workspace(log=lambda line: None)
+    ws.open("sample:dynamic_mlp")
+    est = ws.estimate()
+    # symbolic sizes: main checks and computes shapes as it runs, which the sizes bound for the
+    # kernels' timing would hide
+    unbound = before_rewrite(ws.step_at().mod)
+    assert vm_instructions(unbound) > vm_instructions(bind_sizes(unbound, est["dims"], "main"))
+    assert est["vm_other_instructions"] == pytest.approx(
+        vm_instructions(unbound) - vm["base_instrs"] - est["sites"] * vm["call_instrs"])
+    assert est["vm_other_instructions"] > 0
+    assert est["estimated_ms"] == pytest.approx(sum(r["total_ms"] for r in est["kernels"]) + est["vm_entry_ms"]
+                                                + est["vm_other_instructions"] * vm["instr_ms"])

@@ -17,7 +17,9 @@ The estimate is the sum over signatures of calls x ms, plus one call into the VM
 kernel's figure is a whole run of a one-call main, so it holds the VM's dispatch and the output's
 allocation, as the model's run has for each call, and the call into main and back, which the run
 pays once: that part, measured on this machine (``vm_overhead``), is taken off every figure and
-counted once. Shape computations of a symbolic-shape main are not counted.
+counted once. What main runs besides its kernel calls (views, storage allocations, shape checks
+and, with symbolic sizes, shape computations) is counted in VM instructions of main as built, at
+the cost of one measured on this machine.
 
     est = estimate_latency(step.mod, dims={"seq": 128})   # dict, see `estimate_latency`
 """
@@ -36,7 +38,7 @@ from irviz.core.backend.run import tvm_threads
 from irviz.core.backend.timing import contention
 from irviz.core.tuning import measuring
 from irviz.core.tuning.decision_cache import DecisionCache
-from irviz.core.tuning.vm_overhead import vm_call_overhead
+from irviz.core.tuning.vm_overhead import vm_call_overhead, vm_instructions
 from irviz.core.tvm_compat import GenericConst, host_target, structural_hash
 
 __all__ = ["FOLDS", "REWRITE_INDEX", "before_rewrite", "call_sites", "estimate_latency", "weight_only_calls"]
@@ -201,6 +203,18 @@ def _time(mod, kind: str, call) -> tuple[float, bool, bool]:
     return ms, in_place is not None, contended
 
 
+def _other_instructions(lowered, func: str, vm: dict, calls: int) -> float:
+    """VM instructions of `func` once built beyond a main's own and its kernel calls' (each as the
+    chain of vm_overhead makes one); 0 when it cannot be lowered that far or nothing was timed."""
+    if not vm:
+        return 0.0
+    try:
+        n = vm_instructions(lowered, func)
+    except Exception:  # the estimate stands on its kernels; this term is the smaller part
+        return 0.0
+    return max(0.0, n - vm["base_instrs"] - calls * vm["call_instrs"])
+
+
 def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = "main",
                      progress=None, dims_source: dict | None = None, fresh: bool = False,
                      fold_weights: bool = False) -> dict:
@@ -213,18 +227,21 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
     them, its pipeline ran FoldConstant): the calls on weights alone (weight_only_calls) are left
     out of the total and listed in "folded" [{name, kind, calls, shapes}], not timed.
     Returns {"estimated_ms", "kernels": [{name, kind, calls, ms, total_ms, share, shapes, cached,
-    extrapolated, in_place, contended, flops}] (largest total first), "not_estimated": [{name, kind, calls, why}],
-    "notes", "dims", "dims_source", "measured", "cached", "extrapolated", "seconds", "target",
-    "complete", "vm_entry_ms", "vm_call_ms", "contended": names of kernels timed while their
-    threads waited for a core (their figures are high; `fresh` times them again)}: a row's ms is its figure less vm_entry_ms, the
-    call into main every one-call figure holds, which the total counts once."""
+    extrapolated, in_place, contended, flops}] (largest total first), "not_estimated": [{name,
+    kind, calls, why}], "folded", "notes", "dims", "dims_source", "measured", "cached",
+    "extrapolated", "seconds", "target", "complete", "vm_entry_ms", "vm_call_ms",
+    "vm_other_instructions", "vm_other_ms", "contended": names of kernels timed while their
+    threads waited for a core (their figures are high; `fresh` times them again)}. A row's ms is
+    its figure less vm_entry_ms, the call into main every one-call figure holds, which the total
+    counts once, with the VM instructions main runs besides its kernel calls (vm_other_ms)."""
     t0 = time.perf_counter()
     dims, source = example_dims(mod, shapes, dims, func)
     if dims_source:
         source.update({k: v for k, v in dims_source.items() if k in dims})
     used = set(symbolic_sizes(mod, func))
     dims = {k: v for k, v in dims.items() if k in used}
-    lowered = bind_sizes(before_rewrite(mod), dims, func)
+    unbound = before_rewrite(mod)
+    lowered = bind_sizes(unbound, dims, func)
     sites, notes = call_sites(lowered, func)
     folded: dict[str, dict] = {}
     if fold_weights:  # what a build with the weights computes at compile time, not at each run
@@ -244,7 +261,8 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
     for g in groups.values():
         g["flops"] = _flops(lowered, g["kind"], g["call"])
     # each figure holds the call into main once; the run pays it once (vm_overhead)
-    entry_ms, call_ms = vm_call_overhead(fresh) if groups else (0.0, 0.0)
+    vm = vm_call_overhead(fresh) if groups else {}
+    entry_ms, call_ms = vm.get("entry_ms", 0.0), vm.get("call_ms", 0.0)
     rate = None  # (flops, ms) of the largest kernel timed so far
     extrapolated = 0
     order = sorted(groups.items(), key=lambda kv: (kv[1]["flops"], kv[1]["name"]))  # small first
@@ -285,14 +303,18 @@ def estimate_latency(mod, dims: dict | None = None, shapes=None, *, func: str = 
                      "total_ms": ms * g["calls"], "shapes": _shapes_text(g["call"]), "cached": hit,
                      "extrapolated": False, "in_place": in_place, "contended": contended,
                      "flops": g["flops"]})
-    total = sum(r["total_ms"] for r in rows) + entry_ms
+    # what main runs besides its kernel calls and their allocations: views, storage, shape work
+    # counted on main as it runs: with its symbolic sizes, and the shape work they take
+    other = _other_instructions(unbound, func, vm, len(sites) + sum(f["calls"] for f in folded.values()))
+    total = sum(r["total_ms"] for r in rows) + entry_ms + other * vm.get("instr_ms", 0.0)
     for r in rows:
         r["share"] = r["total_ms"] / total if total > 0 else 0.0
     rows.sort(key=lambda r: -r["total_ms"])
     if progress is not None:
         progress("Estimate: done", 1.0)
     return {"estimated_ms": total, "kernels": rows, "not_estimated": missing, "notes": notes,
-            "vm_entry_ms": entry_ms, "vm_call_ms": call_ms,
+            "vm_entry_ms": entry_ms, "vm_call_ms": call_ms, "vm_other_instructions": other,
+            "vm_other_ms": other * vm.get("instr_ms", 0.0),
             "contended": [r["name"] for r in rows if r["contended"]], "folded": list(folded.values()),
             "dims": dims, "dims_source": {k: source.get(k, "--dim") for k in dims},
             "measured": measured, "cached": cached, "extrapolated": extrapolated,
