@@ -186,6 +186,8 @@ def test_random_operands_are_drawn_into_the_tensor_without_a_numpy_copy(monkeypa
     assert a.shape == (2048, 1024) and a.dtype == np.float32
     assert -0.1 <= a.min() < -0.09 and 0.09 < a.max() <= 0.1
     assert not np.array_equal(a[0], a[256])  # each chunk draws its own values
+    b = measuring.random_tensor((64, 8), "bfloat16", 1).numpy().astype("float32")  # no DLPack view
+    assert b.shape == (64, 8) and 0 < np.abs(b).max() < 1 and len(np.unique(b)) > 100  # drawn, not zeros
 
 
 @I.ir_module

@@ -59,15 +59,25 @@ def random_tensor(shape, dtype, seed) -> tvm.runtime.Tensor:
     of numpy and 2 GB of its copy."""
     shape = tuple(int(d) for d in shape)
     t = tvm.runtime.empty(shape, str(dtype), tvm.cpu())
-    view = np.from_dlpack(t)
+    bits = None
+    try:
+        view = np.from_dlpack(t)
+    except Exception:  # bfloat16 has no DLPack numpy view: its bits, as the unsigned ints of its width
+        bits = f"uint{tvm.runtime.DataType(str(dtype)).bits}"
+        view = np.from_dlpack(t._create_view(shape, bits))
+
+    def draw(part_shape, part_seed):
+        a = random_array(part_shape, dtype, part_seed)
+        return a.view(bits) if bits else a
+
     if view.ndim == 0 or view.size == 0:
-        view[...] = random_array(shape, dtype, seed)
+        view[...] = draw(shape, seed)
         return t
     row_bytes = max(1, view[0].nbytes)
     step = max(1, _CHUNK_BYTES // row_bytes)
     for k, start in enumerate(range(0, view.shape[0], step)):
         part = view[start:start + step]
-        part[...] = random_array(part.shape, dtype, seed * 100003 + k)
+        part[...] = draw(part.shape, seed * 100003 + k)
     return t
 
 
