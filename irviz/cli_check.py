@@ -216,15 +216,23 @@ def estimate_lines(est: dict, most: int = 8) -> list[str]:
            f"({est['measured']} timed, {est['cached']} from the cache, "
            f"{est.get('extrapolated', 0)} extrapolated, {est['seconds']:.1f} s)"
            f"{step}" + (f" at {dims}" if dims else "")]
+    if est.get("vm_entry_ms") is not None:
+        out.append(f"  VM: {1e3 * est['vm_entry_ms']:.2f} µs into main, {est.get('vm_other_instructions', 0):.0f} "
+                   f"instructions besides kernel calls {1e3 * est.get('vm_other_ms', 0):.2f} µs")
     out.append(f"  {'kernel':36} {'calls':>5} {'ms each':>10} {'total ms':>10} {'share':>6}")
     for r in est["kernels"][:most]:
         how = f"  extrapolated from its {r.get('extrapolated_from', 'FLOPs')}" if r.get("extrapolated") else ""
         out.append(f"  {r['name'][:36]:36} {r['calls']:5d} {r['ms']:10.4f} {r['total_ms']:10.3f} "
-                   f"{100 * r['share']:5.1f}%{how}")
+                   f"{100 * r['share']:5.1f}%{how}"
+                   + ("  timed writing over an operand (memory)" if r.get("in_place") else ""))
     if len(est["kernels"]) > most:
         out.append(f"  ... {len(est['kernels']) - most} more")
     for m in est["not_estimated"]:
         out.append(f"  not estimated: {m['name']} ({m['calls']} calls): {m['why']}")
+    folded = est.get("folded") or []
+    if folded:
+        out.append(f"  left out: {sum(f['calls'] for f in folded)} calls of {len(folded)} kernels on the "
+                   f"weights alone (e.g. {folded[0]['name']}): a build with the weights folds them")
     out.extend(f"  note: {n}" for n in est["notes"])
     return out
 

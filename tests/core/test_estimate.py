@@ -62,7 +62,8 @@ def test_call_sites_count_through_the_relax_functions_main_calls(cache_dir):
     # one signature (same kernel, same shapes): timed once, called three times
     assert [(r["name"], r["calls"]) for r in est["kernels"]] == [("double", 3)]
     r = est["kernels"][0]
-    assert r["total_ms"] == pytest.approx(3 * r["ms"]) and est["estimated_ms"] == pytest.approx(r["total_ms"])
+    assert r["total_ms"] == pytest.approx(3 * r["ms"]) and est["estimated_ms"] == pytest.approx(
+        r["total_ms"] + est["vm_entry_ms"] + est["vm_other_ms"])
     assert est["measured"] == 1 and est["complete"] and not notes
 
 
@@ -74,8 +75,10 @@ def test_a_structure_only_model_is_estimated_and_the_second_estimate_reads_the_c
     lowered_sites = _call_tir_sites(before_rewrite(ws.step_at().mod))
     assert sum(r["calls"] for r in est["kernels"]) == lowered_sites == est["sites"]
     assert est["complete"] and est["measured"] == len(est["kernels"]) and est["cached"] == 0
-    assert est["estimated_ms"] == pytest.approx(sum(r["total_ms"] for r in est["kernels"]))
-    assert sum(r["share"] for r in est["kernels"]) == pytest.approx(1.0)
+    vm_ms = est["vm_entry_ms"] + est["vm_other_ms"]
+    assert est["estimated_ms"] == pytest.approx(sum(r["total_ms"] for r in est["kernels"]) + vm_ms)
+    assert 0 < est["vm_entry_ms"] < 1.0  # ms: the one call into main the run makes
+    assert sum(r["share"] for r in est["kernels"]) == pytest.approx(1.0 - vm_ms / est["estimated_ms"])
     totals = [r["total_ms"] for r in est["kernels"]]
     assert totals == sorted(totals, reverse=True) and all(t > 0 for t in totals)
     matmul = next(r for r in est["kernels"] if r["name"] == "matmul")
@@ -214,13 +217,190 @@ def test_a_kernel_too_big_to_allocate_is_extrapolated_not_timed(cache_dir, monke
     assert mm["extrapolated_from"] == g["extrapolated_from"] == "FLOPs"
     assert g["ms"] == pytest.approx(g["flops"] * small["ms"] / small["flops"])
     assert est["extrapolated"] == 4 and est["complete"]
-    assert est["estimated_ms"] == pytest.approx(sum(r["total_ms"] for r in est["kernels"]))
+    assert est["estimated_ms"] == pytest.approx(sum(r["total_ms"] for r in est["kernels"]) + est["vm_entry_ms"]
+                                                + est["vm_other_ms"])
 
 
 def test_a_kernel_too_big_with_nothing_to_extrapolate_from_is_named(cache_dir, monkeypatch):
     from irviz.core.tuning import estimate as estimate_mod
 
-    monkeypatch.setattr(estimate_mod, "MAX_KERNEL_BYTES", 0)  # every kernel is too big
+    monkeypatch.setattr(estimate_mod, "MAX_KERNEL_BYTES", 0)  # every kernel is too big to extrapolate from
+    monkeypatch.setattr(estimate_mod, "KERNEL_BYTES", 0)  # and to time, even in place
     est = estimate_latency(BigAndSmall)
     assert not est["kernels"] and est["measured"] == 0 and not est["complete"]
-    assert all("more than a kernel is given to be timed" in m["why"] for m in est["not_estimated"])
+    assert all("and none was; timed alone:" in m["why"] and "one kernel may take to time" in m["why"]
+               for m in est["not_estimated"])
+
+
+def test_random_operands_are_drawn_into_the_tensor_without_a_numpy_copy(monkeypatch):
+    import tracemalloc
+
+    import numpy as np
+
+    from irviz.core.tuning import measuring
+
+    monkeypatch.setattr(measuring, "_CHUNK_BYTES", 1 << 20)
+    tracemalloc.start()
+    try:
+        t = measuring.random_tensor((2048, 1024), "float32", 3)  # 8 MB, drawn 1 MB at a time
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    a = t.numpy()
+    assert peak < 3 << 20  # numpy's scratch (traced) stays near a chunk; the tensor is TVM's
+    assert a.shape == (2048, 1024) and a.dtype == np.float32
+    assert -0.1 <= a.min() < -0.09 and 0.09 < a.max() <= 0.1
+    assert not np.array_equal(a[0], a[256])  # each chunk draws its own values
+    b = measuring.random_tensor((64, 8), "bfloat16", 1).numpy().astype("float32")  # no DLPack view
+    assert b.shape == (64, 8) and 0 < np.abs(b).max() < 1 and len(np.unique(b)) > 100  # drawn, not zeros
+
+
+@I.ir_module
+class BigTranspose:
+    @T.prim_func(private=True, s_tir=True)
+    def transpose(a: T.Buffer((T.int64(256), T.int64(128)), "float32"),
+                  b: T.Buffer((T.int64(128), T.int64(256)), "float32")):
+        for i, j in T.grid(T.int64(128), T.int64(256)):
+            with T.sblock("t"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                b[vi, vj] = a[vj, vi]
+
+    @T.prim_func(private=True, s_tir=True)
+    def row_sum(a: T.Buffer((T.int64(256), T.int64(128)), "float32"),
+                b: T.Buffer((T.int64(128), T.int64(256)), "float32"),
+                s: T.Buffer((T.int64(256),), "float32")):
+        for i, k in T.grid(T.int64(256), T.int64(128)):
+            with T.sblock("s"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    s[vi] = T.float32(0)
+                s[vi] = s[vi] + a[vi, vk] + b[vk, vi]
+
+    @R.function
+    def main(x: R.Tensor((256, 128), "float32")):
+        cls = BigTranspose
+        y = R.call_tir(cls.transpose, (x,), out_ty=R.Tensor((128, 256), "float32"))
+        s = R.call_tir(cls.row_sum, (x, y), out_ty=R.Tensor((256,), "float32"))
+        return s
+
+
+def test_a_kernel_over_the_memory_budget_writes_over_an_operand_or_is_named(cache_dir, monkeypatch):
+    from irviz.core.tuning import estimate as estimate_mod
+
+    # 128 KB in and 128 KB out: over a 200 KB budget, so the transpose writes over its operand; the
+    # row sum's operands alone (256 KB) are over it, so it is not timed
+    monkeypatch.setattr(estimate_mod, "KERNEL_BYTES", 200 * 1024)
+    est = estimate_latency(BigTranspose)
+    (row,) = est["kernels"]
+    assert row["name"] == "transpose" and row["in_place"] and row["ms"] > 0
+    (missing,) = est["not_estimated"]
+    assert missing["name"] == "row_sum" and "over the" in missing["why"]
+    # the second estimate reads the transpose from the cache, still marked in place
+    again = estimate_latency(BigTranspose)
+    assert again["kernels"][0]["cached"] and again["kernels"][0]["in_place"]
+
+
+def test_the_in_place_module_writes_the_output_over_the_operand():
+    import numpy as np
+    import tvm
+
+    from irviz.core.backend.build import build
+    from irviz.core.tuning import measuring
+
+    lowered = before_rewrite(BigTranspose)
+    sites, _ = call_sites(lowered)
+    call = sites[0][2]
+    assert measuring.in_place_operand(call) == 0
+    small, inputs = measuring.call_tir_in_place_module(lowered, call, 0, tensors=True)
+    (x,) = inputs
+    before = x.numpy().copy()
+    vm = relax.VirtualMachine(build(small).executable, tvm.cpu())
+    out = vm["main"](x).numpy()
+    after = x.numpy()
+    assert out.shape == (128, 256)
+    assert not np.array_equal(after, before)  # the kernel wrote into the operand's memory
+    np.testing.assert_array_equal(after.reshape(-1), out.reshape(-1))  # the output is that memory
+
+
+def test_the_vm_call_overhead_is_measured_once_per_cpu_and_kept(cache_dir):
+    import numpy as np
+    import tvm
+
+    from irviz.core.backend.build import build
+    from irviz.core.tuning import vm_overhead
+
+    vm = relax.VirtualMachine(build(vm_overhead.chain_module(5)).executable, tvm.cpu())
+    assert vm["main"](tvm.runtime.tensor(np.zeros(1, "float32"))).numpy()[0] == 5.0  # 5 calls
+    rec = vm_overhead.vm_call_overhead()
+    assert 0 < rec["entry_ms"] < 1.0 and 0 < rec["call_ms"] < 1.0  # ms: a call into the VM is µs, not ms
+    assert vm_overhead.vm_call_overhead() == rec  # the second comes from the cache
+    assert DecisionCache.shared().get(f"vm-call-overhead {vm_overhead.host_target()}")["entry_ms"] == rec["entry_ms"]
+
+
+def test_each_kernel_figure_loses_the_call_into_main_which_the_total_counts_once(cache_dir, monkeypatch):
+    from irviz.core.tuning import estimate as estimate_mod
+
+    none = {"entry_ms": 0.0, "call_ms": 0.0, "instr_ms": 0.0, "call_instrs": 3.0, "base_instrs": 4.0}
+    monkeypatch.setattr(estimate_mod, "vm_call_overhead", lambda fresh=False: none)
+    raw = {r["name"]: r["ms"] for r in estimate_latency(TwiceThroughAFunction)["kernels"]}
+    entry = raw["double"] / 2
+    monkeypatch.setattr(estimate_mod, "vm_call_overhead", lambda fresh=False: {**none, "entry_ms": entry})
+    est = estimate_latency(TwiceThroughAFunction)  # the kernel's raw figure from the cache
+    (row,) = est["kernels"]
+    assert row["cached"] and row["ms"] == pytest.approx(raw["double"] - entry)
+    assert est["estimated_ms"] == pytest.approx(3 * (raw["double"] - entry) + entry)
+    assert est["vm_entry_ms"] == entry
+
+
+def test_without_weights_what_a_build_with_them_folds_is_left_out(cache_dir, monkeypatch):
+    from irviz.core.passes import parse_pipeline
+    from irviz.core.tuning import estimate as estimate_mod
+    from irviz.core.tuning.estimate import weight_only_calls
+
+    def opened(no_weights, pipeline="zero"):
+        ws = Workspace(log=lambda line: None)
+        ws.open("sample:hf_llama", no_weights=no_weights, planned=parse_pipeline(pipeline))
+        ws.run_to_end()
+        return ws
+
+    with_weights, without = opened(False), opened(True)
+    lowered = before_rewrite(without.step_at().mod)
+    once = weight_only_calls(lowered)
+    names = {c.args[0].name_hint for c in once}
+    # the weights' transposes and the rotary tables computed from inv_freq; not the causal mask,
+    # computed from constants alone, which FoldConstant leaves with the weights bound too
+    assert any(n.startswith("transpose") for n in names) and "cumsum" not in names
+    weighted = before_rewrite(with_weights.step_at().mod)
+    assert weight_only_calls(weighted) == []  # no weight parameters
+    est = without.estimate()
+    assert est["folded"] and sum(f["calls"] for f in est["folded"]) == len(once)
+    # what is left is what the build with weights runs: as many kernel calls
+    assert est["sites"] == len(call_sites(weighted)[0]) == len(call_sites(lowered)[0]) - len(once)
+    assert sum(r["calls"] for r in est["kernels"]) == est["sites"]
+    # default_build has no FoldConstant: with the weights bound its run transposes them too
+    seen = {}
+    monkeypatch.setattr(estimate_mod, "estimate_latency", lambda *a, **kw: seen.update(kw) or {})
+    opened(True, "default_build").estimate()
+    assert seen["fold_weights"] is False
+
+
+def test_what_main_runs_besides_its_kernel_calls_is_counted_in_vm_instructions(cache_dir):
+    from irviz.core.frontend.inputs import bind_sizes
+    from irviz.core.tuning.vm_overhead import chain_module, vm_call_overhead, vm_instructions
+
+    one, chain = vm_instructions(chain_module(1)), vm_instructions(chain_module(9))
+    assert 8 * 3 <= chain - one <= 8 * 4  # a call: its output's allocation, the kernel, a kill or two
+    vm = vm_call_overhead()
+    assert 3 <= vm["call_instrs"] <= 4 and 0 < vm["instr_ms"] < vm["call_ms"]
+    ws = Workspace(log=lambda line: None)
+    ws.open("sample:dynamic_mlp")
+    est = ws.estimate()
+    # symbolic sizes: main checks and computes shapes as it runs, which the sizes bound for the
+    # kernels' timing would hide
+    unbound = before_rewrite(ws.step_at().mod)
+    assert vm_instructions(unbound) > vm_instructions(bind_sizes(unbound, est["dims"], "main"))
+    assert est["vm_other_instructions"] == pytest.approx(
+        vm_instructions(unbound) - vm["base_instrs"] - est["sites"] * vm["call_instrs"])
+    assert est["vm_other_instructions"] > 0
+    assert est["estimated_ms"] == pytest.approx(sum(r["total_ms"] for r in est["kernels"]) + est["vm_entry_ms"]
+                                                + est["vm_other_instructions"] * vm["instr_ms"])

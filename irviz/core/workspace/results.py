@@ -331,12 +331,13 @@ class Results:
         return next((s for s in reversed(self.session.steps[:st.index])
                      if default_build_progress(s.mod) <= passes), st)
 
-    def estimate(self, step=None, func: str = "main") -> dict:
+    def estimate(self, step=None, func: str = "main", fresh: bool = False) -> dict:
         """The step's latency estimated without running it: each distinct kernel timed alone on
         random inputs of its shapes, times its calls (irviz.core.tuning.estimate). Symbolic sizes
         take the workspace's `dims` (--dim), then the example inputs' sizes. A step past
-        CallTIRRewrite is estimated from the last step before it (same kernels)."""
-        from irviz.core.tuning.estimate import REWRITE_INDEX, estimate_latency
+        CallTIRRewrite is estimated from the last step before it (same kernels). fresh: every
+        kernel timed again, not read from the cache."""
+        from irviz.core.tuning.estimate import FOLDS, REWRITE_INDEX, estimate_latency
 
         why = self.not_run_reason()
         if why is not None:  # kernels are timed here: a figure for this CPU would pass for the target's
@@ -348,7 +349,10 @@ class Results:
         dims, source = self.example_dims(src.mod, func)
         self.progress(f"Estimating step {st.index}: lowering to its kernels", 0.02)
         t = time.perf_counter()
-        est = estimate_latency(src.mod, dims, func=func, dims_source=source,
+        # opened without weights: with them, a pipeline that folds constants computes what depends
+        # on the weights alone (their transposes, re-layouts) at compile time
+        fold = self.structure_only and any(s.pass_name in FOLDS for s in self.session.steps[:src.index + 1])
+        est = estimate_latency(src.mod, dims, func=func, dims_source=source, fresh=fresh, fold_weights=fold,
                                progress=lambda text, f: self.progress(text, 0.05 + 0.95 * f))
         self.stage_seconds["estimate"] = time.perf_counter() - t
         est.update(step=st.index, from_step=src.index, from_pass=src.pass_name,
