@@ -3,6 +3,7 @@
     python benchmarks/cpu_speed.py [--models resnet18,mlp,gpt,small_cnn,hf_bert | --real-size]
                                    [--pipelines fast-cpu,tir-cpu] [--repeats 20] [--rounds 3]
                                    [--threads N] [--no-compile] [--fresh-cache] [--kernels K]
+                                   [--isa avx2]
 
 All in one process. Each runtime is timed in a block of its own (``timing.time_alone``: warm-up,
 then at least ``--repeats`` runs and 0.2 s), never call by call in one loop: timed that way torch
@@ -20,6 +21,14 @@ again, read from the cache, with that second run's whole time in brackets. ``--f
 (a 128-token prefill), ResNet-18 (224²) and MobileNet-V2 (224²), at their published sizes with random
 weights (``benchmarks/real_size/``). A name in ``--models`` is a sample, ``real:NAME`` or a model file.
 
+``--isa avx2`` runs the same comparison as on an AVX2 machine, on this one: torch restricted to
+AVX2 (``ATEN_CPU_CAPABILITY=avx2`` for ATen and inductor's generated code, ``DNNL_MAX_CPU_ISA=AVX2``
+for oneDNN's convolutions, ``MKL_ENABLE_INSTRUCTIONS=AVX2`` for MKL's matmuls; set before torch is
+imported, so the script starts itself again with them), and irviz building, tuning and timing for
+the ``x86-avx2`` target (``IRVIZ_HOST_TARGET``; its decisions are cached apart, under ISA AVX2).
+The script checks what torch reports and stops if it does not use AVX2. Same CPU, same caches and
+clock: an honest proxy for AVX2 code, not a measurement of another CPU.
+
 Targets (issue: speed on the user's CPU): fast-cpu ≤ 0.9× eager on every model and ≤ 1.0×
 torch.compile on ResNet-18; tir-cpu ≤ 1.3× eager on ResNet-18; tuning ResNet-18 ≤ 60 s the first
 time, ≤ 2 s from the cache.
@@ -27,6 +36,7 @@ time, ≤ 2 s from the cache.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -40,6 +50,43 @@ def _load() -> str:
         return " ".join(f"{x:.1f}" for x in os.getloadavg())
     except OSError:
         return "?"
+
+
+# what --isa avx2 sets before torch is imported; the host target irviz builds for instead
+AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "DNNL_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+AVX2_TARGET = "x86-avx2"
+
+
+def _restart_for_isa(isa: str) -> None:
+    """Start this script again with the environment of `isa` (no return) unless it has it already:
+    torch reads these variables once, when it is imported."""
+    if isa == "native" or all(os.environ.get(k) == v for k, v in AVX2_ENV.items()):
+        return
+    env = dict(os.environ, **AVX2_ENV)
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+def _isa_check(isa: str) -> str:
+    """What torch and irviz run with, read back from them; raises SystemExit when --isa avx2 did
+    not take (a torch that ignores the variables would make the AVX2 columns AVX-512 ones)."""
+    import torch
+
+    cap = torch.backends.cpu.get_cpu_capability()
+    try:
+        from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+        inductor = str(pick_vec_isa()) or "none"
+    except Exception as exc:  # an inductor without this module: say so rather than guess
+        inductor = f"unknown ({type(exc).__name__})"
+    text = f"torch CPU capability {cap}, inductor vector ISA {inductor}"
+    if isa == "avx2":
+        if cap.upper() != "AVX2" or inductor.lower() not in ("avx2", "unknown"):
+            raise SystemExit(f"--isa avx2: torch did not take AVX2 ({text}); figures would be AVX-512's")
+        text += (f", oneDNN max ISA {os.environ['DNNL_MAX_CPU_ISA']}, MKL {os.environ['MKL_ENABLE_INSTRUCTIONS']}; "
+                 f"irviz target {AVX2_TARGET}. AVX2 proxy: AVX2 code on this CPU (same cores, caches "
+                 "and clock), not another machine")
+    return text
 
 
 REAL_SIZE = ["real:bert_base", "real:gpt2_small", "resnet18", "real:mobilenet_v2"]
@@ -63,9 +110,17 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="threads for both TVM's runtime and torch (default: all cores)")
     ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile (inductor)")
+    ap.add_argument("--isa", choices=("native", "avx2"), default="native",
+                    help="avx2: torch limited to AVX2 and irviz built for x86-avx2, on this CPU (a proxy)")
     ap.add_argument("--fresh-cache", action="store_true",
                     help="measure the CPU decisions into an empty cache (the first-time tuning figure)")
     args = ap.parse_args()
+    _restart_for_isa(args.isa)
+    if args.isa == "avx2":
+        from irviz.core.target import target_spec
+        from irviz.core.tvm_compat import HOST_TARGET_ENV
+
+        os.environ[HOST_TARGET_ENV] = json.dumps(target_spec(AVX2_TARGET)[1])
     # TVM reads this when its thread pool starts, so it has to be set before the first run.
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
     if args.fresh_cache:
@@ -93,6 +148,7 @@ def main() -> int:
     print(f"torch {torch.__version__}, TVM {tvm.__version__}; threads: {args.threads} (TVM_NUM_THREADS and "
           f"torch.set_num_threads); {args.rounds} interleaved rounds of blocks of at least {args.repeats} runs and 0.2 s, "
           f"each runtime timed alone; load average {_load()}")
+    print(_isa_check(args.isa))
     print()
     cols = ["eager ms", "compile ms", "tvm ms", "tvm/eager", "tvm/compile", "spread", "max err",
             "build s", "tune s (pipeline s)"]

@@ -21,6 +21,10 @@ ZERO_STEPS = ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", 
 
 GPU_SCHEDULE_STEPS = tuple(name for name, _, _ in GPU_RULES)
 
+# batch norm (inference) as elementwise ops that FuseOps puts into the convolution before it, so the
+# CPU rules fuse it into the convolution's write-back instead of a pass over memory of its own
+CPU_PRE_STEPS = ("DecomposeOpsForInference", "CanonicalizeBindings")
+
 CPU_SCHEDULE_STEPS = ("CPUTuneConv2d", "CPUTileConv2d", "CPUInlineElementwise", "CPUTuneReductions",
                       "CPUTileReductions", "CPUParallelVectorize",
                       "CPUPrepackWeights")
@@ -41,12 +45,14 @@ PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {
     "fast-cpu": (
         "Each conv2d/matmul timed on this machine as a torch call and as TensorIR; the faster kept "
         "(torch through call_dps_packed); the rest fused and scheduled TensorIR, conv2d tiles measured",
-        [PassInvocation("LibraryDispatch", {"measure": True}), *_inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS)],
+        [*_inv(*CPU_PRE_STEPS), PassInvocation("LibraryDispatch", {"measure": True}),
+         *_inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS)],
     ),
     "tir-cpu": (
-        "All TensorIR, no library: the zero pipeline, then CPU schedule rules (blocked conv2d with "
+        "All TensorIR, no library: batch norm split into elementwise ops (fused into the conv before "
+        "it), the zero pipeline, then CPU schedule rules (blocked and depthwise conv2d with "
         "prepacked weights and tiles measured on this machine, tiled reductions, parallel + vectorized loops)",
-        _inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS),
+        _inv(*CPU_PRE_STEPS, *ZERO_STEPS, *CPU_SCHEDULE_STEPS),
     ),
     "gpu": (
         "TVM's GPU flow (relax.backend.cuda legalize_passes): legalize and fuse as zero does, then "

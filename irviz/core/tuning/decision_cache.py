@@ -1,10 +1,12 @@
 """Where measured decisions are kept between runs: one JSON file in the user's cache directory.
 
 Decisions hold only on the machine and versions they were measured with, so every entry sits under
-a key naming the CPU model, its vector ISA and lanes, the thread count, and the TVM and torch
-versions. A file that cannot be read, or was written by something else, is ignored with a warning
-and rewritten. Several processes share the file (the engine, `irviz check`, a benchmark): each
-write merges what it measured into the file as it is then, so one does not drop the others'.
+a key naming the CPU model, its vector ISA and lanes, the thread count, the TVM and torch
+versions, and the version of irviz's schedule rules (a TensorIR time measured with older rules says
+nothing about today's). A file that cannot be read, or was written by something else, is ignored
+with a warning and rewritten. Several processes share the file (the engine, `irviz check`, a
+benchmark): each write merges what it measured into the file as it is then, so one does not drop
+the others'.
 
     cache = DecisionCache.shared()
     cache.get("conv2d 1x64x56x56 w64x64x3x3 s1_1 p1_1 d1_1 g1")   # dict or None
@@ -51,12 +53,13 @@ def machine_key() -> str:
     import tvm
 
     from irviz.core.backend.run import tvm_threads
+    from irviz.core.schedules import RULES_VERSION
     from irviz.core.target import cpu_info
 
     info = cpu_info()
     return json.dumps({"cpu": info.model, "mcpu": info.mcpu, "isa": info.isa, "lanes": info.vector_lanes,
-                       "threads": tvm_threads(), "tvm": tvm.__version__, "torch": torch.__version__},
-                      sort_keys=True)
+                       "threads": tvm_threads(), "tvm": tvm.__version__, "torch": torch.__version__,
+                       "rules": RULES_VERSION}, sort_keys=True)
 
 
 class DecisionCache:

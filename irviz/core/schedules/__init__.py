@@ -11,7 +11,8 @@ The rules, in the order the `tir-cpu` / `fast-cpu` pipelines run them:
   lanes, 16 with AVX-512, 8 with AVX2, 4 with NEON, or the tile CPUTuneConv2d measured) over a weight
   re-laid-out O/v·I·H·W·v (a `layout_rewrite_preproc` block), a register tile of up to 14
   output columns accumulated in a local buffer, kernel window unrolled, parallel outer loops,
-  elementwise epilogue (bias, relu, ...) fused into the write-back.
+  elementwise epilogue (bias, relu, ...) fused into the write-back. Depthwise conv2d blocks → one
+  channel's plane per outer iteration, output rows as vectors, window unrolled (``depthwise``).
 - CPUInlineElementwise: chains of elementwise blocks into one loop nest.
 - CPUTileReductions: matmul-like reductions tiled (vector-wide inner loop, a few rows in registers,
   or the tile CPUTuneReductions measured);
@@ -33,7 +34,12 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 
+from irviz.core.schedules.depthwise import depthwise_blocks, schedule_depthwise
 from irviz.core.target import vector_lanes
+
+# Raised when a rule changes what it makes of a kernel: part of the decision cache's key, so library-
+# or-TensorIR choices and tiles measured with older rules are measured again
+RULES_VERSION = 2
 
 NOTES_ATTR = "irviz.schedule_notes"
 DONE_ATTR = "irviz.scheduled"
@@ -287,7 +293,7 @@ def _tile_conv2d(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) -> s
     a register tile of output columns accumulated in a local buffer, kernel window unrolled,
     outer loops parallel, the elementwise epilogue fused into the write-back."""
     convs = _conv_blocks(sch)
-    if not convs:
+    if not convs and not depthwise_blocks(sch):
         return None  # no conv2d here: nothing to say
     done = []
     for conv, name in convs:
@@ -313,6 +319,7 @@ def _tile_conv2d(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) -> s
             done.append(f"{name}: weight is not a parameter of the kernel; left to CPUTileReductions")
             continue
         reg = tile["reg"] if tile and W % tile["reg"] == 0 else _reg_tile(W)
+        copies = _inline_copies(sch, conv)
         # weight: O I H W -> O/v I H W v (a preproc block; CPUPrepackWeights moves it out of the
         # function and folds it on the constant weights at compile time)
         packed = sch.cache_read(conv, 1, "global")
@@ -345,8 +352,27 @@ def _tile_conv2d(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) -> s
                     f"{lanes} float32 lanes{', tile measured' if tile else ''}), "
                     f"{reg} columns in registers, kernel window unrolled, "
                     + ("parallel" if par else "one thread (small)")
-                    + (f", {epilogue} epilogue block(s) fused into the write-back" if epilogue else ""))
+                    + (f", {epilogue} epilogue block(s) fused into the write-back" if epilogue else "")
+                    + (", unpadded input read in place" if copies else ""))
+    done += schedule_depthwise(sch, lanes, _parallel)
     return "; ".join(done)
+
+
+def _inline_copies(sch, block) -> int:
+    """Inline the producers of `block` that only copy (TOPI's pad_temp of a convolution without
+    padding, e.g. every 1x1 one): a whole-tensor copy on one thread before the convolution
+    otherwise. A producer that pads (if_then_else) stays: its zeros would be a branch in the
+    innermost loop."""
+    inlined = 0
+    for prod in sch.get_producers(block):
+        body = sch.get(prod).body
+        if isinstance(body, tirx.BufferStore) and isinstance(body.value, tvm.ir.TensorLoad):
+            try:
+                sch.compute_inline(prod)
+                inlined += 1
+            except Exception:  # cannot be inlined: the copy stays, which is correct, only slower
+                pass
+    return inlined
 
 
 # ------------------------------------------------------------ rule: tile reductions (matmul/conv)
@@ -480,6 +506,8 @@ def _parallel_vectorize(sch: s_tir.Schedule, lanes: int) -> str | None:
         loops = sch.get_loops(block)
         if not loops or any(sch.get(l).kind != tirx.ForKind.SERIAL for l in loops):
             continue  # already scheduled by another rule
+        if len(sch.get_child_blocks(loops[0])) > 1:
+            continue  # placed inside another block's loops by an earlier rule
         inner = loops[-1]
         extent = _const(sch.get(inner).extent)
         vec = _pick_factor(extent, vector_choices(lanes))
