@@ -96,7 +96,29 @@ def _shrink(cfg):
     d = _shrink_dict(cfg.to_dict())
     if "use_cache" in d:
         d["use_cache"] = False
-    return type(cfg).from_dict(d)
+    full = cfg.to_dict()
+    # multi-head latent attention (DeepSeek-V2/V3) expands its one latent to every query head, so
+    # the key/value heads are the query heads; fewer would be repeated past them
+    if "kv_lora_rank" in d and "num_key_value_heads" in d:
+        d["num_key_value_heads"] = d["num_attention_heads"]
+        if "qk_rope_head_dim" in d and "head_dim" in d:  # what their configs derive, kept as given
+            d["head_dim"] = d["qk_rope_head_dim"]
+        if "qk_head_dim" in d and "qk_nope_head_dim" in d:
+            d["qk_head_dim"] = d["qk_nope_head_dim"] + d["qk_rope_head_dim"]
+    # a codebook as wide as the hidden states (Encodec's quantizer multiplies one by the other)
+    if "codebook_dim" in d and full.get("codebook_dim") == full.get("hidden_size"):
+        d["codebook_dim"] = d["hidden_size"]
+    if "n_routed_experts" in d and d.get("num_experts_per_tok") is None:  # DeepSeek-V2's default
+        d["num_experts_per_tok"] = SMALL["num_experts_per_tok"]
+    cfg = type(cfg).from_dict(d)
+    attn = getattr(cfg, "attn_config", None)
+    if attn is not None and hasattr(attn, "clip_qkv") and not hasattr(attn, "rope_theta"):
+        # DBRX's attention reads rope_theta from its attention config, which no longer has it
+        # (this transformers keeps it in the model config's rope_parameters), and clamps to
+        # [-clip_qkv, clip_qkv] with no check for the default None: DBRX's released value, 8
+        attn.rope_theta = (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta", 10000.0)
+        attn.clip_qkv = attn.clip_qkv or 8.0
+    return cfg
 
 
 def _input(name: str, cfg, model):
@@ -112,8 +134,9 @@ def _input(name: str, cfg, model):
         size = getattr(vc, "image_size", IMAGE)
         size = size[0] if isinstance(size, (list, tuple)) else size
         return torch.randn(1, ch, int(size), int(size), generator=g)
-    if name == "input_values":
-        return torch.randn(1, AUDIO, generator=g)
+    if name == "input_values":  # a codec (Encodec) takes (batch, channels, samples)
+        channels = getattr(cfg, "audio_channels", None)
+        return torch.randn(1, *([int(channels)] if channels else []), AUDIO, generator=g)
     if name == "input_features":
         bins = getattr(cfg, "num_mel_bins", None) or getattr(cfg, "feature_size", 80)
         return torch.randn(1, int(bins), 3000 if "whisper" in type(cfg).__name__.lower() else 64, generator=g)
@@ -259,18 +282,18 @@ def build_worker(types: list[str], out, timeout: int) -> None:
         out.flush()
 
 
-def buildable(types: list[str], timeout: float) -> dict[str, str | None]:
-    """type -> None where it builds and runs in eager torch, else the reason; a build that kills
-    the process is that type's reason, and the rest go on in a new process."""
+def buildable(types: list[str], timeout: float):
+    """Yield (type, None) where it builds and runs in eager torch, else (type, the reason), as
+    each is known (one process tries them in turn, so the caller runs the built ones meanwhile);
+    a build that kills the process is that type's reason, and the rest go on in a new process."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
            "TOKENIZERS_PARALLELISM": "false"}
-    result: dict[str, str | None] = {}
     left = list(types)
     while left:
         p = subprocess.Popen([sys.executable, __file__, "--build-worker", ",".join(left),
                               "--timeout", str(int(timeout))], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
-        trying = None
+                             stderr=subprocess.DEVNULL, text=True, env=env, cwd=REPO)
+        trying, answered = None, set()
         for line in p.stdout:
             if not line.startswith("{"):
                 continue
@@ -278,18 +301,18 @@ def buildable(types: list[str], timeout: float) -> dict[str, str | None]:
             if row.get("trying"):
                 trying = row["type"]
                 continue
-            result[row["type"]] = row.get("skip")
+            answered.add(row["type"])
             trying = None
-        err = p.stderr.read()
+            yield row["type"], row.get("skip")
         p.wait()
         if trying is not None:
-            result[trying] = f"building it died (exit code {p.returncode}: {_first_line(err[-2000:])})"
-        done = [t for t in left if t in result]
-        if not done:  # nothing answered at all: say so for every type rather than loop
+            answered.add(trying)
+            yield trying, f"building it died (exit code {p.returncode})"
+        elif not answered:  # nothing answered at all: say so for every type rather than loop
             for t in left:
-                result[t] = f"the build worker died (exit code {p.returncode}: {_first_line(err[-2000:])})"
-        left = [t for t in left if t not in result]
-    return result
+                yield t, f"the build worker died (exit code {p.returncode})"
+            return
+        left = [t for t in left if t not in answered]
 
 
 # ============================================================================================
@@ -312,19 +335,21 @@ def _reason(error: str) -> str:
 def _run(cmd, env, timeout):
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout} s"
+    except subprocess.TimeoutExpired as e:  # what it printed so far says where it was
+        out, err = (x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                    for x in (e.stdout, e.stderr))
+        return subprocess.CompletedProcess(cmd, -9, out, err), f"timed out after {timeout:.0f} s"
     return p, None
 
 
 def run_type(model_type: str, timeout: float, keep: Path | None, side: str = "both") -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "IRVIZ_CORPUS_TYPE": model_type, "TOKENIZERS_PARALLELISM": "false"}
+           "IRVIZ_CORPUS_TYPE": model_type, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
     if side == "irviz":
         row = {"type": model_type, "tvm": {"status": "NOT RUN"}}
     else:
         p, timed_out = _run([sys.executable, __file__, "--worker", model_type], env, timeout)
-        answers = [json.loads(ln) for ln in (p.stdout if p else "").splitlines() if ln.startswith("{")]
+        answers = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
         if not answers:
             why = timed_out or f"exit code {p.returncode}: {_first_line(p.stderr[-2000:])}"
             return {"type": model_type, "skip": f"building it died ({why})"}
@@ -342,7 +367,9 @@ def run_type(model_type: str, timeout: float, keep: Path | None, side: str = "bo
                "--json", str(out)]
         p, timed_out = _run(cmd, env, timeout)
         if timed_out:
-            row["irviz"] = {"status": "CRASH", "reason": timed_out}
+            last = [ln for ln in p.stdout.splitlines() if ln.strip()]
+            row["irviz"] = {"status": "CRASH", "reason": timed_out + (
+                f", its last line: {_first_line(last[-1], 100)}" if last else "")}
         elif not out.exists():
             row["irviz"] = {"status": "CRASH", "reason": f"exit code {p.returncode}, no verdict: "
                                                          f"{_first_line(p.stderr[-2000:])}"}
@@ -359,7 +386,7 @@ def run_type(model_type: str, timeout: float, keep: Path | None, side: str = "bo
                 row["irviz"]["capture"] = notes[0].split(" (")[0]
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
-            (keep / f"{model_type}.log").write_text(p.stdout + p.stderr if p else "")
+            (keep / f"{model_type}.log").write_text(p.stdout + p.stderr)
     return row
 
 
@@ -472,19 +499,18 @@ def main(argv=None) -> int:
     done = {r["type"] for r in rows}
     todo = [t for t in types if t not in done]
     t0 = time.perf_counter()
-    # one process tries to build them all first: a type that does not build costs no process
-    reasons = buildable(todo, args.timeout) if len(todo) > 1 else dict.fromkeys(todo)
-    print(f"{sum(1 for r in reasons.values() if r is None)} of {len(todo)} types build "
-          f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-    for k, t in enumerate(todo, 1):
-        if reasons.get(t) is not None:
-            row = {"type": t, "skip": reasons[t]}
+    # one process tries to build them in turn: a type that does not build costs no process
+    answers = buildable(todo, args.timeout) if len(todo) > 1 else ((t, None) for t in todo)
+    for k, (t, reason) in enumerate(answers, 1):
+        if reason is not None:
+            row = {"type": t, "skip": reason}
         else:
             row = run_type(t, args.timeout, Path(args.keep) if args.keep else None, args.side)
         rows.append(row)
-        if "skip" not in row:
-            print(f"[{k}/{len(todo)}] {t}: irviz {_cell(row.get('irviz', {'status': 'NOT RUN'}))}; "
-                  f"bare TVM {_cell(row['tvm'])}", file=sys.stderr, flush=True)
+        print(f"[{k}/{len(todo)} {time.perf_counter() - t0:.0f} s] {t}: " + (
+            f"skipped ({row['skip']})" if "skip" in row else
+            f"irviz {_cell(row.get('irviz', {'status': 'NOT RUN'}))}; bare TVM {_cell(row['tvm'])}"),
+            file=sys.stderr, flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps({"rows": rows}, indent=1))
     print(tables(rows))
