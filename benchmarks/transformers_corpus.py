@@ -428,6 +428,8 @@ def _cell(v: dict) -> str:
     how = f" ({v['capture']})" if v.get("capture") else ""  # a capture fallback's name
     if status == "PASS":
         return "pass" + how
+    if status == "NOT RUN":
+        return "not run"
     at = f" at {v['stage']}" if v.get("stage") else ""
     text = f"{status.lower()}{at}{how}: {v.get('reason')}"
     return text.replace("|", "\\|")

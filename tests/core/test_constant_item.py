@@ -1,5 +1,6 @@
 """`.item()` of a tensor no input reaches (Reformer's axial position embeddings) imports as its
-number; one an input reaches stays a run-time size."""
+number; one an input reaches stays a run-time size, and the checks torch.export writes on such sizes
+(`(u0 < n) & (u1 < n)`, Encodec's reflect pads) import."""
 from __future__ import annotations
 
 import torch
@@ -68,3 +69,23 @@ def test_item_of_an_input_stays_a_run_time_size():
     [item] = _item_nodes(cap)
     assert constant_item(item) is None
     assert "tensor_to_shape" in import_model(cap).mod["main"].script()
+
+
+class ReflectPadByRunTimeSizes(torch.nn.Module):
+    """Encodec's reflect pad by paddings read with .item(): torch.export checks them at run time
+    with `(u0 < 16) & (u1 < 16)`."""
+
+    def forward(self, x, left, right):
+        return torch.nn.functional.pad(x, (left.item(), right.item()), mode="reflect")
+
+
+def test_and_of_symbolic_checks_imports():
+    loaded = _loaded(ReflectPadByRunTimeSizes(), torch.randn(1, 2, 16), torch.tensor(3), torch.tensor(2))
+    cap = capture(loaded)
+    assert any(n.target.__name__ == "and_" for n in cap.exported.graph.nodes if n.op == "call_function")
+    imported = import_model(cap)
+    assert " and " in imported.mod["main"].script()  # the two checks combined into one TIR boolean
+    s = Session(imported, cap)
+    s.set_pipeline(passes.get_pipeline("zero"))
+    assert s.run_to_end() is not None, s.error and s.error.user_message()
+    assert run_and_compare(build(s.current.mod), loaded, repeats=1).allclose
