@@ -205,3 +205,29 @@ def test_returned_uninitialized_memory_is_not_comparable_but_used_memory_is():
                                   capture(returned).exported).startswith("uninitialized memory")
     over = _loaded(Overwritten(), torch.randn(3))
     assert nondeterminism.uninitialized_outputs(capture(over).exported) == []
+
+
+class ZeroRouter(torch.nn.Module):
+    """AFMoE's router at initialisation: a zero gate scores every expert the same, and the top-2
+    experts each token goes to are whichever of the tied four the library picks."""
+
+    def __init__(self, gate_scale: float):
+        super().__init__()
+        torch.manual_seed(0)
+        self.gate = torch.nn.Parameter(torch.randn(4, 8) * gate_scale)
+        self.experts = torch.nn.Parameter(torch.randn(4, 8))
+
+    def forward(self, x):
+        scores = torch.sigmoid(x @ self.gate.T)
+        weights, chosen = torch.topk(scores, 2, dim=-1)
+        return (weights.unsqueeze(-1) * self.experts[chosen]).sum(1)
+
+
+def test_tied_topk_is_named_with_its_rows_and_an_untied_one_explains_nothing():
+    x = torch.randn(6, 8)
+    tied = ZeroRouter(0.0)
+    assert nondeterminism.explain(tied, (x,), capture(_loaded(tied, x)).exported) == (
+        "tied top-k: 6 rows of aten.topk's input hold equal values among the k+1 best, and which "
+        "of them is picked is each library's choice")
+    untied = ZeroRouter(1.0)
+    assert nondeterminism.explain(untied, (x,), capture(_loaded(untied, x)).exported) is None

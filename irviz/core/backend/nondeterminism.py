@@ -9,6 +9,11 @@ When a compiled module's outputs differ from torch, three causes are no fault of
   and no accumulation keep whichever write lands last, and the two runtimes need not agree on
   which.  The indices are only known at run time, so the captured graph is interpreted on the
   actual inputs and every such write's indices are counted.
+* a **top-k among equal values**: which of several tied elements ``topk`` picks (and in what
+  order) is each library's own choice; a mixture-of-experts router whose weights start at zero
+  (AFMoE's) scores every expert the same, and torch and TVM route tokens to different experts.
+  Counted, like the writes, on the actual inputs: the rows whose k+1 largest (or smallest) values
+  hold a tie.
 * **uninitialized memory** returned as an output (``aten.empty`` and the like): whatever the
   allocator handed out.
 * an op that **mutates its input**: compared on fresh copies of the inputs (``fresh``), so neither
@@ -179,16 +184,34 @@ def _write_duplicates(node, args, kwargs) -> tuple[str, int] | None:
     return None
 
 
+def _topk_ties(args, kwargs) -> int:
+    """Rows of a topk's input whose k+1 best values hold two equal ones (with k+1 past the end:
+    the k best), so which element is picked, or in which order, is the library's choice."""
+    import torch
+
+    x = args[0]
+    k = int(args[1] if len(args) > 1 else kwargs["k"])
+    dim = int(args[2] if len(args) > 2 else kwargs.get("dim", -1))
+    largest = bool(args[3] if len(args) > 3 else kwargs.get("largest", True))
+    if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.numel() == 0 or k <= 0:
+        return 0
+    best = torch.sort(x.movedim(dim, -1), dim=-1, descending=largest).values[..., : k + 1]
+    if best.shape[-1] < 2:
+        return 0
+    return int((best[..., 1:] == best[..., :-1]).any(dim=-1).sum())
+
+
 def _unique_count(t) -> int:
     import torch
 
     return int(torch.unique(t).numel())
 
 
-def duplicate_writes(program, inputs) -> tuple[str, int] | None:
+def duplicate_writes(program, inputs, tied: dict | None = None) -> tuple[str, int] | None:
     """Interpret the program on (fresh copies of) `inputs` and count, at every index_put / scatter
     / index_copy without accumulation, the indices that name a position already written by the
-    same op. (op, total) of the ops that have any, or None."""
+    same op. (op, total) of the ops that have any, or None.  `tied`, when given, gets the rows of
+    each topk whose selection holds a tie ({"aten.topk": rows})."""
     import torch
     import torch.fx
 
@@ -196,6 +219,7 @@ def duplicate_writes(program, inputs) -> tuple[str, int] | None:
     if not isinstance(gm, torch.fx.GraphModule):
         return None
     found: dict[str, int] = {}
+    tied = {} if tied is None else tied
 
     class Counting(torch.fx.Interpreter):
         def run_node(self, n):
@@ -203,6 +227,8 @@ def duplicate_writes(program, inputs) -> tuple[str, int] | None:
                 args, kwargs = self.fetch_args_kwargs_from_env(n)
                 try:
                     hit = _write_duplicates(n, args, kwargs)
+                    if _op_name(n) == "topk":
+                        tied["aten.topk"] = tied.get("aten.topk", 0) + _topk_ties(args, kwargs)
                 except Exception:  # counting is best effort; the run itself decides
                     hit = None
                 if hit and hit[1] > 0:
@@ -244,8 +270,13 @@ def explain(module, inputs, program=None) -> str | None:
     if differ:
         return "random: PyTorch's own two runs on the same inputs differ"
     if program is not None:
-        dup = duplicate_writes(program, inputs)
+        tied: dict[str, int] = {}
+        dup = duplicate_writes(program, inputs, tied)
         if dup is not None:
             op, n = dup
             return f"order-dependent: {n} duplicate ind{'ex' if n == 1 else 'ices'} ({op} without accumulation)"
+        rows = tied.get("aten.topk", 0)
+        if rows:
+            return (f"tied top-k: {rows} row{'' if rows == 1 else 's'} of aten.topk's input hold equal "
+                    "values among the k+1 best, and which of them is picked is each library's choice")
     return None

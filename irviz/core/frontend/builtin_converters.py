@@ -50,14 +50,20 @@ inputs go to TVM's own converter. TVM's installed files are never patched.
   ``alpha`` only and drops both scales, which gives wrong numbers with no error (max abs error 0.17
   on SELU).  The converter computes torch's formula, ``scale * x`` above zero and
   ``scale * alpha * (exp(x * input_scale) - 1)`` below.
+* ``item`` of a tensor that no input, weight or buffer reaches (Reformer's
+  ``position_ids.max().item()`` over an ``arange``): the number itself, so sizes made from it are
+  fixed; ``irviz.core.frontend.constant_item`` says why.
+* ``and_`` / ``or_`` of symbolic booleans (the run-time checks of Encodec's reflect pads): no TVM
+  converter; ``irviz.core.frontend.sym_logic``.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from irviz.core.frontend.constant_item import convert_item, convert_sym_size
 from irviz.core.frontend.index_converter import convert_index_put as _index_put
 from irviz.core.frontend.index_converter import convert_index_tensor
-from irviz.core.frontend import lowering_converters
+from irviz.core.frontend import lowering_converters, sym_logic
 from irviz.core.frontend.strided_converters import convert_as_strided
 from irviz.core.frontend import complex_converters as cx
 from irviz.core.frontend.expr_types import expr_dtype, fx_dtype
@@ -342,4 +348,9 @@ BUILTIN_CONVERTERS: dict[str, Callable] = {
     **lowering_converters.converters(_tvm_converter),
     "as_strided.default": lambda node, imp: convert_as_strided(
         node, imp, _tvm_converter(imp, "as_strided.default")),
+    **{key: (lambda k: lambda node, imp: convert_item(node, imp, _tvm_converter(imp, k)))(key)
+       for key in ("item.default", "_local_scalar_dense.default")},
+    "sym_size.int": lambda node, imp: convert_sym_size(node, imp, _tvm_converter(imp, "sym_size.int")),
+    "and_": sym_logic.convert_and,
+    "or_": sym_logic.convert_or,
 }

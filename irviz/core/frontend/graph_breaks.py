@@ -20,6 +20,9 @@ from irviz.core.frontend.model_file import LoadedModel
 FALLBACK = "graph breaks as separate subgraphs"
 
 
+RECOMPILE_LIMIT = 256
+
+
 class GraphPiece(torch.nn.Module):
     """One graph of torch.compile's: its fixed inputs (parameters) held as buffers, named after
     the model's own ("a_weight" for self.a.weight), the rest passed in."""
@@ -73,7 +76,10 @@ def split_at_graph_breaks(loaded: LoadedModel) -> list[LoadedModel]:
     torch._dynamo.reset()
     try:
         compiled = torch.compile(loaded.module, backend=keep, dynamic=False, fullgraph=False)
-        with torch.no_grad():
+        # a frame met with a new shape is compiled again, and past torch's recompile limit (8)
+        # it runs eagerly, in no graph: Encodec's convolution runs at a dozen lengths
+        with torch.no_grad(), torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT,
+                                                          accumulated_recompile_limit=RECOMPILE_LIMIT * 8):
             compiled(*loaded.example_inputs)
     except Exception as e:  # torch raises many kinds
         raise CaptureError(f"torch.compile could not run the model: {type(e).__name__}: "
