@@ -33,7 +33,7 @@ def test_every_course_sample_passes_check(capsys):
 def test_the_bind_params_and_primfunc_samples_pass_with_their_pipelines(capsys):
     """BindParams in a step of its own on MyModuleMixture; the PrimFunc scheduled by tir-cpu."""
     for name, pipeline, first in (("course_bind_params_mixture", "BindParams,zero", "BindParams"),
-                                  ("course_primfunc_only", "tir-cpu", "LegalizeOps")):
+                                  ("course_primfunc_only", "tir-cpu", "DecomposeOpsForInference")):
         code = main(["check", f"sample:{name}", "--pipeline", pipeline, "--json", "-", "--repeats", "1"])
         summary = json.loads(capsys.readouterr().out)
         assert code == 0 and summary["allclose"] is True, (name, summary["error"])
