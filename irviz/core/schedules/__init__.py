@@ -35,6 +35,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 
 from irviz.core.schedules.depthwise import depthwise_blocks, schedule_depthwise
+from irviz.core.schedules.epilogue import inline_epilogue
 from irviz.core.target import vector_lanes
 
 # Raised when a rule changes what it makes of a kernel: part of the decision cache's key, so library-
@@ -331,16 +332,7 @@ def _tile_conv2d(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) -> s
         # accumulate reg×vec outputs in a local buffer laid out so the vector is contiguous
         acc = sch.cache_write(conv, 0, "local")
         sch.transform_layout(conv, ("write", 0), lambda a, b, c, d: (a, c, b // vec, d, b % vec))  # noqa: B023 - applied here, in this iteration
-        epilogue = 0
-        while True:  # the fused elementwise epilogue (bias, relu, ...) goes into the write-back
-            consumers = sch.get_consumers(acc)
-            if len(consumers) != 1:
-                break
-            try:
-                sch.reverse_compute_inline(consumers[0])
-                epilogue += 1
-            except Exception:  # not a simple elementwise consumer: leave it
-                break
+        epilogue = inline_epilogue(sch, acc)
         sch.reverse_compute_at(acc, xo)
         sch.unroll(ry)
         sch.unroll(rx)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from tvm import s_tir, tirx
 
+from irviz.core.schedules.epilogue import inline_epilogue
+
 
 def _const(x) -> int | None:
     if isinstance(x, int):
@@ -63,16 +65,7 @@ def schedule_depthwise(sch: s_tir.Schedule, lanes: int, parallel) -> list[str]:
         yo, yi = sch.split(y, [None, rows])
         xo, xi = sch.split(x, [None, vec])
         sch.reorder(n, f, yo, xo, rc, ry, rx, yi, xi)
-        epilogue = 0
-        while True:  # batch norm, clip... computed on the accumulator as it is written back
-            consumers = sch.get_consumers(acc)
-            if len(consumers) != 1:
-                break
-            try:
-                sch.reverse_compute_inline(consumers[0])
-                epilogue += 1
-            except Exception:  # not a simple elementwise consumer: it stays a loop of its own
-                break
+        epilogue = inline_epilogue(sch, acc)
         sch.reverse_compute_at(acc, xo)
         channel = sch.fuse(n, f)
         par = parallel(sch, channel, block)
