@@ -4,6 +4,7 @@ import json
 
 from irviz.cli import main
 from irviz.core.frontend.samples import is_ir_sample, list_samples
+from irviz.core.passes.pipelines import CPU_PRE_STEPS
 
 COURSE = ["course_te", "course_emit_te", "course_mymodule", "course_extern", "course_mixture",
           "course_bind_params", "course_bind_params_mixture", "course_primfunc_only", "course_fx_mlp",
@@ -33,7 +34,7 @@ def test_every_course_sample_passes_check(capsys):
 def test_the_bind_params_and_primfunc_samples_pass_with_their_pipelines(capsys):
     """BindParams in a step of its own on MyModuleMixture; the PrimFunc scheduled by tir-cpu."""
     for name, pipeline, first in (("course_bind_params_mixture", "BindParams,zero", "BindParams"),
-                                  ("course_primfunc_only", "tir-cpu", "DecomposeOpsForInference")):
+                                  ("course_primfunc_only", "tir-cpu", CPU_PRE_STEPS[0])):
         code = main(["check", f"sample:{name}", "--pipeline", pipeline, "--json", "-", "--repeats", "1"])
         summary = json.loads(capsys.readouterr().out)
         assert code == 0 and summary["allclose"] is True, (name, summary["error"])

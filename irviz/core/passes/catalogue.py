@@ -6,6 +6,8 @@ from tvm import relax
 
 import irviz.core.passes.bind_params as bind_params
 import irviz.core.passes.course as course_passes
+import irviz.core.passes.fast_math as fast_math
+import irviz.core.passes.fold_batch_norm as fold_batch_norm
 import irviz.core.passes.library_dispatch as dispatch
 import irviz.core.passes.meta_schedule_passes as ms_passes
 from irviz.core import schedules
@@ -122,6 +124,8 @@ def _builtin_specs() -> list[PassSpec]:
         ),
         _spec("ToNonDataflow", "Turn dataflow blocks into ordinary binding blocks", RT.ToNonDataflow),
         _spec("DecomposeOpsForInference", "Split composite ops (batch_norm, layer_norm...) into simple ones", lambda: RT.DecomposeOpsForInference()),
+        _spec("FoldBatchNorm", "Fold each inference batch norm after a conv2d into its weights and a bias "
+              "(constant weights only; the rest stays for DecomposeOpsForInference)", fold_batch_norm.fold_batch_norm),
         _spec("LambdaLift", "Lift local functions to module-level functions", RT.LambdaLift),
         _spec(
             "DlightCPUSchedule",
@@ -202,6 +206,13 @@ def _builtin_specs() -> list[PassSpec]:
                     PassParam("measure", "bool", False,
                               "decide each call by timing it as a torch call and as TensorIR on this "
                               "machine (cached per CPU); min_macs and keep_tileable_conv are then unused")],
+        ),
+        _spec(
+            "FastMath",
+            "float32 exp, tanh, erf, sigmoid, silu, gelu, softmax and x**2..4 as arithmetic LLVM vectorizes "
+            "(TOPI's fast_exp/fast_tanh/fast_erf, a few ulp); libm calls run one element at a time",
+            fast_math.fast_math,
+            "cpu",
         ),
         _spec(
             "CPUInlineElementwise",

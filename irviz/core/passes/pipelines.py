@@ -21,9 +21,10 @@ ZERO_STEPS = ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", 
 
 GPU_SCHEDULE_STEPS = tuple(name for name, _, _ in GPU_RULES)
 
-# batch norm (inference) as elementwise ops that FuseOps puts into the convolution before it, so the
-# CPU rules fuse it into the convolution's write-back instead of a pass over memory of its own
-CPU_PRE_STEPS = ("DecomposeOpsForInference", "CanonicalizeBindings")
+# batch norm (inference) folded into the convolution's weights, or else split into elementwise ops
+# that FuseOps puts into the convolution before it: either way no pass over memory of its own.
+# FastMath before LegalizeOps, so the TensorIR it makes is fused and scheduled as any other.
+CPU_PRE_STEPS = ("FoldBatchNorm", "DecomposeOpsForInference", "FastMath", "CanonicalizeBindings")
 
 CPU_SCHEDULE_STEPS = ("CPUTuneConv2d", "CPUTileConv2d", "CPUInlineElementwise", "CPUTuneReductions",
                       "CPUTileReductions", "CPUParallelVectorize",
@@ -49,8 +50,8 @@ PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {
          *_inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS)],
     ),
     "tir-cpu": (
-        "All TensorIR, no library: batch norm split into elementwise ops (fused into the conv before "
-        "it), the zero pipeline, then CPU schedule rules (blocked and depthwise conv2d with "
+        "All TensorIR, no library: batch norm folded into the conv's weights, exp/tanh/erf as "
+        "vectorizable arithmetic, the zero pipeline, then CPU schedule rules (blocked and depthwise conv2d with "
         "prepacked weights and tiles measured on this machine, tiled reductions, parallel + vectorized loops)",
         _inv(*CPU_PRE_STEPS, *ZERO_STEPS, *CPU_SCHEDULE_STEPS),
     ),
