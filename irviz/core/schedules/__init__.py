@@ -36,11 +36,13 @@ from tvm.s_tir.dlight.analysis import normalize_prim_func
 
 from irviz.core.schedules.depthwise import depthwise_blocks, schedule_depthwise
 from irviz.core.schedules.epilogue import inline_epilogue
+from irviz.core.schedules.matmul_tile import accumulate_locally, pack_weight
+from irviz.core.schedules.prepack import PREPROC_ATTR, prepack_weights  # noqa: F401 - the rule's pass
 from irviz.core.target import vector_lanes
 
 # Raised when a rule changes what it makes of a kernel: part of the decision cache's key, so library-
 # or-TensorIR choices and tiles measured with older rules are measured again
-RULES_VERSION = 3
+RULES_VERSION = 4
 
 NOTES_ATTR = "irviz.schedule_notes"
 DONE_ATTR = "irviz.scheduled"
@@ -261,7 +263,6 @@ def _is_reduction(sch, block) -> bool:
 
 
 # ------------------------------------------------------------------------ rule: blocked conv2d
-PREPROC_ATTR = "meta_schedule.layout_rewrite_preproc"  # what relax.transform.SplitLayoutRewritePreproc looks for
 
 
 def _reg_tile(width: int) -> int:
@@ -432,6 +433,7 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
             done.append(f"{info.name}: {'parallel only' if par else 'left serial'} "
                         f"(inner extent {s_ext[-1]} has no vector factor)")
             continue
+        packed = pack_weight(sch, block, vec)
         so, si = sch.split(s_loops[-1], [None, vec])
         tiles = []
         if len(s_loops) >= 2:
@@ -445,6 +447,7 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
         else:
             outer_s = [so]
         sch.reorder(*outer_s, *r_loops, *tiles, si)
+        epilogue = accumulate_locally(sch, block, outer_s[-1])
         sch.vectorize(si)
         for t in tiles:
             sch.unroll(t)
@@ -453,7 +456,9 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
         sch.decompose_reduction(block, r_loops[0])
         shown = "x".join(str(x) for x in ([_const(sch.get(tiles[0]).extent)] if tiles else []) + [vec])
         done.append(f"{info.name}: tiled {shown}{' (tile measured)' if measured else ''}, vectorized, "
-                    f"{'parallel' if par else 'one thread (small)'}")
+                    f"accumulated in registers, {'parallel' if par else 'one thread (small)'}"
+                    + (f", weight packed to N/{vec},K,{vec}" if packed else "")
+                    + (f", {epilogue} epilogue block(s) fused into the write-back" if epilogue else ""))
     return "; ".join(done) if done else None
 
 
@@ -546,33 +551,3 @@ def parallel_vectorize(lanes: int = 0):
 def tile_conv2d(lanes: int = 0):
     n = target_lanes(lanes)
     return _per_function("CPUTileConv2d", lambda sch, func: _tile_conv2d(sch, n, conv_tile_of(func)))
-
-
-def _has_preproc(func) -> bool:
-    sch = s_tir.Schedule(func)
-    try:
-        root = sch.get_sblock("root")
-    except Exception:  # no root block (an extern kernel such as sort): nothing to move
-        return False
-    return any(PREPROC_ATTR in sch.get(b).annotations for b in sch.get_child_blocks(root))
-
-
-def prepack_weights():
-    """Relax-level: move each `layout_rewrite_preproc` block (CPUTileConv2d's weight re-layout) out
-    into its own PrimFunc called from Relax (SplitLayoutRewritePreproc), then FoldConstant, so
-    constant weights are re-laid-out once at compile time instead of on every run."""
-    from tvm import relax
-
-    seq = tvm.ir.transform.Sequential([relax.transform.SplitLayoutRewritePreproc(),
-                                       relax.transform.FoldConstant(),
-                                       relax.transform.DeadCodeElimination()])
-
-    @tvm.ir.transform.module_pass(opt_level=0, name="CPUPrepackWeights")
-    def _pass(mod, ctx):
-        if not any(isinstance(f, tirx.PrimFunc) and _has_preproc(f) for f in mod.functions.values()):
-            return mod
-        with tvm.target.Target.from_device(tvm.cpu()):
-            return seq(mod)
-
-    return _pass
-
