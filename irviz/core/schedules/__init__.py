@@ -42,7 +42,7 @@ from irviz.core.target import vector_lanes
 
 # Raised when a rule changes what it makes of a kernel: part of the decision cache's key, so library-
 # or-TensorIR choices and tiles measured with older rules are measured again
-RULES_VERSION = 4
+RULES_VERSION = 5
 
 NOTES_ATTR = "irviz.schedule_notes"
 DONE_ATTR = "irviz.scheduled"
@@ -440,7 +440,8 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
             t = rule["reg"]
             if t:
                 to, ti = sch.split(s_loops[-2], [None, t])
-                outer_s = [*s_loops[:-2], to, so]
+                # a weight panel outside the row tiles: it stays in cache while every row tile reads it
+                outer_s = [*s_loops[:-2], so, to] if packed else [*s_loops[:-2], to, so]
                 tiles = [ti]
             else:
                 outer_s = [*s_loops[:-1], so]
