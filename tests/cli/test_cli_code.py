@@ -15,13 +15,13 @@ def test_targets_lists_names_as_tvm_dicts_and_what_builds_here(capsys):
 
 def test_code_prints_one_kernels_neon_assembly_with_its_counts(capsys):
     assert main(["code", "sample:mlp", "--pipeline", "tir-cpu", "--target", "aarch64",
-                 "--kernel", "fused_matmul_add_relu"]) == 0
+                 "--kernel", "fused_matmul_add_relu_prepacked"]) == 0
     out = capsys.readouterr().out
     head, counts, body = out.split("\n", 2)
     from irviz.core.passes.pipelines import PIPELINES
 
     last = [inv.name for inv in PIPELINES["tir-cpu"][1]].index("CPUPrepackWeights") + 1  # step 0 is the import
-    assert "fused_matmul_add_relu on aarch64" in head and f"step {last} (CPUPrepackWeights)" in head
+    assert "fused_matmul_add_relu_prepacked on aarch64" in head and f"step {last} (CPUPrepackWeights)" in head
     assert re.match(r"# \d+ instructions, \d+ vector \(128:\d+\), \d+ FMA \(\d+ vector\)", counts)
     assert re.search(r"\bfmla\s+v\d+\.4s", body) and "fused_matmul1_add1" not in body
 
@@ -49,7 +49,7 @@ def test_export_writes_each_kernels_cuda_source_and_counts(tmp_path):
 
 
 def test_code_diffs_one_kernel_between_two_targets(capsys):
-    assert main(["code", "sample:mlp", "--pipeline", "tir-cpu", "--kernel", "fused_matmul_add_relu",
+    assert main(["code", "sample:mlp", "--pipeline", "tir-cpu", "--kernel", "fused_matmul_add_relu_prepacked",
                  "--target", "x86-avx2", "--diff-target", "x86-avx512"]) == 0
     out = capsys.readouterr().out
     assert "# --- x86-avx2: " in out and "# +++ x86-avx512: " in out

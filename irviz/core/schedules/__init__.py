@@ -36,13 +36,13 @@ from tvm.s_tir.dlight.analysis import normalize_prim_func
 
 from irviz.core.schedules.depthwise import depthwise_blocks, schedule_depthwise
 from irviz.core.schedules.epilogue import inline_epilogue
-from irviz.core.schedules.matmul_tile import accumulate_locally, pack_weight
+from irviz.core.schedules.matmul_tile import accumulate_locally, pack_weight, pad_rows, rows_to_pad
 from irviz.core.schedules.prepack import PREPROC_ATTR, prepack_weights  # noqa: F401 - the rule's pass
 from irviz.core.target import vector_lanes
 
 # Raised when a rule changes what it makes of a kernel: part of the decision cache's key, so library-
 # or-TensorIR choices and tiles measured with older rules are measured again
-RULES_VERSION = 5
+RULES_VERSION = 6
 
 NOTES_ATTR = "irviz.schedule_notes"
 DONE_ATTR = "irviz.scheduled"
@@ -384,8 +384,10 @@ def reduction_kind(sch, info) -> str:
 def reduction_tile_rule(s_ext: list, lanes: int) -> dict:
     """The rule's tile for a matmul-like block with spatial extents `s_ext`: the vector factor along
     the innermost spatial loop, the register tile along the one before it (None: no factor)."""
-    return {"vec": _pick_factor(s_ext[-1], vector_choices(lanes)),
-            "reg": _pick_factor(s_ext[-2], (4, 2)) if len(s_ext) >= 2 else None}
+    reg = None
+    if len(s_ext) >= 2:
+        reg = _pick_factor(s_ext[-2], (4, 2)) or (4 if s_ext[-2] and s_ext[-2] > 8 else None)  # else padded
+    return {"vec": _pick_factor(s_ext[-1], vector_choices(lanes)), "reg": reg}
 
 
 def reduction_tile_of(func) -> dict | None:
@@ -422,7 +424,7 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
             continue
         rule = reduction_tile_rule(s_ext, lanes)
         measured = bool(tile and s_ext[-1] and s_ext[-1] % tile["vec"] == 0
-                        and (tile["reg"] == 1 or (len(s_ext) >= 2 and s_ext[-2] and s_ext[-2] % tile["reg"] == 0)))
+                        and (tile["reg"] == 1 or (len(s_ext) >= 2 and s_ext[-2] and s_ext[-2] >= tile["reg"])))
         if measured:
             rule = {"vec": tile["vec"], "reg": tile["reg"] if tile["reg"] > 1 else None}
         vec = rule["vec"]
@@ -433,6 +435,9 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
             done.append(f"{info.name}: {'parallel only' if par else 'left serial'} "
                         f"(inner extent {s_ext[-1]} has no vector factor)")
             continue
+        padded = len(s_ext) >= 2 and rows_to_pad(s_ext[-2], rule["reg"])
+        if padded:
+            s_loops, r_loops = pad_rows(sch, block, len(s_ext) - 2, rule["reg"])
         packed = pack_weight(sch, block, vec)
         so, si = sch.split(s_loops[-1], [None, vec])
         tiles = []
@@ -448,7 +453,7 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
         else:
             outer_s = [so]
         sch.reorder(*outer_s, *r_loops, *tiles, si)
-        epilogue = accumulate_locally(sch, block, outer_s[-1])
+        epilogue = accumulate_locally(sch, block, outer_s[-1], epilogue=not padded)
         sch.vectorize(si)
         for t in tiles:
             sch.unroll(t)
@@ -459,6 +464,7 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
         done.append(f"{info.name}: tiled {shown}{' (tile measured)' if measured else ''}, vectorized, "
                     f"accumulated in registers, {'parallel' if par else 'one thread (small)'}"
                     + (f", weight packed to N/{vec},K,{vec}" if packed else "")
+                    + (f", {s_ext[-2]} rows padded to a multiple of {rule['reg']}" if padded else "")
                     + (f", {epilogue} epilogue block(s) fused into the write-back" if epilogue else ""))
     return "; ".join(done) if done else None
 
