@@ -36,13 +36,13 @@ from tvm.s_tir.dlight.analysis import normalize_prim_func
 
 from irviz.core.schedules.depthwise import depthwise_blocks, schedule_depthwise
 from irviz.core.schedules.epilogue import inline_epilogue
-from irviz.core.schedules.matmul_tile import accumulate_locally, pack_weight, pad_rows, rows_to_pad
+from irviz.core.schedules.matmul_tile import accumulate_locally, needs_padding, pack_weight, pad_tile
 from irviz.core.schedules.prepack import PREPROC_ATTR, prepack_weights  # noqa: F401 - the rule's pass
 from irviz.core.target import vector_lanes
 
 # Raised when a rule changes what it makes of a kernel: part of the decision cache's key, so library-
 # or-TensorIR choices and tiles measured with older rules are measured again
-RULES_VERSION = 6
+RULES_VERSION = 7
 
 NOTES_ATTR = "irviz.schedule_notes"
 DONE_ATTR = "irviz.scheduled"
@@ -387,7 +387,10 @@ def reduction_tile_rule(s_ext: list, lanes: int) -> dict:
     reg = None
     if len(s_ext) >= 2:
         reg = _pick_factor(s_ext[-2], (4, 2)) or (4 if s_ext[-2] and s_ext[-2] > 8 else None)  # else padded
-    return {"vec": _pick_factor(s_ext[-1], vector_choices(lanes)), "reg": reg}
+    vec = _pick_factor(s_ext[-1], vector_choices(lanes))
+    if vec is None and s_ext[-1] and s_ext[-1] > 2 * lanes:
+        vec = lanes  # padded
+    return {"vec": vec, "reg": reg}
 
 
 def reduction_tile_of(func) -> dict | None:
@@ -423,7 +426,7 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
             done.append(_window_reduction(sch, info.name, block, s_loops, r_loops))
             continue
         rule = reduction_tile_rule(s_ext, lanes)
-        measured = bool(tile and s_ext[-1] and s_ext[-1] % tile["vec"] == 0
+        measured = bool(tile and s_ext[-1] and (s_ext[-1] % tile["vec"] == 0 or s_ext[-1] > tile["vec"])
                         and (tile["reg"] == 1 or (len(s_ext) >= 2 and s_ext[-2] and s_ext[-2] >= tile["reg"])))
         if measured:
             rule = {"vec": tile["vec"], "reg": tile["reg"] if tile["reg"] > 1 else None}
@@ -435,9 +438,12 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
             done.append(f"{info.name}: {'parallel only' if par else 'left serial'} "
                         f"(inner extent {s_ext[-1]} has no vector factor)")
             continue
-        padded = len(s_ext) >= 2 and rows_to_pad(s_ext[-2], rule["reg"])
-        if padded:
-            s_loops, r_loops = pad_rows(sch, block, len(s_ext) - 2, rule["reg"])
+        pads = {i: f for i, f in ((len(s_ext) - 1, vec), (len(s_ext) - 2, rule["reg"]))
+                if i >= 0 and needs_padding(s_ext[i], f)}
+        padded = ", ".join(f"{s_ext[i]} {'columns' if i == len(s_ext) - 1 else 'rows'} padded to a multiple "
+                           f"of {f}" for i, f in sorted(pads.items(), reverse=True))
+        if pads:
+            s_loops, r_loops = pad_tile(sch, block, pads)
         packed = pack_weight(sch, block, vec)
         so, si = sch.split(s_loops[-1], [None, vec])
         tiles = []
@@ -464,7 +470,7 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
         done.append(f"{info.name}: tiled {shown}{' (tile measured)' if measured else ''}, vectorized, "
                     f"accumulated in registers, {'parallel' if par else 'one thread (small)'}"
                     + (f", weight packed to N/{vec},K,{vec}" if packed else "")
-                    + (f", {s_ext[-2]} rows padded to a multiple of {rule['reg']}" if padded else "")
+                    + (f", {padded}" if padded else "")
                     + (f", {epilogue} epilogue block(s) fused into the write-back" if epilogue else ""))
     return "; ".join(done) if done else None
 

@@ -54,20 +54,19 @@ def accumulate_locally(sch, block, tile_loop, epilogue: bool = True) -> int:
     return epilogue
 
 
-def rows_to_pad(rows: int | None, reg: int | None) -> bool:
-    """Whether `rows` (the extent the register tile splits) is padded up to a multiple of `reg`:
-    a prime like ViT's 197 tokens otherwise leaves one row per tile, a quarter of the speed."""
-    return bool(rows and reg and reg > 1 and rows % reg and rows > reg)
+def needs_padding(extent: int | None, factor: int | None) -> bool:
+    """Whether a loop of `extent` is padded up to a multiple of `factor` (a register tile, a
+    vector): a prime like ViT's 197 tokens otherwise leaves one row per tile and scalar columns."""
+    return bool(extent and factor and factor > 1 and extent % factor and extent > factor)
 
 
-def pad_rows(sch, block, row_iter: int, reg: int) -> tuple[list, list]:
-    """Pad `block`'s `row_iter`-th iter up to a multiple of `reg` (TVM's pad_einsum: the input
-    copied with zero rows, the extra output rows dropped after); its new spatial and reduction loops."""
+def pad_tile(sch, block, factors: dict[int, int]) -> tuple[list, list]:
+    """Pad `block`'s iters {index: factor} up to multiples of their factors (TVM's pad_einsum: the
+    inputs copied with zeros, the extra outputs dropped after); its new spatial and reduction loops."""
     kinds = [iv.iter_type for iv in sch.get(block).iter_vars]
-    padding = [1] * len(kinds)
-    padding[row_iter] = reg
+    padding = [factors.get(i, 1) for i in range(len(kinds))]
     sch.pad_einsum(block, padding)
-    for consumer in sch.get_consumers(block):  # the copy that drops the extra rows reads in place
+    for consumer in sch.get_consumers(block):  # the copy that drops the extra outputs reads in place
         try:
             sch.compute_inline(consumer)
         except Exception:  # kept as a copy: correct, one more pass over the output

@@ -113,7 +113,7 @@ def reduction_candidates(N: int, M: int, lanes: int) -> list[dict]:
     if rule["vec"] is None:
         return []
     default = {"vec": rule["vec"], "reg": rule["reg"] or 1}
-    vecs = [v for v in (lanes, 2 * lanes, 4 * lanes, lanes // 2) if v >= 4 and N % v == 0]
+    vecs = [v for v in (lanes, 2 * lanes, 4 * lanes, lanes // 2) if v >= 4 and (N % v == 0 or N > 2 * v)]
     regs = [r for r in (8, 4, 2, 1) if M % r == 0 or M > 2 * r]  # rows not a multiple: padded
     ideal = 16 if lanes >= 16 else 8
 
