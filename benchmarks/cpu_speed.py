@@ -18,8 +18,10 @@ this machine (library or TensorIR, conv2d and matmul tiles): the first run, then
 again, read from the cache, with that second run's whole time in brackets. ``--fresh-cache`` measures into an empty cache (the first-time figure).
 
 ``--real-size`` times what users compile instead of the samples: BERT-base (128 tokens), GPT-2 small
-(a 128-token prefill), ResNet-18 (224²) and MobileNet-V2 (224²), at their published sizes with random
-weights (``benchmarks/real_size/``). A name in ``--models`` is a sample, ``real:NAME`` or a model file.
+(a 128-token prefill), ResNet-18 (224²), MobileNet-V2 (224²) and ViT-base/16 (224², 197 tokens), at
+their published sizes with random weights (``benchmarks/real_size/``; also ``real:qwen2_4layers``, a
+Llama-family decoder at Qwen2-0.5B's width). A name in ``--models`` is a sample, ``real:NAME`` or a
+model file.
 
 ``--isa avx2`` runs the same comparison as on an AVX2 machine, on this one: torch restricted to
 AVX2 (``ATEN_CPU_CAPABILITY=avx2`` for ATen and inductor's generated code, ``DNNL_MAX_CPU_ISA=AVX2``
@@ -89,7 +91,7 @@ def _isa_check(isa: str) -> str:
     return text
 
 
-REAL_SIZE = ["real:bert_base", "real:gpt2_small", "resnet18", "real:mobilenet_v2"]
+REAL_SIZE = ["real:bert_base", "real:gpt2_small", "resnet18", "real:mobilenet_v2", "real:vit_base"]
 
 
 def _model_source(name: str) -> str:
@@ -102,7 +104,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18,mlp,gpt,small_cnn,hf_bert")
     ap.add_argument("--real-size", action="store_true",
-                    help="BERT-base, GPT-2 small, ResNet-18 and MobileNet-V2 at their published sizes")
+                    help="BERT-base, GPT-2 small, ResNet-18, MobileNet-V2 and ViT-base at their published sizes")
     ap.add_argument("--pipelines", default="fast-cpu,tir-cpu")
     ap.add_argument("--repeats", type=int, default=20, help="timed runs per block")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of blocks")
