@@ -43,8 +43,12 @@ def zero_step():
     return _last_step("zero")
 
 
+# tir-cpu's matmul kernel: its weight packed at compile time, so TVM names it ..._prepacked
+CPU_MATMUL = "fused_matmul_add_relu_prepacked"
+
+
 def _matmul(code) -> str:
-    return code.kernels["fused_matmul_add_relu"].code["asm"]
+    return code.kernels[CPU_MATMUL].code["asm"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,7 +121,7 @@ def test_the_host_matmul_is_zmm_fmas_on_an_avx512_machine(cpu_step):
         pytest.skip("this CPU has no AVX-512")
     code = kernel_code(cpu_step, "host")
     assert re.search(r"vfmadd\w+ps\s.*%zmm\d+", _matmul(code))
-    counts = code.kernels["fused_matmul_add_relu"].counts
+    counts = code.kernels[CPU_MATMUL].counts
     assert counts["vector_fma"] > 0 and counts["vector_bits"].get("512", 0) > 0
 
 
@@ -131,16 +135,16 @@ def test_avx2_is_ymm_and_never_zmm(cpu_step):
 def test_aarch64_is_neon(cpu_step):
     code = kernel_code(cpu_step, "aarch64")
     assert re.search(r"\bfmla\s+v\d+\.4s", _matmul(code))
-    assert code.kernels["fused_matmul_add_relu"].counts["vector_fma"] > 0
+    assert code.kernels[CPU_MATMUL].counts["vector_fma"] > 0
 
 
 def test_a_second_look_is_cached_and_one_kernel_compiles_alone(cpu_step):
     assert kernel_code(cpu_step, "x86-avx2") is kernel_code(cpu_step, "x86-avx2")
     assert kernel_code(cpu_step, "x86-avx2", only="fused_matmul1_add1") is kernel_code(cpu_step, "x86-avx2")
-    alone = kernel_code(cpu_step, "x86-avx512", only="fused_matmul_add_relu")
-    assert list(alone.kernels) == ["fused_matmul_add_relu"]
-    whole = kernel_code(cpu_step, "x86-avx512").kernels["fused_matmul_add_relu"]
-    assert alone.kernels["fused_matmul_add_relu"].counts == whole.counts
+    alone = kernel_code(cpu_step, "x86-avx512", only=CPU_MATMUL)
+    assert list(alone.kernels) == [CPU_MATMUL]
+    whole = kernel_code(cpu_step, "x86-avx512").kernels[CPU_MATMUL]
+    assert alone.kernels[CPU_MATMUL].counts == whole.counts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,8 +165,8 @@ def test_cuda_source_per_kernel_with_its_launch_shape(zero_step):
 
 
 def test_a_kernel_scheduled_for_a_cpu_says_so_for_cuda(cpu_step):
-    k = kernel_code(cpu_step, "cuda").kernels["fused_matmul_add_relu"]
-    assert k.error and "fused_matmul_add_relu" in k.error and "zero" in k.error
+    k = kernel_code(cpu_step, "cuda").kernels[CPU_MATMUL]
+    assert k.error and CPU_MATMUL in k.error and "zero" in k.error
 
 
 # ---------------------------------------------------------------------------------------------
