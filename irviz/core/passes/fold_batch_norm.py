@@ -45,8 +45,8 @@ def _folds(conv, norm) -> bool:
 
 
 def _plan(func) -> dict:
-    """{conv var: (new conv, result var, bias), norm var: None, result var: conv var} for each
-    conv2d -> batch_norm -> [0] chain of `func` that folds."""
+    """For each conv2d -> batch_norm -> [0] chain of `func` that folds: {conv var: the conv with
+    scaled weights, norm var: None (dropped), result var: conv var + bias}."""
     bindings = [b for blk in func.body.blocks for b in blk.bindings if isinstance(b, relax.VarBinding)]
     uses: Counter = Counter()
     for b in bindings:

@@ -15,12 +15,14 @@ The rules, in the order the `tir-cpu` / `fast-cpu` pipelines run them:
   channel's plane per outer iteration, output rows as vectors, window unrolled (``depthwise``).
 - CPUInlineElementwise: chains of elementwise blocks into one loop nest.
 - CPUTileReductions: matmul-like reductions tiled (vector-wide inner loop, a few rows in registers,
-  or the tile CPUTuneReductions measured);
+  or the tile CPUTuneReductions measured), a weight parameter packed into vector-wide panels, the
+  tile accumulated locally with its epilogue in the write-back, extents with no small factor padded
+  (``matmul_tile``);
   pooling-like reductions (one input, window ≤ 64) with the padding inlined and the window unrolled.
 - CPUParallelVectorize: the remaining spatial loop nests: innermost loop vectorized, outer ones
   fused and parallel.
-- CPUPrepackWeights (Relax level): the weight re-layouts move out of the kernels and are folded on
-  the constant weights at compile time.
+- CPUPrepackWeights (Relax level, ``prepack``): the weight re-layouts move out of the kernels and
+  are folded on the constant weights at compile time.
 
 Kernels with fewer than PARALLEL_MIN_WORK loop iterations stay on one thread.
 """
@@ -386,10 +388,11 @@ def reduction_tile_rule(s_ext: list, lanes: int) -> dict:
     the innermost spatial loop, the register tile along the one before it (None: no factor)."""
     reg = None
     if len(s_ext) >= 2:
-        reg = _pick_factor(s_ext[-2], (4, 2)) or (4 if s_ext[-2] and s_ext[-2] > 8 else None)  # else padded
+        # no small factor (a prime such as 197): 4, and the rows padded to a multiple of it
+        reg = _pick_factor(s_ext[-2], (4, 2)) or (4 if s_ext[-2] and s_ext[-2] > 8 else None)
     vec = _pick_factor(s_ext[-1], vector_choices(lanes))
     if vec is None and s_ext[-1] and s_ext[-1] > 2 * lanes:
-        vec = lanes  # padded
+        vec = lanes  # the columns padded to a multiple of it
     return {"vec": vec, "reg": reg}
 
 
@@ -459,7 +462,7 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
         else:
             outer_s = [so]
         sch.reorder(*outer_s, *r_loops, *tiles, si)
-        epilogue = accumulate_locally(sch, block, outer_s[-1], epilogue=not padded)
+        epilogue = accumulate_locally(sch, block, outer_s[-1], epilogue=not pads)
         sch.vectorize(si)
         for t in tiles:
             sch.unroll(t)
