@@ -27,6 +27,13 @@ RuntimeTensor = tvm.runtime.Tensor
 TensorType = relax.TensorType
 
 
+def constant_array(expr):
+    """The numpy array a Relax tensor constant holds, or None when `expr` is no such constant."""
+    if isinstance(expr, GenericConst) and isinstance(expr.value, RuntimeTensor):
+        return expr.value.numpy()
+    return None
+
+
 def structural_hash(obj) -> int:
     return int(tvm_ffi.structural_hash(obj))
 

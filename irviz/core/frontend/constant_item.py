@@ -5,8 +5,9 @@ Reformer's axial position embeddings slice their weights to ``position_ids.max()
 value is fixed and makes it an unbacked size (``u0``); TVM imports it as ``tensor_to_shape`` plus a
 ``match_cast`` that defines the symbolic size, and in Reformer, after FoldConstant, FuseOps (TVM
 0.27) places a fused call that uses the size before that ``match_cast``, so the build fails in
-VMShapeLower ("... has not been computed"; a small module with the same slice builds).  Nothing about the value depends on the model's inputs, so it is
-computed here, once, from the nodes that make it, and the slices get a fixed size (and torch's
+VMShapeLower ("... has not been computed"; a small module with the same slice builds).  Nothing
+about the value depends on the model's inputs, so it is computed here, once, from the nodes that
+make it, and the slices get a fixed size (and torch's
 ``sym_size`` of them is that size as a TIR integer, as TVM gives a symbolic one).
 
 Only when every node it comes from is a computation on constants: no placeholder (an input, a

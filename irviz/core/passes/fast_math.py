@@ -18,7 +18,7 @@ import tvm
 from tvm import relax, te, topi
 
 from irviz.core.passes.registry import pass_note
-from irviz.core.tvm_compat import GenericConst, RuntimeTensor
+from irviz.core.tvm_compat import constant_array
 
 _F32 = "float32"
 _SQRT_HALF = 0.7071067811865476
@@ -77,10 +77,8 @@ def _is_f32(expr) -> bool:
 
 def _small_integer_power(exponent) -> int | None:
     """2, 3 or 4 when `exponent` is a float32 scalar constant holding it."""
-    if not isinstance(exponent, GenericConst) or not isinstance(exponent.value, RuntimeTensor):
-        return None
-    value = exponent.value.numpy()
-    if value.size != 1:
+    value = constant_array(exponent)
+    if value is None or value.size != 1:
         return None
     v = float(value.reshape(()))
     return int(v) if v in (2.0, 3.0, 4.0) else None

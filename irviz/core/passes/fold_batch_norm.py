@@ -22,15 +22,14 @@ import tvm
 from tvm import relax
 
 from irviz.core.passes.registry import pass_note
-from irviz.core.tvm_compat import GenericConst, RuntimeTensor
+from irviz.core.tvm_compat import constant_array
 
 _CONV, _NORM = "relax.nn.conv2d", "relax.nn.batch_norm"
 
 
 def _const(expr) -> np.ndarray | None:
-    if isinstance(expr, GenericConst) and isinstance(expr.value, RuntimeTensor):
-        return expr.value.numpy().astype(np.float64)
-    return None
+    value = constant_array(expr)
+    return None if value is None else value.astype(np.float64)
 
 
 def _op(expr) -> str | None:

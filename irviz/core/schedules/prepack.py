@@ -21,11 +21,6 @@ def _child_blocks(func) -> list | None:
     return [sch.get(b) for b in sch.get_child_blocks(root)]
 
 
-def _has_preproc(func) -> bool:
-    blocks = _child_blocks(func)
-    return bool(blocks) and any(PREPROC_ATTR in b.annotations for b in blocks)
-
-
 def _as_prepack(name: str, func):
     """The split-off re-layout kernel without the attributes it copied from the kernel it came out
     of: their notes (tiled, vectorized, epilogue fused) describe that kernel, not this one."""
@@ -46,12 +41,12 @@ def prepack_weights():
 
     @tvm.ir.transform.module_pass(opt_level=0, name="CPUPrepackWeights")
     def _pass(mod, ctx):
-        if not any(isinstance(f, tirx.PrimFunc) and _has_preproc(f) for f in mod.functions.values()):
+        blocks = {gv: _child_blocks(f) for gv, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)}
+        if not any(PREPROC_ATTR in b.annotations for bs in blocks.values() for b in bs or ()):
             return mod
         # TVM's split reads every PrimFunc and stops at one whose root holds no block (an author's
         # own loops, e.g. index_put's): those have nothing to split and stay out of it
-        aside = {gv: f for gv, f in mod.functions.items()
-                 if isinstance(f, tirx.PrimFunc) and not _child_blocks(f)}
+        aside = {gv: mod[gv] for gv, bs in blocks.items() if not bs}
         rest = tvm.IRModule({gv: f for gv, f in mod.functions.items() if gv not in aside}, attrs=mod.attrs)
         split = relax.transform.SplitLayoutRewritePreproc()(rest)
         funcs = {gv: _as_prepack(gv.name_hint, f) for gv, f in split.functions.items()}

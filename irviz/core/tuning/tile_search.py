@@ -120,8 +120,8 @@ def reduction_candidates(N: int, M: int, lanes: int) -> list[dict]:
     def accumulators(c):
         return max(c["vec"] // lanes, 1) * c["reg"]
 
-    rest = [{"vec": v, "reg": r} for v in vecs for r in regs
-            if {"vec": v, "reg": r} != default and max(v // lanes, 1) * r <= 2 * ideal]
+    rest = [c for c in ({"vec": v, "reg": r} for v in vecs for r in regs)
+            if c != default and accumulators(c) <= 2 * ideal]
     rest.sort(key=lambda c: (abs(accumulators(c) - ideal), -c["vec"]))
     return [default, *rest][:MAX_CANDIDATES]
 
