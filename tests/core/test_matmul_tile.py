@@ -81,3 +81,24 @@ def test_extents_with_no_small_factor_are_padded_and_keep_the_numbers(rows, cols
     x = np.random.default_rng(1).standard_normal((rows, K)).astype("float32")
     vm = relax.VirtualMachine(tvm.compile(mod, target=tvm.target.Target.from_device(tvm.cpu())), tvm.cpu())
     np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x)).numpy(), x @ w + b, rtol=1e-5, atol=1e-4)
+
+
+def test_six_row_tile_is_tried_first_on_avx2_and_pads_rows_that_it_does_not_divide():
+    """12 accumulators (6 rows x 2 registers) is AVX2's best tile on real-size matmuls; 64 rows are
+    padded to 66 for it and the numbers stay."""
+    from irviz.core.tuning.tile_search import reduction_candidates
+
+    cands = reduction_candidates(N, M, 8)
+    assert cands[1:3] == [{"vec": 32, "reg": 3}, {"vec": 16, "reg": 6}], cands
+    mod, w, b = _linear(True)
+    for step in STEPS[:5]:
+        mod = apply_pass(step, mod)
+    gv = next(gv for gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc))
+    mod[gv] = mod[gv].with_attr(S.REDUCTION_TILE_ATTR, {"vec": 16, "reg": 6})
+    for step in STEPS[5:]:
+        mod = apply_pass(step, mod)
+    (note,) = [n for n in _notes(mod).values() if n.startswith("matmul")]
+    assert "64 rows padded to a multiple of 6" in note and "6x16" in note, note
+    x = np.random.default_rng(1).standard_normal((M, K)).astype("float32")
+    vm = relax.VirtualMachine(tvm.compile(mod, target=tvm.target.Target.from_device(tvm.cpu())), tvm.cpu())
+    np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x)).numpy(), x @ w + b, rtol=1e-5, atol=1e-4)
