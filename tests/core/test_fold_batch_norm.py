@@ -54,3 +54,36 @@ def test_what_it_cannot_fold_stays_for_decompose(kwargs):
     step = session.steps[1]
     assert "batch_norm" in step.mod["main"].script()
     assert not step.changed
+
+
+def test_a_conv_the_function_also_returns_keeps_its_weights():
+    """The conv's output is returned as well as normalized: scaling its weights would change it."""
+    import numpy as np
+    from tvm import relax
+    from tvm.script import relax as R
+
+    from irviz.core.passes.registry import apply_pass
+
+    rng = np.random.default_rng(0)
+    w = relax.const(rng.standard_normal((4, 4, 3, 3)).astype("float32"))
+    gamma, beta, mean = (relax.const(rng.uniform(0.5, 2, 4).astype("float32")) for _ in range(3))
+    var = relax.const(rng.uniform(0.5, 2, 4).astype("float32"))
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", R.Tensor((1, 4, 8, 8), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            conv = bb.emit_output(relax.op.nn.conv2d(x, w, padding=1))
+            norm = bb.emit(relax.op.nn.batch_norm(conv, gamma, beta, mean, var, axis=1, training=False))
+            out = bb.emit_output(relax.TupleGetItem(norm, 0))
+        bb.emit_func_output(relax.Tuple([conv, out]))
+    mod = bb.get()
+    assert "batch_norm" in apply_pass("FoldBatchNorm", mod)["main"].script()
+    # the same pair with only the norm returned does fold: the check above is about the extra use
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            conv = bb.emit(relax.op.nn.conv2d(x, w, padding=1))
+            norm = bb.emit(relax.op.nn.batch_norm(conv, gamma, beta, mean, var, axis=1, training=False))
+            out = bb.emit_output(relax.TupleGetItem(norm, 0))
+        bb.emit_func_output(out)
+    assert "batch_norm" not in apply_pass("FoldBatchNorm", bb.get())["main"].script()

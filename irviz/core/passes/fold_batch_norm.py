@@ -48,8 +48,9 @@ def _plan(func) -> dict:
     scaled weights, norm var: None (dropped), result var: conv var + bias}."""
     bindings = [b for blk in func.body.blocks for b in blk.bindings if isinstance(b, relax.VarBinding)]
     uses: Counter = Counter()
-    for b in bindings:
-        relax.analysis.post_order_visit(b.value, lambda e: uses.update([e]) if isinstance(e, relax.Var) else None)
+    # the function's result counts: a conv it returns as well must keep its unscaled weights
+    for expr in [b.value for b in bindings] + [func.body.body]:
+        relax.analysis.post_order_visit(expr, lambda e: uses.update([e]) if isinstance(e, relax.Var) else None)
     value = {b.var: b.value for b in bindings}
     plan: dict = {}
     for b in bindings:
