@@ -83,9 +83,10 @@ def test_extents_with_no_small_factor_are_padded_and_keep_the_numbers(rows, cols
     np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x)).numpy(), x @ w + b, rtol=1e-5, atol=1e-4)
 
 
-def test_six_row_tile_is_tried_first_on_avx2_and_pads_rows_that_it_does_not_divide():
-    """12 accumulators (6 rows x 2 registers) is AVX2's best tile on real-size matmuls; 64 rows are
-    padded to 66 for it and the numbers stay."""
+def test_twelve_accumulator_tiles_come_after_the_rules_on_avx2_and_pad_rows_they_do_not_divide():
+    """12 accumulators (6 rows x 2 registers) is AVX2's best tile on real-size matmuls, so those
+    tiles are timed right after the rule's own; 64 rows are padded to 66 for 6 x 16 and the
+    numbers stay."""
     from irviz.core.tuning.tile_search import reduction_candidates
 
     cands = reduction_candidates(N, M, 8)

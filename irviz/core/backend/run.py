@@ -21,9 +21,9 @@ with the model's example inputs and compares every output with PyTorch eager:
   the contention, and ``reliable``/``reason`` say whether the figures can be trusted.
 * kernels: per-kernel time from ``vm.set_instrument`` over ``min(repeats, 3)`` extra runs after
   one uncounted (kept apart from the timed runs, since the instrument adds overhead per call).
-  ``KernelTime.ms`` is the mean total time per run of that kernel, ``calls`` the calls per run.  Only PrimFuncs of the
-  built module and ``call_dps_packed`` externs are listed (not ``vm.builtin.*``); ``binding`` comes
-  from ``BuildResult.bindings``.
+  ``KernelTime.ms`` is the mean total time per run of that kernel, ``calls`` the calls per run.
+  Only PrimFuncs of the built module and ``call_dps_packed`` externs are listed (not
+  ``vm.builtin.*``); ``binding`` comes from ``BuildResult.bindings``.
 * threads: ``RunResult.threads`` is TVM's runtime thread count (``TVM_NUM_THREADS`` or TVM's
   default, 1 here; read from ``runtime.NumThreads``); ``torch_threads`` is the torch thread count
   used for the timed runs: by default torch is set to TVM's count while timing (``match_threads``).
