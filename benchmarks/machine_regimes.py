@@ -6,8 +6,8 @@ median TVM time, with each half's medians side by side.
     python benchmarks/machine_regimes.py [--seconds 120] [--model benchmarks/real_size/mobilenet_v2.py]
 
 On the 2-vCPU AMD EPYC VM the figures in README.md come from, one 4-minute watch saw MobileNet-V2
-switch between about 4.3 ms (eager 9.5) and 6.8 ms (eager 12) twice, for tens of seconds each
-time. The FMA peak stayed at ~530 GFLOP/s throughout, and the triad bandwidth was *higher* in the
+switch between about 4.3 ms (eager 9.5) and 6.8 ms (eager 12) several times, for tens of
+seconds each time. The FMA peak stayed at ~530 GFLOP/s throughout, and the triad bandwidth was *higher* in the
 slow periods (100-140 GB/s against 35-90). That is what the two vCPUs placed on cores that do not
 share a last-level cache would give, against cores that do: more memory channels, but the
 activations the two threads share crossing between caches. That reading is not proven. A ratio
@@ -58,14 +58,14 @@ def main() -> int:
     main_fn = relax.VirtualMachine(build_mod.build(session.module()).executable, tvm.cpu())["main"]
     tvm_in = [tvm.runtime.tensor(x.detach().numpy()) for x in loaded.example_inputs if isinstance(x, torch.Tensor)]
 
-    lanes, iters, n = cpu_info().vector_lanes, 100_000, 1 << 22
+    info = cpu_info()
+    lanes, iters, n = info.vector_lanes, 100_000, 1 << 22
     fma = mp._compile(mp._fma_kernel(args.threads, iters, lanes))
     fx = tvm.runtime.tensor(np.full((args.threads, mp.CHAINS, lanes), 0.5, "float32"))
     fy = tvm.runtime.tensor(np.zeros((args.threads, mp.CHAINS, lanes), "float32"))
     triad = mp._compile(mp._triad_kernel(n, args.threads, lanes))
     ta, tb, tc = (tvm.runtime.tensor(np.ones(n, "float32")) for _ in range(3))
 
-    info = cpu_info()
     print(f"CPU: {info.model}; {info.isa}, {lanes} float32 lanes; {args.threads} threads; model {loaded.name}")
     print(f"{'time':8} {'FMA GFLOP/s':>11} {'triad GB/s':>10} {'tvm ms':>7} {'eager ms':>8}")
     rows = []
