@@ -33,7 +33,6 @@ def main() -> int:
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
     warnings.filterwarnings("ignore")
 
-    import numpy as np
     import torch
     import tvm
     from tvm import relax
@@ -60,11 +59,8 @@ def main() -> int:
 
     info = cpu_info()
     lanes, iters, n = info.vector_lanes, 100_000, 1 << 22
-    fma = mp._compile(mp._fma_kernel(args.threads, iters, lanes))
-    fx = tvm.runtime.tensor(np.full((args.threads, mp.CHAINS, lanes), 0.5, "float32"))
-    fy = tvm.runtime.tensor(np.zeros((args.threads, mp.CHAINS, lanes), "float32"))
-    triad = mp._compile(mp._triad_kernel(n, args.threads, lanes))
-    ta, tb, tc = (tvm.runtime.tensor(np.ones(n, "float32")) for _ in range(3))
+    fma = mp.fma_probe(args.threads, iters, lanes)
+    triad = mp.triad_probe(args.threads, n, lanes)
 
     print(f"CPU: {info.model}; {info.isa}, {lanes} float32 lanes; {args.threads} threads; model {loaded.name}")
     print(f"{'time':8} {'FMA GFLOP/s':>11} {'triad GB/s':>10} {'tvm ms':>7} {'eager ms':>8}")
@@ -72,8 +68,7 @@ def main() -> int:
     end = time.time() + args.seconds
     with torch.no_grad():
         while time.time() < end:
-            gflops = args.threads * iters * mp.CHAINS * lanes * 2 / mp._best_seconds(fma, (fx, fy), 5) / 1e9
-            gbs = 3 * n * 4 / mp._best_seconds(triad, (ta, tb, tc), 5) / 1e9
+            gflops, gbs = fma(5), triad(5)
             tvm_ms = time_alone(lambda: main_fn(*tvm_in), 20).median_ms
             eager_ms = time_alone(lambda: loaded.module(*loaded.example_inputs), 10).median_ms
             rows.append((gflops, gbs, tvm_ms, eager_ms))

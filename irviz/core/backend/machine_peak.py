@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import glob
 import time
+from collections.abc import Callable
 
 import numpy as np
 import tvm
@@ -142,12 +143,17 @@ def _threads(threads: int | None) -> int:
     return max(1, int(threads or tvm_threads() or 1))
 
 
-def _fma_gflops(threads: int, iterations: int, lanes: int) -> float:
+def fma_probe(threads: int, iterations: int, lanes: int) -> Callable[[int], float]:
+    """The FMA kernel compiled once: a call with `runs` gives GFLOP/s on `threads` threads, best of
+    `runs`, so the rate can be read again and again (benchmarks/machine_regimes.py)."""
     f = _compile(_fma_kernel(threads, iterations, lanes))
     x = tvm.runtime.tensor(np.full((threads, CHAINS, lanes), 0.5, "float32"))
     y = tvm.runtime.tensor(np.zeros((threads, CHAINS, lanes), "float32"))
-    seconds = _best_seconds(f, (x, y), RUNS)
-    return threads * iterations * CHAINS * lanes * 2 / seconds / 1e9
+    return lambda runs=RUNS: threads * iterations * CHAINS * lanes * 2 / _best_seconds(f, (x, y), runs) / 1e9
+
+
+def _fma_gflops(threads: int, iterations: int, lanes: int) -> float:
+    return fma_probe(threads, iterations, lanes)(RUNS)
 
 
 @functools.lru_cache(maxsize=4)
@@ -181,13 +187,19 @@ def compute_peak(threads: int | None = None, iterations: int = 400_000) -> dict:
             "formula": formula}
 
 
-def _triad_gbs(threads: int, elements: int, lanes: int) -> float:
+def triad_probe(threads: int, elements: int, lanes: int) -> Callable[[int], float]:
+    """The triad kernel compiled once, its arrays allocated once: a call with `runs` gives GB/s on
+    `threads` threads, best of `runs`."""
     f = _compile(_triad_kernel(elements, threads, lanes))
     rng = np.random.default_rng(0)
     b = tvm.runtime.tensor(rng.random(elements, dtype=np.float32))
     c = tvm.runtime.tensor(rng.random(elements, dtype=np.float32))
     a = tvm.runtime.tensor(np.zeros(elements, "float32"))
-    return 3 * 4 * elements / _best_seconds(f, (a, b, c), BW_RUNS) / 1e9
+    return lambda runs=BW_RUNS: 3 * 4 * elements / _best_seconds(f, (a, b, c), runs) / 1e9
+
+
+def _triad_gbs(threads: int, elements: int, lanes: int) -> float:
+    return triad_probe(threads, elements, lanes)(BW_RUNS)
 
 
 @functools.lru_cache(maxsize=4)

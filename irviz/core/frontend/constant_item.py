@@ -7,8 +7,8 @@ value is fixed and makes it an unbacked size (``u0``); TVM imports it as ``tenso
 0.27) places a fused call that uses the size before that ``match_cast``, so the build fails in
 VMShapeLower ("... has not been computed"; a small module with the same slice builds).  Nothing
 about the value depends on the model's inputs, so it is computed here, once, from the nodes that
-make it, and the slices get a fixed size (and torch's
-``sym_size`` of them is that size as a TIR integer, as TVM gives a symbolic one).
+make it, and the slices get a fixed size (and torch's ``sym_size`` of them is that size as a TIR
+integer, as TVM gives a symbolic one).
 
 Only when every node it comes from is a computation on constants: no placeholder (an input, a
 weight, a buffer: a weight could be edited after import), nothing random or uninitialised; an
