@@ -67,6 +67,13 @@ def test_weight_packed_tile_accumulated_locally_bias_fused(constant):
     np.testing.assert_allclose(got, x @ w + b, rtol=1e-5, atol=1e-4)
 
 
+def _assert_matches(mod, w, b, rows: int):
+    """The built module (constant weight) gives x @ w + b."""
+    x = np.random.default_rng(1).standard_normal((rows, K)).astype("float32")
+    vm = relax.VirtualMachine(tvm.compile(mod, target=tvm.target.Target.from_device(tvm.cpu())), tvm.cpu())
+    np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x)).numpy(), x @ w + b, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("rows,cols,said", [
     (13, N, "13 rows padded to a multiple of 4"), (197, N, "197 rows padded to a multiple of 4"),
     (M, 197, "197 columns padded to a multiple of "),
@@ -78,9 +85,7 @@ def test_extents_with_no_small_factor_are_padded_and_keep_the_numbers(rows, cols
         mod = apply_pass(step, mod)
     (note,) = [n for n in _notes(mod).values() if n.startswith("matmul")]
     assert said in note and "vectorized" in note, note
-    x = np.random.default_rng(1).standard_normal((rows, K)).astype("float32")
-    vm = relax.VirtualMachine(tvm.compile(mod, target=tvm.target.Target.from_device(tvm.cpu())), tvm.cpu())
-    np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x)).numpy(), x @ w + b, rtol=1e-5, atol=1e-4)
+    _assert_matches(mod, w, b, rows)
 
 
 def test_twelve_accumulator_tiles_come_after_the_rules_on_avx2_and_pad_rows_they_do_not_divide():
@@ -100,6 +105,4 @@ def test_twelve_accumulator_tiles_come_after_the_rules_on_avx2_and_pad_rows_they
         mod = apply_pass(step, mod)
     (note,) = [n for n in _notes(mod).values() if n.startswith("matmul")]
     assert "64 rows padded to a multiple of 6" in note and "6x16" in note, note
-    x = np.random.default_rng(1).standard_normal((M, K)).astype("float32")
-    vm = relax.VirtualMachine(tvm.compile(mod, target=tvm.target.Target.from_device(tvm.cpu())), tvm.cpu())
-    np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x)).numpy(), x @ w + b, rtol=1e-5, atol=1e-4)
+    _assert_matches(mod, w, b, M)
