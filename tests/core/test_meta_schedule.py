@@ -61,9 +61,13 @@ def test_tune_then_reuse_then_apply_pass(tmp_path):
     # MetaScheduleApply (as a session step would run it) picks the kernels the database knows
     applied, notes = passes.apply_pass_noted(passes.PassInvocation("MetaScheduleApply", {"db": str(db)}),
                                              mod, host_target())
-    assert any(n.startswith("matmul:") for n in notes), notes
-    if reps2[0]["applied"]:
+    (note,) = [n for n in notes if n.startswith("matmul:")]
+    # Apply times both schedules again, so noise may decide otherwise than the tune did; what the
+    # step says it did must be what it did
+    if "MetaSchedule's schedule" in note:
         assert M.NOTE_ATTR in applied["matmul"].attrs and not applied["matmul"].same_as(mod["matmul"])
+    else:
+        assert "kept the rules' schedule" in note and applied["matmul"].same_as(mod["matmul"])
 
 
 def test_tune_before_the_kernels_exist_says_where_it_belongs(tmp_path):
