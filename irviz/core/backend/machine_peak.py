@@ -143,17 +143,13 @@ def _threads(threads: int | None) -> int:
     return max(1, int(threads or tvm_threads() or 1))
 
 
-def fma_probe(threads: int, iterations: int, lanes: int) -> Callable[[int], float]:
-    """The FMA kernel compiled once: a call with `runs` gives GFLOP/s on `threads` threads, best of
-    `runs`, so the rate can be read again and again (benchmarks/machine_regimes.py)."""
+def fma_probe(threads: int, iterations: int, lanes: int) -> Callable[..., float]:
+    """The FMA kernel compiled once: each call gives GFLOP/s on `threads` threads, best of `runs`
+    (default RUNS), so the rate can be read again and again (benchmarks/machine_regimes.py)."""
     f = _compile(_fma_kernel(threads, iterations, lanes))
     x = tvm.runtime.tensor(np.full((threads, CHAINS, lanes), 0.5, "float32"))
     y = tvm.runtime.tensor(np.zeros((threads, CHAINS, lanes), "float32"))
     return lambda runs=RUNS: threads * iterations * CHAINS * lanes * 2 / _best_seconds(f, (x, y), runs) / 1e9
-
-
-def _fma_gflops(threads: int, iterations: int, lanes: int) -> float:
-    return fma_probe(threads, iterations, lanes)(RUNS)
 
 
 @functools.lru_cache(maxsize=4)
@@ -165,8 +161,8 @@ def compute_peak(threads: int | None = None, iterations: int = 400_000) -> dict:
     threads = _threads(threads)
     info = cpu_info()
     lanes = max(1, info.vector_lanes)
-    per_core = _fma_gflops(1, iterations, lanes)
-    together = _fma_gflops(threads, iterations, lanes) if threads > 1 else per_core
+    per_core = fma_probe(1, iterations, lanes)()
+    together = fma_probe(threads, iterations, lanes)() if threads > 1 else per_core
     used = min(threads, info.cores)  # threads beyond the cores share them
     gflops = per_core * used
     mhz, clock_source = nominal_clock_mhz()
@@ -187,19 +183,15 @@ def compute_peak(threads: int | None = None, iterations: int = 400_000) -> dict:
             "formula": formula}
 
 
-def triad_probe(threads: int, elements: int, lanes: int) -> Callable[[int], float]:
-    """The triad kernel compiled once, its arrays allocated once: a call with `runs` gives GB/s on
-    `threads` threads, best of `runs`."""
+def triad_probe(threads: int, elements: int, lanes: int) -> Callable[..., float]:
+    """The triad kernel compiled once, its arrays allocated once: each call gives GB/s on `threads`
+    threads, best of `runs` (default BW_RUNS)."""
     f = _compile(_triad_kernel(elements, threads, lanes))
     rng = np.random.default_rng(0)
     b = tvm.runtime.tensor(rng.random(elements, dtype=np.float32))
     c = tvm.runtime.tensor(rng.random(elements, dtype=np.float32))
     a = tvm.runtime.tensor(np.zeros(elements, "float32"))
     return lambda runs=BW_RUNS: 3 * 4 * elements / _best_seconds(f, (a, b, c), runs) / 1e9
-
-
-def _triad_gbs(threads: int, elements: int, lanes: int) -> float:
-    return triad_probe(threads, elements, lanes)(BW_RUNS)
 
 
 @functools.lru_cache(maxsize=4)
@@ -209,8 +201,8 @@ def memory_bandwidth(threads: int | None = None, elements: int = TRIAD_ELEMENTS)
     move at least what one moves)."""
     threads = _threads(threads)
     lanes = max(1, cpu_info().vector_lanes)
-    together = _triad_gbs(threads, elements, lanes)
-    alone = _triad_gbs(1, elements, lanes) if threads > 1 else together
+    together = triad_probe(threads, elements, lanes)()
+    alone = triad_probe(1, elements, lanes)() if threads > 1 else together
     mib = elements * 4 // (1024 * 1024)
     return {"gbs": round(max(together, alone), 2), "measured_all_threads": round(together, 2),
             "one_thread": round(alone, 2), "threads": threads, "load": load_average(),
