@@ -20,6 +20,9 @@ Contract:
 - optional ``reference(*inputs)``: the expected output(s), called with every parameter of the
   function as the file defines it (weights included, whatever a step has bound); a run is compared
   with it, and without one there is nothing to compare with (never a PASS);
+- get_inputs() and get_params() are called once per opening of the file, and every step, run,
+  bisect, repro and reference() gets (a copy of) those values: a get_inputs() drawing from a
+  module-level random generator is compared on the numbers that were run;
 - optional ``schedule(sch)``: a TensorIR schedule of the module (``tvm.s_tir.Schedule``), shown
   one primitive per step before the pipeline (see ``schedule_steps``).
 
@@ -42,7 +45,7 @@ from irviz.core.frontend.files import (
     shown_path,
 )
 from irviz.core.frontend.samples import is_ir_sample, samples_dir
-from irviz.core.user_code import exception_line
+from irviz.core.user_code import CalledOnce, exception_line
 
 INPUTS_FUNC = "get_inputs"
 PARAMS_FUNC = "get_params"
@@ -113,15 +116,20 @@ def load_ir_file(path, name: str | None, spec: str) -> IRFile:
         raise LoadError(f"{shown} defines {len(modules)} IRModules: {', '.join(sorted(modules))}",
                         hint=f"pick one: {shown}:{sorted(modules)[0]}")
     return IRFile(mod=mod, spec=spec, name=path.stem if name == FACTORY else f"{path.stem}:{name}",
-                  path=path, get_inputs=_optional(module, INPUTS_FUNC),
+                  path=path, get_inputs=_once(_optional(module, INPUTS_FUNC)),
                   reference=_optional(module, REFERENCE_FUNC),
-                  get_params=_optional(module, PARAMS_FUNC),
+                  get_params=_once(_optional(module, PARAMS_FUNC)),
                   schedule=_optional(module, SCHEDULE_FUNC))
 
 
 def _optional(module, fname: str):
     fn = getattr(module, fname, None)
     return fn if callable(fn) else None
+
+
+def _once(fn):
+    """get_inputs() / get_params() drawn once for this opening of the file (see CalledOnce)."""
+    return CalledOnce(fn) if fn is not None else None
 
 
 def _choices_hint(shown: str, modules: dict) -> str:
