@@ -19,9 +19,11 @@ with the model's example inputs and compares every output with PyTorch eager:
   for a core) up to two more rounds of TVM and torch blocks run; each figure is the median of its
   fastest clean block, ``tvm_timing``/``torch_timing`` keep min, quartiles, the load average and
   the contention, and ``reliable``/``reason`` say whether the figures can be trusted.
-* kernels: per-kernel time from ``vm.set_instrument`` over ``min(repeats, 3)`` extra runs after
-  one uncounted (kept apart from the timed runs, since the instrument adds overhead per call).
-  ``KernelTime.ms`` is the mean total time per run of that kernel, ``calls`` the calls per run.
+* kernels: per-kernel time from ``vm.set_instrument`` in a block of its own after the timed ones
+  (the instrument adds overhead per call), checked against ``tvm_ms`` and each large kernel timed
+  alone (``kernel_times.py``). ``KernelTime.ms`` is the median total time per run of that kernel,
+  ``calls`` the calls per run, ``reliable``/``reason`` whether it agreed with its time alone;
+  ``RunResult.kernels_reliable``/``kernels_reason`` whether they add up to no more than the run.
   Only PrimFuncs of the built module and ``call_dps_packed`` externs are listed (not
   ``vm.builtin.*``); ``binding`` comes from ``BuildResult.bindings``.
 * threads: ``RunResult.threads`` is TVM's runtime thread count (``TVM_NUM_THREADS`` or TVM's
@@ -39,7 +41,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from collections.abc import Callable
 
@@ -50,6 +51,7 @@ from tvm import relax
 from irviz.core.backend import build as build_mod
 from irviz.core.backend.build import BuildResult
 from irviz.core.backend import nondeterminism
+from irviz.core.backend.kernel_times import KernelTime, KernelTimes, time_kernels
 from irviz.core.backend.outputs import compare as _compare
 from irviz.core.backend.outputs import flatten as _flatten
 from irviz.core.backend.outputs import to_numpy as _to_numpy
@@ -71,14 +73,6 @@ __all__ = [
     "symbolic_sizes",
     "tvm_threads",
 ]
-
-
-@dataclass
-class KernelTime:
-    name: str
-    calls: int  # calls per run of main
-    ms: float  # total ms per run of main (mean over the instrumented runs)
-    binding: str | None  # var in main calling it; several joined by ", "
 
 
 @dataclass
@@ -106,6 +100,11 @@ class RunResult:
     # why outputs that differ cannot match by nature (a random op, order-dependent writes); None
     # for a genuine mismatch, and whenever the outputs match (see backend/nondeterminism.py)
     not_comparable: str | None = None
+    # False when the kernels add up to more than the run allows or their runs were competed with;
+    # `kernels_reason` says which, with the figures (each kernel has its own reliable/reason too)
+    kernels_reliable: bool = True
+    kernels_reason: str | None = None
+    kernels_timing: dict | None = None  # the instrumented block: timing.Timing.as_dict() + blocks
 
     @property
     def verdict(self) -> str:
@@ -302,7 +301,7 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
     if not reliable:
         reason += f" (after {rounds} round{'s' if rounds > 1 else ''} of blocks)"
 
-    kernels = _kernel_times(build_result, dev, tvm_inputs, runs=min(repeats, 3))
+    kt = _kernel_times(build_result, dev, tvm_inputs, repeats=repeats, model_ms=tvm_timing.median_ms)
 
     rtol = max((o.get("rtol", 0.0) for o in per_output), default=1e-4)
     atol = max((o.get("atol", 0.0) for o in per_output), default=1e-4)
@@ -313,7 +312,10 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
         outputs=len(per_output),
         tvm_ms=tvm_timing.median_ms,
         torch_ms=torch_timing.median_ms,
-        kernels=kernels,
+        kernels=kt.kernels,
+        kernels_reliable=kt.reliable,
+        kernels_reason=kt.reason,
+        kernels_timing=kt.timing,
         threads=n_tvm,
         torch_threads=used_torch_threads,
         repeats=repeats,
@@ -326,18 +328,6 @@ def run_and_compare(build_result: BuildResult, loaded, repeats: int = 10, *,
         reliable=reliable,
         reason=reason,
     )
-
-
-def _kernel_names(build_result: BuildResult) -> set[str]:
-    names: set[str] = set()
-    for m in (build_result.lowered, build_result.mod):
-        if m is None:
-            continue
-        for gv, f in m.functions.items():
-            if isinstance(f, tvm.tirx.PrimFunc):
-                names.add(gv.name_hint)
-    names.update(build_result.bindings)  # call_dps_packed externs
-    return names
 
 
 def _time_torch(loaded, example, repeats: int, threads: int):
@@ -357,50 +347,16 @@ def _time_torch(loaded, example, repeats: int, threads: int):
         torch.set_num_threads(saved)
 
 
-def _kernel_times(build_result: BuildResult, dev, tvm_inputs, runs: int,
-                  func: str = "main") -> list[KernelTime]:
-    """Per-kernel times from a second VM with an instrument (the timed VM stays uninstrumented),
-    after one run that is not counted: a fresh VM's first run allocates its storage and finds the
-    weights out of cache, which read up to 10x on single kernels (MobileNet-V2's second conv)."""
-    total: dict[str, float] = defaultdict(float)
-    calls: dict[str, int] = defaultdict(int)
-    stack: list[float] = []
-
-    gpu = dev.dlpack_device_type() != tvm.cpu().dlpack_device_type()
-
-    def instrument(func, func_symbol, before_run, ret_value, *args):
-        if gpu:  # a kernel's time is from the device idle before it to the device idle after it
-            dev.sync()
-        if before_run:
-            stack.append(time.perf_counter())
-        else:
-            dt = time.perf_counter() - stack.pop()
-            total[str(func_symbol)] += dt
-            calls[str(func_symbol)] += 1
-        return relax.VMInstrumentReturnKind.NO_OP
-
+def _kernel_times(build_result: BuildResult, dev, tvm_inputs, *, repeats: int, model_ms: float | None,
+                  func: str = "main") -> KernelTimes:
+    """Per-kernel times of `func`, checked against its time per run (kernel_times.time_kernels)."""
     try:
-        vm = relax.VirtualMachine(build_result.executable, dev)
-        vm.set_instrument(tvm_ffi.convert(instrument))
-        vm[func](*tvm_inputs)
-        total.clear()
-        calls.clear()
-        for _ in range(runs):
-            vm[func](*tvm_inputs)
+        return time_kernels(build_result, dev, tvm_inputs, model_ms=model_ms, repeats=repeats,
+                            func=func, threads=tvm_threads())
     except Exception as exc:
         msg = tvm_error_text(exc)
         raise RunError(f"an instrumented run failed: {msg}", _run_hint(msg),
                        detail=traceback_text(exc)) from exc
-    known = _kernel_names(build_result)
-    bindings = build_result.bindings_of(func) if hasattr(build_result, "bindings_of") else build_result.bindings
-    out = [
-        KernelTime(name=k, calls=calls[k] // runs, ms=total[k] * 1e3 / runs,
-                   binding=bindings.get(k))
-        for k in total
-        if k in known and not k.startswith("vm.builtin.")
-    ]
-    out.sort(key=lambda kt: kt.ms, reverse=True)
-    return out
 
 
 def failing_call(build_result: BuildResult, dev, func: str, tvm_inputs) -> str | None:
@@ -475,6 +431,7 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
                            detail=traceback_text(exc)) from exc
         raise RunError(f"running {func} failed: {msg}", _run_hint(msg),
                        detail=traceback_text(exc)) from exc
+    kt = _kernel_times(build_result, dev, tvm_inputs, repeats=repeats, model_ms=tvm_timing.median_ms, func=func)
     per_output = []
     if reference is not None:
         per_output = _compare_outputs(
@@ -488,7 +445,7 @@ def run_module(build_result, inputs, *, reference=None, func: str = "main",
         allclose=all(o["allclose"] for o in per_output) if per_output else None,
         outputs=len(per_output), tvm_ms=tvm_timing.median_ms, torch_ms=nan, tvm_timing=tvm_timing.as_dict(),
         reliable=(judged := judge({"TVM": tvm_timing}, tvm_threads()))[0], reason=judged[1],
-        kernels=_kernel_times(build_result, dev, tvm_inputs, runs=min(repeats, 3), func=func),
+        kernels=kt.kernels, kernels_reliable=kt.reliable, kernels_reason=kt.reason, kernels_timing=kt.timing,
         threads=tvm_threads(), repeats=repeats, per_output=per_output, func=func,
     )
 
