@@ -88,6 +88,26 @@ def _timing_fields(res) -> dict:
     return out
 
 
+def kernel_fields(res, log=None) -> dict:
+    """The run's kernels for the JSON, each with whether its figure can be trusted, and whether
+    they add up to no more than the run; `log` gets a line for each figure not to be trusted."""
+    out = {"kernels": [{"name": k.name, "calls": k.calls, "ms": round(k.ms, 5), "binding": k.binding,
+                        "reliable": k.reliable, "reason": k.reason,
+                        "alone_ms": None if k.alone_ms is None else round(k.alone_ms, 5)}
+                       for k in res.kernels],
+           "kernels_reliable": res.kernels_reliable, "kernels_reason": res.kernels_reason}
+    if log is not None:
+        if not res.kernels_reliable:  # the reason gives the sum and the run's time
+            log(f"kernels  unreliable: {res.kernels_reason}")
+        elif res.kernels:
+            log(f"kernels  {len(res.kernels)} kernels add up to {sum(k.ms for k in res.kernels):.3f} ms "
+                f"per run (the run: {res.tvm_ms:.3f} ms)")
+        for k in res.kernels:
+            if not k.reliable:
+                log(f"kernel   {k.name}: unreliable: {k.reason}")
+    return out
+
+
 def _memory_fields(built, func: str, mod=None, ws=None, log=None):
     """StaticPlanBlockMemory's figures for the module the build lowered, with the activations'
     dtypes and the weights `mod` (the built step) holds besides its inputs (None if unreadable).
@@ -274,7 +294,8 @@ def _check(args, out) -> int:
                "max_abs_error": None, "max_rel_error": None, "allclose": None,
                "tvm_ms": None, "torch_ms": None, "reliable": None, "reason": None,
                "threads": None, "build_seconds": None, "reference": None, "func": args.func, "verdict": None,
-               "not_comparable": None, "estimated_ms": None}
+               "not_comparable": None, "estimated_ms": None, "kernels": [], "kernels_reliable": None,
+               "kernels_reason": None}
     graph_breaks = not getattr(args, "no_weights", False) and getattr(args, "capture", None) in (None, "export")
     if graph_breaks:  # "capture failed" is said only if the graph-break fallback fails too
         failure.held.add("capture")
@@ -319,6 +340,7 @@ def _check(args, out) -> int:
                     f"against {ws.reference_name}")
             if not res.reliable:
                 log(f"timing   unreliable: {res.reason}")
+            summary.update(kernel_fields(res, log))
             summary["roofline"] = _roofline_fields(built, res, log)
             # "ran" would read like a result: with nothing to compare with, the numbers are unjudged
             summary.update(verdict="not judged" if res.verdict == "ran" else res.verdict,

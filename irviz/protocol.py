@@ -368,9 +368,14 @@ ProgressMessage = TypedDict("ProgressMessage", {
 class Kernel(TypedDict):
     name: str
     calls: int
-    ms: float
+    ms: float  # per run of the function: the median over the instrumented runs
     binding: str | None
     decision: dict | None
+    # False when its time in the run and its time alone (`alone_ms`, per run; None when it was not
+    # timed alone) disagree; `reason` gives both
+    reliable: bool
+    reason: str | None
+    alone_ms: float | None
 
 
 class BuildRunResult(TypedDict):
@@ -392,6 +397,10 @@ class BuildRunResult(TypedDict):
     outputs: Any
     per_output: list
     kernels: list[Kernel]
+    # False when the kernels add up to more than the run allows or their runs were competed with;
+    # `kernels_reason` says which, with the figures
+    kernels_reliable: bool
+    kernels_reason: str | None
     tvm_timing: dict | None
     torch_timing: dict | None
     # False when something competed for the cores while a shown figure was timed; `reason` says

@@ -142,3 +142,43 @@ def test_the_checks_state_both_figures():
     # microseconds apart are the instrument's own cost, not a disagreement
     assert check_alone(KernelTime("t", 1, 0.0009, None, alone_ms=0.0002)) is None
     assert check_alone(KernelTime("n", 1, 1.0, None)) is None  # not re-timed
+
+
+def _fake_result():
+    from irviz.core.backend.run import RunResult
+
+    why = check_alone(KernelTime("fused_matmul_add1_prepacked", 2, 4.33, "lv3", alone_ms=0.138))
+    kernels = [KernelTime("fused_matmul_add1_prepacked", 2, 4.33, "lv3", reliable=False, reason=why, alone_ms=0.138),
+               KernelTime("fused_matmul_add2_prepacked", 2, 0.138, "lv5", alone_ms=0.13)]
+    return RunResult(max_abs_error=0.0, max_rel_error=0.0, allclose=True, outputs=1, tvm_ms=0.513,
+                     torch_ms=0.9, kernels=kernels, threads=2, kernels_reliable=False,
+                     kernels_reason=check_sum(kernels, 0.513))
+
+
+def test_check_json_and_its_text_carry_the_marks():
+    from irviz.cli_check import kernel_fields
+
+    res, lines = _fake_result(), []
+    out = kernel_fields(res, lines.append)
+    assert out["kernels_reliable"] is False and "0.513 ms" in out["kernels_reason"]
+    first, second = out["kernels"]
+    assert first["reliable"] is False and "timed alone" in first["reason"] and first["alone_ms"] == 0.138
+    assert second["reliable"] is True and second["reason"] is None
+    assert any(s.startswith("kernels  unreliable: the kernels add up to 4.47 ms per run, more than the "
+                            "whole run's 0.513 ms") for s in lines), lines
+    assert any(s.startswith("kernel   fused_matmul_add1_prepacked: unreliable: 2.17 ms per call") for s in lines)
+
+
+def test_the_report_marks_the_kernel_table():
+    from irviz.core.export.report import _render_run, run_dict
+
+    res = _fake_result()
+    d = run_dict(res)
+    assert d["kernels_reliable"] is False and d["kernels"][0]["reliable"] is False
+    html = _render_run(3, res)
+    assert "<details open>" in html and "kernel times unreliable: the kernels add up to 4.47 ms" in html
+    assert "unreliable: 2.17 ms per call in the run, 0.069 ms per call timed alone" in html
+    calm = _fake_result()
+    calm.kernels_reliable, calm.kernels_reason = True, None
+    calm.kernels[0].reliable, calm.kernels[0].reason = True, None
+    assert "unreliable" not in _render_run(3, calm)

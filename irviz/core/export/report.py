@@ -94,8 +94,12 @@ def run_dict(rr) -> dict:
     keys = ("max_abs_error", "max_rel_error", "allclose", "outputs", "tvm_ms", "torch_ms", "threads", "func")
     d = {k: jsonable(getattr(rr, k, None)) for k in keys}
     d["kernels"] = [{"name": getattr(k, "name", ""), "calls": getattr(k, "calls", None),
-                     "ms": jsonable(getattr(k, "ms", None)), "binding": getattr(k, "binding", None)}
+                     "ms": jsonable(getattr(k, "ms", None)), "binding": getattr(k, "binding", None),
+                     "reliable": getattr(k, "reliable", True), "reason": getattr(k, "reason", None),
+                     "alone_ms": jsonable(getattr(k, "alone_ms", None))}
                     for k in (getattr(rr, "kernels", None) or [])]
+    d["kernels_reliable"] = getattr(rr, "kernels_reliable", True)
+    d["kernels_reason"] = getattr(rr, "kernels_reason", None)
     d["tvm_timing"] = jsonable(getattr(rr, "tvm_timing", None))
     d["torch_timing"] = jsonable(getattr(rr, "torch_timing", None))
     return d
@@ -142,15 +146,32 @@ def _render_run(idx: int, rr) -> str:
     kernels = sorted(d["kernels"], key=lambda k: -(k["ms"] or 0))
     if kernels:
         total = sum(k["ms"] or 0 for k in kernels) or 1.0
-        out.append(f"<details><summary>{len(kernels)} kernels (slowest first)</summary><table>"
-                   "<tr><th>kernel</th><th>calls</th><th>ms</th><th>%</th><th>binding</th></tr>")
+        out.append(_kernels_summary(d, kernels))
+        out.append("<tr><th>kernel</th><th>calls</th><th>ms</th><th>%</th><th>binding</th><th></th></tr>")
         for k in kernels[:200]:
             ms = k["ms"] or 0
+            bad = k.get("reliable") is False
+            mark = f'<span class="bad">unreliable: {_e(k.get("reason") or "")}</span>' if bad else ""
             out.append(f"<tr><td>{_e(k['name'])}</td><td class=num>{_e(_fmt(k['calls']))}</td>"
-                       f"<td class=num>{ms:.3f}</td><td class=num>{100 * ms / total:.1f}</td>"
-                       f"<td>{_e(k['binding'] or '')}</td></tr>")
+                       f'<td class="num{" bad" if bad else ""}">{ms:.3f}</td><td class=num>{100 * ms / total:.1f}</td>'
+                       f"<td>{_e(k['binding'] or '')}</td><td>{mark}</td></tr>")
         out.append("</table></details>")
     return "".join(out)
+
+
+def _kernels_summary(d: dict, kernels: list[dict]) -> str:
+    """The kernel table's head: how many, their sum against the run's time, and whether either can
+    be trusted (open at once when not: the figures below are then not what the run spent)."""
+    run, total = d.get("tvm_ms"), sum(k["ms"] or 0 for k in kernels)
+    against = f", the run {run:.3f} ms" if isinstance(run, (int, float)) else ""
+    bad = [k for k in kernels if k.get("reliable") is False]
+    head = f"{len(kernels)} kernels (slowest first): {total:.3f} ms per run{against}"
+    if d.get("kernels_reliable") is False or bad:
+        why = [d["kernels_reason"]] if d.get("kernels_reliable") is False and d.get("kernels_reason") else []
+        why += [f"{len(bad)} kernel{'s' if len(bad) > 1 else ''} marked below"] if bad else []
+        return (f'<details open><summary>{_e(head)} · <span class="bad">kernel times unreliable: '
+                f"{_e('; '.join(why))}</span></summary><table>")
+    return f"<details><summary>{_e(head)}</summary><table>"
 
 
 def _render_latency(session, trace) -> str:
