@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
+
+from irviz.ui import themes
 
 Resize = QHeaderView.ResizeMode
 
@@ -53,10 +56,36 @@ def _ms(k: dict) -> float:
     return float(k.get("ms") or 0)
 
 
+UNRELIABLE = "⚠"
+
+
+def unreliable_text(k: dict) -> str:
+    """Why a kernel's time is not to be trusted ('' when it is), for its tooltip."""
+    if k.get("reliable") is not False:
+        return ""
+    alone = k.get("alone_ms")
+    return (f"Unreliable: {k.get('reason') or 'its time in the run and alone disagree'}"
+            + (f" (alone: {float(alone):.3g} ms per run)" if alone is not None else ""))
+
+
+def _marked(item: QTableWidgetItem, k: dict) -> QTableWidgetItem:
+    why = unreliable_text(k)
+    if why:
+        item.setText(f"{UNRELIABLE} {item.text()}")
+        item.setToolTip(why)
+        item.setForeground(QColor(themes.colors().bad))
+    return item
+
+
+def _ms_cell(k: dict, c: dict) -> QTableWidgetItem:
+    return _marked(Num(_ms(k), f"{_ms(k):.3f}"), k)
+
+
 TIME_COLUMNS = [
-    Column("Kernel", lambda k, c: text_cell(str(k.get("name", ""))), Resize.Stretch),
+    Column("Kernel", lambda k, c: _marked(text_cell(str(k.get("name", ""))), k), Resize.Stretch),
     Column("Calls", lambda k, c: Num(int(k.get("calls") or 0), str(k.get("calls", "")))),
-    Column("ms", lambda k, c: Num(_ms(k), f"{_ms(k):.3f}")),
+    Column("ms", _ms_cell, tooltip="Per run: the median over the instrumented runs. ⚠: the kernel's "
+           "time in the run and timed alone disagree (hover for both)"),
     Column("%", lambda k, c: Num(_ms(k) / c["total_ms"], f"{100 * _ms(k) / c['total_ms']:.1f}")),
     Column("Binding", lambda k, c: text_cell(str(k.get("binding") or "")), Resize.Interactive),
     Column("Decision", lambda k, c: text_cell(str(k.get("decision") or ""), str(k.get("decision") or "")),
@@ -73,6 +102,7 @@ class KernelTable(QTableWidget):
         self.columns: list[Column] = []
         self.rows: list[dict] = []
         self.context: dict = {}
+        self.reliable, self.reason = True, None
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -94,6 +124,7 @@ class KernelTable(QTableWidget):
                 head.setToolTip(col.tooltip)
             self.setHorizontalHeaderItem(i, head)
             self.horizontalHeader().setSectionResizeMode(i, col.resize)
+        self._mark_headers()
         if self.rows:
             self.refill()
 
@@ -103,9 +134,22 @@ class KernelTable(QTableWidget):
                 return i
         raise KeyError(header)
 
-    def set_kernels(self, kernels: list[dict]) -> None:
+    def set_kernels(self, kernels: list[dict], reliable: bool | None = True, reason: str | None = None) -> None:
+        """`reliable`/`reason`: whether the kernels together can be trusted (they add up to no
+        more than the run); when not, the ms and % headers carry the mark and the reason."""
         self.rows = [dict(k) for k in kernels]
+        self.reliable, self.reason = reliable is not False, reason
+        self._mark_headers()
         self.refill(by_time=True)
+
+    def _mark_headers(self) -> None:
+        why = "" if self.reliable else f"Kernel times unreliable: {self.reason or 'they disagree with the run'}"
+        self.setToolTip(why)
+        for i, col in enumerate(self.columns):
+            if col.header in ("ms", "%"):
+                head = QTableWidgetItem(f"{col.header} {UNRELIABLE}" if why else col.header)
+                head.setToolTip(why or col.tooltip)
+                self.setHorizontalHeaderItem(i, head)
 
     def set_context(self, **values) -> None:
         """Values shared by the cells (counts per kernel, for what they are…); refills the rows."""
@@ -132,6 +176,8 @@ class KernelTable(QTableWidget):
 
     def clear_rows(self) -> None:
         self.rows = []
+        self.reliable, self.reason = True, None
+        self._mark_headers()
         self.setRowCount(0)
 
     def kernel_at(self, row: int) -> dict | None:
