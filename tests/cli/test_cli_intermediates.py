@@ -9,8 +9,8 @@ from irviz.cli import main
 WRONG_PASS = str(Path(__file__).resolve().parents[2] / "examples" / "subtract_one_add.py")
 
 
-def _check(capsys, *argv):
-    code = main(["check", "sample:small_cnn", "--intermediates", "--json", "-", "--repeats", "1", *argv])
+def _check(capsys, *argv, model="sample:small_cnn"):
+    code = main(["check", model, "--intermediates", "--json", "-", "--repeats", "1", *argv])
     return code, json.loads(capsys.readouterr().out)
 
 
@@ -28,3 +28,31 @@ def test_correct_pipeline_has_no_divergence(capsys):
     assert code == 0 and out["ok"]
     assert out["first_divergence"] is None
     assert all(r["status"] != "diverges" for r in out["intermediates"])
+
+
+FLATTEN_MLP = """
+import torch
+from torch import nn
+
+
+def get_model():
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 3)).eval()
+    return net, (torch.randn(1, 4, 4, 4),)
+"""
+
+
+def test_flatten_before_a_fused_group_is_compared_with_its_own_binding(capsys, tmp_model_file):
+    # the course importer (symbolic_trace, module map), then FuseOps: the flatten's binding and
+    # the fused Linear+ReLU call are both named lv
+    model = tmp_model_file(FLATTEN_MLP)
+    code, out = _check(capsys, "--pipeline", "LegalizeOps,AnnotateTIROpPattern,FuseOps,FuseTIR",
+                       "--capture", "symbolic_trace", model=str(model))
+    assert code == 0 and out["first_divergence"] is None
+    rows = {r["fx_node"]: r for r in out["intermediates"]}
+    assert list(rows) == ["_0", "_1", "_2", "_3"]  # Flatten, Linear, ReLU, Linear
+    assert [rows[n]["status"] for n in ("_0", "_2", "_3")] == ["ok", "ok", "ok"]
+    assert rows["_0"]["relax_var"] != rows["_2"]["relax_var"]
+    linear = rows["_1"]
+    assert linear["status"] == "unmatched" and linear["relax_var"] == rows["_2"]["relax_var"]
+    assert "kernel fused_dense_add_te_relu" in linear["reason"] and "_2's (ok" in linear["reason"]

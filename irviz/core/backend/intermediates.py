@@ -18,9 +18,13 @@ TVM side, two ways, chosen by how far the step got through default_build:
   reuses those buffers later, so the copy has to be taken then. Kernel calls are matched to
   bindings in program order; aliases, tuples, ``t[i]`` and reshapes are then evaluated in numpy.
 
-An FX node's value is the latest binding (program order) among those provenance gives it. When
-several FX nodes share that binding (fused together), only the last of them (in FX order) is
-compared; the others are "fused away". Weights, inputs and the output node are not compared.
+Values are keyed by binding id (``views.provenance.binding_ids``: ``lv#1`` for a second ``lv``),
+as provenance is, never by var name: FuseOps binds its fused call to a new ``lv`` beside a
+surviving ``lv``. Which binding holds which FX node's value is ``intermediates_match``'s answer:
+the latest binding provenance gives the node, of the node's shape where one is. When several FX
+nodes share that binding (fused into one kernel), only the one whose value the kernel returns is
+compared; the others are "fused away", with the kernel's name and the verdict at its output, their
+nearest materialised value (``compared_as``). Weights, inputs and the output node are not compared.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from irviz.core.backend.outputs import to_numpy as _to_numpy
 from irviz.core.backend.outputs import to_tvm as _to_tvm
 from irviz.core.errors import RequestError, RunError
 from irviz.core.tvm_compat import callee_name, var_name
+from irviz.core.backend.intermediates_match import ValueMatch, main_bindings, match_values
 from irviz.core.views.provenance import binding_ids
 
 __all__ = ["IntermediatesResult", "NodeError", "compare_intermediates", "torch_values"]
@@ -58,6 +63,8 @@ class NodeError:
     dtype: str = ""
     atol: float | None = None
     rtol: float | None = None
+    kernel: str | None = None        # the function computing relax_var (fused, PrimFunc, library)
+    compared_as: str | None = None   # fused away: the FX node compared at its kernel's output
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -143,47 +150,40 @@ def _flat_arrays(value) -> list[np.ndarray] | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# TVM side
+# TVM side: values are keyed by binding id (views.provenance.binding_ids), as provenance is
 
 
-def _main_bindings(mod) -> list:
-    from tvm import relax
-
-    body = mod["main"].body
-    if not isinstance(body, relax.SeqExpr):
-        return []
-    return [b for blk in body.blocks for b in blk.bindings]
-
-
-def _with_extra_outputs(mod, names: list[str]):
-    """(copy of mod whose main returns (result, *values of names), the names it could return)."""
+def _with_extra_outputs(mod, wanted_ids: list[str]):
+    """(copy of mod whose main returns (result, *values of the bindings wanted_ids name), the
+    ids it could return)."""
     import tvm
     from tvm import relax
 
     main = mod["main"]
     body = main.body
-    wanted = set(names)
-    outs: dict[str, object] = {p_name: p for p in main.params
-                               if (p_name := var_name(p)) in wanted}
+    ids = binding_ids(main)
+    wanted = set(wanted_ids)
+    outs: dict[str, object] = {ids[p.__chandle__()]: p for p in main.params
+                               if ids[p.__chandle__()] in wanted}
     blocks = []
     for blk in body.blocks:
         bindings = list(blk.bindings)
         extra = []
         for b in bindings:
-            n = var_name(b.var)
-            if n not in wanted or n in outs:
+            bid = ids[b.var.__chandle__()]
+            if bid not in wanted or bid in outs:
                 continue
             if isinstance(b.var, relax.DataflowVar):
-                alias = relax.Var(f"{n}_irviz_out", b.var.ty)
+                alias = relax.Var(f"{var_name(b.var)}_irviz_out", b.var.ty)
                 extra.append(relax.VarBinding(alias, b.var))
-                outs[n] = alias
+                outs[bid] = alias
             else:
-                outs[n] = b.var
+                outs[bid] = b.var
         if extra:
             blk = relax.DataflowBlock(bindings + extra) if isinstance(blk, relax.DataflowBlock) \
                 else relax.BindingBlock(bindings + extra)
         blocks.append(blk)
-    order = [n for n in names if n in outs]
+    order = [n for n in wanted_ids if n in outs]
     new_body = relax.SeqExpr(blocks, relax.Tuple([body.body] + [outs[n] for n in order]))
     ret_ty = relax.TupleType([body.body.ty] + [outs[n].ty for n in order])
     new_main = relax.Function(main.params, new_body, ret_ty, main.is_pure, main.attrs)
@@ -212,11 +212,11 @@ def _tvm_inputs(mod, loaded, params):
     return [_to_tvm(x, dev) for x in inputs]
 
 
-def _run_outputs(mod, names, loaded, params):
+def _run_outputs(mod, wanted_ids, loaded, params):
     import tvm
     from tvm import relax
 
-    new_mod, order = _with_extra_outputs(mod, names)
+    new_mod, order = _with_extra_outputs(mod, wanted_ids)
     t = time.perf_counter()
     built = build_mod.build(new_mod)
     build_s = time.perf_counter() - t
@@ -224,18 +224,17 @@ def _run_outputs(mod, names, loaded, params):
     out = vm["main"](*_tvm_inputs(mod, loaded, params))
     values = {}
     for n, v in zip(order, list(out)[1:]):
-        arrays = [_to_numpy(x) for x in _flatten(v)]
-        values[n] = arrays
+        values[n] = [_to_numpy(x) for x in _flatten(v)]
     return values, build_s
 
 
-def _dps_calls(mod) -> tuple[list[tuple[str, list[int], list[str]]], list]:
-    """Kernel calls of main in program order: (callee, positions of output args, their var
-    names); plus main's bindings (for the numpy evaluation of aliases, tuples and reshapes)."""
+def _dps_calls(mod, ids: dict[int, str]) -> tuple[list[tuple[str, list[int], list[str]]], list]:
+    """Kernel calls of main in program order: (callee, positions of output args, their binding
+    ids); plus main's bindings (for the numpy evaluation of aliases, tuples and reshapes)."""
     import tvm
     from tvm import relax
 
-    bindings = _main_bindings(mod)
+    bindings = main_bindings(mod)
     fresh: set[int] = set()
     calls = []
     prims = {gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
@@ -257,7 +256,7 @@ def _dps_calls(mod) -> tuple[list[tuple[str, list[int], list[str]]], list]:
             if isinstance(a, relax.Var) and a.__chandle__() in fresh:
                 fresh.discard(a.__chandle__())
                 pos.append(i)
-                outs.append(var_name(a))
+                outs.append(ids[a.__chandle__()])
         if pos:
             calls.append((name, pos, outs))
     return calls, bindings
@@ -268,7 +267,9 @@ def _run_instrumented(step_mod, built, loaded, params):
     import tvm_ffi
     from tvm import relax
 
-    calls, bindings = _dps_calls(step_mod)
+    main = step_mod["main"]
+    ids = binding_ids(main)
+    calls, bindings = _dps_calls(step_mod, ids)
     values: dict[str, list[np.ndarray]] = {}
     k = [0]
 
@@ -292,13 +293,16 @@ def _run_instrumented(step_mod, built, loaded, params):
 
     vm = relax.VirtualMachine(built.executable, tvm.cpu())
     vm.set_instrument(tvm_ffi.convert(instrument))
-    vm["main"](*_tvm_inputs(step_mod, loaded, params))
+    inputs = _tvm_inputs(step_mod, loaded, params)
+    vm["main"](*inputs)
+    for p, x in zip(main.params, inputs):  # a node whose value is an input (an elided reshape)
+        values.setdefault(ids[p.__chandle__()], [np.array(x.numpy(), copy=True)])
     # values that are no kernel's output: aliases, tuples, t[i], reshapes (views at run time)
     for b in bindings:
-        n, value = var_name(b.var), b.value
+        n, value = ids[b.var.__chandle__()], b.value
         if n in values:
             continue
-        got = _derived(value, values)
+        got = _derived(value, values, ids)
         if got is not None:
             shape = _shape_of(b.var)
             if shape is not None and len(got) == 1 and got[0].size == math.prod(shape):
@@ -307,43 +311,30 @@ def _run_instrumented(step_mod, built, loaded, params):
     return values
 
 
-def _derived(value, values):
+def _derived(value, values, ids):
     from tvm import relax
 
+    def of(var):
+        return values.get(ids.get(var.__chandle__(), ""))
+
     if isinstance(value, relax.Var):
-        return values.get(var_name(value))
+        return of(value)
     if isinstance(value, relax.Tuple):
         out = []
         for f in value.fields:
-            if not isinstance(f, relax.Var) or var_name(f) not in values:
+            got = of(f) if isinstance(f, relax.Var) else None
+            if got is None:
                 return None
-            out += values[var_name(f)]
+            out += got
         return out
     if isinstance(value, relax.TupleGetItem) and isinstance(value.tuple_value, relax.Var):
-        tup = values.get(var_name(value.tuple_value))
+        tup = of(value.tuple_value)
         return [tup[value.index]] if tup is not None and value.index < len(tup) else None
     if isinstance(value, relax.Call) and value.args and isinstance(value.args[0], relax.Var):
         op = value.op
         name = getattr(op, "name", None) or str(getattr(op, "global_symbol", ""))
         if name in ("relax.reshape", "vm.builtin.reshape") or str(name).endswith("reshape"):
-            return values.get(var_name(value.args[0]))
-    return None
-
-
-def _ty_shapes(ty) -> list[tuple] | None:
-    """Shapes (dims as str) of the tensors a Relax type holds, flattened; None: not tensors."""
-    from tvm import relax
-
-    if isinstance(ty, relax.TensorType):
-        return [tuple(str(d) for d in ty.shape.values)] if ty.shape is not None else None
-    if isinstance(ty, relax.TupleType):
-        out = []
-        for f in ty.fields:
-            sub = _ty_shapes(f)
-            if sub is None:
-                return None
-            out += sub
-        return out
+            return of(value.args[0])
     return None
 
 
@@ -361,47 +352,6 @@ def _shape_of(var):
 
 # ---------------------------------------------------------------------------------------------
 # matching and comparing
-
-
-def _value_vars(step, graph) -> tuple[dict[str, str], dict[str, str]]:
-    """(fx node -> the binding that holds its value, fx node -> why it has none)."""
-    main = step.mod["main"]
-    index = {var_name(p): -1 for p in main.params}
-    shapes = {var_name(p): _ty_shapes(p.ty) for p in main.params}
-    for i, b in enumerate(_main_bindings(step.mod)):
-        index.setdefault(var_name(b.var), i)
-        shapes.setdefault(var_name(b.var), _ty_shapes(b.var.ty))
-    # provenance names bindings by unique id (``lv1#1`` for a second ``lv1``); the values here
-    # are fetched by var name, which reaches the first of them only
-    ids = binding_ids(main)
-    name_of = {ids[v.__chandle__()]: var_name(v) for v in list(main.params) + [
-        b.var for b in _main_bindings(step.mod)]}
-    chosen, why = {}, {}
-    for node in graph.nodes:
-        if node.kind in _SKIP_KINDS:
-            continue
-        names = list(dict.fromkeys(name_of[n] for n in step.provenance.get(node.name, [])
-                                   if name_of.get(n) in index))
-        if node.name not in step.provenance:
-            why[node.name] = "no mapping: the importer gave this node no Relax binding"
-        elif not names:
-            why[node.name] = "no mapping: its bindings are gone at this step"
-        else:
-            # the latest binding, preferring one of the node's own shapes, then its tensor count
-            want = [tuple(str(d) for d in sh) for sh in node.shapes]
-            chosen[node.name] = max(names, key=lambda n: (shapes.get(n) == want,
-                                                          len(shapes.get(n) or ()) == len(want),
-                                                          index[n]))
-    # several nodes on one binding: the binding holds the last one's value (a fused group)
-    last_of: dict[str, str] = {}
-    for node in graph.nodes:
-        if node.name in chosen:
-            last_of[chosen[node.name]] = node.name
-    for fx, var in list(chosen.items()):
-        if last_of[var] != fx:
-            why[fx] = f"fused away: its value is inside {var} (compared as {last_of[var]})"
-            del chosen[fx]
-    return chosen, why
 
 
 def _compare_one(got: list[np.ndarray], ref: list[np.ndarray], rtol, atol) -> tuple[dict | None, str]:
@@ -434,6 +384,29 @@ def _compare_one(got: list[np.ndarray], ref: list[np.ndarray], rtol, atol) -> tu
     return worst, ""
 
 
+def _say_fused(nodes: list[NodeError], match: ValueMatch) -> None:
+    """Reasons for the nodes computed inside a kernel whose output is another node's value: which
+    kernel, and what the comparison at that output (the nearest materialised value) found."""
+    by_name = {n.fx_node: n for n in nodes}
+    for ne in nodes:
+        out = by_name.get(ne.compared_as or "")
+        if out is None:
+            continue
+        where = f"kernel {ne.kernel}" if ne.kernel else f"binding {ne.relax_var}"
+        if out.status == "unmatched":
+            verdict = f"not compared either: {out.reason}"
+        else:
+            verdict = f"{out.status}, max abs error {out.max_abs:.3g}"
+        ne.reason = (f"fused away: computed inside {where} ({ne.relax_var}), no value of its own at "
+                     f"this step; nearest materialised value: that output, {out.fx_node}'s "
+                     f"({verdict})")
+    for ne in nodes:
+        inside = match.sharing(ne.fx_node)
+        if inside and ne.status == "diverges":
+            ne.reason += (f"; {'kernel ' + ne.kernel if ne.kernel else ne.relax_var} also computes "
+                          f"{', '.join(inside)}: the error may start in any of them")
+
+
 def compare_intermediates(step, captured, *, params=None, built=None, rtol=None, atol=None,
                           progress=None) -> IntermediatesResult:
     """Every FX node against its Relax binding at `step` (see the module docstring). `built`: a
@@ -449,7 +422,8 @@ def compare_intermediates(step, captured, *, params=None, built=None, rtol=None,
     ref_values = torch_values(captured)
     seconds["torch"] = time.perf_counter() - t
     graph = captured.graph
-    chosen, why = _value_vars(step, graph)
+    match = match_values(step, graph, _SKIP_KINDS)
+    chosen = match.chosen
 
     late = build_mod.default_build_progress(step.mod) >= build_mod.DEFAULT_BUILD_PASSES.index("CallTIRRewrite") + 1
     t = time.perf_counter()
@@ -479,11 +453,12 @@ def compare_intermediates(step, captured, *, params=None, built=None, rtol=None,
         shape = list(node.shapes[0]) if node.shapes else None
         dtype = node.dtypes[0] if node.dtypes else ""
         var = chosen.get(node.name)
-        ne = NodeError(fx_node=node.name, relax_var=var, status="unmatched", order=order,
-                       shape=shape, dtype=dtype)
+        ne = NodeError(fx_node=node.name, relax_var=var or match.binding_of.get(node.name),
+                       status="unmatched", order=order, shape=shape, dtype=dtype,
+                       kernel=match.kernel.get(node.name), compared_as=match.inside.get(node.name))
         nodes.append(ne)
         if var is None:
-            ne.reason = why.get(node.name, "no mapping")
+            ne.reason = match.why.get(node.name, "no mapping")
             continue
         ref = _flat_arrays(ref_values.get(node.name))
         if ref is None:
@@ -504,6 +479,7 @@ def compare_intermediates(step, captured, *, params=None, built=None, rtol=None,
             ne.reason = f"max abs error {rec['max_abs']:.3g} > atol {rec['atol']:.3g} + rtol {rec['rtol']:.3g} x |torch|"
             if first is None:
                 first = node.name
+    _say_fused(nodes, match)
     seconds["compare"] = time.perf_counter() - t
     return IntermediatesResult(step=step.index, pass_name=step.pass_name, method=method, nodes=nodes,
                                first_divergence=first, rtol=rtol, atol=atol, seconds=seconds)
