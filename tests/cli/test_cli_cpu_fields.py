@@ -36,7 +36,9 @@ def test_check_json_names_the_cpu_the_timing_the_stages_and_the_decisions(capsys
     for e in r["kernels"]:
         assert e["gflops"] == pytest.approx(e["flops"] / e["ms"] / 1e6, rel=1e-4)
         assert e["pct_of_roof"] == pytest.approx(100 * e["gflops"] / e["roof_gflops"], rel=1e-4)
-        assert e["bound"] == ("compute" if e["intensity"] >= r["ridge_intensity"] else "memory")
+        assert e["bound"] == ("compute" if e["intensity"] >= e["ridge_intensity"] else "memory")
+    gbs = [lv["gbs"] for lv in r["levels"]]   # one roof per memory level, fastest first, memory's last
+    assert r["levels"][-1]["level"] == "DRAM" and gbs == sorted(gbs, reverse=True)
 
 
 def test_check_json_says_whether_the_figures_can_be_trusted(capsys, monkeypatch):

@@ -76,3 +76,96 @@ def test_roofs_are_measured_here():
     assert math.isfinite(bw["gbs"]) and bw["gbs"] > 0.1 and "triad" in bw["source"]
     size, name = machine_peak.last_level_cache()
     assert size is None or (size >= 64 * 1024 and name.startswith("L"))
+
+
+def test_each_memory_level_has_a_measured_roof_fastest_first():
+    from irviz.core.backend.cache_roofs import cache_bandwidths, cache_sizes, hierarchy
+
+    sizes, source = cache_sizes()
+    caches = cache_bandwidths(1, target_s=2e-4)
+    dram = machine_peak.memory_bandwidth(1, elements=1 << 20)
+    levels = hierarchy(caches["levels"], dram, caches["dram_sweep"])
+    names = [lv["level"] for lv in levels]
+    assert names[-1] == "DRAM" and names[:-1] == [c["level"] for c in sizes]
+    assert names[:-1] == sorted(names[:-1]) and len(set(names)) == len(names)
+    if not sizes:
+        assert caches["note"] and "memory's roof" in caches["note"]
+    for lv in levels:
+        assert math.isfinite(lv["gbs"]) and lv["gbs"] > 0.1 and lv["source"], lv
+    gbs = [lv["gbs"] for lv in levels]
+    assert gbs == sorted(gbs, reverse=True)  # L1 >= L2 >= L3 >= DRAM, whatever the noise did
+    caps = [lv["capacity_bytes"] for lv in levels[:-1]]
+    assert caps == sorted(caps) and all(c > 0 for c in caps)
+    for lv in levels:
+        if lv.get("adjusted"):  # raised to the slower level's figure, and says so
+            assert "raised" in lv["adjusted"] and lv["measured_gbs"] < lv["gbs"]
+
+
+def test_a_level_measured_under_a_slower_one_is_raised_and_says_so():
+    from irviz.core.backend.cache_roofs import hierarchy
+
+    caches = [{"level": "L1", "gbs": 300.0, "capacity_bytes": 32768},
+              {"level": "L2", "gbs": 40.0, "capacity_bytes": 1 << 20},
+              {"level": "L3", "gbs": 60.0, "capacity_bytes": 32 << 20}]
+    levels = hierarchy(caches, {"gbs": 50.0, "source": "triad"}, {"gbs": 45.0, "source": "sweep"})
+    assert [(lv["level"], lv["gbs"]) for lv in levels] == [("L1", 300.0), ("L2", 60.0), ("L3", 60.0),
+                                                           ("DRAM", 50.0)]
+    assert levels[1]["measured_gbs"] == 40.0 and "under L3's 60" in levels[1]["adjusted"]
+    assert levels[0]["adjusted"] is None and levels[2]["adjusted"] is None
+    assert levels[3]["source"] == "triad"  # the better of the triad and the sweep
+
+
+LEVELS = [{"level": "L1", "gbs": 400.0, "capacity_bytes": 8 * 1024, "source": "given"},
+          {"level": "L2", "gbs": 200.0, "capacity_bytes": 64 * 1024, "source": "given"},
+          {"level": "L3", "gbs": 100.0, "capacity_bytes": 1 << 20, "source": "given"},
+          {"level": "DRAM", "gbs": 10.0, "capacity_bytes": None, "source": "given"}]
+
+
+def _roofs(peak, scale=1.0):
+    levels = [dict(lv, gbs=lv["gbs"] * scale) for lv in LEVELS]
+    return {"peak": {"gflops": peak, "source": "given"}, "bandwidth": {"gbs": 10.0 * scale, "source": "given"},
+            "levels": levels}
+
+
+def test_each_kernel_is_held_against_the_roof_of_the_level_its_working_set_fits(small_cnn_run):
+    built, res = small_cnn_run
+    r = roofline(built, res.kernels, _roofs(1e6, scale=1e4))
+    assert [lv["level"] for lv in r["levels"]] == ["L1", "L2", "L3", "DRAM"]
+    conv = next(e for e in r["kernels"] if "conv2d" in e["name"])
+    linear = next(e for e in r["kernels"] if "matmul" in e["name"])
+    # conv: 3.7 kB per call fits the 8 KiB L1; the linear layer's 22.6 kB (its 512x10 weight) does not
+    assert conv["working_set_bytes"] == 4 * (192 + 216 + 512) and conv["level"] == "L1"
+    assert linear["working_set_bytes"] == 4 * (512 + 5120 + 10 + 10) and linear["level"] == "L2"
+    for e in r["kernels"]:
+        lv = next(lv for lv in LEVELS if lv["capacity_bytes"] is None or e["working_set_bytes"] <= lv["capacity_bytes"])
+        assert e["level"] == lv["level"] and e["level_gbs"] == lv["gbs"] * 1e4
+        assert e["roof_gflops"] == pytest.approx(min(1e6, e["level_gbs"] * e["intensity"]), rel=1e-3)
+        assert e["pct_of_roof"] == pytest.approx(100 * e["gflops"] / e["roof_gflops"], rel=1e-3)
+        assert e["bound"] == ("compute" if e["intensity"] >= 1e6 / e["level_gbs"] else "memory")
+        assert e["above_roof"] is False and e["above_roof_reason"] is None
+    # all kernels together against the sum of each one's shortest time at its own roof
+    t = r["total"]
+    shortest = sum(max(e["flops"] / 1e15, e["bytes"] / (e["level_gbs"] * 1e9)) for e in r["kernels"])
+    assert t["roof_ms"] == pytest.approx(shortest * 1e3, rel=1e-3)
+    assert t["pct_of_roof"] == pytest.approx(100 * shortest * 1e3 / sum(k.ms for k in res.kernels), rel=1e-3)
+    assert 0 < t["pct_of_roof"] <= 100 and t["above_roof"] is False
+
+
+def test_a_kernel_timed_above_its_roof_says_so(small_cnn_run):
+    from types import SimpleNamespace
+
+    built, res = small_cnn_run
+    # 10 µs each, the first one's time marked unreliable by the run
+    fast = [SimpleNamespace(name=k.name, calls=k.calls, ms=0.01, binding=k.binding, reliable=i != 0,
+                            reason="waited for a core" if i == 0 else None) for i, k in enumerate(res.kernels)]
+    r = roofline(built, fast, _roofs(1e6, scale=1e-5))  # 4 MB/s and less: every kernel passes its roof
+    for e in r["kernels"]:
+        assert e["pct_of_roof"] > 100 and e["above_roof"] is True
+        reason = e["above_roof_reason"]
+        assert f"faster than the {e['level']} roof measured here" in reason and "byte count is off" in reason
+    assert r["kernels"][0]["reliable"] is False and "waited for a core" in r["kernels"][0]["above_roof_reason"]
+    assert r["kernels"][1]["reliable"] is True and "not reliable" not in r["kernels"][1]["above_roof_reason"]
+    assert r["total"]["above_roof"] is True and "timed above their roof" in r["total"]["above_roof_reason"]
+    # a compute-bound kernel passes the FMA peak, not a bandwidth
+    r = roofline(built, fast, _roofs(1e-6, scale=1e9))
+    assert all(e["bound"] == "compute" and "FMA peak" in e["above_roof_reason"] for e in r["kernels"])

@@ -1,7 +1,7 @@
 """A roofline per kernel: how much work each kernel of a run does, how fast it did it, and how far
 that is from what this CPU can do at the kernel's arithmetic intensity.
 
-    roofs = machine_roofs(threads)                       # measured peak and bandwidth (machine_peak)
+    roofs = machine_roofs(threads)                       # FMA peak, bandwidth per level (measured)
     table = roofline(built, run_result.kernels, roofs)   # {"peak_gflops", ..., "kernels": [...]}
 
 The model, per kernel (one entry per kernel name of ``RunResult.kernels``; its time is the run's
@@ -19,13 +19,20 @@ per-kernel time: every call of it in one run of the function):
   that miss the cache and buffers the kernel allocates inside (a padded input) are not counted, so
   the memory side is a lower bound and the arithmetic intensity an upper bound.
 * Achieved GFLOP/s = FLOPs / time; GB/s = bytes / time; intensity = FLOPs / byte.
-* The roof at that intensity = min(peak, bandwidth × intensity); ``bound`` is "compute" when the
-  bandwidth slope lies above the peak there (intensity ≥ peak / bandwidth, the ridge), else
-  "memory"; ``pct_of_roof`` = 100 × achieved / roof. A kernel without FLOPs (a copy, a transpose)
-  is memory-bound by definition: its % of roof is its GB/s against the bandwidth.
-* The bandwidth is memory's. A kernel whose buffers (per call) fit in the last-level cache can read
-  them from the cache, faster than memory: ``in_cache`` is True for it, and its % of roof can pass
-  100 (its real roof is the cache's bandwidth, which is not measured here).
+* The roofs are hierarchical: the FMA peak, and one bandwidth per memory level (L1, L2, L3, DRAM;
+  ``cache_roofs``), measured at the run's threads. A kernel's working set is its bytes per call;
+  it is held against the fastest level that holds it (``level``; the capacity of a private level
+  counts once per core the threads use), since that is where its data can come from at best.
+* The roof at that intensity = min(peak, level bandwidth × intensity); ``bound`` is "compute" when
+  the level's slope lies above the peak there (intensity ≥ the level's ridge), else "memory";
+  ``pct_of_roof`` = 100 × achieved / roof. A kernel without FLOPs (a copy, a transpose) is
+  memory-bound by definition: its % of roof is its GB/s against the level's bandwidth.
+* A kernel timed above its roof (over 100%) is not shown as if it beat it: ``above_roof`` is True
+  and ``above_roof_reason`` says which roof it passed and that its time or its byte count is off.
+  Where the run marks a kernel's time unreliable (``reliable``/``reason`` on the kernel rows), the
+  entry carries it (``reliable``, ``timing_reason``).
+* All kernels together: their FLOPs over their time, against the sum of each kernel's shortest
+  time at its own roof (``total.roof_ms``, ``total.pct_of_roof``).
 * A kernel whose shapes are symbolic, or whose FLOPs TVM cannot estimate, gets None figures.
 """
 from __future__ import annotations
@@ -36,7 +43,9 @@ import tvm
 from tvm import relax, tirx
 from tvm.s_tir.analysis import estimate_tir_flops
 
+from irviz.core.backend.cache_roofs import cache_bandwidths, hierarchy
 from irviz.core.backend.machine_peak import compute_peak, last_level_cache, memory_bandwidth
+from irviz.core.backend.run import tvm_threads
 from irviz.core.library_names import MATMUL, PREFIX, conv2d_attrs
 from irviz.core.tvm_compat import static_shape
 
@@ -44,8 +53,13 @@ __all__ = ["kernel_work", "machine_roofs", "roofline", "roofline_for"]
 
 
 def machine_roofs(threads: int | None = None) -> dict:
-    """The measured peak and bandwidth for `threads` threads (cached per process)."""
-    return {"peak": compute_peak(threads), "bandwidth": memory_bandwidth(threads)}
+    """The measured FMA peak and the bandwidth of each memory level, fastest first, for `threads`
+    threads (each cached per process): {"peak", "bandwidth" (memory's), "levels", "levels_note"}."""
+    threads = max(1, int(threads or tvm_threads() or 1))
+    dram = memory_bandwidth(threads)
+    caches = cache_bandwidths(threads)
+    return {"peak": compute_peak(threads), "bandwidth": dram,
+            "levels": hierarchy(caches["levels"], dram, caches["dram_sweep"]), "levels_note": caches["note"]}
 
 
 # ------------------------------------------------------------------------------------ the work
@@ -143,50 +157,113 @@ def _finite_round(x, digits=6):
     return None if x is None or not math.isfinite(x) else float(f"{x:.{digits}g}")
 
 
-def roofline(built, kernels, roofs: dict) -> dict:
-    """The roofline block `check --json` and the app show: the machine's roofs with their sources,
-    then one entry per kernel (slowest first, as `kernels`), then the whole run's totals."""
+def _levels(roofs: dict, bw: float) -> list[dict]:
+    """The roofs' memory levels fastest first, memory's last; memory alone where none were measured."""
+    levels = [dict(e) for e in roofs.get("levels") or ()]
+    if not levels or levels[-1].get("capacity_bytes") is not None:
+        levels.append({"level": "DRAM", "gbs": bw, "capacity_bytes": None,
+                       "source": roofs["bandwidth"].get("source", "")})
+    return levels
+
+
+def _level_of(levels: list[dict], working_set: float) -> dict:
+    """The fastest level that holds `working_set` bytes; memory when none does."""
+    for lv in levels:
+        if lv.get("capacity_bytes") is not None and working_set <= lv["capacity_bytes"]:
+            return lv
+    return levels[-1]
+
+
+def _above_roof_reason(e: dict, lv: dict, peak: float) -> str:
+    if e["bound"] == "compute":
+        what = f"the FMA peak measured here ({peak:g} GFLOP/s); the time or the FLOP count is off"
+    else:
+        what = (f"the {lv['level']} roof measured here ({lv['gbs']:g} GB/s for a working set of "
+                f"{e['working_set_bytes']:,} bytes per call); the time or the byte count is off")
+    reason = f"timed faster than {what}"
+    if e.get("reliable") is False:
+        reason += f" (its time is not reliable: {e.get('timing_reason') or 'no reason given'})"
+    return reason
+
+
+def _place(e: dict, flops: float, nbytes: float, seconds: float, calls: int, levels, peak: float) -> float:
+    """Fill `e`'s figures against the roof of the level its working set (bytes per call) fits in;
+    the shortest time that roof allows, in seconds."""
+    lv = _level_of(levels, nbytes / calls)
+    bw = float(lv["gbs"])
+    e.update(flops=flops, bytes=int(nbytes), gflops=flops / seconds / 1e9, gbs=nbytes / seconds / 1e9,
+             working_set_bytes=int(nbytes / calls), level=lv["level"], level_gbs=bw,
+             ridge_intensity=peak / bw if bw > 0 else None, in_cache=lv["level"] != "DRAM")
+    if nbytes <= 0 or bw <= 0:
+        return 0.0
+    e["intensity"] = flops / nbytes
+    e["roof_gflops"] = min(peak, bw * e["intensity"])
+    e["bound"] = "compute" if bw * e["intensity"] >= peak else "memory"
+    e["pct_of_roof"] = 100.0 * e["gbs"] / bw if flops == 0 else 100.0 * e["gflops"] / e["roof_gflops"]
+    e["above_roof"] = e["pct_of_roof"] > 100.0
+    if e["above_roof"]:
+        e["above_roof_reason"] = _above_roof_reason(e, lv, peak)
+    return max(flops / (peak * 1e9), nbytes / (bw * 1e9))
+
+
+def roofline(built, kernels, roofs: dict, kernels_reliable=None, kernels_reason=None) -> dict:
+    """The roofline block `check --json` and the app show: the machine's roofs (the FMA peak and
+    one bandwidth per memory level) with their sources, then one entry per kernel (slowest first,
+    as `kernels`) against the roof of the level its working set fits in, then the whole run."""
     peak = float(roofs["peak"]["gflops"])
-    bw = float(roofs["bandwidth"]["gbs"])
+    levels = _levels(roofs, float(roofs["bandwidth"]["gbs"]))
+    bw = float(levels[-1]["gbs"])  # memory's roof: the better of the triad and the sweep
     work = kernel_work(built, kernels)
     llc, llc_name = last_level_cache()
     entries = []
-    tot_flops = tot_bytes = tot_ms = 0.0
+    tot_flops = tot_bytes = tot_ms = known_ms = roof_s = 0.0
     for k in kernels:
         w = work.get(k.name)
         e = {"name": k.name, "calls": int(k.calls), "ms": _finite_round(k.ms), "flops": None, "bytes": None,
              "gflops": None, "gbs": None, "intensity": None, "roof_gflops": None, "bound": None,
-             "pct_of_roof": None, "in_cache": None}
+             "pct_of_roof": None, "in_cache": None, "level": None, "level_gbs": None, "working_set_bytes": None,
+             "ridge_intensity": None, "above_roof": False, "above_roof_reason": None}
+        if getattr(k, "reliable", None) is not None:  # the run's own judgement of this kernel's time
+            e["reliable"], e["timing_reason"] = bool(k.reliable), getattr(k, "reason", None)
         tot_ms += k.ms
         if w is not None and k.ms > 0:
             flops, nbytes = w
             tot_flops += flops
             tot_bytes += nbytes
-            seconds = k.ms / 1e3
-            e.update(flops=flops, bytes=int(nbytes), gflops=flops / seconds / 1e9,
-                     gbs=nbytes / seconds / 1e9,
-                     in_cache=None if llc is None else nbytes / max(1, int(k.calls)) <= llc)
-            if nbytes > 0:
-                e["intensity"] = flops / nbytes
-                e["roof_gflops"] = min(peak, bw * e["intensity"])
-                e["bound"] = "compute" if bw * e["intensity"] >= peak else "memory"
-                e["pct_of_roof"] = (100.0 * e["gbs"] / bw if flops == 0
-                                    else 100.0 * e["gflops"] / e["roof_gflops"])
-            for key in ("gflops", "gbs", "intensity", "roof_gflops", "pct_of_roof"):
+            known_ms += k.ms
+            roof_s += _place(e, flops, nbytes, k.ms / 1e3, max(1, int(k.calls)), levels, peak)
+            if len(levels) == 1 and llc is not None:  # no cache roofs: whether it could beat memory's
+                e["in_cache"] = e["working_set_bytes"] <= llc
+            for key in ("gflops", "gbs", "intensity", "roof_gflops", "pct_of_roof", "ridge_intensity"):
                 e[key] = _finite_round(e[key])
         entries.append(e)
-    known_ms = sum(k.ms for k in kernels if work.get(k.name) is not None)
+    total = {"flops": tot_flops, "bytes": int(tot_bytes), "kernel_ms": _finite_round(tot_ms),
+             "gflops": _finite_round(tot_flops / known_ms / 1e6) if known_ms > 0 else None,
+             "pct_of_peak": _finite_round(100.0 * tot_flops / known_ms / 1e6 / peak)
+             if known_ms > 0 and peak > 0 else None,
+             "kernels_without_work": sum(1 for e in entries if e["flops"] is None),
+             "intensity": _finite_round(tot_flops / tot_bytes) if tot_bytes > 0 else None,
+             # each kernel at its own level's roof: the whole run can go no faster than their sum
+             "roof_ms": _finite_round(roof_s * 1e3),
+             "roof_gflops": _finite_round(tot_flops / roof_s / 1e9) if roof_s > 0 else None,
+             "pct_of_roof": _finite_round(100.0 * roof_s * 1e3 / known_ms) if known_ms > 0 and roof_s > 0 else None,
+             "roof_source": "each kernel's shortest time at the roof of its own level, summed"}
+    total["above_roof"] = bool(total["pct_of_roof"] and total["pct_of_roof"] > 100.0)
+    total["above_roof_reason"] = ("faster than its kernels' roofs allow: "
+                                  f"{sum(e['above_roof'] for e in entries)} kernel(s) timed above their roof"
+                                  if total["above_roof"] else None)
     return {"peak_gflops": peak, "peak_source": roofs["peak"]["source"],
-            "bandwidth_gbs": bw, "bandwidth_source": roofs["bandwidth"]["source"],
+            "bandwidth_gbs": bw, "bandwidth_source": levels[-1].get("source") or roofs["bandwidth"]["source"],
             "ridge_intensity": round(peak / bw, 3) if bw > 0 else None,
+            "levels": [{"level": lv["level"], "gbs": float(lv["gbs"]), "capacity_bytes": lv.get("capacity_bytes"),
+                        "ridge_intensity": _finite_round(peak / float(lv["gbs"])) if lv["gbs"] else None,
+                        "source": lv.get("source", ""), "adjusted": lv.get("adjusted"),
+                        "merged_into": lv.get("merged_into")} for lv in levels],
+            "levels_note": roofs.get("levels_note"),
             "last_level_cache": {"bytes": llc, "name": llc_name},
             "threads": roofs["peak"].get("threads"), "peak": roofs["peak"], "bandwidth": roofs["bandwidth"],
-            "kernels": entries,
-            "total": {"flops": tot_flops, "bytes": int(tot_bytes), "kernel_ms": _finite_round(tot_ms),
-                      "gflops": _finite_round(tot_flops / known_ms / 1e6) if known_ms > 0 else None,
-                      "pct_of_peak": _finite_round(100.0 * tot_flops / known_ms / 1e6 / peak)
-                      if known_ms > 0 and peak > 0 else None,
-                      "kernels_without_work": sum(1 for e in entries if e["flops"] is None)}}
+            "kernels_reliable": kernels_reliable, "kernels_reason": kernels_reason,
+            "kernels": entries, "total": total}
 
 
 def roofline_for(built, result) -> dict | None:
@@ -198,4 +275,5 @@ def roofline_for(built, result) -> dict | None:
         roofs = machine_roofs(result.threads or None)
     except Exception:  # the figures are extra: a run does not fail over them
         return None
-    return roofline(built, result.kernels, roofs)
+    return roofline(built, result.kernels, roofs, getattr(result, "kernels_reliable", None),
+                    getattr(result, "kernels_reason", None))
