@@ -2,6 +2,8 @@
 bytes moved and % of roof, the Roofline tab says where the roofs come from."""
 from __future__ import annotations
 
+import math
+
 from fake_bridge import FakeBridge, open_mlp
 from PySide6.QtCore import QPoint, QPointF, Qt
 
@@ -80,3 +82,69 @@ def test_run_pane_shows_gflops_and_pct_of_roof_and_the_roofs(qtbot, win):
     with qtbot.waitSignal(tab.bindingClicked) as sig:     # a dot names its binding, as a row does
         qtbot.mouseClick(tab.chart, Qt.MouseButton.LeftButton, pos=at)
     assert sig.args == ["lv1"]
+
+
+def _levels_block():
+    levels = [{"level": "L1", "gbs": 400.0, "capacity_bytes": 64 * 1024, "source": "sweep", "adjusted": None},
+              {"level": "L2", "gbs": 200.0, "capacity_bytes": 2 << 20, "source": "sweep", "adjusted": None},
+              {"level": "L3", "gbs": 100.0, "capacity_bytes": 32 << 20, "source": "sweep",
+               "adjusted": "measured 90 GB/s, under DRAM's 100: raised to it"},
+              {"level": "DRAM", "gbs": 10.0, "capacity_bytes": None, "source": "STREAM triad", "adjusted": None}]
+    kernels = [dict(ROOFLINE["kernels"][0], level="L2", level_gbs=200.0, working_set_bytes=240000),
+               dict(ROOFLINE["kernels"][1], level="L1", level_gbs=400.0, working_set_bytes=200000 // 4),
+               {"name": "take", "calls": 1, "ms": 0.01, "flops": 1e5, "bytes": 9.4e7, "gflops": 10.0,
+                "gbs": 9400.0, "intensity": 1e-3, "roof_gflops": 0.01, "bound": "memory", "pct_of_roof": 94000.0,
+                "level": "DRAM", "level_gbs": 10.0, "working_set_bytes": 94000000, "above_roof": True,
+                "above_roof_reason": "timed faster than the DRAM roof measured here (10 GB/s); the time or the "
+                                     "byte count is off", "reliable": False, "timing_reason": "waited for a core"},
+               ROOFLINE["kernels"][2]]
+    total = dict(ROOFLINE["total"], intensity=0.1, roof_ms=0.2, pct_of_roof=50.0, above_roof=False)
+    return dict(ROOFLINE, levels=levels, kernels=kernels, total=total)
+
+
+def test_the_chart_draws_a_roof_per_level_and_marks_a_kernel_above_its_roof(qtbot):
+    from irviz.ui.panes.kernel_roofline import roofs_text
+    from irviz.ui.widgets.roofline_chart import RooflineChart, level_color
+
+    chart = RooflineChart()
+    qtbot.addWidget(chart)
+    chart.resize(700, 420)
+    block = _levels_block()
+    chart.set_roofline(block)
+    assert chart.roofs() == [("L1", 400.0), ("L2", 200.0), ("L3", 100.0), ("DRAM", 10.0)]
+    x_lo, x_hi, _, _ = chart.axes()
+    assert x_lo < 100 / 400 and 100 / 10 < x_hi   # every level's ridge shows
+    names = [k["name"] for k in chart.points()]
+    assert names == ["matmul", "add", "take"] and chart.total_point() == (0.1, 34.6)
+    # each dot in its level's colour: the L1 kernel's fill is L1's green over the background
+    image = chart.grab().toImage()
+    add = chart.points()[1]
+    px = image.pixelColor(round(chart.x_of(add["intensity"])), round(chart.y_of(add["gflops"])))
+    l1, dram = level_color("L1", False), level_color("DRAM", False)
+    assert abs(px.hsvHue() - l1.hsvHue()) < 15 < abs(px.hsvHue() - dram.hsvHue())   # over white, the hue stays
+    dist = lambda a, b: abs(a.red() - b.red()) + abs(a.green() - b.green()) + abs(a.blue() - b.blue())
+    # the L1 slope is drawn in L1's colour: a pixel near the line at the ridge's left has it
+    x = 10 ** ((math.log10(x_lo) + math.log10(100 / 400)) / 2)
+    cx, cy = round(chart.x_of(x)), round(chart.y_of(400 * x))
+    near = [image.pixelColor(cx + dx, cy + dy) for dx in range(-2, 3) for dy in range(-2, 3)]
+    assert min(dist(c, l1) for c in near) < 60
+    tip = chart.tooltip_text(2)
+    assert "above its roof" in tip and "DRAM roof measured here" in tip and "waited for a core" in tip
+    assert "held against the L1 roof" in chart.tooltip_text(1)
+    text = roofs_text(block)
+    assert "L1 400 GB/s" in text and "DRAM 10 GB/s" in text and "raised to it" in text
+    assert "1 kernel timed above its roof (take)" in text and "50% of their roofs" in text
+    # the kernel table: the level column, and a % of roof over 100 marked with its reason
+    from irviz.ui.panes.kernel_roofline import add_roofline_columns, set_roofline
+    from irviz.ui.panes.kernel_table import KernelTable
+
+    table = KernelTable()
+    qtbot.addWidget(table)
+    add_roofline_columns(table)
+    table.set_kernels([{"name": k["name"], "calls": 1, "ms": k["ms"]} for k in block["kernels"]])
+    set_roofline(table, block)
+    rows = {table.item(r, 0).text(): r for r in range(table.rowCount())}
+    cell = lambda name, head: table.item(rows[name], table.column_index(head))
+    assert cell("matmul", "Level").text() == "L2" and cell("add", "Level").text() == "L1"
+    assert cell("matmul", "% roof").text() == "40"
+    assert cell("take", "% roof").text() == "9.4e+04 !" and "byte count is off" in cell("take", "% roof").toolTip()
