@@ -15,7 +15,7 @@ import traceback
 from typing import NamedTuple
 from collections.abc import Callable
 
-from irviz.core.errors import IrvizError, RequestError
+from irviz.core.errors import IrvizError
 from irviz.core.frontend.ir_file import parse_dims
 from irviz.core.workspace import Workspace
 
@@ -131,28 +131,16 @@ def open_workspace(args, failure: Failure, log, other_pipelines=()):
     try:
         ws.dims = parse_dims(args.dim)
         load_pass_files(args.passes, log)
-        pipeline = passes.parse_pipeline(args.pipeline)
         for other in other_pipelines:
             passes.parse_pipeline(other)
-        target = chosen_target(getattr(args, "target", None), pipeline.target)
-        if target:
-            from irviz.core.target import resolve_target
-
-            ws.target = target
-            passes.check_target(pipeline, resolve_target(target))
-        else:
-            passes.check_target(pipeline, None)
-    except Exception as exc:  # an unknown pipeline or target is a usage error: stop before loading anything
-        failure.record("pipeline", exc)
-        return None
-    try:
         if args.converters:
             ws.stage = "import"
             ws.add_converter_file(args.converters)
         if getattr(args, "out", None) and args.keep_params:
             ws.params_dir = args.out  # the weights go with the exported steps
-        ws.open(args.model, args.importer, planned=pipeline, capture=args.capture,
-                importer_maps=args.importer_map, keep_params=args.keep_params,
+        # the pipeline and the target are planned (and a bad one refused) before anything loads
+        ws.open(args.model, args.importer, planned=args.pipeline, target=getattr(args, "target", None),
+                capture=args.capture, importer_maps=args.importer_map, keep_params=args.keep_params,
                 no_weights=getattr(args, "no_weights", False))
     except Exception as exc:
         failure.record(ws.stage or "load", exc)
@@ -165,18 +153,6 @@ def open_workspace(args, failure: Failure, log, other_pipelines=()):
     except Exception as exc:
         failure.record("pipeline", exc)
     return ws
-
-
-def chosen_target(option: str | None, in_text: str | None) -> str | None:
-    """The target of --target or of the pipeline text (target=T; ...); both, when they differ,
-    is a usage error naming both."""
-    if option and in_text:
-        from irviz.core.target import target_spec
-
-        if target_spec(option)[1] != target_spec(in_text)[1]:
-            raise RequestError(f"--target {option!r} and the pipeline text's target={in_text} differ",
-                               "name the target once: in --target or at the start of --pipeline")
-    return option or in_text
 
 
 def add_target_argument(sp: argparse.ArgumentParser, default: str | None = None,

@@ -11,7 +11,6 @@ def check_graph_breaks(args, failure, summary: dict, log) -> None:
     entry per graph), "capture" and "capture_notes"; the failure is cleared when every graph
     matches torch, else it names the first graph that did not and why.  When torch.compile cannot
     split the model either, the capture error gains that line and stays."""
-    from irviz.core import passes
     from irviz.core.frontend.graph_breaks import split_quietly, used_note, with_tried_line
     from irviz.core.frontend.model_file import load_model
     from irviz.core.workspace import Workspace
@@ -25,14 +24,13 @@ def check_graph_breaks(args, failure, summary: dict, log) -> None:
     note = used_note(failure.error or "", len(pieces))
     log(f"note     {note}")
     summary.update(capture="graph breaks", capture_notes=[note], graph_breaks=[])
-    planned = passes.parse_pipeline(args.pipeline)
     first_bad = None
     for k, piece in enumerate(pieces, 1):
         entry = {"graph": k, "name": piece.name, "ok": False, "failed_stage": None, "error": None,
                  "fx_nodes": None, "max_abs_error": None, "allclose": None}
         ws = Workspace(log=lambda _text: None)
         try:
-            ws.open_loaded(piece, args.importer or "exported_program", planned=planned)
+            ws.open_loaded(piece, args.importer or "exported_program", planned=args.pipeline)
             entry["fx_nodes"] = len(ws.captured.graph.nodes)
             _, res = ws.build_run(repeats=1, func=args.func)
         except Exception as exc:
@@ -70,7 +68,6 @@ def export_graph_breaks(args, failure) -> int:
     import json
     import os
 
-    from irviz.core import passes
     from irviz.core.frontend.graph_breaks import FALLBACK, ops_of, split_quietly, used_note, with_tried_line
     from irviz.core.frontend.model_file import load_model
     from irviz.core.workspace import Workspace
@@ -89,7 +86,6 @@ def export_graph_breaks(args, failure) -> int:
     if args.target or args.latency:
         print("note     --target and --latency are for a whole model: each graph is built for the host, "
               "without a latency trace")
-    planned = passes.parse_pipeline(args.pipeline)
     entries, bad = [], 0
     for k, piece in enumerate(pieces, 1):
         folder = f"graph_{k:02d}"
@@ -98,7 +94,7 @@ def export_graph_breaks(args, failure) -> int:
                  "max_abs_error": None, "allclose": None, "error": None}
         ws = Workspace(log=lambda _text: None)
         try:
-            ws.open_loaded(piece, args.importer or "exported_program", planned=list(planned))
+            ws.open_loaded(piece, args.importer or "exported_program", planned=args.pipeline)
             ws.run_to_end()
             entry["steps"] = len(ws.session.steps)
             if not args.no_build:

@@ -287,6 +287,7 @@ class Report:
     file: Path | str
     steps: list[tuple[str, bool]] = field(default_factory=list)
     error: str | None = None
+    target: str = "host"                 # the target the passes ran under and the build was for
     allclose: bool | None = None         # the last step's outputs against the reference (None: not run or not judged)
     max_abs_error: float | None = None
     height: int = 600
@@ -313,24 +314,23 @@ def report(obj, inputs=None, *, pipeline="zero", build: bool = True, expected=No
            dims: dict | None = None, name: str | None = None) -> Report:
     """The pass trace of `obj` (what ``show`` accepts) through `pipeline` (a name or a pipeline
     text, default "zero") as an HTML report: the passes, what each changed, their diffs, and with
-    `build` the last step built, run and compared (with PyTorch, or with `expected`). Runs in this
-    process. A pass or build that fails ends the trace there; the report shows the steps before it
+    `build` the last step built, run and compared (with PyTorch, or with `expected`), for the
+    target the pipeline text names (`target=x86-avx2; ...`), as the CLI and the app take it. Runs
+    in this process. A pass or build that fails ends the trace there; the report shows the steps before it
     and says why (`Report.error`)."""
     from irviz.core.errors import IrvizError
     from irviz.core.export.report import html_report
-    from irviz.core.passes import parse_pipeline
     from irviz.core.workspace import Workspace
 
     obj, inputs = _split(obj, inputs)
     if name is None:
         name = _caller_name(obj)
-    planned = parse_pipeline(_pipeline_text(pipeline) or "")
     path = write_model_file(obj, inputs, expected=expected, name=name, caller="irviz.report()")
     ws = Workspace()
     ws.dims = dict(dims or {})
     with warnings.catch_warnings():  # torch.export's deprecation chatter, as the CLI hides it
         warnings.simplefilter("ignore", FutureWarning)
-        ws.open(str(path), planned=planned)
+        ws.open(str(path), planned=_pipeline_text(pipeline) or "")
     error = None
     try:
         ws.run_to_end()
@@ -345,5 +345,6 @@ def report(obj, inputs=None, *, pipeline="zero", build: bool = True, expected=No
     session, runs = ws.session, ws.current_runs()
     last = runs[max(runs)] if runs else None
     return Report(html=html_report(session, runs or None, name=ws.model_name), file=path, error=error,
+                  target=ws.target_name or "host",
                   steps=[(s.pass_name, bool(s.changed)) for s in session.steps[1:]],
                   allclose=getattr(last, "allclose", None), max_abs_error=getattr(last, "max_abs_error", None))

@@ -222,6 +222,13 @@ def is_gpu(target) -> bool:
     return str(as_target(target).kind.name) in GPU_KINDS
 
 
+def normalised_target(text: str | None) -> str | None:
+    """The name a session keeps for the target the user wrote: None for the host ("host", empty)."""
+    if text is None or not str(text).strip() or str(text).strip() == "host":
+        return None
+    return str(text).strip()
+
+
 def pass_target(text: str | None):
     """The target passes run under when the user chose `text` (None: none chosen): that CPU or GPU,
     as TVM's GPU flow legalizes and fuses under the GPU target (CPU schedule passes refuse a GPU
@@ -249,6 +256,39 @@ def _isa_features(tgt) -> set[str]:
     return {f for f in map(str, codegen.llvm_get_cpu_features(tgt)) if f.startswith(_ISA_PREFIXES)}
 
 
+# extensions the OS must enable besides the CPU having them (AMX tiles, AVX-512's registers): LLVM
+# reads the CPU's model and may list them where Linux left them off, and then /proc/cpuinfo omits
+# their flags; code using them faults there
+_OS_GATED_PREFIXES = ("amx", "avx512")
+
+
+def _cpuinfo_flags() -> set[str] | None:
+    """The x86 flags Linux lists, spelt as LLVM spells them less '-', '_' and '.'; None where there
+    is no such list (another OS or architecture)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return {_bare(f) for f in line.split(":", 1)[1].split()}
+    except OSError:
+        pass
+    return None
+
+
+def _bare(feature: str) -> str:
+    return feature.replace("-", "").replace("_", "").replace(".", "")
+
+
+def host_isa_features() -> set[str]:
+    """The host's instruction-set extensions that code may use here: LLVM's list, less the ones
+    the OS must enable and Linux does not list as enabled."""
+    features = _isa_features(host_target())
+    flags = _cpuinfo_flags()
+    if flags is None:
+        return features
+    return {f for f in features if not f.startswith(_OS_GATED_PREFIXES) or _bare(f) in flags}
+
+
 def not_runnable_here(target) -> str | None:
     """Why code built for `target` (a tvm Target) cannot run on this machine; None when it can.
     A CPU target runs when it is this CPU's architecture and every instruction-set extension it
@@ -264,7 +304,7 @@ def not_runnable_here(target) -> str | None:
         arch = _arch(str(tgt.attrs["mtriple"])) if "mtriple" in tgt.attrs else _arch(str(host.attrs["mtriple"]))
         if arch != _arch(str(host.attrs["mtriple"])):
             return f"this machine is {_arch(str(host.attrs['mtriple']))}, the target {arch}"
-        missing = sorted(_isa_features(tgt) - _isa_features(host))
+        missing = sorted(_isa_features(tgt) - host_isa_features())
         return f"this CPU lacks {', '.join(missing)}" if missing else None
     if kind in GPU_KINDS:
         if tvm_ffi.get_global_func(f"device_api.{kind}", allow_missing=True) is None:

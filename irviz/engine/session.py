@@ -42,12 +42,7 @@ class SessionCommands:
 
     def open(self, spec, importer=None, pipeline="zero", capture=None, importer_maps=None,
              keep_params=False, no_weights=False, graph=1) -> State:
-        from irviz.core.passes import parse_pipeline
-
-        planned = parse_pipeline(pipeline) if pipeline else []
-        if getattr(planned, "target", None) is not None:  # the text names its target
-            self._choose_target(planned.target)
-        self.ws.open(spec, importer, planned=planned,
+        self.ws.open(spec, importer, planned=pipeline or "",
                      capture=capture, importer_maps=importer_maps, keep_params=bool(keep_params),
                      no_weights=bool(no_weights), graph=graph)
         self.progress("Ready", 1.0)
@@ -70,30 +65,21 @@ class SessionCommands:
         """`pipeline`: a name, replacing the passes after the cursor; `passes`: [{name, params}],
         the same; `text`: a pipeline text for the whole pipeline from the import (a bad text
         changes nothing)."""
-        from irviz.core.passes import get_pass, get_pipeline, parse_pipeline
+        from irviz.core.passes import get_pass
 
         self.ws.need_session()
         if text is not None:
-            invs = parse_pipeline(text)
-            if invs.target is not None:  # the text names its target: the whole pipeline under it
-                self.ws.set_target(invs.target, whole=invs)
-            else:
-                self.ws.set_whole_pipeline(invs)
+            self.ws.set_pipeline(text, whole=True)
             return self.state()
         if passes is not None:
-            invs = invocations(passes)
-            for inv in invs:
+            chosen = invocations(passes)
+            for inv in chosen:
                 get_pass(inv.name)  # an unknown name fails now, not when it is stepped to
         elif pipeline is not None:
-            invs = get_pipeline(pipeline)
+            chosen = pipeline
         else:
             raise BadRequest("set_pipeline needs `pipeline` (a name), `passes` [{name, params}] or `text`")
-        if self.ws.target is not None:  # a GPU rule under a CPU target fails now, not when stepped to
-            from irviz.core.passes import check_target
-            from irviz.core.target import pass_target
-
-            check_target(invs, pass_target(self.ws.target))
-        self.ws.set_pipeline(invs)
+        self.ws.set_pipeline(chosen)
         return self.state()
 
     def set_target(self, target=None) -> State:
@@ -101,14 +87,6 @@ class SessionCommands:
         applied passes run again under it, back to the same step."""
         self.ws.set_target(target)
         return self.state()
-
-    def _choose_target(self, text: str) -> None:
-        """The target for the session an open is about to make (a bad one raises first)."""
-        from irviz.core.target import pass_target
-
-        name = None if text.strip() in ("", "host") else text.strip()
-        pass_target(name)
-        self.ws.target = name
 
     def step(self) -> State:
         self.ws.step()
@@ -129,11 +107,10 @@ class SessionCommands:
     def replay(self, spec, importer=None, applied=(), planned=(), cursor=None, pass_files=(),
                converter_files=(), capture=None, importer_maps=(), keep_params=False,
                no_weights=False, target=None, graph=1) -> State:
-        if target is not None:  # before the open: the new session's passes run under it
-            self._choose_target(target)
         self.ws.replay(spec, importer, invocations(applied), invocations(planned), cursor,
                        pass_files, converter_files, capture=capture, importer_maps=importer_maps,
-                       keep_params=bool(keep_params), no_weights=bool(no_weights), graph=graph)
+                       keep_params=bool(keep_params), no_weights=bool(no_weights), graph=graph,
+                       target=target)
         self.progress("Replayed", 1.0)
         return self.state()  # a schedule that stopped at a primitive is in the state's error
 

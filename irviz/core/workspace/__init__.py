@@ -40,6 +40,9 @@ def _quiet(*_args, **_kwargs) -> None:
     return None
 
 
+_KEEP = object()  # an open's target not yet decided: the session keeps the one it had
+
+
 def choose_frontend(loaded, capture=None, importer=None, maps=()) -> tuple[str, str, str]:
     """(capture, importer, why): what was asked, else the model file's IRVIZ_CAPTURE /
     IRVIZ_IMPORTER, else: symbolic_trace when course maps are given, and the course importer for
@@ -93,6 +96,7 @@ class Workspace(GraphBreakOpening, IRFileOpening, Results):
         self.session = None
         # the target chosen by name (`irviz targets`); a CPU one is also the passes' target
         self.target: str | None = None
+        self._target_on_replace = _KEEP
         self.converter_files: list[str] = []
         self.importer_maps: list[str] = []  # course map files of the open model (symbolic_trace)
         self.keep_params = False          # the open model keeps its weights as main's parameters
@@ -186,8 +190,14 @@ class Workspace(GraphBreakOpening, IRFileOpening, Results):
 
     def open(self, spec: str, importer: str | None = None, planned=(), fraction_span=(0.0, 1.0),
              capture: str | None = None, importer_maps=None, keep_params: bool = False,
-             no_weights: bool = False, graph: int | None = None):
+             no_weights: bool = False, graph: int | None = None, target: str | None = None):
         """Load, capture and import `spec`; a new Session with `planned` as its pipeline.
+
+        `planned`: a pipeline name or text (which may name its target), a Pipeline or a list of
+        invocations; `target`: the target chosen besides it (both, when they differ, is an error).
+        With neither naming one, the session keeps its target. A bad pipeline or target fails
+        first, with the stage "pipeline", before anything loads; the target changes only when
+        the open works.
 
         `capture` ("export" | "symbolic_trace") and `importer` ("exported_program" | "course"):
         None takes the model file's IRVIZ_CAPTURE / IRVIZ_IMPORTER, else the defaults (see
@@ -198,6 +208,19 @@ class Workspace(GraphBreakOpening, IRFileOpening, Results):
         model file that builds on the meta device is structure only without it).
         graph: when nothing captures the whole model, cut it at its graph breaks and open this
         graph of them (from 1; see graph_breaks.py); None: the capture failure is the answer."""
+        from irviz.core.passes.plan import plan
+
+        self.stage = "pipeline"
+        chosen = plan(planned, target, default=self.target)
+        self._target_on_replace = chosen.target
+        try:
+            return self._open(spec, importer, chosen.passes, fraction_span, capture, importer_maps,
+                              keep_params, no_weights, graph)
+        finally:
+            self._target_on_replace = _KEEP
+
+    def _open(self, spec, importer, planned, fraction_span, capture, importer_maps, keep_params,
+              no_weights, graph):
         from irviz.core.frontend import capture as capture_mod
         from irviz.core.frontend import ir_file, model_file
 
@@ -259,7 +282,11 @@ class Workspace(GraphBreakOpening, IRFileOpening, Results):
         """Capture and import a model built in memory (a LoadedModel a script made, e.g. from a
         corpus of test modules that no file defines) as open() does for a model file."""
         from irviz.core.frontend import capture as capture_mod
+        from irviz.core.passes.plan import plan
 
+        self.stage = "pipeline"
+        chosen = plan(planned, default=self.target)
+        self.target, planned = chosen.target, chosen.passes
         self.stage = "capture"
         self.progress(f"Capturing {loaded.name} with torch.export", 0.25)
         captured = capture_mod.capture(loaded)
@@ -340,7 +367,9 @@ class Workspace(GraphBreakOpening, IRFileOpening, Results):
         self.importer_maps = []
         self.spec, self.importer = spec, importer
         self.loaded, self.captured, self.imported, self.session = loaded, captured, imported, session
-        if self.target is not None:  # lazy: the target module loads TVM
+        if self._target_on_replace is not _KEEP:
+            self.target = self._target_on_replace
+        if self.target is not None and session is not None:  # lazy: the target module loads TVM
             from irviz.core.target import pass_target
 
             session.target = pass_target(self.target)
@@ -381,12 +410,28 @@ class Workspace(GraphBreakOpening, IRFileOpening, Results):
 
     # -- stepping -------------------------------------------------------------------------------
 
-    def set_pipeline(self, invocations) -> None:
-        self.need_session().set_pipeline(invocations)
+    def set_pipeline(self, pipeline, *, whole: bool = False) -> None:
+        """Plan `pipeline` (a name, a pipeline text, a Pipeline or invocations) after the cursor;
+        with `whole`, as the whole pipeline from the import (a pasted text). A text that names
+        another target runs the whole pipeline again under it. A bad pipeline, or a pass that
+        cannot run under the target, raises and changes nothing."""
+        from irviz.core.passes.plan import plan
 
-    def set_whole_pipeline(self, invocations) -> None:
-        """`invocations` as the whole pipeline from the import (a pasted pipeline text): recorded
-        steps that match its start are kept, and the cursor stays where it was if it still can."""
+        s = self.need_session()
+        chosen = plan(pipeline, default=self.target)
+        if chosen.target != self.target:
+            if not whole:
+                raise RequestError("a pipeline that names another target replaces the whole pipeline",
+                                   "set it as the whole pipeline (a pipeline text), or choose the target first")
+            self.set_target(chosen.target, whole=chosen.passes)
+        elif whole:
+            self._set_whole_pipeline(chosen.passes)
+        else:
+            s.set_pipeline(chosen.passes)
+
+    def _set_whole_pipeline(self, invocations) -> None:
+        """Recorded steps that match the start of `invocations` are kept, and the cursor stays
+        where it was if it still can."""
         s = self.need_session()
         cursor = s.cursor
         s.jump(0)
@@ -495,9 +540,10 @@ class Workspace(GraphBreakOpening, IRFileOpening, Results):
 
     def replay(self, spec, importer=None, applied=(), planned=(), cursor=None,
                pass_files=(), converter_files=(), capture=None, importer_maps=(),
-               keep_params=False, no_weights=False, graph=None) -> None:
-        """Rebuild a session from its recipe: load the pass and converter files, open, apply
-        `applied`, plan `planned`, go to `cursor`. How the GUI recovers from a crashed engine."""
+               keep_params=False, no_weights=False, graph=None, target=None) -> None:
+        """Rebuild a session from its recipe: load the pass and converter files, open under
+        `target` (None: the one it has), apply `applied`, plan `planned`, go to `cursor`. How the
+        GUI recovers from a crashed engine."""
         from irviz.core.passes import load_pass_file
 
         for path in pass_files or ():
@@ -510,7 +556,7 @@ class Workspace(GraphBreakOpening, IRFileOpening, Results):
         self.open(spec, importer, planned=applied + planned,
                   fraction_span=(0.0, 0.4 if applied else 0.95), capture=capture,
                   importer_maps=importer_maps, keep_params=keep_params, no_weights=no_weights,
-                  graph=graph)
+                  graph=graph, target=target)
         s = self.session
         if applied:
             s.set_pipeline(applied)

@@ -88,10 +88,9 @@ class Results:
         cannot run or fails under it, raises and changes nothing."""
         from irviz.core.passes import check_target
         from irviz.core.session import Session
-        from irviz.core.target import pass_target
+        from irviz.core.target import normalised_target, pass_target
 
-        name = None if text is None or not str(text).strip() or str(text).strip() == "host" \
-            else str(text).strip()
+        name = normalised_target(text)
         tgt = pass_target(name)  # a bad name or JSON: target_spec's RequestError
         if self.session is None:
             self.target = name

@@ -1,0 +1,51 @@
+"""The one place a pipeline and a target meet: every entry point (CLI, engine, notebook, graph
+breaks) hands the Workspace what the user wrote, and this turns it into the passes and the target
+they run under, or says what is wrong before anything loads.
+
+    plan("target=x86-avx2; zero")            # Plan(passes=[...zero...], target="x86-avx2")
+    plan("zero", target="cuda")              # the --target option, the text naming none
+    plan("target=cuda; gpu", target="host")  # PassError: the two name different targets
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from irviz.core.errors import RequestError
+from irviz.core.passes.pipeline_text import Pipeline, parse_pipeline
+from irviz.core.passes.pipelines import check_target
+from irviz.core.target import normalised_target, pass_target, target_spec
+
+
+@dataclass
+class Plan:
+    passes: list = field(default_factory=list)
+    target: str | None = None  # the name as the user wrote it; None: the host
+
+
+def _passes(pipeline) -> tuple[list, str | None]:
+    if pipeline is None:
+        return [], None
+    if isinstance(pipeline, str):
+        parsed = parse_pipeline(pipeline) if pipeline.strip() else Pipeline()
+        return list(parsed), parsed.target
+    return list(pipeline), getattr(pipeline, "target", None)
+
+
+def same_target(a: str, b: str) -> bool:
+    return target_spec(a)[1] == target_spec(b)[1]
+
+
+def plan(pipeline=None, target: str | None = None, default: str | None = None) -> Plan:
+    """The passes of `pipeline` (a name, a pipeline text, a Pipeline or a list of invocations) and
+    the target they run under: `target` (the user's --target or the pane's choice) or the one the
+    text names; both, when they differ, is an error naming both. With neither, `default` (the
+    session's target so far). A target this TVM cannot build for, or a pass that cannot run
+    under it, raises here."""
+    passes, in_text = _passes(pipeline)
+    if target and in_text and not same_target(target, in_text):
+        raise RequestError(f"the target {target!r} and the pipeline text's target={in_text} differ",
+                           "name the target once: as the target or at the start of the pipeline text")
+    named = target or in_text
+    name = normalised_target(named if named else default)
+    check_target(passes, pass_target(name))
+    return Plan(passes, name)
