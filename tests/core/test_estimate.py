@@ -353,6 +353,7 @@ def test_each_kernel_figure_loses_the_call_into_main_which_the_total_counts_once
 
 
 def test_without_weights_what_a_build_with_them_folds_is_left_out(cache_dir, monkeypatch):
+    pytest.importorskip("transformers", reason="sample:hf_llama needs the hf extra")
     from irviz.core.passes import parse_pipeline
     from irviz.core.tuning import estimate as estimate_mod
     from irviz.core.tuning.estimate import weight_only_calls
