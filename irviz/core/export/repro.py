@@ -9,9 +9,15 @@ Contents:
   ``.txt`` for reading, and repro.py says so.
 * ``inputs.npz`` (``input_0``, ... then any weights main takes by name), ``expected.npz``
   (``output_0``, ...: the reference's outputs).
+* ``irviz_*.py``, when the modules need them: what irviz's build does besides TVM (its lowering of
+  ``R.ewise_fma``, its library functions, the functions the opened file registers); see
+  ``repro_carry``. Without them plain TVM fails in another way than irviz did (a build failure
+  where irviz found wrong numbers).
 * ``repro.py``: tvm + numpy only. Builds each module (whatever is left of default_build, then
-  ``tvm.compile``), runs main, compares with expected.npz, prints what it found, and exits 1 when
-  the problem reproduces (0 when it does not, 2 when it cannot run at all).
+  ``tvm.compile``), runs main, compares with expected.npz and prints what it found: exit 1 when the
+  problem reproduces in the class irviz found ("REPRODUCED: wrong numbers after X, max abs error
+  ..."), 3 when the module fails in another class ("NOT REPRODUCED the same way: bisect found wrong
+  numbers, plain TVM fails to build: ..."), 0 when it does not fail, 2 when it cannot run at all.
 * ``README.txt``: the pass, its parameters, why, the versions.
 
 Three modes: "pass" (before and after are both there), "apply" (the engine died inside the pass:
@@ -35,6 +41,7 @@ from irviz.core.backend import bisect as bisect_mod
 from irviz.core.backend.bisect import reference_for
 from irviz.core.backend.build import DEFAULT_BUILD_PASSES, default_build_progress
 from irviz.core.errors import ExportError, RequestError
+from irviz.core.export import repro_carry
 from irviz.core.export import step_files as sf
 from irviz.core.export.step_files import jsonable
 from irviz.core.passes import PassInvocation, apply_pass, find_pass
@@ -85,13 +92,16 @@ def as_step(index: int, pass_name: str, params: dict, mod):
 
 def write_repro(out_dir, session, *, before, after=None, pass_name: str, params=None, stage: str,
                 reason: str = "", ref=None, atol=None, rtol=None, mode: str | None = None,
-                pass_files=(), model: str | None = None, crashed: bool = False) -> Path:
+                pass_files=(), model: str | None = None, crashed: bool = False,
+                ir_path=None, found_by: str = "irviz") -> Path:
     """Write the repro folder (see the module doc) and return its path.
 
     before / after: Steps (or ``as_step``) whose ``mod`` is the pass's input / output.
     ref: a bisect.Reference (inputs, expected outputs). stage: "compare" | "build" | "run" | "pass".
     mode: "pass" when `after` is given, else "apply"; "build" for one step built on its own.
-    crashed: the engine died in that pass or build (the README says so only then)."""
+    crashed: the engine died in that pass or build (the README says so only then).
+    ir_path: the opened IR file, copied for the functions it registers when the modules call them.
+    found_by: who found `stage` ("bisect"), for repro.py's verdict."""
     mode = mode or ("pass" if after is not None else "apply")
     out = Path(os.path.abspath(os.path.expanduser(str(out_dir))))
     try:
@@ -116,6 +126,9 @@ def write_repro(out_dir, session, *, before, after=None, pass_name: str, params=
             if ref is not None and n in ref.params:
                 inputs[n] = np.asarray(ref.params[n])
         np.savez(out / "inputs.npz", **inputs)
+        # a pass repro.py applies itself may emit the ops irviz lowers: carry their lowering too
+        carried = repro_carry.carry(out, [st.mod for st in mods.values()], ir_path,
+                                    all_lowerings=mode == "apply")
         expected = list(ref.expected) if ref is not None else []
         np.savez(out / "expected.npz", **{f"output_{i}": e for i, e in enumerate(expected)})
         tol = [list(bisect_mod.tolerances(e, atol, rtol)) for e in expected]
@@ -127,6 +140,7 @@ def write_repro(out_dir, session, *, before, after=None, pass_name: str, params=
             "notes": {k: v["note"] for k, v in files.items() if v["note"]},
             "build_start": build_start, "default_build": list(DEFAULT_BUILD_PASSES),
             "pass_files": [os.path.abspath(p) for p in pass_files or ()],
+            "carry": carried, "found_by": found_by,
         }
         (out / "repro.py").write_text(_REPRO_HEAD + "INFO = json.loads(" + repr(json.dumps(info)) + ")\n"
                                       + _REPRO_BODY, encoding="utf-8")
@@ -173,10 +187,16 @@ def _readme(info: dict, session, before, model) -> str:
         f"passes before it: {', '.join(applied) if applied else '(none: the imported module)'}",
         "",
         "Run it (needs only tvm and numpy):",
-        "    python repro.py        # exit 1: it reproduces; 0: it does not; 2: it cannot run",
+        "    python repro.py        # exit 1: it reproduces; 0: it does not; 2: it cannot run;",
+        "                           # 3: it fails, in another way than irviz found",
         "",
-        "Files: before.py / after.py (+ .params: their tensor constants), inputs.npz, expected.npz.",
+        "Files: before.py / after.py (+ .params: their tensor constants), inputs.npz (by main's "
+        "parameter names, or input_0, ... for a PyTorch model's inputs), expected.npz.",
     ]
+    carried = repro_carry.describe(info["carry"])
+    if carried:
+        lines += ["What irviz does besides TVM, carried here (repro.py uses it):"] + \
+            [f"    {line}" for line in carried]
     for k, note in info["notes"].items():
         lines.append(f"NOTE: {k} is written as text only ({k}.txt): {note}")
     if info["mode"] == "apply":
@@ -189,8 +209,10 @@ def _readme(info: dict, session, before, model) -> str:
 
 _REPRO_HEAD = '''"""Reproduce what irviz found; see README.txt. Needs tvm and numpy only.
 
-    python repro.py      # exit 1: it reproduces; 0: it does not; 2: it cannot run
+    python repro.py      # exit 1: it reproduces; 0: it does not; 2: it cannot run;
+                         # 3: it fails, in another way than irviz found
 """
+import importlib.util
 import json
 import os
 import runpy
@@ -214,10 +236,62 @@ def load(stem):
 
 
 def make_pass(name, params=None):
+    if name == "LegalizeOps" and LOWERINGS and not params:
+        return relax.transform.LegalizeOps(customize_legalize_map=dict(LOWERINGS))
     for ns in (relax.transform, relax.backend):
         if hasattr(ns, name):
             return getattr(ns, name)(**(params or {}))
     return None
+
+
+LOWERINGS = {}   # op name -> legalization irviz gives LegalizeOps (irviz_lowerings.py)
+ADDED = []       # what this run does besides plain TVM, as irviz's build does
+
+
+def load_carried():
+    """What irviz does besides TVM, from the files it wrote here (README.txt lists them)."""
+    carried = INFO.get("carry") or {}
+    low = carried.get("lowerings")
+    if low and os.path.isfile(os.path.join(HERE, low["file"])):
+        LOWERINGS.update(runpy.run_path(os.path.join(HERE, low["file"]))["CUSTOM_LEGALIZE_MAP"])
+        ADDED.append(f"irviz's lowering of {', '.join(low['ops'])} ({low['file']})")
+    elif low:
+        print(f"note:   {low['file']} is missing: {', '.join(low['ops'])} will not be lowered")
+    ext = carried.get("externs")
+    if ext and os.path.isfile(os.path.join(HERE, ext["file"])):
+        make = runpy.run_path(os.path.join(HERE, ext["file"]))["_torch_function"]
+        for name in ext["names"]:
+            tvm.register_global_func(name, make(name), override=True)
+        ADDED.append(f"irviz's library functions ({ext['file']})")
+    for f in carried.get("register_files") or ():
+        path = os.path.join(HERE, f["file"])
+        if not os.path.isfile(path):
+            continue
+        sys.path[:0] = [f["folder"], HERE]
+        name = os.path.splitext(f["file"])[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # TVMScript in the file looks itself up by module name
+        spec.loader.exec_module(module)
+        ADDED.append(f"the functions {f['file']} registers")
+    missing = [n for n in carried.get("registered") or ()
+               if tvm.get_global_func(n, allow_missing=True) is None]
+    if missing:
+        sys.exit(f"the module calls {', '.join(missing)}, which irviz's process had registered "
+                 "and this one has not: register them (see README.txt), then run again")
+
+
+def calls_ops(mod, names):
+    found = []
+
+    def visit(e):
+        if isinstance(e, relax.Call) and getattr(e.op, "name", None) in names:
+            found.append(e.op.name)
+
+    for f in mod.functions.values():
+        if isinstance(f, relax.Function):
+            relax.analysis.post_order_visit(f, visit)
+    return bool(found)
 
 
 def apply_pass(mod):
@@ -239,8 +313,11 @@ def apply_pass(mod):
 def build(mod, start):
     """What is left of default_build (the module may be part-way through it), then compile."""
     target = tvm.target.Target.from_device(tvm.cpu())
+    names = INFO["default_build"][start:]
+    if "LegalizeOps" not in names and LOWERINGS and calls_ops(mod, LOWERINGS):
+        names = ["LegalizeOps"] + names  # as irviz's build: its ops are lowered wherever they are
     with target:
-        for name in INFO["default_build"][start:]:
+        for name in names:
             mod = make_pass(name)(mod)
     return tvm.compile(mod, target=target, relax_pipeline=None)
 
@@ -254,13 +331,13 @@ def flatten(x):
 
 
 def check(stem, mod, start):
-    """"ok" / "build" / "run" / "compare", and what happened."""
+    """("ok" / "build" / "run" / "compare", what happened, max abs error or None)."""
     inputs = np.load(os.path.join(HERE, "inputs.npz"))
     expected = np.load(os.path.join(HERE, "expected.npz"))
     try:
         ex = build(mod, start)
     except Exception as exc:
-        return "build", first_lines(exc)
+        return "build", first_lines(exc), None
     names = [p.name for p in mod["main"].params]
     n = INFO["n_inputs"]
     args = [inputs[f"input_{i}"] for i in range(n)] + [inputs[k] for k in names[n:]]
@@ -268,25 +345,25 @@ def check(stem, mod, start):
     try:
         out = relax.VirtualMachine(ex, dev)["main"](*[tvm.runtime.tensor(a, dev) for a in args])
     except Exception as exc:
-        return "run", first_lines(exc)
+        return "run", first_lines(exc), None
     got = flatten(out)
     want = [expected[f"output_{i}"] for i in range(len(expected.files))]
     if not want:
-        return "ok", "ran (nothing to compare with)"
+        return "ok", "ran (nothing to compare with)", None
     if len(got) != len(want):
-        return "compare", f"{len(got)} outputs, expected {len(want)}"
+        return "compare", f"{len(got)} outputs, expected {len(want)}", None
     worst, bad = 0.0, []
     for i, (g, w) in enumerate(zip(got, want)):
         if g.shape != w.shape:
-            return "compare", f"output {i}: shape {g.shape}, expected {w.shape}"
+            return "compare", f"output {i}: shape {g.shape}, expected {w.shape}", None
         atol, rtol = INFO["tolerances"][i]
         err = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)))) if g.size else 0.0
         worst = max(worst, err)
         if not np.allclose(g, w, atol=atol, rtol=rtol, equal_nan=True):
             bad.append(f"output {i}: max abs error {err:.3g} (atol {atol:.3g}, rtol {rtol:.3g})")
     if bad:
-        return "compare", "; ".join(bad)
-    return "ok", f"matches expected.npz (max abs error {worst:.3g})"
+        return "compare", "; ".join(bad), worst
+    return "ok", f"matches expected.npz (max abs error {worst:.3g})", worst
 
 
 def first_lines(exc):
@@ -294,19 +371,41 @@ def first_lines(exc):
     return (type(exc).__name__ + ": " + " | ".join(lines[:6]))[:1500]
 
 
+CLASS = {"compare": "wrong numbers", "build": "a build failure", "run": "a run failure",
+         "pass": "a failing pass"}
+FAILS = {"compare": "gives wrong numbers", "build": "fails to build", "run": "fails to run"}
+
+
+def verdict(stage, what, err, where):
+    """Exit status of a failing module: 1 when it fails as irviz found it would (or irviz did not
+    check it), 3 when it fails in another way."""
+    found = INFO["stage"]
+    if found not in CLASS or found == stage:
+        if stage == "compare":
+            size = f", max abs error {err:.3g}" if err is not None else f": {what}"
+            print(f"REPRODUCED: wrong numbers {where}{size}")
+        else:
+            print(f"REPRODUCED: {where}, {stage} fails: {what}")
+        return 1
+    tvm_is = "TVM with " + ", ".join(ADDED) if ADDED else "plain TVM"
+    print(f"NOT REPRODUCED the same way: {INFO.get('found_by', 'irviz')} found {CLASS[found]}, "
+          f"{tvm_is} {FAILS[stage]}: {what}")
+    return 3
+
+
 def main():
     print(f"irviz repro: {INFO['mode']} {INFO['pass']} {json.dumps(INFO['params'])}; irviz saw: "
           f"{INFO['stage']}: {INFO['reason']}")
+    load_carried()
     before = load("before")
     if INFO["mode"] == "build":
-        stage, what = check("before", before, INFO["build_start"]["before"])
+        stage, what, err = check("before", before, INFO["build_start"]["before"])
         print(f"step:   {stage}: {what}")
         if stage != "ok":
-            print(f"REPRODUCED: the step fails ({stage})")
-            return 1
+            return verdict(stage, what, err, f"in step {INFO['pass']}")
         print("did not reproduce: the step builds, runs and matches expected.npz")
         return 0
-    stage_b, what_b = check("before", before, INFO["build_start"]["before"])
+    stage_b, what_b, _ = check("before", before, INFO["build_start"]["before"])
     print(f"before: {stage_b}: {what_b}")
     if INFO["mode"] == "apply":
         try:
@@ -317,12 +416,12 @@ def main():
         start = 0
     else:
         after, start = load("after"), INFO["build_start"]["after"]
-    stage_a, what_a = check("after", after, start)
+    stage_a, what_a, err_a = check("after", after, start)
     print(f"after:  {stage_a}: {what_a}")
     if stage_a != "ok":
-        older = " (before.py fails too: the problem is older than this pass)" if stage_b != "ok" else ""
-        print(f"REPRODUCED: after {INFO['pass']}, {stage_a} fails{older}")
-        return 1
+        if stage_b != "ok":
+            print("note:   before.py fails too: the problem is older than this pass")
+        return verdict(stage_a, what_a, err_a, f"after {INFO['pass']}")
     print("did not reproduce: the module after the pass matches")
     return 0
 
@@ -341,13 +440,20 @@ def repro_for_step(ws, out_dir, index=None, *, verdict=None, atol=None, rtol=Non
     stage = verdict.stage if verdict is not None and verdict.stage else "unchecked"
     reason = verdict.reason if verdict is not None else "written on request; run repro.py to check it"
     s = ws.session
+    found_by = "bisect" if verdict is not None else "irviz"
     if st.index == 0:
         return write_repro(out_dir, s, before=st, pass_name="import", params=st.params, stage=stage,
                            reason=reason, ref=ref, atol=atol, rtol=rtol, mode="build",
-                           model=ws.model_name)
+                           model=ws.model_name, ir_path=_ir_path(ws), found_by=found_by)
     return write_repro(out_dir, s, before=s.steps[st.index - 1], after=st, pass_name=st.pass_name,
                        params=st.params, stage=stage, reason=reason, ref=ref, atol=atol, rtol=rtol,
-                       pass_files=_pass_files(st.pass_name), model=ws.model_name)
+                       pass_files=_pass_files(st.pass_name), model=ws.model_name,
+                       ir_path=_ir_path(ws), found_by=found_by)
+
+
+def _ir_path(ws):
+    ir = getattr(ws, "ir_file", None)
+    return getattr(ir, "path", None)
 
 
 def repro_for_crash(ws, out_dir, pass_name=None, params=None, *, stage: str = "pass",
@@ -363,7 +469,7 @@ def repro_for_crash(ws, out_dir, pass_name=None, params=None, *, stage: str = "p
         st = ws.step_at(step)
         return write_repro(out_dir, s, before=st, pass_name=f"build of step {st.index}", params={},
                            stage="build", reason=reason, ref=ref, mode="build", model=ws.model_name,
-                           crashed=True)
+                           crashed=True, ir_path=_ir_path(ws))
     cur = s.steps[s.cursor]
     mod, index = cur.mod, cur.index
     ahead = [PassInvocation(t.pass_name, dict(t.params or {})) for t in s.steps[s.cursor + 1:]]
@@ -380,4 +486,5 @@ def repro_for_crash(ws, out_dir, pass_name=None, params=None, *, stage: str = "p
         as_step(index, "(planned passes)", {}, mod)
     return write_repro(out_dir, s, before=before, pass_name=pass_name, params=params or {},
                        stage="pass", reason=reason, ref=ref, mode="apply",
-                       pass_files=_pass_files(pass_name), model=ws.model_name, crashed=True)
+                       pass_files=_pass_files(pass_name), model=ws.model_name, crashed=True,
+                       ir_path=_ir_path(ws))
