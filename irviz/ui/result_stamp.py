@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from PySide6.QtWidgets import QGraphicsOpacityEffect, QLabel, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsOpacityEffect, QLabel, QWidget
 
 from irviz.ui import themes
 
@@ -32,6 +33,12 @@ def pipeline_of(state: dict | None) -> tuple:
     applied = [(s.get("pass"), s.get("params")) for s in (state.get("steps") or [])[1:]]
     planned = [(p.get("name"), p.get("params")) for p in state.get("planned") or []]
     return tuple((name, json.dumps(params or {}, sort_keys=True)) for name, params in applied + planned)
+
+
+def step_identity(state: dict | None, step: int) -> tuple:
+    """What makes step `step` of `state` that step: its target and the passes up to it (with the
+    model, which panes key on apart). A view cached under it is shown again only for the same step."""
+    return ((state or {}).get("target"), pipeline_of(state)[:step])
 
 
 @dataclass(frozen=True)
@@ -139,12 +146,13 @@ class ResultSlot:
         self.reason = reason
         for w in self.widgets:
             w.setEnabled(reason is None)  # a stale row clicked would select at the wrong step
-            if reason is None:
-                w.setGraphicsEffect(None)
-            elif not isinstance(w.graphicsEffect(), QGraphicsOpacityEffect):
-                effect = QGraphicsOpacityEffect(w)
-                effect.setOpacity(STALE_OPACITY)
-                w.setGraphicsEffect(effect)
+            for target in faded_parts(w):
+                if reason is None:
+                    target.setGraphicsEffect(None)
+                elif not isinstance(target.graphicsEffect(), QGraphicsOpacityEffect):
+                    effect = QGraphicsOpacityEffect(target)
+                    effect.setOpacity(STALE_OPACITY)
+                    target.setGraphicsEffect(effect)
         if reason is None:
             self.note.setVisible(False)
             self.note.setText("")
@@ -152,3 +160,24 @@ class ResultSlot:
         self.note.setText(f"Stale: {reason}. Greyed until it is run again for what is open now.")
         self.note.setStyleSheet(f"color: {themes.colors().bad};")
         self.note.setVisible(True)
+
+
+def faded_parts(widget: QWidget) -> list[QWidget]:
+    """Where a stale widget's opacity effect goes. A scroll area scrolls and repaints its viewport
+    on its own: an effect on the area itself keeps drawing the rows it cached (ghost rows, and
+    rows not greyed at all), so the effect goes on the viewport; a widget that holds scroll areas
+    has its parts faded one by one for the same reason."""
+    if isinstance(widget, QAbstractScrollArea):
+        return [widget.viewport()]
+    if not widget.findChildren(QAbstractScrollArea):
+        return [widget]
+    parts: list[QWidget] = []
+    for child in widget.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly):
+        if not child.isWindow():
+            parts += faded_parts(child)
+    return parts
+
+
+def is_faded(widget: QWidget) -> bool:
+    """Whether `widget` shows greyed as stale (its parts carry the opacity effect)."""
+    return all(isinstance(p.graphicsEffect(), QGraphicsOpacityEffect) for p in faded_parts(widget))

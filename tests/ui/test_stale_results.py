@@ -7,13 +7,15 @@ from __future__ import annotations
 import os
 
 from fake_bridge import open_mlp
-from PySide6.QtWidgets import QApplication, QGraphicsOpacityEffect
+from PySide6.QtWidgets import QApplication
+
+from irviz.ui.result_stamp import is_faded
 
 SHOTS = os.environ.get("IRVIZ_SHOTS", "/tmp")
 
 
 def _greyed(widget) -> bool:
-    return isinstance(widget.graphicsEffect(), QGraphicsOpacityEffect) and not widget.isEnabled()
+    return is_faded(widget) and not widget.isEnabled()
 
 
 def _to_end(qtbot, win):
