@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow
 
@@ -18,6 +18,7 @@ from irviz.ui.bridge import EngineBridge
 from irviz.ui.events import EventHub
 from irviz.ui.open_dialog import OpenDialog
 from irviz.ui.panes.compare import CompareDialog
+from irviz.ui.result_stamp import ResultStamp
 from irviz.ui.window_chrome import Toast, WindowChrome
 
 LAYOUT_VERSION = 1
@@ -64,6 +65,7 @@ class MainWindow(WindowChrome, QMainWindow):
         self.samples: list[dict] = []
         self.last_error: dict | None = None
         self.messages: list[str] = []  # every notification shown (tests read it)
+        self._toast_stamp = None       # (ResultStamp, cursor) of what the toast is about
 
         self.setWindowTitle("irviz")
         self.setAcceptDrops(True)
@@ -352,6 +354,7 @@ class MainWindow(WindowChrome, QMainWindow):
     def _on_state(self, state: dict) -> None:
         prev = self.state
         self.state = state or {}
+        self._check_toast()
         self.capture_bar.set_state(self.state)
         model = self.state.get("model")
         err = self.state.get("import_error")
@@ -543,6 +546,24 @@ class MainWindow(WindowChrome, QMainWindow):
     def notify(self, title: str, body: str, kind: str = "error") -> None:
         self.messages.append(f"{title}: {body}")
         self.toast.show_message(title, body, kind)
+        # what the toast is about: the state once this turn's replies are in (a failure's own
+        # state, a new model's first one, follows the reply in the same turn)
+        self._toast_stamp = None
+        QTimer.singleShot(0, self, self._stamp_toast)
+
+    def _stamp_toast(self) -> None:
+        self._toast_stamp = (ResultStamp.of(self.state), self.state.get("cursor"))
+
+    def _check_toast(self) -> None:
+        """Grey the toast once another model, step, pipeline or target is open."""
+        if self._toast_stamp is None or not self.toast.isVisible():
+            return
+        stamp, cursor = self._toast_stamp
+        reason = stamp.stale_reason(self.state)
+        if reason is None and self.state.get("cursor") != cursor:
+            reason = f"it came at step {cursor}; the cursor is at step {self.state.get('cursor')} now"
+        if reason != self.toast.stale_reason:
+            self.toast.mark_stale(reason)
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton,
-                               QToolButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFrame, QGraphicsOpacityEffect, QHBoxLayout, QLabel, QProgressBar,
+                               QPushButton, QScrollArea, QToolButton, QVBoxLayout, QWidget)
 
 from irviz.ui import themes
 from irviz.ui.graph_chooser import CaptureBar
 from irviz.ui.help import HelpDialog
+from irviz.ui.result_stamp import STALE_OPACITY
 
 MAX_RECENT = 10
 
 
 class Toast(QFrame):
-    """A non-modal notification in the bottom-right corner; hides itself after a while."""
+    """A non-modal notification in the bottom-right corner; hides itself after a while. A long
+    message (a pass's traceback) scrolls inside it, so the toast and its × stay inside the window.
+    ``mark_stale`` greys the message and says why once what it was about is no longer open."""
 
     def __init__(self, parent: QWidget):
         super().__init__(parent)
@@ -25,23 +28,36 @@ class Toast(QFrame):
         f = self.title.font()
         f.setBold(True)
         self.title.setFont(f)
+        self.title.setWordWrap(True)
         self.body = QLabel()
         self.body.setWordWrap(True)
         self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        close = QToolButton(text="✕")
-        close.setAutoRaise(True)
-        close.clicked.connect(self.hide)
+        self.body.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(self.body)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.stale_note = QLabel()
+        self.stale_note.setWordWrap(True)
+        self.stale_note.hide()
+        self.close_button = QToolButton(text="✕")
+        self.close_button.setAutoRaise(True)
+        self.close_button.setToolTip("Close")
+        self.close_button.clicked.connect(self.hide)
         head = QHBoxLayout()
         head.addWidget(self.title, 1)
-        head.addWidget(close)
+        head.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 6, 6, 8)
         lay.addLayout(head)
-        lay.addWidget(self.body)
+        lay.addWidget(self.stale_note)
+        lay.addWidget(self.scroll)
         self.setFixedWidth(420)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self.hide)
+        self.stale_reason: str | None = None
         self.hide()
 
     def show_message(self, title: str, body: str, kind: str = "error", ms: int = 10000) -> None:
@@ -50,18 +66,50 @@ class Toast(QFrame):
         self.style().polish(self)
         self.title.setText(title)
         self.body.setText(body)
-        self.adjustSize()
+        self.mark_stale(None)
         self.reposition()
         self.show()
         self.raise_()
         self._timer.start(ms)
 
+    def mark_stale(self, reason: str | None) -> None:
+        """Grey the message and say why it is no longer about what is open; None: current."""
+        self.stale_reason = reason
+        faded = self.scroll.viewport()  # not the area: see result_stamp.faded_parts
+        faded.setGraphicsEffect(None)
+        if reason is None:
+            self.stale_note.hide()
+            self.stale_note.setText("")
+        else:
+            self.stale_note.setText(f"No longer current: {reason}.")
+            self.stale_note.setStyleSheet(f"color: {themes.colors().bad};")
+            self.stale_note.show()
+            effect = QGraphicsOpacityEffect(faded)
+            effect.setOpacity(STALE_OPACITY)
+            faded.setGraphicsEffect(effect)
+        if self.isVisible():
+            self.reposition()
+
     def reposition(self) -> None:
+        """Bottom right of the parent, never taller than the room between its menus and status bar."""
         p = self.parentWidget()
         if p is None:
             return
-        bottom = p.height() - (p.statusBar().height() if hasattr(p, "statusBar") else 0)
-        self.move(p.width() - self.width() - 16, bottom - self.height() - 12)
+        bar = getattr(p, "menuBar", None)
+        top = (bar().height() if callable(bar) else 0) + 8
+        bottom = p.height() - (p.statusBar().height() if hasattr(p, "statusBar") else 0) - 12
+        room = max(120, min(bottom - top, int(0.6 * p.height())))  # a corner, not a wall
+        lay = self.layout()
+        m = lay.contentsMargins()
+        inner = self.width() - m.left() - m.right()
+        head = max(self.title.heightForWidth(inner - self.close_button.sizeHint().width() - lay.spacing()),
+                   self.close_button.sizeHint().height())
+        note = self.stale_note.heightForWidth(inner) + lay.spacing() if self.stale_note.isVisibleTo(self) else 0
+        fixed = m.top() + m.bottom() + head + note + lay.spacing()
+        want = self.body.heightForWidth(inner - self.scroll.verticalScrollBar().sizeHint().width())
+        self.scroll.setFixedHeight(max(20, min(want + 2, room - fixed)))
+        self.setFixedHeight(min(room, fixed + self.scroll.height()))
+        self.move(p.width() - self.width() - 16, max(top, bottom - self.height()))
 
 
 class WindowChrome:
