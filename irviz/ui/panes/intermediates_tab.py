@@ -83,6 +83,7 @@ class IntermediatesTab(QWidget):
         super().__init__(parent)
         self._ask, self.hub, self._cursor, self._state = ask, hub, cursor, state
         self.result: dict | None = None
+        self._heat_sent: tuple[dict, dict] = ({}, {})
         self.compare_button = QPushButton("Compare intermediates")
         self.compare_button.setToolTip("Run torch's FX graph and the built step; compare every FX "
                                        "node with the Relax binding it became")
@@ -157,9 +158,18 @@ class IntermediatesTab(QWidget):
         why = self.slot.check(state, stamp.contradiction(ok, bisect, bisect_stamp, state) if stamp else None)
         if why and not was:
             self.first_button.setEnabled(False)
-            self.hub.set_error_heat({}, {})  # the graphs' colours were for that step
         elif was and not why and self.result is not None:
             self.show(self.result)
+        self._sync_heat()
+
+    def _sync_heat(self) -> None:
+        """The graphs are coloured by error only at the compared step, while it still holds."""
+        r = self.result
+        here = r is not None and not self.slot.stale and self._cursor() == r.get("step")
+        heat = error_heat(list(r.get("nodes") or [])) if here else ({}, {})
+        if heat != self._heat_sent:
+            self._heat_sent = heat
+            self.hub.set_error_heat(*heat)
 
     def clear(self) -> None:
         self.slot.clear()
@@ -168,7 +178,7 @@ class IntermediatesTab(QWidget):
         self.first_button.setEnabled(False)
         self.compare_button.setEnabled(True)
         self.status.setText("Compare every FX node's value with its Relax binding at the cursor step.")
-        self.hub.set_error_heat({}, {})
+        self._sync_heat()
 
     def show(self, r: dict) -> None:
         self.result = r
@@ -203,8 +213,7 @@ class IntermediatesTab(QWidget):
         else:
             self.status.setText(f"{head}; every one is within tolerance. ({secs:.1f} s)")
         self.first_button.setEnabled(bool(first))
-        fx, relax = error_heat(nodes)
-        self.hub.set_error_heat(fx, relax)
+        self._sync_heat()
 
     def show_error(self, error: dict) -> None:
         self.compare_button.setEnabled(True)

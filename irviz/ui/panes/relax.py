@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QLi
 from irviz.protocol import ALL_FUNCTIONS
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, SearchBox, dim_label
-from irviz.ui.result_stamp import ResultStamp
+from irviz.ui.result_stamp import ResultStamp, step_identity
 from irviz.ui.widgets.code_view import CodeView
 from irviz.ui.widgets.graph_view import GraphView
 from irviz.ui.widgets.heat_scale import ERROR, TIME, HeatScale
@@ -188,7 +188,7 @@ class RelaxPane(Pane):
                 current = ALL_LABEL if several and state.get("importer") == "tvmscript" else "main"
             self.func_box.setCurrentIndex(funcs.index(current) if current in funcs else 0)
         if self.model_key(state) != self.model_key(prev):
-            self._heat = {}
+            self._on_heat({})  # colours and legend were the old model's
         self._reload()
         if self.query_box.text().strip() and (state.get("steps") != (prev or {}).get("steps")
                                               or self.model_key(state) != self.model_key(prev)):
@@ -215,7 +215,7 @@ class RelaxPane(Pane):
         cursor = self.cursor_of(self.state)
         if cursor is None:
             return
-        key = (cursor, self.current_func(), self.model_key(self.state))
+        key = (cursor, self.current_func(), self.model_key(self.state), step_identity(self.state, cursor))
         if key == self._shown and not force:
             return
         self._shown = key
@@ -457,7 +457,8 @@ class RelaxPane(Pane):
 
     def _on_heat(self, heat: dict, vmax: float | None = None, scale: HeatScale = TIME) -> None:
         self._heat, self._heat_vmax, self._heat_scale = dict(heat), vmax, scale
-        if self.graph_dict is not None:
+        # cleared at once, even while the next graph loads: a legend must not outlive its colours
+        if self.graph_dict is not None or not heat:
             self.graph.set_heat(self._heat, vmax, scale)
 
     def _search(self) -> list[str]:

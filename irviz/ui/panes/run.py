@@ -22,8 +22,10 @@ from irviz.ui.panes.estimate_tab import EstimateTab
 from irviz.ui.panes.intermediates_tab import IntermediatesTab
 from irviz.ui.panes.kernel_counts import add_count_columns
 from irviz.ui.panes.kernel_roofline import RooflineTab, add_roofline_columns, set_roofline
-from irviz.ui.panes.kernel_table import KernelTable, bindings_of
+from irviz.ui.panes.kernel_table import KernelTable
 from irviz.ui.panes.memory_tab import MemoryTab
+from irviz.ui.panes.run_text import (error_text, fmt_figure, kernel_heat, outputs_that_differ, ratio_text,
+                                     short_target, timing_note)
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
 from irviz.ui.widgets.latency_chart import LatencyChart
 from irviz.ui.widgets.sizes_dialog import ask_sizes
@@ -33,76 +35,6 @@ STRUCTURE_ONLY = ("Structure only: no weights to run with. Estimate (Ctrl+R) tim
 SIZES_KEY = "run/sizes"   # settings: {spec: {size name: value}}, the sizes given per opened file
 
 
-def timing_note(r: dict) -> str:
-    """How the figures were taken, and on what CPU."""
-    parts = [str(r["timing_text"])] if r.get("timing_text") else []
-    cpu = r.get("cpu") or {}
-    if cpu:
-        parts.append(f"{cpu.get('model', '?')}, {cpu.get('mcpu', '?')}, {cpu.get('isa', '?')} "
-                     f"({cpu.get('vector_lanes', '?')} float32 lanes)")
-    return " · ".join(parts)
-
-
-def ratio_text(r: dict) -> str:
-    """TVM / PyTorch as shown, or why no ratio is: one made up by contention misleads more than none."""
-    if r.get("reliable") is False:  # the reason is in the timing note below and the tooltip
-        return "unreliable"
-    tvm_ms, torch_ms = r.get("tvm_ms"), r.get("torch_ms")
-    return _fmt((tvm_ms / torch_ms) if tvm_ms and torch_ms else None, 3, "×")
-
-
-def short_target(target) -> str:
-    """'{"kind":"llvm",...,"mcpu":"znver3"}' or 'llvm -mcpu=znver3' -> 'llvm znver3'."""
-    text = str(target or "")
-    try:
-        d = json.loads(text)
-    except ValueError:
-        return text.split(" -keys")[0]
-    if isinstance(d, dict):
-        return " ".join(str(d[k]) for k in ("kind", "mcpu") if d.get(k)) or text
-    return text
-
-
-def kernel_heat(kernels: list[dict]) -> dict[str, float]:
-    """binding var -> ms spent in the kernel it calls (a kernel's time shared by its call sites)."""
-    heat: dict[str, float] = {}
-    for k in kernels:
-        names = bindings_of(k)
-        for b in names:
-            heat[b] = heat.get(b, 0.0) + float(k.get("ms") or 0) / len(names)
-    return heat
-
-
-def _fmt(v, digits=3, unit="") -> str:
-    if v is None:
-        return "—"
-    try:
-        return f"{float(v):.{digits}g}{unit}"
-    except (TypeError, ValueError):
-        return str(v)
-
-
-def error_text(value, mismatch: bool) -> str:
-    """An error figure; the engine sends NaN and ∞ as null, which on a mismatch means the outputs
-    hold NaN or ∞ where PyTorch's do not (or integer outputs differ), never "no figure"."""
-    if value is None:
-        return "∞ / NaN" if mismatch else "—"
-    return _fmt(value)
-
-
-def outputs_that_differ(per_output: list[dict], most: int = 3) -> str:
-    """'output 0 (1×8×32 float32): max abs 1.26, max rel 68.5; …' for the outputs that differ."""
-    parts = []
-    bad = [(i, o) for i, o in enumerate(per_output or []) if o.get("allclose") is False]
-    for i, o in bad[:most]:
-        shape = "×".join(str(d) for d in o.get("shape") or ()) or "scalar"
-        parts.append(f"output {i} ({shape} {o.get('dtype', '')}): max abs "
-                     f"{error_text(o.get('max_abs'), True)}, max rel {error_text(o.get('max_rel'), True)}")
-    if len(bad) > most:
-        parts.append(f"{len(bad) - most} more")
-    return "; ".join(parts)
-
-
 class RunPane(Pane):
     def __init__(self, bridge, hub, parent=None, settings=None):
         super().__init__(bridge, hub, parent, settings=settings)
@@ -110,6 +42,8 @@ class RunPane(Pane):
         self.error: dict | None = None
         self.built_step: int | None = None
         self.built_func: str | None = None
+        self._result_status = ""   # the status line the run's result came with
+        self._heat_sent: dict = {}
         self._sizes_memory: dict = {}
         # (names, values, func=, model=, parent=) -> {name: int} or None; tests replace it
         self.ask_sizes = ask_sizes
@@ -247,9 +181,30 @@ class RunPane(Pane):
             self._reset()
             return
         self._check_results()
-        if not self.run_slot.stale and self.built_step is not None and cursor != self.built_step \
-                and self.result:
-            self.status.setText(f"Results are for step {self.built_step}; the cursor is at step {cursor}.")
+        self._show_where(cursor)
+
+    def _show_where(self, cursor: int | None) -> None:
+        """The run's status line says which step its results are for whenever the cursor is
+        elsewhere, on every move (stale or not: the stale note says why they no longer hold)."""
+        if self.result is None or self.built_step is None or not self._result_status:
+            return
+        if cursor == self.built_step:
+            self.status.setText(self._result_status)
+        else:
+            self.status.setText(f"Results are for step {self.built_step}; the cursor is at step {cursor}. "
+                                + self._result_status)
+
+    def _sync_heat(self) -> None:
+        """Kernel times colour the Relax graph only at the step they were measured at, while they
+        still hold: another step's bindings may call other kernels."""
+        kernels = (self.result or {}).get("kernels") or []
+        here = self.cursor_of(self.state) == self.built_step and not self.run_slot.stale
+        self._set_heat(kernel_heat(kernels) if kernels and here else {})
+
+    def _set_heat(self, heat: dict) -> None:
+        if heat != self._heat_sent:
+            self._heat_sent = dict(heat)
+            self.hub.set_heat(heat)
 
     def _check_results(self) -> None:
         """Grey every result that is no longer for what is open, or that the last bisect contradicts."""
@@ -265,6 +220,7 @@ class RunPane(Pane):
         self.memory_slot.check(self.state)
         self.estimate.slot.check(self.state)
         self.intermediates.check(self.state, bisect, b_stamp)
+        self._sync_heat()
 
     def _on_bisect(self, found: dict) -> None:
         self.bisect = dict(found or {})
@@ -288,7 +244,7 @@ class RunPane(Pane):
         self.kernels.context.clear()
         set_roofline(self.kernels, None)
         self.roofline.clear()
-        self.hub.set_heat({})
+        self._set_heat({})
         self.latency = None
         self.intermediates.clear()
         self.chart.clear()
@@ -498,8 +454,8 @@ class RunPane(Pane):
         mismatch = not ok and not no_reference
         values = {"max_abs_error": error_text(r.get("max_abs_error"), mismatch),
                   "max_rel_error": error_text(r.get("max_rel_error"), mismatch),
-                  "tvm_ms": _fmt(tvm_ms, 4, " ms"), "torch_ms": _fmt(torch_ms, 4, " ms"),
-                  "ratio": ratio_text(r), "build_seconds": _fmt(r.get("build_seconds"), 3, " s"),
+                  "tvm_ms": fmt_figure(tvm_ms, 4, " ms"), "torch_ms": fmt_figure(torch_ms, 4, " ms"),
+                  "ratio": ratio_text(r), "build_seconds": fmt_figure(r.get("build_seconds"), 3, " s"),
                   "threads": str(r.get("threads", "—")), "target": short_target(r.get("target")) or "—"}
         for k, v in values.items():
             self.fields[k].setText(v)
@@ -526,7 +482,8 @@ class RunPane(Pane):
         set_roofline(self.kernels, r.get("roofline"))
         self.kernels.set_kernels(kernels)
         self.roofline.set_roofline(r.get("roofline"), kernels)
-        self.hub.set_heat(kernel_heat(kernels))
+        self._result_status = self.status.text()
+        self._show_where(self.cursor_of(self.state))
         self._count_kernels(r)
 
     def _count_kernels(self, r: dict) -> None:
@@ -591,6 +548,6 @@ class RunPane(Pane):
         self.kernels.clear_rows()
         set_roofline(self.kernels, None)
         self.roofline.clear()
-        self.hub.set_heat({})
+        self._set_heat({})
         self.status.setText(error.get("message", "") + (f"\nhint: {error['hint']}" if error.get("hint") else ""))
         self.status.setToolTip("")

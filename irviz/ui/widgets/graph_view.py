@@ -184,6 +184,7 @@ class GraphView(QWidget):
         idle_work().cancel((self, "overview"))
         self._node_data = {}
         self._heat = {}
+        self.heat.set(None, None, TIME, {})  # no legend without the nodes it coloured
         self.scene.blockSignals(True)
         self.scene.clear()
         self.scene.blockSignals(False)
