@@ -57,9 +57,11 @@ PANES: list[PaneRow] = [
             Dock(3, "right", "fx")),
     PaneRow("tir", TirPane, "TensorIR",
             "Every prim_func at the current step with its signature and loop nest; the selected "
-            "one's TVMScript below, and in the Code tab what it becomes on a target (host, "
-            "x86-avx2, aarch64, cuda, … or a TVM target as JSON): its assembly or LLVM IR, or its "
-            "GPU source with grid and block, with instruction, vector-width, FMA and call counts.",
+            "one's TVMScript below, and in the Code tab what it becomes on the session's target "
+            "(the Pipeline pane's), or on another picked in the tab (host, x86-avx2, aarch64, cuda, "
+            "… or a TVM target as JSON; Use the session's goes back): its assembly or LLVM IR, or "
+            "its GPU source with grid and block, with instruction, vector-width, FMA and call "
+            "counts. Code for another step, pipeline or target is greyed until the new code comes.",
             Dock(4, "right", "relax")),
     PaneRow("pipeline", PipelinePane, "Pipeline",
             "Applied steps (pass, time in ms, whether it changed the module or only its attributes) "

@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLay
 
 from irviz.ui.panes.base import Pane, dim_label
 from irviz.ui.panes.code_diff_bar import CodeDiffBar
+from irviz.ui.result_stamp import step_identity
 from irviz.ui.widgets.diff_view import DiffView
 
 
@@ -114,6 +115,8 @@ class DiffPane(Pane):
             self._follow_cursor()
         elif self.pair and self.pair[1] > last:
             self._follow_cursor()
+        elif self.pair:
+            self._request(*self.pair)  # asked again only if those steps are other steps now
 
     def _follow_cursor(self) -> None:
         cursor = self.cursor_of(self.state)
@@ -148,8 +151,8 @@ class DiffPane(Pane):
 
     def _request(self, a: int, b: int) -> None:
         code = self.code_bar.request_args() if self.code_bar.code_mode() else None
-        key = (a, b, self.model_key(self.state), tuple(sorted((code or {}).items())) if code else
-               self.code_bar.code_mode())
+        key = (a, b, self.model_key(self.state), step_identity(self.state, max(a, b)),
+               tuple(sorted((code or {}).items())) if code else self.code_bar.code_mode())
         self.pair = (a, b)
         for box, v in ((self.a_box, a), (self.b_box, b)):
             box.blockSignals(True)

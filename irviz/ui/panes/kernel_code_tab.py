@@ -1,17 +1,23 @@
-"""The Code tab under TensorIR: what the selected kernel becomes on a target — its assembly or LLVM
-IR for a CPU, its GPU source with the launch shape for a GPU — with its counts, coloured and
-searchable. Asked of the engine (`kernel_code`) only while the tab is shown."""
+"""The Code tab under TensorIR: what the selected kernel becomes on the session's target (or one
+picked in the tab) — its assembly or LLVM IR for a CPU, its GPU source with the launch shape for a
+GPU — with its counts, coloured and searchable. Asked of the engine (`kernel_code`) only while the
+tab is shown."""
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+import json
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from irviz.ui.panes.base import SearchBox, dim_label
 from irviz.ui.panes.loop_links import code_to_loop, loop_to_code
+from irviz.ui.result_stamp import ResultSlot, ResultStamp, model_key, step_identity
 from irviz.ui.widgets.code_view import CodeView
 
-# the names `irviz targets` lists that this wheel usually builds for; any other name or a TVM
+# the names `irviz targets` lists that this wheel usually builds for, for the boxes that do not yet
+# ask the engine's `list_targets` (Count code, the Diff pane's code mode); any other name or a TVM
 # target as JSON can be typed in, and the engine says which it cannot build for
+HOST = "host"
 TARGET_NAMES = ("host", "x86-avx2", "x86-avx512", "aarch64", "cuda", "opencl", "webgpu")
 FORMAT_TITLES = {"asm": "Assembly", "ll": "LLVM IR", "cuda": "CUDA C", "opencl": "OpenCL C",
                  "wgsl": "WGSL", "metal": "Metal"}
@@ -52,7 +58,11 @@ def _lines_text(lines: tuple[int, ...]) -> str:
 
 class KernelCodeTab(QWidget):
     """A TensorIR loop given with ``show_loop`` is marked in the code; a click in the code emits
-    ``loopClicked`` with the loop it is in (see loop_links for how far that goes)."""
+    ``loopClicked`` with the loop it is in (see loop_links for how far that goes).
+
+    The code is for the session's target (the one the passes ran under) unless another is picked
+    in the tab's own box, which then says so. Code made for another model, step, pipeline, target
+    or kernel is greyed with a note until the code for what is open comes."""
     loopClicked = Signal(int)  # index in the kernel's loop nest
 
     def __init__(self, pane, parent=None):
@@ -60,17 +70,23 @@ class KernelCodeTab(QWidget):
         self.nest: list[dict] = []  # the selected kernel's loop nest (tir_functions' loop_nest)
         self.loop: int | None = None
         self.pane = pane  # asks the engine for us; its on_reply hands "code" replies back
+        self.state: dict = {}
         self.step: int | None = None
         self.kernel: str | None = None
         self.result: dict | None = None
-        self._asked = None
+        self._asked = None          # what the last request was for (see _want)
+        self._asked_stamp: ResultStamp | None = None
+        self._code_for: tuple | None = None   # (step, kernel, target) of the code shown
+        self._session_shown = HOST  # the session's target as the box last showed it
 
         self.target = QComboBox()
         self.target.setEditable(True)
-        self.target.addItems(TARGET_NAMES)
-        self.target.setToolTip("A target by name (`irviz targets`), e.g. 'cuda -arch=sm_86', or a TVM "
-                               "target as JSON; Enter compiles for it")
-        self.target.activated.connect(lambda _i: self.refresh())
+        self.target.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.target.addItem(HOST)
+        self.target.setToolTip("The target the code is for: the session's (the Pipeline pane's Target) "
+                               "unless another is picked here; a name, e.g. 'cuda -arch=sm_86', or a "
+                               "TVM target as JSON; Enter compiles for it")
+        self.target.textActivated.connect(lambda _t: self.refresh())
         self.target.lineEdit().returnPressed.connect(self.refresh)
         self.format = QComboBox()
         self.format.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
@@ -80,12 +96,20 @@ class KernelCodeTab(QWidget):
         self.search.returnPressed.connect(lambda: self.code.find_text(self.search.text()))
         self.counts = dim_label("Select a kernel")
         self.counts.setWordWrap(True)
+        self.target_note = dim_label("")
+        self.target_note.setObjectName("CodeTargetNote")
+        self.follow_button = QToolButton(text="Use the session's")
+        self.follow_button.setToolTip("Show the code for the session's target again")
+        self.follow_button.clicked.connect(lambda: self.pick(self.session_target()))
         self.code = CodeView()
         # the tab shares the TensorIR dock, whose minimum height sets the first window's: one
         # row of controls and a short least height keep that window within an 800 px screen
         self.code.setMinimumHeight(36)
         self.code.lineClicked.connect(self._line_clicked)
         self.link_note = dim_label("")
+        self.stale_note = dim_label("")
+        self.stale_note.setObjectName("CodeStaleNote")
+        self.slot = ResultSlot([self.code], self.stale_note)
 
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -94,23 +118,97 @@ class KernelCodeTab(QWidget):
         row.addWidget(self.format)
         self.search.setMinimumWidth(70)
         row.addWidget(self.search, 1)
+        picked = QHBoxLayout()
+        picked.setContentsMargins(0, 0, 0, 0)
+        picked.addWidget(self.target_note, 1)
+        picked.addWidget(self.follow_button)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 2, 0, 0)
         lay.setSpacing(3)
         lay.addLayout(row)
+        lay.addLayout(picked)
         lay.addWidget(self.counts)
+        lay.addWidget(self.stale_note)
         lay.addWidget(self.link_note)
         lay.addWidget(self.code, 1)
         self.link_note.hide()
+        self.target_note.hide()
+        self.follow_button.hide()
+
+    # -- targets -----------------------------------------------------------------------------------
+    def session_target(self) -> str:
+        return (self.state or {}).get("target") or HOST
 
     def target_text(self) -> str:
-        return self.target.currentText().strip() or "host"
+        return self.target.currentText().strip() or self.session_target()
+
+    def picked(self) -> bool:
+        """Whether the code is for a target picked here rather than the session's."""
+        return self.target_text() != self.session_target()
+
+    def fill_targets(self, targets: list[dict]) -> None:
+        """The engine's `list_targets`: the names this wheel and machine can build for."""
+        text = self.target.currentText()
+        self.target.blockSignals(True)
+        self.target.clear()
+        for t in targets or []:
+            if t.get("unavailable"):
+                continue
+            self.target.addItem(t["name"])
+            self.target.setItemData(self.target.count() - 1, f"{t.get('description', '')}\n"
+                                    f"{json.dumps(t.get('target'))}", Qt.ItemDataRole.ToolTipRole)
+        self.target.setEditText(text)
+        self.target.blockSignals(False)
+
+    def pick(self, text: str) -> None:
+        """Compile for `text` (the session's target: follow it again)."""
+        self.target.setEditText((text or "").strip() or self.session_target())
+        self.refresh()
+
+    def _show_target(self) -> None:
+        picked = self.picked()
+        self.target_note.setText(f"Target: {self.target_text()} (picked here; the session's target is "
+                                 f"{self.session_target()})" if picked else "")
+        self.target_note.setVisible(picked)
+        self.follow_button.setVisible(picked)
+
+    # -- state ---------------------------------------------------------------------------------------
+    def on_state(self, state: dict) -> None:
+        """Every state the engine reports: the box follows the session's target unless another
+        was picked here; code for anything else than what is open is greyed."""
+        if model_key(state) != model_key(self.state):
+            self.forget()
+        self.state = dict(state or {})
+        session = self.session_target()
+        if self.target.currentText().strip() in ("", self._session_shown):
+            self.target.blockSignals(True)
+            self.target.setEditText(session)
+            self.target.blockSignals(False)
+        self._session_shown = session
+        self._show_target()
+        self._check()
+
+    def _check(self) -> None:
+        if self.result is None or self._code_for is None:
+            return
+        step, kernel, target = self._code_for
+        cursor = (self.state or {}).get("cursor")
+        extra = (f"for step {step}; the cursor is at step {cursor}" if step != cursor else
+                 f"for {kernel}, not {self.kernel}" if self.kernel is not None and kernel != self.kernel else
+                 f"compiled for {target}, not {self.target_text()}" if target != self.target_text() else None)
+        self.slot.check(self.state, extra)
 
     def show_kernel(self, step: int | None, kernel: str | None, nest: list[dict] | None = None) -> None:
         if (step, kernel) != (self.step, self.kernel):
             self.loop = None
         self.step, self.kernel = step, kernel
         self.nest = list(nest or [])
+        if kernel is None:
+            self.forget()
+            if step is not None:
+                self.counts.setText(f"No kernels at step {step}")
+            return
+        self._check()
         if self.isVisible():
             self.refresh()
 
@@ -118,20 +216,31 @@ class KernelCodeTab(QWidget):
         super().showEvent(event)
         self.refresh()
 
+    def _want(self) -> tuple:
+        """What the code asked for is: the kernel at a step of one model, pipeline and target."""
+        return (model_key(self.state), step_identity(self.state, self.step or 0), self.step, self.kernel,
+                self.target_text())
+
     def refresh(self) -> None:
+        self._show_target()
+        self._check()
         if self.kernel is None or self.step is None:
             return
-        key = (self.step, self.kernel, self.target_text())
-        if key == self._asked:
+        want = self._want()
+        if want == self._asked:
             return
-        self._asked = key
+        self._asked = want
+        self._asked_stamp = ResultStamp.of(self.state, self.step)
         self.counts.setText(f"Compiling the kernels of step {self.step} for {self.target_text()}…")
         self.pane.ask("code", "kernel_code", step=self.step, target=self.target_text(), kernel=self.kernel)
 
     def forget(self) -> None:
         self._asked = None
         self.result = None
+        self._code_for = None
+        self.slot.clear()
         self.code.set_text("")
+        self.counts.setText("Select a kernel")
 
     def on_reply(self, result: dict) -> None:
         self.result = result or {}
@@ -145,16 +254,21 @@ class KernelCodeTab(QWidget):
             self.format.setCurrentIndex(formats.index(keep))
         self.format.blockSignals(False)
         kernel = (self.result.get("kernels") or {}).get(self.kernel) or {}
-        step, _kernel, target = self._asked or (self.step, self.kernel, self.target_text())
+        _model, _identity, step, name, target = self._asked or self._want()
+        self._code_for = (step, name, target)
+        self.slot.set(self._asked_stamp)
         self.counts.setText(counts_text(self.result, kernel)
                             + f"  (step {step}, {target}; {self.result.get('seconds', 0):.2f} s)")
         self.counts.setToolTip(str(self.result.get("target")))
         self._show_code()
+        self._check()
 
     def on_error(self, error: dict) -> None:
         self.result = None
+        self._code_for = None
+        self.slot.clear()
         self._asked = None  # asking again may work (another target, a restarted engine)
-        self.counts.setText(f"Not compiled: {error.get('message', 'failed')}")
+        self.counts.setText(f"Not compiled for {self.target_text()}: {error.get('message', 'failed')}")
         self.code.set_text("")
 
     def _show_code(self) -> None:

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QSplitter, QTabWidget, QTreeWidget, QTreeWidgetIte
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, SearchBox, dim_label
 from irviz.ui.panes.kernel_code_tab import KernelCodeTab
+from irviz.ui.result_stamp import step_identity
 from irviz.ui.widgets.code_view import CodeView
 
 
@@ -78,18 +79,25 @@ class TirPane(Pane):
 
         hub.linked.connect(self._on_linked)
         hub.cleared.connect(lambda: self._on_linked(None))
+        self.ask("targets", "list_targets")  # the Code tab's targets
 
     def on_state(self, state: dict, prev: dict) -> None:
+        self.kernel_code.on_state(state)
         cursor = self.cursor_of(state)
         if cursor is None:
             self.clear()
             return
-        key = (cursor, self.model_key(state))
+        # the same index under another target or pipeline is another step, with other kernels
+        key = (cursor, self.model_key(state), step_identity(state, cursor))
         if key == self._shown:
             return
         self._shown = key
         self.functions = None
         self.ask("list", "tir_functions", step=cursor)
+
+    def on_reset(self) -> None:
+        super().on_reset()
+        self.kernel_code.forget()  # the same file opened again may hold other code
 
     def clear(self) -> None:
         self._shown = None
@@ -110,10 +118,14 @@ class TirPane(Pane):
             self._mark_loop_text()
         elif purpose == "code":
             self.kernel_code.on_reply(result)
+        elif purpose == "targets":
+            self.kernel_code.fill_targets(list(result or []))
 
     def on_error(self, purpose: str, error: dict) -> None:
         if purpose == "code":
             self.kernel_code.on_error(error)
+        elif purpose == "targets":
+            return  # the box keeps "host"; any target can still be typed in
         elif purpose == "list":
             self.functions = []
             self.info.setText(f"TensorIR unavailable: {error.get('message', '')}")
@@ -164,6 +176,7 @@ class TirPane(Pane):
             self._select(target, emit=False)
         else:
             self.code.set_text("")
+            self.kernel_code.show_kernel(self.cursor_of(self.state), None)
         self._paint_linked()
         self._filter(self.search.text())
 
