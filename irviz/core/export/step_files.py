@@ -22,6 +22,7 @@ import runpy
 from pathlib import Path
 
 from irviz.core.errors import ExportError, tvm_error_text
+from irviz.core.export.script_names import distinct_size_names
 
 __all__ = ["module_script", "parse_script", "tensor_constants_in_print_order", "metadata_count",
            "roundtrip_check", "add_header_note", "printer_names", "run_step_file", "write_step_file",
@@ -130,11 +131,13 @@ def _nonfinite_to_metadata(mod, text: str, consts: list) -> tuple[str, list]:
 
 def module_script(mod) -> tuple[str, list]:
     """(``mod.script()``, its metadata constants in print order), with each inline scalar
-    -inf/inf/nan turned into a metadata entry appended after the tensor constants."""
+    -inf/inf/nan turned into a metadata entry appended after the tensor constants, and symbolic
+    sizes the parser would take for one variable given distinct names (:mod:`script_names`)."""
     text = mod.script()
     consts = tensor_constants_in_print_order(mod, text)
     if _NONFINITE_RE.search(text):
         text, consts = _nonfinite_to_metadata(mod, text, consts)
+    text, _ = distinct_size_names(text)
     return text, consts
 
 
