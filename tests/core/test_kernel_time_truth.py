@@ -72,25 +72,32 @@ def test_kernels_that_add_up_to_more_than_the_run_are_marked_with_both_figures(m
     assert k.alone_ms is not None and k.reliable, k
 
 
-def test_a_kernel_slow_only_inside_the_instrumented_run_is_marked_against_its_time_alone(monkeypatch):
-    """Slow while the instrumented VM is inside its call, fast when called alone with the same
-    arguments: that kernel is marked, with both figures per call."""
-    in_vm = [False]
+@pytest.fixture
+def instrumented(monkeypatch):
+    """{"set": an instrument was set on some VM, "in": an instrumented VM is inside the call of
+    irviz_test_kt_sleepy} (called alone, outside the VM, "in" is False)."""
+    state = {"set": False, "in": False}
     set_instrument = relax.VirtualMachine.set_instrument
 
-    def instrumented(self, instrument):
-        def wrapper(func, symbol, before_run, ret_value, *args):
-            in_vm[0] = bool(before_run) and str(symbol) == "irviz_test_kt_sleepy"
-            return instrument(func, symbol, before_run, ret_value, *args)
-
+    def patched(self, instrument):
         import tvm_ffi
 
+        def wrapper(func, symbol, before_run, ret_value, *args):
+            state["in"] = bool(before_run) and str(symbol) == "irviz_test_kt_sleepy"
+            return instrument(func, symbol, before_run, ret_value, *args)
+
+        state["set"] = True
         return set_instrument(self, tvm_ffi.convert(wrapper))
 
-    monkeypatch.setattr(relax.VirtualMachine, "set_instrument", instrumented)
+    monkeypatch.setattr(relax.VirtualMachine, "set_instrument", patched)
+    return state
 
+
+def test_a_kernel_slow_only_inside_the_instrumented_run_is_marked_against_its_time_alone(instrumented):
+    """Slow while the instrumented VM is inside its call, fast when called alone with the same
+    arguments: that kernel is marked, with both figures per call."""
     def sleepy(x, out):
-        if in_vm[0]:
+        if instrumented["in"]:
             time.sleep(0.02)
         out.copyfrom(x)
 
@@ -100,6 +107,18 @@ def test_a_kernel_slow_only_inside_the_instrumented_run_is_marked_against_its_ti
     assert k.reliable is False and "timed alone" in k.reason and f"{k.ms / k.calls:.3g} ms per call" in k.reason
     assert by_name["irviz_test_kt_copy"].reliable
     assert res.kernels_reliable is False  # and 20 ms of kernels in a run of microseconds
+
+
+def test_a_kernel_that_fails_when_called_alone_leaves_the_run_and_its_figure(instrumented):
+    def picky(x, out):
+        if instrumented["set"] and not instrumented["in"]:
+            raise ValueError("only inside a run")
+        time.sleep(0.005)  # the slowest kernel: the one timed alone
+        out.copyfrom(x)
+
+    res, by_name = _run(picky)
+    k = by_name["irviz_test_kt_sleepy"]
+    assert k.alone_ms is None and k.reliable and k.reason is None, k
 
 
 def test_a_consistent_model_stays_reliable():

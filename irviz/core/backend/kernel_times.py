@@ -264,12 +264,17 @@ def time_kernels(build_result, dev, inputs, *, model_ms: float | None, repeats: 
     t, kernels, over, contended = min(blocks, key=lambda b: (b[3] is not None, sum(k.ms for k in b[1])))
 
     chosen = _retimed(kernels, over is not None)
-    if chosen:
-        captured = _capture(fn, inputs, {k.name for k in chosen}, dev)
-        for k in chosen:
+    try:
+        captured = _capture(fn, inputs, {k.name for k in chosen}, dev) if chosen else {}
+    except Exception:  # the check is extra: a run that worked does not fail over it
+        captured = {}
+    for k in chosen:
+        try:
             k.alone_ms = _alone_ms(captured.get(k.name) or [], k.calls, gpu, dev, threads)
-            k.reason = check_alone(k)
-            k.reliable = k.reason is None
+        except Exception:  # e.g. an extern that cannot be called twice on the same arguments
+            k.alone_ms = None
+        k.reason = check_alone(k)
+        k.reliable = k.reason is None
 
     reasons = [over] if over else []
     if contended:
