@@ -83,16 +83,6 @@ class Step:
                 f"seconds={self.seconds:.4f}, changed={self.changed})")
 
 
-def _as_invocation(item):
-    if isinstance(item, passes.PassInvocation):
-        return passes.PassInvocation(item.name, dict(item.params or {}))
-    if isinstance(item, str):
-        return passes.PassInvocation(item, {})
-    if isinstance(item, dict):
-        return passes.PassInvocation(item["name"], dict(item.get("params") or {}))
-    if isinstance(item, (tuple, list)) and len(item) == 2:
-        return passes.PassInvocation(item[0], dict(item[1] or {}))
-    raise TypeError(f"not a pass invocation: {item!r}")
 
 
 class Session:
@@ -217,7 +207,7 @@ class Session:
     def set_pipeline(self, invocations) -> None:
         """Replace the passes after the cursor (see the module docstring); the learner's schedule
         steps stay."""
-        invs = [self._with_defaults(_as_invocation(x)) for x in (invocations or [])]
+        invs = [self._with_defaults(passes.as_invocation(x)) for x in (invocations or [])]
         base = max(self.cursor, self.n_schedule)
         ahead = self.steps[base + 1:]
         kept = 0

@@ -13,6 +13,7 @@ from irviz.core.passes.registry import (
     PassSpec,
     apply_pass,
     apply_pass_noted,
+    as_invocation,
     find_pass,
     get_pass,
     list_passes,
@@ -38,6 +39,7 @@ from irviz.core.passes import catalogue  # registers the built-in passes
 from irviz.core.passes.pipeline_text import Pipeline, PipelineTextError, parse_pipeline, pipeline_text
 
 __all__ = [
+    "as_invocation",
     "BUILTIN_PREFIX",
     "CPU_SCHEDULE_STEPS",
     "DEFAULT_BUILD_STEPS",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from irviz.core.errors import RequestError
 from irviz.core.passes.pipeline_text import Pipeline, parse_pipeline
 from irviz.core.passes.pipelines import check_target
+from irviz.core.passes.registry import as_invocation
 from irviz.core.target import normalised_target, pass_target, target_spec
 
 
@@ -28,7 +29,7 @@ def _passes(pipeline) -> tuple[list, str | None]:
     if isinstance(pipeline, str):
         parsed = parse_pipeline(pipeline) if pipeline.strip() else Pipeline()
         return list(parsed), parsed.target
-    return list(pipeline), getattr(pipeline, "target", None)
+    return [as_invocation(x) for x in pipeline], getattr(pipeline, "target", None)
 
 
 def same_target(a: str, b: str) -> bool:

@@ -80,6 +80,19 @@ class PassInvocation:
     params: dict = field(default_factory=dict)
 
 
+def as_invocation(item) -> PassInvocation:
+    """A fresh PassInvocation from one, a name, {name, params} or (name, params)."""
+    if isinstance(item, PassInvocation):
+        return PassInvocation(item.name, dict(item.params or {}))
+    if isinstance(item, str):
+        return PassInvocation(item, {})
+    if isinstance(item, dict):
+        return PassInvocation(item["name"], dict(item.get("params") or {}))
+    if isinstance(item, (tuple, list)) and len(item) == 2:
+        return PassInvocation(item[0], dict(item[1] or {}))
+    raise TypeError(f"not a pass invocation: {item!r}")
+
+
 # ---------------------------------------------------------------------------------------------
 # registry
 #
