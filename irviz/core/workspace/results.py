@@ -314,11 +314,34 @@ class Results:
 
     def example_dims(self, mod, func: str = "main") -> tuple[dict, dict]:
         """({size: value}, {size: where from}) for `func`'s symbolic sizes: the workspace's `dims`
-        (--dim), then the example inputs' sizes."""
+        (--dim), then the example inputs' sizes (an IR file's: what its get_inputs() gives)."""
         from irviz.core.frontend.inputs import example_dims
 
-        shapes = [tuple(t.shape) for t in self.loaded.example_inputs] if self.loaded is not None else None
+        if self.loaded is not None:
+            shapes = [tuple(t.shape) for t in self.loaded.example_inputs]
+        else:
+            shapes = self._ir_input_shapes(mod, func)
         return example_dims(mod, shapes, self.dims, func)
+
+    def _ir_input_shapes(self, mod, func: str) -> list[tuple] | None:
+        """The shapes of the values an IR file's get_inputs() (and get_params()) give `func`'s
+        parameters, in order up to the first it does not give; None without get_inputs()."""
+        ir = self.ir_file
+        if ir is None or ir.get_inputs is None:
+            return None
+        from irviz.core.frontend.ir_file import named_inputs
+        from irviz.core.tvm_compat import var_name
+
+        try:
+            named = named_inputs(ir, mod, func, params=getattr(self.imported, "params", None))
+        except Exception:  # the sizes are a convenience; a run reports what is wrong with the inputs
+            return None
+        shapes = []
+        for p in mod[func].params if named is not None else ():
+            if var_name(p) not in named:
+                break
+            shapes.append(tuple(int(d) for d in named[var_name(p)].shape))
+        return shapes
 
     def step_before(self, st, passes: int):
         """`st`, or when default_build has taken it past its first `passes` passes, the last earlier
