@@ -94,6 +94,20 @@ def get_model():
 """
 
 
+# eval-mode Dropout and Identity: FX nodes whose value is their input's, on their input's binding
+PASS_THROUGH = """
+import torch
+from torch import nn
+
+
+def get_model():
+    torch.manual_seed(7)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(27, 8), nn.Dropout(0.5), nn.ReLU(), nn.Identity(),
+                        nn.Linear(8, 2))
+    return net.eval(), (torch.randn(4, 3, 3, 3),)
+"""
+
+
 def _open(path, pipeline, **kw) -> Workspace:
     ws = Workspace()
     ws.open(str(path), planned=passes.parse_pipeline(pipeline), **kw)
@@ -123,7 +137,8 @@ def _var_of(step, binding_id):
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("models")
     out = {}
-    for name, text in (("mlp.py", MLP), ("module_map.py", MODULE_MAP), ("split.py", SPLIT)):
+    for name, text in (("mlp.py", MLP), ("module_map.py", MODULE_MAP), ("split.py", SPLIT),
+                       ("pass_through.py", PASS_THROUGH)):
         (d / name).write_text(text.lstrip("\n"), encoding="utf-8")
         out[name] = d / name
     return out
@@ -221,3 +236,18 @@ def test_tuple_output_and_library_calls_next_to_fused_groups(split_ws, pass_name
     # each Linear: its matmul in torch, its bias add fused into the product's kernel
     for name in ("addmm", "addmm_1"):
         assert rows[name].compared_as == "mul" and rows[name].kernel == rows["mul"].kernel
+
+
+def test_pass_through_modules_share_a_binding_and_are_compared_with_it(files):
+    ws = _open(files["pass_through.py"], FUSE, capture="symbolic_trace")
+    res, rows = _rows(ws, ws.step_at(0))
+    # Flatten, Linear, Dropout, ReLU, Identity, Linear: each its own value, Dropout and Identity
+    # on the binding of the module before them
+    assert [rows[n].status for n in ("_0", "_1", "_2", "_3", "_4", "_5")] == ["ok"] * 6
+    assert rows["_2"].relax_var == rows["_1"].relax_var and rows["_4"].relax_var == rows["_3"].relax_var
+    res, rows = _rows(ws, _step(ws, "FuseTIR"))
+    # fused: Linear and Dropout live inside the kernel that returns the ReLU's value
+    assert [rows[n].status for n in ("_0", "_3", "_4", "_5")] == ["ok"] * 4
+    for n in ("_1", "_2"):
+        assert rows[n].status == "unmatched" and rows[n].compared_as == "_4"
+        assert rows[n].kernel == rows["_3"].kernel and rows[n].kernel in rows[n].reason

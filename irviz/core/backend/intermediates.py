@@ -24,7 +24,9 @@ surviving ``lv``. Which binding holds which FX node's value is ``intermediates_m
 the latest binding provenance gives the node, of the node's shape where one is. When several FX
 nodes share that binding (fused into one kernel), only the one whose value the kernel returns is
 compared; the others are "fused away", with the kernel's name and the verdict at its output, their
-nearest materialised value (``compared_as``). Weights, inputs and the output node are not compared.
+nearest materialised value (``compared_as``), unless torch gives them that very value (a Dropout in
+eval, an Identity): those are compared with the binding too. Weights, inputs and the output node
+are not compared.
 """
 from __future__ import annotations
 
@@ -384,6 +386,12 @@ def _compare_one(got: list[np.ndarray], ref: list[np.ndarray], rtol, atol) -> tu
     return worst, ""
 
 
+def _same_value(a, b) -> bool:
+    a, b = _flat_arrays(a), _flat_arrays(b)
+    return a is not None and b is not None and len(a) == len(b) and all(
+        x.shape == y.shape and x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(a, b))
+
+
 def _say_fused(nodes: list[NodeError], match: ValueMatch) -> None:
     """Reasons for the nodes computed inside a kernel whose output is another node's value: which
     kernel, and what the comparison at that output (the nearest materialised value) found."""
@@ -392,14 +400,17 @@ def _say_fused(nodes: list[NodeError], match: ValueMatch) -> None:
         out = by_name.get(ne.compared_as or "")
         if out is None:
             continue
-        where = f"kernel {ne.kernel}" if ne.kernel else f"binding {ne.relax_var}"
         if out.status == "unmatched":
             verdict = f"not compared either: {out.reason}"
         else:
             verdict = f"{out.status}, max abs error {out.max_abs:.3g}"
-        ne.reason = (f"fused away: computed inside {where} ({ne.relax_var}), no value of its own at "
-                     f"this step; nearest materialised value: that output, {out.fx_node}'s "
-                     f"({verdict})")
+        if ne.kernel:
+            ne.reason = (f"fused away: computed inside kernel {ne.kernel} ({ne.relax_var}), no value "
+                         f"of its own at this step; nearest materialised value: that output, "
+                         f"{out.fx_node}'s ({verdict})")
+        else:  # an alias, or an op whose result several FX nodes share before any kernel exists
+            ne.reason = (f"no value of its own at this step: {ne.relax_var} holds {out.fx_node}'s "
+                         f"({verdict})")
     for ne in nodes:
         inside = match.sharing(ne.fx_node)
         if inside and ne.status == "diverges":
@@ -453,6 +464,11 @@ def compare_intermediates(step, captured, *, params=None, built=None, rtol=None,
         shape = list(node.shapes[0]) if node.shapes else None
         dtype = node.dtypes[0] if node.dtypes else ""
         var = chosen.get(node.name)
+        out = match.inside.get(node.name)
+        if out is not None and _same_value(ref_values.get(node.name), ref_values.get(out)):
+            # torch gives it the very value the binding holds (an identity, a Dropout in eval)
+            var = match.binding_of[node.name]
+            match.inside.pop(node.name)
         ne = NodeError(fx_node=node.name, relax_var=var or match.binding_of.get(node.name),
                        status="unmatched", order=order, shape=shape, dtype=dtype,
                        kernel=match.kernel.get(node.name), compared_as=match.inside.get(node.name))
