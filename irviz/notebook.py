@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import html as _html
+import math
 import os
 import shutil
 import signal
@@ -310,6 +311,12 @@ class Report:
         return f"<irviz report on {self.file}: {passes}{'; ' + self.error if self.error else ''}>"
 
 
+def _compared(run) -> float | None:
+    """The run's max abs error; None where nothing was compared (its NaN)."""
+    err = getattr(run, "max_abs_error", None)
+    return None if err is None or math.isnan(err) else float(err)
+
+
 def report(obj, inputs=None, *, pipeline="zero", build: bool = True, expected=None, func: str = "main",
            dims: dict | None = None, name: str | None = None) -> Report:
     """The pass trace of `obj` (what ``show`` accepts) through `pipeline` (a name or a pipeline
@@ -347,4 +354,4 @@ def report(obj, inputs=None, *, pipeline="zero", build: bool = True, expected=No
     return Report(html=html_report(session, runs or None, name=ws.model_name), file=path, error=error,
                   target=ws.target_name or "host",
                   steps=[(s.pass_name, bool(s.changed)) for s in session.steps[1:]],
-                  allclose=getattr(last, "allclose", None), max_abs_error=getattr(last, "max_abs_error", None))
+                  allclose=getattr(last, "allclose", None), max_abs_error=_compared(last))

@@ -301,3 +301,12 @@ def test_report_says_why_the_build_and_run_stopped():
     assert "irviz: " in r._repr_html_()
     sized = irviz.report(SymbolicRelu, pipeline="LegalizeOps", dims={"n": 4})
     assert sized.error is None
+
+
+def test_a_report_with_nothing_to_compare_with_has_no_error_figure():
+    x = np.random.default_rng(2).standard_normal((1, 128)).astype("float32")
+    w = np.random.default_rng(3).standard_normal((128, 128)).astype("float32")
+    r = irviz.report(MatmulRelu, (x, w), pipeline="LegalizeOps")  # no expected: run, not judged
+    assert r.error is None and r.allclose is None
+    assert r.max_abs_error is None  # not NaN
+    assert "nan" not in r.html.lower().replace("nanoseconds", "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import json
+import math
 
 from irviz.core.backend.timing import describe
 from irviz.core.export.report_code import slowest_kernels_html
@@ -117,7 +118,7 @@ def _fmt(v, spec=".3g"):
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return format(v, spec)
+        return "–" if math.isnan(v) else format(v, spec)  # NaN: nothing was compared
     return str(v)
 
 
