@@ -44,3 +44,24 @@ def test_kernels_adding_up_to_more_than_the_run_mark_the_headers(qtbot):
     assert reason in t.toolTip()
     t.set_kernels(KERNELS[1:])  # the next run's figures hold: the mark goes
     assert t.horizontalHeaderItem(t.column_index("ms")).text() == "ms" and t.toolTip() == ""
+
+
+def test_a_run_whose_kernels_do_not_add_up_says_so_in_the_run_pane(qtbot, win):
+    from fake_bridge import FakeBridge, open_mlp
+
+    reason = "the kernels add up to 4.47 ms per run, more than the whole run's 0.513 ms allows"
+    reply = {"ok": True, "allclose": True, "max_abs_error": 0.0, "max_rel_error": 0.0, "reference": True,
+             "reference_name": "PyTorch", "tvm_ms": 0.513, "torch_ms": 0.9, "threads": 2, "build_seconds": 0.8,
+             "kernels": KERNELS, "kernels_reliable": False, "kernels_reason": reason,
+             "timing_text": "each timed alone: median of 10 runs, 2 threads"}
+    compute = FakeBridge._compute
+    win.bridge._compute = (lambda self, cmd, args: dict(reply) if cmd == "build_run"
+                           else compute(self, cmd, args)).__get__(win.bridge)
+    open_mlp(qtbot, win)
+    win.run.result = None
+    win.act_build_run.trigger()
+    qtbot.waitUntil(lambda: win.run.result is not None, timeout=5000)
+    assert f"kernel times unreliable: {reason}" in win.run.timing_note.text()
+    t = win.run.kernels
+    assert t.horizontalHeaderItem(t.column_index("ms")).text() == "ms ⚠"
+    assert t.item(0, t.column_index("ms")).text().startswith("⚠")

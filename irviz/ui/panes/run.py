@@ -480,7 +480,7 @@ class RunPane(Pane):
         kernels = list(r.get("kernels") or [])
         self.kernels.context["run_step"] = self.built_step
         set_roofline(self.kernels, r.get("roofline"))
-        self.kernels.set_kernels(kernels)
+        self.kernels.set_kernels(kernels, r.get("kernels_reliable"), r.get("kernels_reason"))
         self.roofline.set_roofline(r.get("roofline"), kernels)
         self._result_status = self.status.text()
         self._show_where(self.cursor_of(self.state))

@@ -10,6 +10,8 @@ from irviz.ui.panes.kernel_table import bindings_of
 def timing_note(r: dict) -> str:
     """How the figures were taken, and on what CPU."""
     parts = [str(r["timing_text"])] if r.get("timing_text") else []
+    if r.get("kernels_reliable") is False:  # the Kernels tab's figures are not what the run spent
+        parts.append(f"kernel times unreliable: {r.get('kernels_reason') or 'they disagree with the run'}")
     cpu = r.get("cpu") or {}
     if cpu:
         parts.append(f"{cpu.get('model', '?')}, {cpu.get('mcpu', '?')}, {cpu.get('isa', '?')} "
