@@ -218,3 +218,109 @@ def test_the_engine_answers_kernel_code_and_list_targets():
     assert not bad["ok"] and "targets available here" in str(bad["error"])
     names = [t["name"] for t in eng.handle({"id": 5, "cmd": "list_targets"})["result"]]
     assert names[:5] == ["host", "x86-avx2", "x86-avx512", "aarch64", "cuda"]
+
+
+# ---------------------------------------------------------------------------------------------
+# a kernel's code is all of it: entry, body, parallel lambdas
+
+
+def _dense_relu_parallel(noalias: str):
+    """A learner's scheduled dense layer with bias and ReLU, outer loops parallel, its product in
+    a buffer too big for the stack. `noalias` "tir.noalias" is the course's spelling, which TVM 0.27
+    ignores: its buffers may then alias, and LLVM inlines the body into the FFI entry."""
+    @T.prim_func(s_tir=True)
+    def dense0(X: T.Buffer((32, 96), "float32"), W: T.Buffer((64, 96), "float32"),
+               B: T.Buffer((64,), "float32"), Z: T.Buffer((32, 64), "float32")):
+        T.func_attr({noalias: True})
+        Y = T.sblock_alloc_buffer((32, 64), "float32")
+        for i in T.parallel(32):
+            for j, k in T.grid(64, 96):
+                with T.sblock("Y"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    with T.init():
+                        Y[vi, vj] = T.float32(0)
+                    Y[vi, vj] = Y[vi, vj] + X[vi, vk] * W[vj, vk]
+        for i in T.parallel(32):
+            for j in range(64):
+                with T.sblock("Z"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    Z[vi, vj] = T.max(Y[vi, vj] + B[vj], T.float32(0))
+
+    return tvm.IRModule({"dense0": dense0.with_attr("global_symbol", "dense0")})
+
+
+@pytest.mark.parametrize("noalias", ["tir.noalias", "tirx.noalias"])
+@pytest.mark.parametrize("target", ["host", "aarch64"])
+def test_a_parallel_kernel_counts_its_entry_lambdas_and_runtime_calls(noalias, target):
+    k = kernel_code(_dense_relu_parallel(noalias), target).kernels["dense0"]
+    assert k.error is None and "__tvm_ffi_dense0" in k.symbols
+    calls = k.counts["callees"]
+    assert calls.get("TVMBackendParallelLaunch") == 2 and k.counts["calls"] >= 4
+    assert calls.get("TVMBackendAllocWorkspace") == 1 and calls.get("TVMBackendFreeWorkspace") == 1
+    lambdas = [s for s in k.symbols if "parallel_lambda" in s]
+    assert len(lambdas) == 2 and {k.parts[s]["role"] for s in lambdas} == {"parallel lambda"}
+    # the entry's instructions are in the count, its calls to its own body are not calls out
+    assert k.counts["instructions"] == sum(p["instructions"] for p in k.parts.values())
+    assert k.parts["__tvm_ffi_dense0"]["instructions"] > 0 and "dense0_compute_" not in calls
+    inlined = "dense0_compute_" not in k.symbols
+    assert k.parts["__tvm_ffi_dense0"]["role"] == ("entry+body" if inlined else "entry")
+    assert not any("set_raised" in c for c in calls)  # the failure paths of its checks
+    assert k.counts["loops"] >= 2  # at least each lambda's share of its parallel loop
+
+
+def test_calls_among_a_kernels_own_functions_are_not_calls_out():
+    entry = ("__tvm_ffi_k:\n\tcmpl\t$3, %edx\n\tjne\t.LBB0_2\n\tcallq\tk_compute_\n"
+             "\tmovq\t__TVMBackendAllocWorkspace@GOTPCREL(%rip), %rax\n\tcallq\t*(%rax)\n\tretq\n"
+             ".LBB0_2:\n\tleaq\t.L.str(%rip), %rdi\n\tcallq\t__tvm_set_raised_6\n\tmovl\t$-1, %eax\n\tretq\n")
+    c = asm_counts(entry, own=["__tvm_ffi_k", "k_compute_"])
+    assert c["callees"] == {"TVMBackendAllocWorkspace": 1} and c["calls"] == 1
+    assert c["instructions"] == 6  # not the 4 of the failed check's path
+
+
+def _ret_lines(text: str) -> set[int]:
+    return {n for n, ln in enumerate(text.splitlines(), 1) if ln.strip() in ("ret", "retq")}
+
+
+@pytest.mark.parametrize("target", ["aarch64", "x86-avx2"])
+def test_assembly_loop_links_are_loops_never_the_epilogue(target):
+    from irviz.core.views.graph import tir_functions
+    from irviz.ui.panes.loop_links import code_to_loop, loop_to_code
+
+    mod = _ff_fused()
+    nest = tir_functions(mod)[0]["loop_nest"]
+    code = kernel_code(mod, target).kernels["ff_fused"].code
+    rets = _ret_lines(code["asm"])
+    links = [loop_to_code(nest, i, code, "asm") for i in range(len(nest))]
+    assert any(link.lines for link in links)
+    for link in links:
+        assert not rets & set(link.lines)
+        assert link.lines or link.unknown or "no loop of its own" in link.note or "unrolled" in link.note
+    assert all(code_to_loop(nest, n, code, "asm") is None for n in rets)
+
+
+def _ff_fused():
+    """A fused feed-forward kernel scheduled as a learner does: parallel rows, the reduction's init
+    split off; LLVM places some of its loops' latches after the function's `ret`."""
+    @T.prim_func(s_tir=True)
+    def ff_fused(X: T.Buffer((8, 32), "float32"), W: T.Buffer((64, 32), "float32"),
+                 B: T.Buffer((64,), "float32"), Z: T.Buffer((8, 64), "float32")):
+        T.func_attr({"tirx.noalias": True})
+        Y = T.sblock_alloc_buffer((8, 64), "float32")
+        for i, j, k in T.grid(8, 64, 32):
+            with T.sblock("Y"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    Y[vi, vj] = T.float32(0)
+                Y[vi, vj] = Y[vi, vj] + X[vi, vk] * W[vj, vk]
+        for i, j in T.grid(8, 64):
+            with T.sblock("Z"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Z[vi, vj] = T.max(Y[vi, vj] + B[vj], T.float32(0))
+
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"ff_fused": ff_fused.with_attr("global_symbol", "ff_fused")}))
+    y = sch.get_sblock("Y", "ff_fused")
+    i, _j, k = sch.get_loops(y)
+    sch.parallel(i)
+    sch.decompose_reduction(y, k)
+    sch.parallel(sch.get_loops(sch.get_sblock("Z", "ff_fused"))[0])
+    return sch.mod

@@ -1,14 +1,24 @@
 """Counts that tell what a kernel's machine code does: instructions, vector instructions by width,
-FMAs and calls out, read from x86-64 or AArch64 assembly text; for GPU source, the launch shape's
-neighbours: shared memory and barriers.
+FMAs, calls out and loops, read from x86-64 or AArch64 assembly text; for GPU source, the launch
+shape's neighbours: shared memory and barriers.
 
-    asm_counts(text)   # {"instructions": 812, "vector": 240, "vector_bits": {"512": 236, "128": 4},
-                       #  "fma": 96, "vector_fma": 96, "calls": 2, "callees": {"expf": 2}}
+    asm_counts(text, own=symbols)
+    # {"instructions": 812, "vector": 240, "vector_bits": {"512": 236, "128": 4}, "fma": 96,
+    #  "vector_fma": 96, "calls": 2, "callees": {"TVMBackendParallelLaunch": 1, "expf": 1},
+    #  "loops": 3}
+
+A call to one of `own` (the kernel's FFI entry calling its body) is no call out. The failure paths
+of the entry's argument checks (the blocks that end in TVM's error raising, `__tvm_set_raised_N`)
+are not counted at all: they run only for bad arguments, and LLVM shares them among the kernels of
+a module, so their size depends on what else was compiled beside the kernel.
 """
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
+
+from irviz.core.backend.machine_loops import asm_functions
 
 _X86_REG = re.compile(r"%([xyz])mm\d+")
 _X86_BITS = {"x": 128, "y": 256, "z": 512}
@@ -55,8 +65,8 @@ _TAIL = re.compile(r"^(jmpq?|b)$")
 
 
 def _instructions(text: str):
-    """(mnemonic, operands) of each instruction line; labels, directives, comments dropped."""
-    for raw in text.splitlines():
+    """(line, mnemonic, operands) of each instruction line; labels, directives, comments dropped."""
+    for n, raw in enumerate(text.splitlines(), 1):
         # x86 comments start "# " (AArch64 immediates are "#16"); AArch64 comments start "//"
         line = _COMMENT.sub("", raw).strip()
         if not line or line.endswith(":") or line.startswith("."):
@@ -67,7 +77,7 @@ def _instructions(text: str):
                 continue
         mnemonic, *rest = line.split(None, 1)
         operands = rest[0] if rest else ""
-        yield mnemonic.lower(), operands.strip()
+        yield n, mnemonic.lower(), operands.strip()
 
 
 def _vector_bits(mnemonic: str, operands: str) -> int | str | None:
@@ -94,13 +104,26 @@ def _callee(operands: str) -> str:
     return re.sub(r"@PLT$", "", name) or "?"
 
 
-def asm_counts(text: str) -> dict:
-    """Counts of one kernel's assembly (x86-64 or AArch64)."""
+_ERROR_HELPER = re.compile(r"^(\.L)?__tvm_set_raised\w*$")
+
+
+def asm_counts(text: str, own: Iterable[str] = ()) -> dict:
+    """Counts of one kernel's assembly (x86-64 or AArch64): all its functions, `own` their names."""
+    own = set(own)
     instructions = vector = fma = vector_fma = 0
     bits: Counter = Counter()
     callees: Counter = Counter()
+    functions = asm_functions(text)
+    failing = frozenset().union(*(f.failure_lines for f in functions))
+
+    def called(name: str) -> None:
+        if name not in own and not _ERROR_HELPER.match(name):
+            callees[name.lstrip("_") if name != "(indirect)" else name] += 1
+
     loaded: dict[str, str] = {}  # register -> the symbol whose address or value it holds
-    for mnemonic, operands in _instructions(text):
+    for n, mnemonic, operands in _instructions(text):
+        if n in failing:
+            continue
         instructions += 1
         _track(loaded, mnemonic, operands)
         width = _vector_bits(mnemonic, operands)
@@ -115,14 +138,14 @@ def asm_counts(text: str) -> dict:
             if callee == "(indirect)":  # TVM calls its runtime through pointers: name them
                 reg = re.search(r"%(\w+)|^([xw]\d+)$", operands.strip().lstrip("*").strip("()"))
                 callee = loaded.get(next((g for g in reg.groups() if g), ""), callee) if reg else callee
-            callees[callee.lstrip("_") if callee != "(indirect)" else callee] += 1
+            called(callee)
         elif _TAIL.match(mnemonic) and operands and not operands.startswith((".L", "*", "%")) \
                 and re.match(r"^[A-Za-z_]", operands):
-            callees[_callee(operands)] += 1  # a tail call: jmp expf@PLT / b expf
+            called(_callee(operands))  # a tail call: jmp expf@PLT / b expf
     return {"instructions": instructions, "vector": vector,
             "vector_bits": dict(sorted(bits.items(), key=lambda kv: str(kv[0]))),
             "fma": fma, "vector_fma": vector_fma, "calls": sum(callees.values()),
-            "callees": dict(callees.most_common())}
+            "callees": dict(callees.most_common()), "loops": sum(len(f.loops) for f in functions)}
 
 
 # CUDA `__shared__ float a[256]`, OpenCL `__local float a[256]`, WGSL `var<workgroup> a : array<f32, 256>`

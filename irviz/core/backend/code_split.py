@@ -1,9 +1,12 @@
 """Cut a compiled module's text into the part each kernel (PrimFunc) became.
 
-TVM 0.27 compiles PrimFunc K into an FFI entry `__tvm_ffi_K` (argument checks), usually a body
-`K_compute_`, and for each parallel loop a `__tvm_parallel_lambda[.N]` (`.L…` in assembly) that only
-the body refers to. A kernel's code is every function reachable from its entry and body that no
-other kernel reaches; the helpers all kernels share (error raising, fp16 conversion) stay out.
+TVM 0.27 compiles PrimFunc K into an FFI entry `__tvm_ffi_K` (argument checks), a body `K_compute_`,
+and for each parallel loop a `__tvm_parallel_lambda[.N]` (`.L…` in assembly) that the body refers
+to. TVM marks the body noinline only when a buffer parameter is noalias; without "tirx.noalias" (a
+course kernel still saying "tir.noalias") LLVM inlines the body into the entry, which then launches
+the lambdas and allocates the workspace itself. A kernel's code is every function reachable from its
+entry and body that no other kernel reaches; the helpers all kernels share (error raising, fp16
+conversion) stay out.
 
     functions = llvm_functions(asm, "asm")       # {symbol: text}, in file order
     parts = kernel_parts(functions, ["fused_matmul_add", ...])   # {kernel: [symbols]}
@@ -70,11 +73,18 @@ def kernel_parts(functions: dict[str, str], kernels: list[str]) -> dict[str, lis
     return out
 
 
-def body_symbols(symbols: list[str]) -> list[str]:
-    """The symbols that do the kernel's work: without the FFI entry's argument checks, unless the
-    entry is all there is (a kernel TVM did not split into entry and body)."""
-    body = [s for s in symbols if not s.startswith(_ENTRY_PREFIX)]
-    return body or list(symbols)
+_LAMBDA = re.compile(r"^(\.L)?__tvm_parallel_lambda(\.\d+)?$")
+
+
+def symbol_role(symbol: str, kernel: str, symbols: list[str]) -> str:
+    """What a symbol of a kernel's code is: "entry" (argument checks, and the body too when LLVM
+    inlined it: "entry+body"), "body", "parallel lambda" or "helper" (anything else emitted for it)."""
+    if symbol == _ENTRY_PREFIX + kernel:
+        has_body = any(s in (kernel, kernel + "_compute_") for s in symbols)
+        return "entry" if has_body else "entry+body"
+    if symbol in (kernel, kernel + "_compute_"):
+        return "body"
+    return "parallel lambda" if _LAMBDA.match(symbol) else "helper"
 
 
 # lines of assembly that are bookkeeping: debug line records, CFI, local temp labels

@@ -43,13 +43,14 @@ class KernelCode:
     name: str
     code: dict[str, str] = field(default_factory=dict)  # format ("asm", "ll", "cuda", …) -> text
     symbols: list[str] = field(default_factory=list)  # functions of the module that are this kernel's
-    counts: dict = field(default_factory=dict)
+    counts: dict = field(default_factory=dict)  # over all of `symbols`
+    parts: dict[str, dict] = field(default_factory=dict)  # CPU: symbol -> {"role", and its own counts}
     launch: list[dict] = field(default_factory=list)  # GPU: one per device function
     error: str | None = None  # the kernel did not compile for the target; the others still show
     error_line: int | None = None  # the line of its TensorIR the failure points at (1-based)
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "symbols": self.symbols, "counts": self.counts,
+        return {"name": self.name, "symbols": self.symbols, "counts": self.counts, "parts": self.parts,
                 "launch": self.launch, "error": self.error, "error_line": self.error_line}
 
 
@@ -192,11 +193,13 @@ def _llvm_code(kernels: dict, tgt) -> dict[str, KernelCode]:
         if not pa:
             out[name] = KernelCode(name, error=f"no function of {name} found in the compiled module")
             continue
-        body = code_split.body_symbols(pa)
+        # the entry counts too: LLVM may inline the body into it, parallel launches and workspace
+        # calls included, and it runs on every call
         out[name] = KernelCode(
             name, code={"asm": "\n\n".join(code_split.clean_asm(fa[s]) for s in pa),
                         "ll": "\n\n".join(fl[s] for s in pl)},
-            symbols=pa, counts=asm_counts("\n".join(fa[s] for s in body)))
+            symbols=pa, counts=asm_counts("\n".join(fa[s] for s in pa), own=pa),
+            parts={s: {"role": code_split.symbol_role(s, name, pa), **asm_counts(fa[s], own=pa)} for s in pa})
     return out
 
 
