@@ -1,6 +1,7 @@
 """TensorIR loops <-> a kernel's LLVM IR and assembly: by the LLVM IR's for_body_VAR blocks, and
-the assembly's back-edges matched to those blocks (or by order when their numbers differ); the
-TensorIR pane and its Code tab follow a loop both ways, and an FX/Relax selection reaches the tab."""
+the assembly's natural loops where their nesting, or the LLVM IR's for_end_VAR exits, say which
+loop is which ("unknown" otherwise, never the epilogue); the TensorIR pane and its Code tab follow a
+loop both ways, and an FX/Relax selection reaches the tab."""
 from __future__ import annotations
 
 import os
@@ -43,9 +44,59 @@ def test_loops_that_are_not_loops_in_the_code_say_why():
     assert "vectorized" in loop_to_code(NEST, 1, CODE, "asm").note
     unrolled = loop_to_code(NEST, 0, CODE, "ll")
     assert unrolled.lines == () and "unrolled" in unrolled.note
-    # without the LLVM IR's blocks the assembly is matched by order, and says so
-    by_order = loop_to_code(NEST, 0, {"asm": ASM}, "asm")
-    assert not by_order.exact and "linked by order" in by_order.note and by_order.lines[0] == 3
+    # without the LLVM IR, two loops in the code for one TensorIR nest of two: nothing says which
+    unknown = loop_to_code(NEST, 2, {"asm": ASM}, "asm")
+    assert unknown.unknown and unknown.lines == () and unknown.where == "unknown"
+    assert "do not nest as the TensorIR's" in unknown.note
+    assert code_to_loop(NEST, 5, {"asm": ASM}, "asm") is None
+
+
+# AArch64 as LLVM lays it out: argument checks that jump up the page without looping, the loop's
+# exit test at its top, the epilogue and `ret` in the middle, the latch after them
+ARM = """  .type       k_compute_,@function
+k_compute_:
+  cmp         w2, #4
+  b.ne        .LBB3_9
+.LBB3_1:
+  cmp         w8, #63
+  b.hi        .LBB3_4
+  b           .LBB3_2
+.LBB3_9:
+  cmp         w8, #70
+  b.le        .LBB3_1
+.LBB3_2:
+  cmp         x9, x10
+  b.lt        .LBB3_5
+.LBB3_4:
+  ldp         x29, x30, [sp], #16
+  ret
+.LBB3_5:
+  ldr         q0, [x1, x9]
+  fadd        v0.4s, v0.4s, v1.4s
+  add         x9, x9, #16
+  b           .LBB3_2
+  .size       k_compute_, .Lfunc_end3-k_compute_
+"""
+ARM_NEST = [{"var": "i", "extent": "64", "kind": "serial", "depth": 0},
+            {"var": "j", "extent": "4", "kind": "vectorized", "depth": 1}]
+
+
+def test_an_assembly_loop_is_its_blocks_and_never_the_epilogue_between_them():
+    assert asm_loops(ARM) == [(12, 22)]  # .LBB3_9 -> .LBB3_1 jumps up but is no loop
+    link = loop_to_code(ARM_NEST, 0, {"asm": ARM}, "asm")
+    assert link.lines == (12, 13, 14, 18, 19, 20, 21, 22) and link.exact
+    assert link.where == "lines 12–14, 18–22"
+    assert code_to_loop(ARM_NEST, 17, {"asm": ARM}, "asm") is None  # ret
+    assert code_to_loop(ARM_NEST, 20, {"asm": ARM}, "asm") == 0
+
+
+def test_a_body_inlined_into_the_entry_is_linked_there():
+    inlined = ARM.replace("k_compute_", "__tvm_ffi_k")
+    assert loop_to_code(ARM_NEST, 0, {"asm": inlined}, "asm").lines[0] == 12
+    # with a body function beside it, the entry only checks arguments
+    both = "  .type       k_compute_,@function\nk_compute_:\n  ret\n" + inlined
+    link = loop_to_code(ARM_NEST, 0, {"asm": both}, "asm")
+    assert link.lines == () and "unrolled or removed" in link.note
 
 
 class LoopBridge:
@@ -92,8 +143,8 @@ def test_a_loop_row_marks_the_loop_in_the_code_and_a_click_in_the_code_selects_i
                     timeout=5000)
     parent = win.tir._item_for("matmul")
     win.tir.tree.setCurrentItem(parent.child(1))   # the i1 loop
-    assert tab.code.highlighted_lines() == [2, 3, 4, 5, 6]  # .LBB0_1 … jne .LBB0_1
-    assert "loop i1" in tab.link_note.text() and "linked by order" in tab.link_note.text()
+    assert tab.code.highlighted_lines() == [2, 3, 4, 5, 6]  # .LBB0_1 … jne .LBB0_1: not the retq
+    assert "loop i1: lines 2–6" in tab.link_note.text()
     assert win.tir.code.highlighted_lines() == [3]  # "for i0, i1 in T.grid(1, 32):"
     win.tir.tree.setCurrentItem(parent)
     tab._line_clicked(4)
