@@ -73,17 +73,26 @@ def _table(code) -> list[str]:
                              f"{k.counts['shared_bytes'] if i == 0 else '':>9} {k.counts['lines'] if i == 0 else '':>6}")
         return lines
     lines.append(f"{'kernel':40} {'instr':>6} {'vector':>6} {'widths (bits:n)':>18} {'fma':>5} "
-                 f"{'vfma':>5} {'calls':>5}  calls out")
-    rows = [(k.name, k.counts, k.error) for k in code.kernels.values()] + [("total", code.totals(), None)]
-    for name, c, err in rows:
+                 f"{'vfma':>5} {'loops':>5} {'calls':>5}  calls out")
+    rows = [(k.name, k.counts, k.error, k.parts) for k in code.kernels.values()]
+    for name, c, err, parts in [*rows, ("total", code.totals(), None, {})]:
         if err:
             lines.append(f"{name:40} not compiled: {err.splitlines()[0]}")
             continue
         callees = ", ".join(f"{f}×{n}" for f, n in list(c.get("callees", {}).items())[:4])
         lines.append(f"{name[:40]:40} {c.get('instructions', 0):6} {c.get('vector', 0):6} "
                      f"{_widths(c.get('vector_bits', {})):>18} {c.get('fma', 0):5} {c.get('vector_fma', 0):5} "
-                     f"{c.get('calls', 0):5}  {callees}")
+                     f"{c.get('loops', 0):5} {c.get('calls', 0):5}  {callees}")
+        if parts:
+            lines.append(f"  {_parts_text(parts)}")
     return lines
+
+
+def _parts_text(parts: dict) -> str:
+    """'= entry __tvm_ffi_k 512 + body k_compute_ 120 + parallel lambda .L__tvm_parallel_lambda 40
+    instructions': the functions a kernel's counts are summed over."""
+    return "= " + " + ".join(f"{p['role']} {s} {p.get('instructions', 0)}" for s, p in parts.items()) \
+        + " instructions"
 
 
 def _counts_line(code, k) -> str:
@@ -93,8 +102,9 @@ def _counts_line(code, k) -> str:
                            for launch in k.launch)
         return f"{shapes}; {c['shared_bytes']} B shared, {c['barriers']} barriers"
     return (f"{c['instructions']} instructions, {c['vector']} vector ({_widths(c['vector_bits'])}), "
-            f"{c['fma']} FMA ({c['vector_fma']} vector), {c['calls']} calls out"
-            + (f": {', '.join(f'{f}×{n}' for f, n in c['callees'].items())}" if c["callees"] else ""))
+            f"{c['fma']} FMA ({c['vector_fma']} vector), {c.get('loops', 0)} loops, {c['calls']} calls out"
+            + (f": {', '.join(f'{f}×{n}' for f, n in c['callees'].items())}" if c["callees"] else "")
+            + (f"\n# {_parts_text(k.parts)}" if k.parts else ""))
 
 
 def run_code(args) -> int:

@@ -57,3 +57,44 @@ def test_code_diffs_one_kernel_between_two_targets(capsys):
     added = [ln for ln in out.splitlines() if ln.startswith("+  ")]
     assert any("%ymm" in ln for ln in removed) and any(re.search(r"vfmadd\w+ps.*%zmm", ln) for ln in added)
     assert not any("zmm" in ln for ln in removed)
+
+
+LEARNER_MODULE = '''
+from tvm.script import ir as I, relax as R, tirx as T
+
+
+@I.ir_module
+class Learner:
+    @T.prim_func(s_tir=True)
+    def linear0(X: T.Buffer((16, 48), "float32"), W: T.Buffer((32, 48), "float32"),
+                Z: T.Buffer((16, 32), "float32")):
+        T.func_attr({"global_symbol": "linear0", "tir.noalias": True})
+        for i in T.parallel(16):
+            for j, k in T.grid(32, 48):
+                with T.sblock("Z"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    with T.init():
+                        Z[vi, vj] = T.float32(0)
+                    Z[vi, vj] = Z[vi, vj] + X[vi, vk] * W[vj, vk]
+
+    @R.function
+    def main(x: R.Tensor((16, 48), "float32"), w: R.Tensor((32, 48), "float32")):
+        cls = Learner
+        with R.dataflow():
+            z = R.call_tir(cls.linear0, (x, w), out_ty=R.Tensor((16, 32), "float32"))
+            R.output(z)
+        return z
+'''
+
+
+def test_code_counts_a_parallel_kernel_over_its_entry_and_lambda(tmp_path, capsys):
+    """The course's "tir.noalias" leaves the buffers aliasable: LLVM inlines the body into the FFI
+    entry, which launches the parallel lambda; the counts take both and say so."""
+    path = tmp_path / "learner.py"
+    path.write_text(LEARNER_MODULE)
+    assert main(["code", str(path), "--target", "aarch64"]) == 0
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith("linear0 "))
+    assert row.endswith("TVMBackendParallelLaunch×1")  # the calls out, from the inlined entry
+    parts = out.splitlines()[out.splitlines().index(row) + 1]
+    assert "__tvm_ffi_linear0" in parts and "parallel lambda .L__tvm_parallel_lambda" in parts
