@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
-from irviz.ui.panes.kernel_code_tab import FORMAT_TITLES, TARGET_NAMES
+from irviz.ui.panes.kernel_code_tab import FORMAT_TITLES, HOST, fill_target_box
 
 IR, CODE = "IR", "Kernel code"
 
@@ -13,7 +13,7 @@ IR, CODE = "IR", "Kernel code"
 def _target_box(tip: str, default: str) -> QComboBox:
     box = QComboBox()
     box.setEditable(True)
-    box.addItems(TARGET_NAMES)
+    box.addItem(default)  # the engine's list_targets fills the rest (fill_targets)
     box.setCurrentText(default)
     box.setToolTip(tip)
     box.setMinimumContentsLength(9)
@@ -33,8 +33,8 @@ class CodeDiffBar(QWidget):
         self.kernel.setMinimumContentsLength(22)
         self.kernel.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.kernel.setToolTip("The kernel (PrimFunc) whose code is compared")
-        self.target_a = _target_box("Target of the left side (a name, or a TVM target as JSON)", "host")
-        self.target_b = _target_box("Target of the right side", "host")
+        self.target_a = _target_box("Target of the left side (a name, or a TVM target as JSON)", HOST)
+        self.target_b = _target_box("Target of the right side", HOST)
         self.format = QComboBox()
         self.format.addItem("asm / source", None)
         for fmt in ("asm", "ll"):
@@ -86,6 +86,11 @@ class CodeDiffBar(QWidget):
             self.kernel.setCurrentText(name)
             if self.code_mode():
                 self.changed.emit()
+
+    def fill_targets(self, targets: list[dict]) -> None:
+        """The engine's `list_targets`, in both sides' boxes; the chosen texts stay."""
+        for box in (self.target_a, self.target_b):
+            fill_target_box(box, targets)
 
     def request_args(self) -> dict | None:
         """The kernel_code_diff arguments besides the steps, or None when no kernel is chosen."""

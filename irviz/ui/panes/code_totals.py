@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QComboBox, QPushButton
 
-from irviz.ui.panes.kernel_code_tab import TARGET_NAMES
+from irviz.ui.panes.kernel_code_tab import HOST
 from irviz.ui.panes.kernel_counts import is_arm, widths_text
 from irviz.ui.result_stamp import ResultStamp
 
@@ -28,7 +28,7 @@ class CodeTotals:
         self._code_for = "host"
         self.code_target = QComboBox()
         self.code_target.setEditable(True)
-        self.code_target.addItems(TARGET_NAMES)
+        self.code_target.addItem(HOST)  # the engine's list_targets fills the rest (TargetChoice)
         self.code_target.setToolTip("The target Count code compiles for (a name, or a TVM target as JSON)")
         self.code_button = QPushButton("Count code")
         self.code_button.setToolTip("Compile every step's kernels for the target and count their vector "

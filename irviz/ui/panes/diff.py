@@ -74,6 +74,7 @@ class DiffPane(Pane):
         hub.stepSelected.connect(self.show_step)
         hub.divergingMarked.connect(self.set_diverging)
         hub.tirFunctionSelected.connect(self.code_bar.set_kernel)
+        self.ask("targets", "list_targets")  # the code mode's target boxes
 
     def set_diverging(self, marks: dict) -> None:
         self.diverging = dict(marks or {})
@@ -192,6 +193,9 @@ class DiffPane(Pane):
         self.ask("code", "kernel_code_diff", a=a, b=b, **code)
 
     def on_reply(self, purpose: str, result) -> None:
+        if purpose == "targets":
+            self.code_bar.fill_targets(list(result or []))
+            return
         if purpose not in ("diff", "code"):
             return
         if (purpose == "code") != self.code_bar.code_mode():
@@ -222,6 +226,8 @@ class DiffPane(Pane):
         self.info.setText(text)
 
     def on_error(self, purpose: str, error: dict) -> None:
+        if purpose == "targets":  # the boxes keep host, and any target can still be typed
+            return
         self.result = {"unified": "", "functions": []}
         self._shown = None
         self.view.clear()

@@ -14,13 +14,26 @@ from irviz.ui.panes.loop_links import code_to_loop, loop_to_code
 from irviz.ui.result_stamp import ResultSlot, ResultStamp, model_key, step_identity
 from irviz.ui.widgets.code_view import CodeView
 
-# the names `irviz targets` lists that this wheel usually builds for, for the boxes that do not yet
-# ask the engine's `list_targets` (Count code, the Diff pane's code mode); any other name or a TVM
-# target as JSON can be typed in, and the engine says which it cannot build for
 HOST = "host"
-TARGET_NAMES = ("host", "x86-avx2", "x86-avx512", "aarch64", "cuda", "opencl", "webgpu")
 FORMAT_TITLES = {"asm": "Assembly", "ll": "LLVM IR", "cuda": "CUDA C", "opencl": "OpenCL C",
                  "wgsl": "WGSL", "metal": "Metal"}
+
+
+def fill_target_box(box: QComboBox, targets: list[dict]) -> None:
+    """An editable target box gets the engine's `list_targets` names this wheel and machine can
+    build for, each with its TVM target in the tooltip; the text shown (typed or chosen) stays,
+    as any other name or a TVM target as JSON can be typed and the engine says if it cannot."""
+    text = box.currentText()
+    box.blockSignals(True)
+    box.clear()
+    for t in targets or []:
+        if t.get("unavailable"):
+            continue
+        box.addItem(t["name"])
+        box.setItemData(box.count() - 1, f"{t.get('description', '')}\n{json.dumps(t.get('target'))}",
+                        Qt.ItemDataRole.ToolTipRole)
+    box.setEditText(text)
+    box.blockSignals(False)
 
 
 def _widths(bits: dict) -> str:
@@ -148,17 +161,7 @@ class KernelCodeTab(QWidget):
 
     def fill_targets(self, targets: list[dict]) -> None:
         """The engine's `list_targets`: the names this wheel and machine can build for."""
-        text = self.target.currentText()
-        self.target.blockSignals(True)
-        self.target.clear()
-        for t in targets or []:
-            if t.get("unavailable"):
-                continue
-            self.target.addItem(t["name"])
-            self.target.setItemData(self.target.count() - 1, f"{t.get('description', '')}\n"
-                                    f"{json.dumps(t.get('target'))}", Qt.ItemDataRole.ToolTipRole)
-        self.target.setEditText(text)
-        self.target.blockSignals(False)
+        fill_target_box(self.target, targets)
 
     def pick(self, text: str) -> None:
         """Compile for `text` (the session's target: follow it again)."""

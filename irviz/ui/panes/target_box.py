@@ -9,6 +9,8 @@ import json
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox
 
+from irviz.ui.panes.kernel_code_tab import fill_target_box
+
 HOST = "host"
 
 
@@ -43,6 +45,9 @@ class TargetChoice:
             box.setItemData(box.count() - 1, f"{t.get('description', '')}\n{json.dumps(t.get('target'))}",
                             Qt.ItemDataRole.ToolTipRole)
         box.blockSignals(False)
+        code = getattr(self, "code_target", None)  # Count code compiles for one of the same
+        if code is not None:
+            fill_target_box(code, targets)
         self._show_target(self.state)
 
     def chosen_target(self) -> str:
