@@ -214,6 +214,8 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
             self.info.setText(f"{state.get('model')} · step {cur} of {total}"
                               + (f" · {len(self.planned)} planned" if self.planned else " · done")
                               + (f" · steps 1–{theirs} are your schedule()" if theirs else "")
+                              + (f" · {self._chosen['name']} planned after step {self._chosen['step']}"
+                                 if self._chosen else "")
                               + (f" · target {state['target']}" if state.get("target") else "")
                               + (f" · weights as inputs: {state['params_file']}"
                                  if state.get("keep_params") and state.get("params_file") else ""))
@@ -359,6 +361,7 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
         super().on_reset()
         self.trace = {}
         self.trace_stamp = None
+        self._chosen = None  # a named pipeline chosen after a step of the model before
         self.bisect_result = self.bisect_stamp = None
         self.code_totals = {}
         self.code_stamp = None

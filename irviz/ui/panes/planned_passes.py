@@ -10,6 +10,7 @@ from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QLabel,
                                QListWidget, QListWidgetItem, QMenu, QToolButton, QVBoxLayout, QWidget)
 
+from irviz.ui import themes
 from irviz.ui.panes.pass_params import PassParamsBox, params_text
 
 CUSTOM = "(custom)"
@@ -76,6 +77,14 @@ class PlannedPasses:
         head.addWidget(QLabel("Target"))
         head.addWidget(self._target_box(), 1)
         pl.addLayout(head)
+        # a named pipeline chosen past the import runs after the steps already applied: the box
+        # naming it alone would pass it off as the whole pipeline
+        self.plan_note = QLabel("")
+        self.plan_note.setWordWrap(True)
+        self.plan_note.setObjectName("planNote")
+        self.plan_note.hide()
+        self._chosen: dict | None = None  # {"name", "step", "kept"}: the named pipeline chosen
+        pl.addWidget(self.plan_note)
         pl.addWidget(self.planned_list, 1)
         pl.addLayout(edit_bar)
         pl.addLayout(text_bar)
@@ -128,15 +137,46 @@ class PlannedPasses:
         self.pipeline_box.blockSignals(False)
         self._match_pipeline()
 
-    def _match_pipeline(self) -> None:
-        """Show the named pipeline whose passes are exactly applied + planned, else (custom)."""
-        names = [s.get("pass") for s in self.steps[1:] if s.get("origin") != "schedule"] + \
+    def _pass_names(self) -> list[str]:
+        """The pipeline's pass names, applied then planned (a schedule()'s primitives are no pass)."""
+        return [s.get("pass") for s in self.steps[1:] if s.get("origin") != "schedule"] + \
             [p.get("name") for p in self.planned]
+
+    def _match_pipeline(self) -> None:
+        """Show the named pipeline whose passes are exactly applied + planned; else the one chosen
+        after a step, while the pipeline is still those steps and it (the note says so); else
+        (custom)."""
+        names = self._pass_names()
         for i, p in enumerate(self.pipelines):
             if [x["name"] for x in p.get("passes", [])] == names:
                 self.pipeline_box.setCurrentIndex(i)
+                self._say_chosen(None)
                 return
+        chosen = self._chosen
+        at = self.pipeline_box.findData(chosen["name"]) if chosen else -1
+        spec = next((p for p in self.pipelines if chosen and p["name"] == chosen["name"]), None)
+        if at >= 0 and spec is not None and \
+                names == chosen["kept"] + [x["name"] for x in spec.get("passes", [])]:
+            self.pipeline_box.setCurrentIndex(at)
+            self._say_chosen(chosen)
+            return
+        self._chosen = None
+        self._say_chosen(None)
         self.pipeline_box.setCurrentIndex(self.pipeline_box.count() - 1)
+
+    def _say_chosen(self, chosen: dict | None) -> None:
+        if chosen is None:
+            self.plan_note.clear()
+            self.plan_note.hide()
+            self.pipeline_box.setToolTip("Named pipeline: replaces the passes planned after the cursor")
+            return
+        n = chosen["step"]
+        text = (f"{chosen['name']} planned after step {n} (steps 1–{n} stay; choose it at step 0 "
+                f"to run it from the import)")
+        self.plan_note.setText("⚠ " + text)
+        self.plan_note.setStyleSheet(f"color: {themes.colors().warn};")
+        self.plan_note.show()
+        self.pipeline_box.setToolTip(text)
 
     def _fill_planned(self) -> None:
         row = self.planned_list.currentRow()
@@ -165,6 +205,10 @@ class PlannedPasses:
     def _pipeline_chosen(self, index: int) -> None:
         name = self.pipeline_box.itemData(index)
         if name:
+            # the engine keeps the steps up to the cursor and plans the pipeline after them
+            step = self.cursor_of(self.state) or 0
+            kept = [s.get("pass") for s in self.steps[1:step + 1] if s.get("origin") != "schedule"]
+            self._chosen = {"name": name, "step": step, "kept": kept} if step else None
             self.use_pipeline(name)
 
     def add_pass(self, name: str) -> None:
