@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow
 from irviz.ui import pane_table, themes
 from irviz.ui.bridge import EngineBridge
 from irviz.ui.events import EventHub
+from irviz.ui.launch_pipeline import refused_pipeline, reopen_with_zero
 from irviz.ui.open_dialog import OpenDialog
 from irviz.ui.panes.compare import CompareDialog
 from irviz.ui.result_stamp import ResultStamp
@@ -201,6 +202,7 @@ class MainWindow(WindowChrome, QMainWindow):
                   importer: str | None = None, importer_maps=None, keep_params: bool = False,
                   no_weights: bool = False) -> int:
         """Open `spec` in the engine; capture / importer None: the engine chooses (see OpenDialog)."""
+        self._open_args = {k: v for k, v in locals().items() if k != "self"}  # to open it again
         spec = str(spec)
         self._pending_open = spec
         self.hub.clear()
@@ -479,6 +481,9 @@ class MainWindow(WindowChrome, QMainWindow):
             self.hub.sessionReset.emit()
         elif purpose == "graph":
             self.capture_bar.revert()
+        elif purpose == "open" and refused_pipeline(self._open_args, error):
+            reopen_with_zero(self, self._open_args, error)
+            return
         elif purpose == "open":
             self._pending_open = None
             for p in (self.fx, self.relax, self.tir, self.pipeline):  # undo "Opening…"
