@@ -68,3 +68,10 @@ def test_a_text_naming_its_target_mid_session_runs_the_whole_pipeline_under_it()
     with pytest.raises(IrvizError, match="another target"):
         ws.set_pipeline("target=aarch64; FuseTIR")
     assert ws.target == "x86-avx2"
+
+
+def test_a_pipeline_naming_no_such_target_fails_as_the_pipeline():
+    ws = Workspace()
+    with pytest.raises(IrvizError, match="unknown target 'sparc'") as err:
+        ws.open("sample:mlp", planned="target=sparc; zero")
+    assert err.value.stage == "pipeline" and ws.session is None

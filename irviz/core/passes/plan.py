@@ -5,12 +5,13 @@ they run under, or says what is wrong before anything loads.
     plan("target=x86-avx2; zero")            # Plan(passes=[...zero...], target="x86-avx2")
     plan("zero", target="cuda")              # the --target option, the text naming none
     plan("target=cuda; gpu", target="host")  # PassError: the two name different targets
+    plan("target=sparc; zero")               # PassError (stage "pipeline"): no such target
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from irviz.core.errors import RequestError
+from irviz.core.errors import PassError, RequestError
 from irviz.core.passes.pipeline_text import Pipeline, parse_pipeline
 from irviz.core.passes.pipelines import check_target
 from irviz.core.passes.registry import as_invocation
@@ -43,10 +44,14 @@ def plan(pipeline=None, target: str | None = None, default: str | None = None) -
     session's target so far). A target this TVM cannot build for, or a pass that cannot run
     under it, raises here."""
     passes, in_text = _passes(pipeline)
-    if target and in_text and not same_target(target, in_text):
-        raise RequestError(f"the target {target!r} and the pipeline text's target={in_text} differ",
-                           "name the target once: as the target or at the start of the pipeline text")
-    named = target or in_text
-    name = normalised_target(named if named else default)
-    check_target(passes, pass_target(name))
+    try:
+        if target and in_text and not same_target(target, in_text):
+            raise PassError(f"the target {target!r} and the pipeline text's target={in_text} differ",
+                            "name the target once: as the target or at the start of the pipeline text")
+        named = target or in_text
+        name = normalised_target(named if named else default)
+        tgt = pass_target(name)
+    except RequestError as exc:  # a bad target is a bad pipeline: nothing opens with it
+        raise PassError(exc.message, exc.hint) from exc
+    check_target(passes, tgt)
     return Plan(passes, name)
