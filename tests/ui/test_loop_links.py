@@ -90,6 +90,17 @@ def test_an_assembly_loop_is_its_blocks_and_never_the_epilogue_between_them():
     assert code_to_loop(ARM_NEST, 20, {"asm": ARM}, "asm") == 0
 
 
+def test_a_short_loop_unrolled_fully_leaves_copies_of_the_loop_inside_it():
+    loop = ".LBB0_{n}:\n  fadd        s0, s0, s1\n  subs        x9, x9, #1\n  b.ne        .LBB0_{n}\n"
+    asm = "k_compute_:\n" + "".join(loop.format(n=n) for n in range(3)) + "  ret\n"
+    nest = [{"var": "i", "extent": "3", "kind": "serial", "depth": 0},
+            {"var": "k", "extent": "100", "kind": "serial", "depth": 1}]
+    k = loop_to_code(nest, 1, {"asm": asm}, "asm")
+    assert k.lines == (2, 3, 4, 5, 6, 10) and k.copies == (6, 10) and "3 copies" in k.note
+    i = loop_to_code(nest, 0, {"asm": asm}, "asm")
+    assert i.lines == () and not i.unknown and "unrolled" in i.note
+
+
 def test_a_body_inlined_into_the_entry_is_linked_there():
     inlined = ARM.replace("k_compute_", "__tvm_ffi_k")
     assert loop_to_code(ARM_NEST, 0, {"asm": inlined}, "asm").lines[0] == 12

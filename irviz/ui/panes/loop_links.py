@@ -10,7 +10,8 @@ An assembly loop is linked to a TensorIR loop when either
 - its function's loops nest exactly as the TensorIR loops that function runs (the body function,
   or the entry when LLVM inlined the body into it: the loops outside any parallel loop; each
   parallel lambda: its parallel loop and the loops inside), an outer loop's unrolled copies
-  repeating its inner loops; or
+  repeating its inner loops, in every reading of which short loops LLVM unrolled fully that fits
+  (a loop of extent E unrolled fully leaves E copies of the loops inside it); or
 - the same function's LLVM IR has its loops nested the same way, and the loop there exits to
   ``for_end_<var>``, the block TVM emits after loop <var>;
 
@@ -18,6 +19,9 @@ and the two never disagree.  Other assembly loops, and the TensorIR loops that w
 are unknown.  Line numbers are 1-based."""
 from __future__ import annotations
 
+import functools
+import itertools
+import json
 import re
 from dataclasses import dataclass
 
@@ -160,10 +164,11 @@ def _canon(kids, node) -> tuple:
     return tuple(sorted(_canon(kids, c) for c in kids(node)))
 
 
-def _correspond(src_kids, src_roots: list, f: FunctionLoops, copies: bool) -> dict[int, set] | None:
-    """{machine loop of `f`: the source loops it can be}, when `f`'s loops nest as the source's
-    (each outer loop's unrolled copies repeating its inner loops where `copies`), else None.  Loops
-    of the same nesting side by side cannot be told apart: each may be any of them."""
+def _correspond(src_kids, src_roots: list, f: FunctionLoops, copies: bool,
+                label=lambda x: x) -> dict[int, set] | None:
+    """{machine loop of `f`: the labels of the source loops it can be}, when `f`'s loops nest as
+    the source's (each outer loop's unrolled copies repeating its inner loops where `copies`), else
+    None.  Loops of the same nesting side by side cannot be told apart: each may be any of them."""
     out: dict[int, set] = {}
 
     def pair(srcs: list, machs: list[int]) -> bool:
@@ -180,12 +185,59 @@ def _correspond(src_kids, src_roots: list, f: FunctionLoops, copies: bool) -> di
             return False
         for c, group in by_mach.items():
             for m in group:
-                out.setdefault(m, set()).update(by_src[c])
+                out.setdefault(m, set()).update(label(x) for x in by_src[c])
                 if not all(pair(src_kids(x), f.children(m)) for x in by_src[c]):
                     return False
         return True
 
     return out if f.certain and pair(list(src_roots), f.children(None)) else None
+
+
+_MAX_UNROLLED = 64  # LLVM unrolls loops fully only when they are short
+_MAX_CHOICES = 10  # TensorIR loops that may have been unrolled fully: 2^10 readings at most
+
+
+@dataclass(eq=False)
+class _Expanded:
+    tir: int
+    kids: list
+
+
+def _by_shape(nest: list[dict], tir_kids, roots: list[int], members: set[int], f: FunctionLoops):
+    """{machine loop: the TensorIR loop it is} from the nesting alone, over every reading of which
+    short TensorIR loops LLVM unrolled fully (one unrolled E times leaves E copies of what is inside
+    it); a machine loop is known where every reading that fits says the same."""
+    def extent(i):
+        text = str(nest[i].get("extent"))
+        return int(text) if text.isdigit() else None
+
+    short = sorted(i for i in members if (extent(i) or 0) <= _MAX_UNROLLED and extent(i))
+    if len(short) > _MAX_CHOICES:
+        short = []
+
+    def size(ts, gone) -> int:
+        return sum(extent(t) * size(tir_kids(t), gone) if t in gone else 1 + size(tir_kids(t), gone)
+                   for t in ts)
+
+    def expand(ts, gone) -> list[_Expanded]:
+        out = []
+        for t in ts:
+            inner = expand(tir_kids(t), gone)
+            out.extend(inner * extent(t) if t in gone else [_Expanded(t, inner)])
+        return out
+
+    seen: dict[int, set] = {}
+    fits = 0
+    for r in range(len(short) + 1):
+        for gone in itertools.combinations(short, r):
+            if size(roots, set(gone)) > len(f.loops):
+                continue
+            got = _correspond(lambda x: x.kids, expand(roots, set(gone)), f, True, lambda x: x.tir)
+            if got is not None:
+                fits += 1
+                for m, c in got.items():
+                    seen.setdefault(m, set()).update(c)
+    return {m: _one(c) for m, c in seen.items()} if fits else {}
 
 
 def _ll_names(nest: list[dict], group: set[int], ll: FunctionLoops) -> dict[int, int]:
@@ -213,6 +265,15 @@ class _AsmMap:
 
 
 def _asm_map(nest: list[dict], code: dict) -> _AsmMap:
+    """Which TensorIR loop each assembly loop is (the Code tab asks on every selection and click:
+    the last few answers are kept)."""
+    return _asm_map_of(json.dumps(nest, sort_keys=True, default=str), code.get("asm", ""), code.get("ll", ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _asm_map_of(nest_json: str, asm: str, ll_text: str) -> _AsmMap:
+    nest = json.loads(nest_json)
+    code = {"asm": asm, "ll": ll_text}
     funcs = asm_functions(code.get("asm", ""))
     tree = _tir_tree(nest)
     body_roots, lambdas = _groups(nest)
@@ -246,7 +307,7 @@ def _asm_map(nest: list[dict], code: dict) -> _AsmMap:
         if not f.certain:
             notes[k] = f"the control flow of {f.name} cannot be read: {f.why}"
             continue
-        by_shape = _correspond(tir_kids, roots, f, copies=True) or {}
+        by_shape = _by_shape(nest, tir_kids, roots, members, f)
         ll = ll_funcs.get(f.name[2:] if f.name.startswith(".L") else f.name)
         by_name: dict[int, int | None] = {}
         if ll is not None and ll.certain:
@@ -254,7 +315,7 @@ def _asm_map(nest: list[dict], code: dict) -> _AsmMap:
             same = _correspond(ll.children, ll.children(None), f, copies=False) or {}
             by_name = {m: _one(c, named.get) for m, c in same.items()}
         for j in range(len(f.loops)):
-            a, b = _one(by_shape.get(j)), by_name.get(j)
+            a, b = by_shape.get(j), by_name.get(j)
             owner[(k, j)] = a if b is None else b if a is None or a == b else None
         if any(owner[(k, j)] is None for j in range(len(f.loops))):
             notes[k] = f"the loops of {f.name} do not nest as the TensorIR's"
