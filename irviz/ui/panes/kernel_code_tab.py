@@ -59,16 +59,6 @@ def counts_text(result: dict, kernel: dict) -> str:
             + f" · {c.get('calls', 0)} calls out" + (f": {calls}" if calls else ""))
 
 
-def _lines_text(lines: tuple[int, ...]) -> str:
-    """'lines 7–24, copies at 28, 49' from a loop's lines and its copies' header lines."""
-    run = 1
-    while run < len(lines) and lines[run] == lines[run - 1] + 1:
-        run += 1
-    first = f"line {lines[0]}" if run == 1 else f"lines {lines[0]}–{lines[run - 1]}"
-    rest = lines[run:]
-    return first + (f", copies at {', '.join(map(str, rest))}" if rest else "")
-
-
 class KernelCodeTab(QWidget):
     """A TensorIR loop given with ``show_loop`` is marked in the code; a click in the code emits
     ``loopClicked`` with the loop it is in (see loop_links for how far that goes).
@@ -297,7 +287,7 @@ class KernelCodeTab(QWidget):
             return
         link = loop_to_code(self.nest, self.loop, code, fmt)
         var = (self.nest[self.loop] if 0 <= self.loop < len(self.nest) else {}).get("var", "?")
-        self.link_note.setText(f"loop {var}: " + (_lines_text(link.lines) if link.lines else "not in this code")
+        self.link_note.setText(f"loop {var}: " + link.where
                                + (f" · {link.note}" if link.note else ""))
         self.link_note.show()
         self.code.highlight_lines(list(link.lines), scroll=bool(link.lines))
