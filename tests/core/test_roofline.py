@@ -169,3 +169,37 @@ def test_a_kernel_timed_above_its_roof_says_so(small_cnn_run):
     # a compute-bound kernel passes the FMA peak, not a bandwidth
     r = roofline(built, fast, _roofs(1e-6, scale=1e9))
     assert all(e["bound"] == "compute" and "FMA peak" in e["above_roof_reason"] for e in r["kernels"])
+
+
+EMBEDDING = '''
+import torch
+
+
+class Embed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.table = torch.nn.Embedding(4096, 64)
+
+    def forward(self, ids):
+        return self.table(ids) * 2.0
+
+
+def get_model():
+    return Embed(), (torch.randint(0, 4096, (1, 16), generator=torch.Generator().manual_seed(0)),)
+'''
+
+
+def test_a_gather_counts_the_rows_it_reads_not_the_whole_table(tmp_path):
+    path = tmp_path / "embed.py"
+    path.write_text(EMBEDDING)
+    ws = Workspace()
+    ws.open(str(path), planned=get_pipeline("zero"))
+    ws.run_to_end()
+    built, res = ws.build_run(repeats=2)
+    take = _by_name(res.kernels, "take")
+    _, nbytes = kernel_work(built, res.kernels)[take.name]
+    rows = 4 * 16 * 64  # the 16 rows of 64 float32 it reads, and as much written
+    assert 2 * rows <= nbytes <= 2 * rows + 8 * 16 < 4 * 4096 * 64  # + the 16 indices; the table is 1 MiB
+    r = roofline(built, res.kernels, _roofs(1e6, scale=1e4))
+    assert next(e for e in r["kernels"] if e["name"] == take.name)["level"] == "L2"  # 8 kB: not the table's DRAM

@@ -17,7 +17,10 @@ per-kernel time: every call of it in one run of the function):
 * Bytes: the sizes of the buffers the kernel reads and writes (its parameters: inputs and outputs)
   at their dtype, each counted once per call. This is the traffic a kernel cannot avoid; re-reads
   that miss the cache and buffers the kernel allocates inside (a padded input) are not counted, so
-  the memory side is a lower bound and the arithmetic intensity an upper bound.
+  the memory side is a lower bound and the arithmetic intensity an upper bound. A buffer the
+  kernel accesses fewer elements of than it holds (a gather, ``take``, reads the rows its indices
+  name, not the whole table) counts the elements accessed: the read and write regions of the
+  innermost blocks, times the loops around them (where all of them are static).
 * Achieved GFLOP/s = FLOPs / time; GB/s = bytes / time; intensity = FLOPs / byte.
 * The roofs are hierarchical: the FMA peak, and one bandwidth per memory level (L1, L2, L3, DRAM;
   ``cache_roofs``), measured at the run's threads. A kernel's working set is its bytes per call;
@@ -41,6 +44,7 @@ import math
 
 import tvm
 from tvm import relax, tirx
+from tvm.s_tir import SBlockRealize
 from tvm.s_tir.analysis import estimate_tir_flops
 
 from irviz.core.backend.cache_roofs import cache_bandwidths, hierarchy
@@ -67,16 +71,67 @@ def _bytes_of(shape, dtype) -> int:
     return math.prod(int(d) for d in shape) * tvm.runtime.DataType(str(dtype)).bits // 8
 
 
+class _Opaque(Exception):
+    """A statement the access count cannot see through."""
+
+
+def _int(e) -> int:
+    if not isinstance(e, tirx.IntImm):
+        raise _Opaque(e)
+    return int(e.value)
+
+
+def _accesses(func: tirx.PrimFunc) -> dict | None:
+    """{buffer var: elements read or written, over all iterations} from the read and write
+    regions of the innermost blocks times the loops around them; None where a region or a loop is
+    symbolic or a statement is not one of blocks and loops."""
+    counts: dict = {}
+
+    def walk(stmt, times: int, in_block: bool = False) -> bool:  # True when it met a block
+        if isinstance(stmt, SBlockRealize):
+            block = stmt.block
+            inner = walk(block.body, times, True) | (block.init is not None and walk(block.init, times, True))
+            if not inner:
+                for region in (*block.reads, *block.writes):
+                    n = math.prod(_int(r.extent) for r in region.region)
+                    counts[region.source] = counts.get(region.source, 0) + n * times
+            return True
+        if isinstance(stmt, tirx.For):
+            step = 1 if getattr(stmt, "step", None) is None else _int(stmt.step)
+            return walk(stmt.body, times * -(-_int(stmt.extent) // max(1, step)), in_block)
+        if isinstance(stmt, tirx.SeqStmt):
+            return any([walk(x, times, in_block) for x in stmt.seq])
+        if isinstance(stmt, tirx.IfThenElse):
+            return (walk(stmt.then_case, times, in_block)
+                    | (stmt.else_case is not None and walk(stmt.else_case, times, in_block)))
+        if isinstance(stmt, (tirx.LetStmt, tirx.AttrStmt)):
+            return walk(stmt.body, times, in_block)
+        if isinstance(stmt, (tirx.AllocBuffer, tirx.DeclBuffer)) or (in_block and isinstance(stmt, tirx.BufferStore)):
+            return False  # a store inside a block: the block's regions count it
+        raise _Opaque(stmt)
+
+    try:
+        walk(func.body, 1)
+    except (_Opaque, AttributeError):
+        return None
+    return counts
+
+
 def _prim_work(func: tirx.PrimFunc) -> tuple[float, int] | None:
     """(FLOPs, bytes) of one call of a PrimFunc; None when a parameter's shape is symbolic."""
     nbytes = 0
+    accesses = _accesses(func)
     for p in func.params:
         ty = p.ty
         if not hasattr(ty, "shape"):  # a scalar parameter (a symbolic size)
             continue
         if not all(isinstance(d, tirx.IntImm) for d in ty.shape):
             return None
-        nbytes += _bytes_of(ty.shape, ty.dtype)
+        size = _bytes_of(ty.shape, ty.dtype)
+        if accesses is not None and p in accesses:
+            # a gather (take) reads a few rows of a big table: it touches no more than it accesses
+            size = min(size, accesses[p] * tvm.runtime.DataType(str(ty.dtype)).bits // 8)
+        nbytes += size
     try:
         flops = float(estimate_tir_flops(tvm.IRModule({"main": func})))
     except Exception:  # a construct the estimator rejects: no figure rather than a wrong one
