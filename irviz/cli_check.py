@@ -413,7 +413,8 @@ def _check_intermediates(ws, args, failure: Failure, summary: dict, log) -> None
         return
     summary["intermediates"] = [
         {"fx_node": n.fx_node, "relax_var": n.relax_var, "max_abs": finite(n.max_abs),
-         "max_rel": finite(n.max_rel), "status": n.status, "reason": n.reason}
+         "max_rel": finite(n.max_rel), "status": n.status, "reason": n.reason,
+         "kernel": n.kernel, "compared_as": n.compared_as}
         for n in res.nodes]
     summary["first_divergence"] = res.first_divergence
     matched = [n for n in res.nodes if n.status != "unmatched"]

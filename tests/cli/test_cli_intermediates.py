@@ -56,3 +56,4 @@ def test_flatten_before_a_fused_group_is_compared_with_its_own_binding(capsys, t
     linear = rows["_1"]
     assert linear["status"] == "unmatched" and linear["relax_var"] == rows["_2"]["relax_var"]
     assert "kernel fused_dense_add_te_relu" in linear["reason"] and "_2's (ok" in linear["reason"]
+    assert linear["kernel"] == "fused_dense_add_te_relu" and linear["compared_as"] == "_2"
