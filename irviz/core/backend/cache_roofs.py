@@ -15,7 +15,7 @@ Bandwidth of a level: one kernel, compiled with TVM once per vector width (its s
 arguments), sweeps ``a[i] = a[i] * s + b[i]`` over float32 arrays that together fill half of the
 level (across the instances the threads use: a private L2 on each of 2 cores holds twice one),
 `reps` times in a row inside the kernel so that one call lasts about half a millisecond and the cost of
-the call does not count. 12 bytes per element and sweep (two reads, one write), as the STREAM triad
+the call does not count (one thread: a serial loop, outside TVM's thread pool). 12 bytes per element and sweep (two reads, one write), as the STREAM triad
 counts them: in a cache there is no write-allocate traffic to leave out. The update reads what the
 previous sweep wrote, so the compiler cannot drop the repeats. The best of `RUNS` calls, on all the
 threads together and on one thread with the same share of the array; a private level is one
@@ -132,15 +132,16 @@ def instances(cache: dict, threads: int, cpus: int) -> int:
     return max(1, math.ceil(min(threads, cpus) / shared))
 
 
-def _sweep_kernel(lanes: int):
+def _sweep_kernel(lanes: int, parallel: bool):
     L = lanes
+    outer = T.parallel if parallel else T.serial
 
     @T.prim_func
     def sweep(pa: T.handle, pb: T.handle, threads: T.int32, steps: T.int32, reps: T.int32):
         n = T.int32()
         a = T.match_buffer(pa, (n,), "float32")
         b = T.match_buffer(pb, (n,), "float32")
-        for p in T.parallel(threads):
+        for p in outer(threads):
             for _r in range(reps):
                 for j in range(steps):
                     for l in T.vectorized(L):
@@ -149,15 +150,17 @@ def _sweep_kernel(lanes: int):
     return sweep
 
 
-@functools.lru_cache(maxsize=4)
-def _compiled_sweep(lanes: int):
-    return tvm.compile(tvm.IRModule({"main": _sweep_kernel(lanes)}), target=host_target())
+@functools.lru_cache(maxsize=8)
+def _compiled_sweep(lanes: int, parallel: bool):
+    return tvm.compile(tvm.IRModule({"main": _sweep_kernel(lanes, parallel)}), target=host_target())
 
 
 def sweep_probe(threads: int, per_thread_bytes: int, lanes: int, target_s: float = TARGET_SECONDS):
     """GB/s of the sweep on `threads` threads over `per_thread_bytes` (both arrays) each, best of
-    `runs` calls; the repeats per call chosen so that a call lasts about `target_s`."""
-    f = _compiled_sweep(lanes)
+    `runs` calls; the repeats per call chosen so that a call lasts about `target_s`. One thread runs
+    a serial loop: a parallel loop of one task still waits for every worker of TVM's pool to check
+    in, and on a busy machine one of them is often off its core."""
+    f = _compiled_sweep(lanes, threads > 1)
     steps = max(1, per_thread_bytes // (8 * lanes))
     n = threads * steps * lanes
     a = tvm.runtime.tensor(np.full(n, FILL, "float32"))

@@ -101,9 +101,13 @@ def _best_seconds(f, args, runs: int) -> float:
 def _fma_kernel(threads: int, iterations: int, lanes: int):
     P, N, C, L = threads, iterations, CHAINS, lanes
 
+    # one thread: a serial loop, as a parallel loop of one task still waits for every worker of
+    # TVM's pool to check in (on a busy machine one of them is often off its core)
+    outer = T.parallel if P > 1 else T.serial
+
     @T.prim_func
     def fma_peak(x: T.Buffer((P, C, L), "float32"), y: T.Buffer((P, C, L), "float32")):
-        for p in T.parallel(P):
+        for p in outer(P):
             acc = T.alloc_buffer((C, L), "float32", scope="local")
             for c in T.unroll(C):
                 for l in T.vectorized(L):

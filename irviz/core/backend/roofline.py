@@ -231,7 +231,8 @@ def _level_of(levels: list[dict], working_set: float) -> dict:
 
 def _above_roof_reason(e: dict, lv: dict, peak: float) -> str:
     if e["bound"] == "compute":
-        what = f"the FMA peak measured here ({peak:g} GFLOP/s); the time or the FLOP count is off"
+        what = (f"the FMA peak measured here ({peak:g} GFLOP/s); the time or the FLOP count is off (TVM's "
+                "count takes every float operation for a FLOP, also those that run beside the FMA units)")
     else:
         what = (f"the {lv['level']} roof measured here ({lv['gbs']:g} GB/s for a working set of "
                 f"{e['working_set_bytes']:,} bytes per call); the time or the byte count is off")
