@@ -61,3 +61,19 @@ def test_wrong_pass_overlay_and_first_divergence(qtbot, real_window):
     tab.tolerance.setText("abc")
     tab.compare_button.click()
     assert "not a number" in tab.status.text() and tab.result is not None
+
+
+def test_the_table_names_the_kernel_a_node_is_computed_in(qtbot):
+    from irviz.ui.events import EventHub
+    from irviz.ui.panes.intermediates_tab import IntermediatesTab
+
+    tab = IntermediatesTab(ask=lambda *a, **k: None, hub=EventHub(), cursor=lambda: 3)
+    qtbot.addWidget(tab)
+    tab.show({"step": 3, "pass": "FuseTIR", "first_divergence": None, "atol": None, "seconds": {},
+              "nodes": [{"order": 0, "fx_node": "addmm", "relax_var": "lv#1", "kernel": "fused_dense_relu",
+                         "compared_as": "relu", "status": "unmatched", "reason": "fused away"},
+                        {"order": 1, "fx_node": "relu", "relax_var": "lv#1", "kernel": "fused_dense_relu",
+                         "compared_as": None, "max_abs": 1e-7, "max_rel": 1e-7, "status": "ok"}]})
+    col = tab.COLUMNS.index("kernel")
+    assert [tab.table.item(r, col).text() for r in range(2)] == ["fused_dense_relu"] * 2
+    assert "as relu" in tab.table.item(0, col).toolTip() and not tab.table.item(1, col).toolTip()

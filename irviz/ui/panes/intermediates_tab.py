@@ -77,7 +77,7 @@ class IntermediatesTab(QWidget):
     """`ask(purpose, cmd, **args)` sends to the engine (the pane's ask); replies come back through
     `show` / `show_error`."""
 
-    COLUMNS = ["#", "FX node", "Relax var", "max abs", "max rel", "status", "why"]
+    COLUMNS = ["#", "FX node", "Relax var", "kernel", "max abs", "max rel", "status", "why"]
 
     def __init__(self, ask, hub, cursor, parent=None, state=lambda: None):
         super().__init__(parent)
@@ -106,9 +106,9 @@ class IntermediatesTab(QWidget):
         self.table = row_table(self.COLUMNS)
         self.table.setSortingEnabled(True)
         hh = self.table.horizontalHeader()
-        for c in range(6):
+        for c in range(len(self.COLUMNS) - 1):
             hh.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
-        hh.setSectionResizeMode(6, QHeaderView.ResizeMode.Stretch)
+        hh.setSectionResizeMode(len(self.COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
         self.table.itemSelectionChanged.connect(self._row_clicked)
 
         top = QHBoxLayout()
@@ -191,15 +191,20 @@ class IntermediatesTab(QWidget):
             self.table.setItem(i, 0, _Num(n.get("order"), str(n.get("order", ""))))
             self.table.setItem(i, 1, QTableWidgetItem(n["fx_node"]))
             self.table.setItem(i, 2, QTableWidgetItem(n.get("relax_var") or ""))
-            self.table.setItem(i, 3, _Num(n.get("max_abs"), _fmt(n.get("max_abs"))))
-            self.table.setItem(i, 4, _Num(n.get("max_rel"), _fmt(n.get("max_rel"))))
+            kernel = QTableWidgetItem(n.get("kernel") or "")
+            if n.get("compared_as"):  # fused inside the kernel: judged at its output, as that node
+                kernel.setToolTip(f"computed inside {n.get('kernel')}; compared at its output, as "
+                                  f"{n['compared_as']}")
+            self.table.setItem(i, 3, kernel)
+            self.table.setItem(i, 4, _Num(n.get("max_abs"), _fmt(n.get("max_abs"))))
+            self.table.setItem(i, 5, _Num(n.get("max_rel"), _fmt(n.get("max_rel"))))
             status = QTableWidgetItem(n.get("status", ""))
             if n.get("status") == "diverges":
                 status.setForeground(QColor(c.bad))
-            self.table.setItem(i, 5, status)
+            self.table.setItem(i, 6, status)
             why = QTableWidgetItem(n.get("reason") or "")
             why.setToolTip(n.get("reason") or "")
-            self.table.setItem(i, 6, why)
+            self.table.setItem(i, 7, why)
         self.table.setSortingEnabled(True)
         self.table.sortItems(0, Qt.SortOrder.AscendingOrder)
         compared = [n for n in nodes if n.get("status") != "unmatched"]
