@@ -1,9 +1,10 @@
 """The memory side of a hierarchical roofline: how fast this CPU moves data from each cache level,
 measured at the thread count the kernels run on, once per process.
 
-    sizes = cache_sizes()                      # [{"level": "L1", "bytes": 32768, "shared_by": 1}, ...]
-    levels = cache_bandwidths(threads)         # {"levels": [{"level": "L1", "gbs": ..., ...}], "note": ...}
-    ordered = hierarchy(levels, dram)          # L1 >= L2 >= L3 >= DRAM, fastest first
+    sizes, source = cache_sizes()        # [{"level": "L1", "bytes": 32768, "shared_by": 1}, ...]
+    roofs = cache_bandwidths(threads)    # {"levels": [{"level": "L1", "gbs": ...}], "dram_sweep", "note"}
+    levels = hierarchy(roofs["levels"], memory_bandwidth(threads), roofs["dram_sweep"])
+                                         # L1 >= L2 >= L3 >= DRAM, fastest first
 
 Sizes come from the OS: ``/sys/devices/system/cpu/cpu0/cache/index*`` (level, type, size, the CPUs
 that share it), else ``lscpu -C`` (then L1 and L2 are taken as private to a core and the larger
@@ -14,17 +15,19 @@ memory's roof; ``note`` says why.
 Bandwidth of a level: one kernel, compiled with TVM once per vector width (its sizes are runtime
 arguments), sweeps ``a[i] = a[i] * s + b[i]`` over float32 arrays that together fill half of the
 level (across the instances the threads use: a private L2 on each of 2 cores holds twice one),
-`reps` times in a row inside the kernel so that one call lasts about half a millisecond and the cost of
-the call does not count (one thread: a serial loop, outside TVM's thread pool). 12 bytes per element and sweep (two reads, one write), as the STREAM triad
-counts them: in a cache there is no write-allocate traffic to leave out. The update reads what the
-previous sweep wrote, so the compiler cannot drop the repeats. The best of `RUNS` calls, on all the
-threads together and on one thread with the same share of the array; a private level is one
-thread's figure times the threads (each core has its own; a shared machine slows the all-thread
-figure whenever another process runs), a shared level the better of the two.
+`reps` times in a row inside the kernel so that one call lasts about half a millisecond and the
+cost of the call does not count (one thread: a serial loop, outside TVM's thread pool). 12 bytes
+per element and sweep (two reads, one write), as the STREAM triad counts them: in a cache there is
+no write-allocate traffic to leave out. The update reads what the previous sweep wrote, so the
+compiler cannot drop the repeats. The best of `RUNS` calls, on all the threads together and on one
+thread with the same share of the array; the roof is the better of the former and one thread's
+figure times the instances of the level the threads use (a private L2 on each of 2 cores: 2; one
+shared L3: 1), as each instance serves its own cores and a shared machine slows the all-thread
+figure whenever another process runs.
 
-Memory ("DRAM") is swept the same way over at least 4x what the caches hold (128 MiB at least, 1 GiB at most), and
-its roof is the better of that and machine_peak's STREAM triad: the triad's write-allocate reads are
-not counted, so a kernel that mostly reads can pass the triad's figure.
+Memory ("DRAM") is swept the same way over at least 4x what the caches hold (128 MiB at least,
+1 GiB at most), and its roof is the better of that and machine_peak's STREAM triad: the triad's
+write-allocate reads are not counted, so a kernel that mostly reads can pass the triad's figure.
 
 A level that is not at least twice the size of the faster levels across the threads cannot be
 measured apart from them: it gets the faster level's roof (``merged_into``) and says so.
@@ -191,7 +194,6 @@ def cache_bandwidths(threads: int, target_s: float = TARGET_SECONDS) -> dict:
     note = None if caches else source
     info = cpu_info()
     lanes, cpus = max(1, info.vector_lanes), max(1, info.cores)
-    used = min(threads, cpus)
     levels, below = [], 0  # below: bytes the faster levels hold across the threads
     for c in caches:
         count = instances(c, threads, cpus)
@@ -204,21 +206,24 @@ def cache_bandwidths(threads: int, target_s: float = TARGET_SECONDS) -> dict:
                      source=(f"not measured apart: half of it ({working >> 10} KiB) is not twice what the faster "
                              f"levels hold across the threads ({below >> 10} KiB); {levels[-1]['level']}'s roof"))
         else:
-            e.update(_measured(threads, used, working, lanes, e["private"], target_s))
+            e.update(_measured(threads, count, working, lanes, target_s))
         below = max(below, capacity)
         levels.append(e)
     # memory through the same sweep: it counts every byte it moves (the triad's write-allocate
     # reads are not counted), so kernels that mostly read can pass the triad's figure but not this one
-    dram = _measured(threads, used, min(max(4 * below, DRAM_BYTES), DRAM_MAX_BYTES), lanes, False, target_s)
+    dram = _measured(threads, 1, min(max(4 * below, DRAM_BYTES), DRAM_MAX_BYTES), lanes, target_s)
     return {"levels": levels, "dram_sweep": dram, "note": note}
 
 
-def _measured(threads: int, used: int, working: int, lanes: int, private: bool, target_s: float) -> dict:
+def _measured(threads: int, count: int, working: int, lanes: int, target_s: float) -> dict:
+    """The sweep over `working` bytes on all `threads` and on one; the roof is the better of the
+    former and the latter times the `count` instances of the level the threads use."""
     per_thread = max(8 * lanes, working // threads)
     together = sweep_probe(threads, per_thread, lanes, target_s)()
     alone = sweep_probe(1, per_thread, lanes, target_s)() if threads > 1 else together
-    gbs = max(together, alone * used if private else alone)
-    how = (f"one thread's figure x {used}: each core has its own" if private and used > 1
+    gbs = max(together, alone * count)
+    how = (f"the better of all threads and one thread's figure x {count} (each of the {count} instances "
+           "the threads use serves its own cores)" if count > 1
            else "the better of all threads and one" if threads > 1 else "one thread")
     return {"gbs": round(gbs, 2), "measured_all_threads": round(together, 2), "one_thread": round(alone, 2),
             "load": load_average(),
