@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import traceback
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Literal, TypedDict, cast
 
 from irviz.core.errors import IrvizError, RequestError, tvm_error_text
+from irviz.protocol_types import describe, matches, type_text
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired
+else:  # requires-python is 3.10; typing has it from 3.11
+    from typing_extensions import NotRequired
 
 
 class _Required:
@@ -29,26 +36,42 @@ REQUIRED = _Required()  # an Arg default: the request must give this argument
 @dataclass(frozen=True)
 class Arg:
     name: str
-    # what the value is, as the doc shows it: str, int, float, bool, [..], {..}, "|null" for optional
-    type: str = "any"
+    # what the value is, as an annotation (`str | None`, `list[str]`, `Literal["all"]`, a TypedDict):
+    # a request's value is checked against it (irviz.protocol_types) and the doc writes it out
+    type: object = Any
     default: Any = REQUIRED
     doc: str = ""
+
+    def __post_init__(self):
+        type_text(self.type)  # a shape JSON cannot carry fails here, at import
 
     @property
     def required(self) -> bool:
         return self.default is REQUIRED
 
 
-def req(name: str, type: str = "str", doc: str = "") -> Arg:
+def req(name: str, type: object = str, doc: str = "") -> Arg:
     return Arg(name, type, REQUIRED, doc)
 
 
-def opt(name: str, type: str, default: Any, doc: str = "") -> Arg:
+def opt(name: str, type: object, default: Any, doc: str = "") -> Arg:
     return Arg(name, type, default, doc)
 
 
-_STEP = opt("step", "int|null", None, "default: the cursor; negative counts from the end")
-_GRAPH = opt("graph", "int|null", 1, "when nothing captures the whole model: cut it at torch.compile's "
+class _PassName(TypedDict):
+    name: str
+
+
+class PassArg(_PassName, total=False):
+    """A pass as a request names it (a bare name will do too); `params` may be left out. (Not
+    NotRequired: under string annotations the run-time check could not see it.)"""
+    params: dict
+
+
+_PASSES = list[PassArg | str]
+_STEPS = Literal["all"] | list[int]
+_STEP = opt("step", int | None, None, "default: the cursor; negative counts from the end")
+_GRAPH = opt("graph", int | None, 1, "when nothing captures the whole model: cut it at torch.compile's "
                                      "graph breaks and open this graph of them (from 1); null: fail")
 
 
@@ -69,7 +92,8 @@ class Command:
     section: str = "session"
 
     def check_args(self, args: dict) -> None:
-        """BadRequest naming the first unknown or missing argument and the valid ones."""
+        """BadRequest naming the first unknown or missing argument and the valid ones, or the
+        first argument whose value is not of its type, and the type."""
         names = [a.name for a in self.args]
         valid = ", ".join(f"`{n}`" for n in names) or "none"
         for key in args:
@@ -78,32 +102,34 @@ class Command:
         for a in self.args:
             if a.required and a.name not in args:
                 raise BadRequest(f"Missing argument `{a.name}` for `{self.name}`; its arguments: {valid}")
+            if a.name in args and not matches(args[a.name], a.type):
+                raise BadRequest(f"Argument `{a.name}` of `{self.name}` must be {type_text(a.type)}, "
+                                 f"not {describe(args[a.name])}")
 
 
-_PASSES = "[{name, params}]"
 
 COMMANDS: dict[str, Command] = {c.name: c for c in (
     # -- session
     Command("open", (
-        req("spec", "str", "a model file, an IR file, a `.pt2`, an exported step or `sample:NAME`"),
-        opt("importer", "str|null", None, '"exported_program" or "course"; null: by the capture'),
-        opt("pipeline", "str|null", "zero", "a name or a pipeline text: the planned passes"),
-        opt("capture", "str|null", None, '"export" or "symbolic_trace"; null: export (symbolic_trace '
+        req("spec", str, "a model file, an IR file, a `.pt2`, an exported step or `sample:NAME`"),
+        opt("importer", str | None, None, '"exported_program" or "course"; null: by the capture'),
+        opt("pipeline", str | None, "zero", "a name or a pipeline text: the planned passes"),
+        opt("capture", str | None, None, '"export" or "symbolic_trace"; null: export (symbolic_trace '
                                           'with importer maps)'),
-        opt("importer_maps", "[str]|null", None, "course importer map files"),
-        opt("keep_params", "bool", False, "the weights as parameters of main, kept in `params_file`"),
-        opt("no_weights", "bool", False, "structure only: the model built on the meta device, the "
+        opt("importer_maps", list[str] | None, None, "course importer map files"),
+        opt("keep_params", bool, False, "the weights as parameters of main, kept in `params_file`"),
+        opt("no_weights", bool, False, "structure only: the model built on the meta device, the "
                                          "weights parameters of main with no data; nothing runs"),
         _GRAPH),
         "`state`", returns_state=True, stage="load"),
     Command("state", (), "`state`", returns_state=True),
     Command("set_pipeline", (
-        opt("pipeline", "str|null", None, "a name: replaces the planned passes after the cursor"),
-        opt("passes", f"{_PASSES}|null", None, "the same, pass by pass"),
-        opt("text", "str|null", None, "a pipeline text for the whole pipeline from the import "
+        opt("pipeline", str | None, None, "a name: replaces the planned passes after the cursor"),
+        opt("passes", _PASSES | None, None, "the same, pass by pass"),
+        opt("text", str | None, None, "a pipeline text for the whole pipeline from the import "
                                        "(a bad text changes nothing)")),
         "`state`; one of the three is needed", returns_state=True, stage="pipeline"),
-    Command("set_target", (opt("target", "str|null", None, "a name `list_targets` gives, with -key=value "
+    Command("set_target", (opt("target", str | None, None, "a name `list_targets` gives, with -key=value "
                                                          "options, or a TVM target as JSON; null or "
                                                          '"host": the default'),),
             "`state`: the applied passes run again under the target, back to the same step; builds "
@@ -111,19 +137,19 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             returns_state=True, stage="pipeline"),
     Command("step", (), "`state`: the next planned pass applied", returns_state=True, stage="pipeline"),
     Command("back", (), "`state`: the cursor one step back", returns_state=True),
-    Command("jump", (req("index", "int", "past the recorded steps: planned passes applied up to it"),),
+    Command("jump", (req("index", int, "past the recorded steps: planned passes applied up to it"),),
             "`state`", returns_state=True, stage="pipeline"),
     Command("run_to_end", (), "`state`: every planned pass applied", returns_state=True, stage="pipeline"),
     Command("replay", (
-        req("spec", "str"), opt("importer", "str|null", None), opt("applied", _PASSES, ()),
-        opt("planned", _PASSES, ()), opt("cursor", "int|null", None), opt("pass_files", "[str]", ()),
-        opt("converter_files", "[str]", ()), opt("capture", "str|null", None),
-        opt("importer_maps", "[str]", ()), opt("keep_params", "bool", False),
-        opt("no_weights", "bool", False), opt("target", "str|null", None, "as `set_target`"),
+        req("spec", str), opt("importer", str | None, None), opt("applied", _PASSES, ()),
+        opt("planned", _PASSES, ()), opt("cursor", int | None, None), opt("pass_files", list[str], ()),
+        opt("converter_files", list[str], ()), opt("capture", str | None, None),
+        opt("importer_maps", list[str], ()), opt("keep_params", bool, False),
+        opt("no_weights", bool, False), opt("target", str | None, None, "as `set_target`"),
         _GRAPH),
         "`state`: the session rebuilt (how the bridge recovers after a crash)",
         returns_state=True, stage="load"),
-    Command("choose_graph", (req("graph", "int", "from 1 to `graph_breaks.count`"),),
+    Command("choose_graph", (req("graph", int, "from 1 to `graph_breaks.count`"),),
             "`state`: that graph of the open model's graph breaks opened instead, at step 0 with "
             "the same passes (applied and planned) planned; a graph that fails to capture changes "
             "nothing", returns_state=True, stage="capture"),
@@ -131,31 +157,31 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
                             "the old applied + planned passes planned", returns_state=True, stage="import"),
     Command("remeasure", (), "`state`: the applied passes again with the CPU decisions measured afresh "
                              "(not read from the cache)", returns_state=True, stage="pipeline"),
-    Command("load_converters", (req("path", "str", "a converter file"),),
+    Command("load_converters", (req("path", str, "a converter file"),),
             '`{"path" (absolute), "ops": [importer keys], "files": [every kept file, in order]}`',
             stage="load"),
-    Command("load_pass_file", (req("path", "str", "a pass file"),), "the `list_passes` result",
+    Command("load_pass_file", (req("path", str, "a pass file"),), "the `list_passes` result",
             stage="pipeline"),
     # -- views
     Command("fx_graph", (
-        opt("fold_depth", "int|null|\"auto\"", "auto", "null: none; auto: the deepest module depth "
+        opt("fold_depth", int | None | Literal["auto"], "auto", "null: none; auto: the deepest module depth "
                                                           "giving <= 400 nodes"),
-        opt("folded", "[str]", (), "module paths to fold"),
-        opt("bookkeeping", "bool", False, "true: keep asserts and copies of lifted constants")),
+        opt("folded", list[str], (), "module paths to fold"),
+        opt("bookkeeping", bool, False, "true: keep asserts and copies of lifted constants")),
         "`graph` + `fold_depth`, `total_nodes`, `hidden_bookkeeping` [ids left out], `dim_names` "
         "{symbol: Dim name}, `failed_node`, `import_error`", on="views", section="views"),
     Command("relax_graph", (
-        _STEP, opt("func", "str", "main", '`"*"`: every Relax function at once'),
-        opt("expand_fused", "bool", True),
-        opt("bookkeeping", "bool", False, "true: keep aliases and scalar constants")),
+        _STEP, opt("func", str, "main", '`"*"`: every Relax function at once'),
+        opt("expand_fused", bool, True),
+        opt("bookkeeping", bool, False, "true: keep aliases and scalar constants")),
         "`graph` + `hidden_bookkeeping`", supersede=True, on="views", section="views"),
     Command("tir_functions", (_STEP,), "`[{name, signature, loops: [str], blocks: [str]}]`",
             on="views", section="views"),
-    Command("function_text", (_STEP, opt("name", "str", "main", '`"*"`: every Relax function')),
+    Command("function_text", (_STEP, opt("name", str, "main", '`"*"`: every Relax function')),
             '`{"name", "text"}` (TVMScript of one function)', on="views", section="views"),
     Command("module_text", (_STEP,), '`{"text"}`', on="views", section="views"),
-    Command("diff", (opt("a", "int|null", None, "default: cursor - 1"),
-                     opt("b", "int|null", None, "default: the cursor")),
+    Command("diff", (opt("a", int | None, None, "default: cursor - 1"),
+                     opt("b", int | None, None, "default: the cursor")),
             '`{"unified": str, "functions": [{"name", "status": "added|removed|changed", "rows": '
             '[[left_no, left_text, right_no, right_text, tag, left_ranges, right_ranges]]}]}`',
             supersede=True, on="views", section="views"),
@@ -163,76 +189,76 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
                                     '{binding id: global name}}`: an id is the var name, `name#k` for '
                                     'its k-th repeat (the Relax graph\'s node ids)', on="views", section="views"),
     # -- build, run, export
-    Command("build_run", (_STEP, opt("repeats", "int", 10), opt("func", "str", "main"),
-                          opt("dims", "{str: int}|null", None, "sizes for made-up inputs, kept")),
+    Command("build_run", (_STEP, opt("repeats", int, 10), opt("func", str, "main"),
+                          opt("dims", dict[str, int] | None, None, "sizes for made-up inputs, kept")),
             "`build_run` (below)", stage="build", section="build"),
-    Command("run_sizes", (_STEP, opt("func", "str", "main")),
+    Command("run_sizes", (_STEP, opt("func", str, "main")),
             '`{"func", "sizes": [name], "inputs": "model|get_inputs|random", "dims": {name: int}}`',
             stage="run", section="build"),
-    Command("intermediates", (_STEP, opt("rtol", "float|null", None), opt("atol", "float|null", None)),
+    Command("intermediates", (_STEP, opt("rtol", float | None, None), opt("atol", float | None, None)),
             "every FX node against its Relax binding: `{step, pass, nodes: [{fx_node, relax_var, "
             "max_abs, max_rel, status, reason}], first_divergence, ...}`", stage="run", section="build"),
-    Command("memory", (_STEP, opt("func", "str", "main")),
+    Command("memory", (_STEP, opt("func", str, "main")),
             "storage tokens, tensors and lifetimes of the step (planned on a copy if it is not yet; "
             "symbolic sizes at the example inputs' or --dim values) + `step`, `planned_by_step`, "
             "`from_step`, `dims`, `dims_source`, `by_length`: `{dim, fixed, drawn, rows: [{value, "
             "planned_bytes, peak_bytes, tensor_bytes, tokens}]}` with a symbolic size, else null",
             stage="build", section="build"),
-    Command("estimate", (_STEP, opt("func", "str", "main")),
+    Command("estimate", (_STEP, opt("func", str, "main")),
             '`{estimated_ms, kernels: [{name, kind, calls, ms, total_ms, share, shapes, cached}], '
             'not_estimated: [{name, kind, calls, why}], notes, dims, dims_source, measured, cached, '
             'step, from_step, from_pass, cpu, ...}`: the latency estimated without running (each '
             'distinct kernel timed alone on random inputs of its shapes, cached per CPU, times its '
             'calls); what a model without weights offers instead of a run', stage="build",
             section="build"),
-    Command("latency_trace", (opt("steps", '"all"|[int]', "all"), opt("repeats", "int", 10)),
+    Command("latency_trace", (opt("steps", _STEPS, "all"), opt("repeats", int, 10)),
             '`{"trace": [entry], "torch_ms", "threads", "reference", "planned"}`', section="build"),
     Command("kernel_code", (
-        _STEP, opt("target", "str|null", None, "a name `list_targets` gives, with -key=value options, "
+        _STEP, opt("target", str | None, None, "a name `list_targets` gives, with -key=value options, "
                                               "or a TVM target as JSON; default: the host"),
-        opt("kernel", "str|null", None, "only this kernel (compiled alone unless the step is "
+        opt("kernel", str | None, None, "only this kernel (compiled alone unless the step is "
                                         "cached), with its code")),
         '`{target_name, target, kind, seconds, totals, kernels: {name: {symbols, counts, launch, '
         'error}}, formats, kernel, code: {format: text}|null, lexers: {format: pygments name}}`: '
         'what each kernel of the step becomes on the target, cached per step and target',
         stage="build", section="build"),
     Command("kernel_code_diff", (
-        req("kernel", "str", "a kernel (PrimFunc) of either step"),
-        opt("a", "int|null", None, "default: cursor - 1"), opt("b", "int|null", None, "default: the cursor"),
-        opt("target_a", "str|null", None, "as `kernel_code`'s target; default: the host"),
-        opt("target_b", "str|null", None, "default: `target_a`"),
-        opt("format", "str|null", None, '"asm", "ll", or the GPU language; default: the first')),
+        req("kernel", str, "a kernel (PrimFunc) of either step"),
+        opt("a", int | None, None, "default: cursor - 1"), opt("b", int | None, None, "default: the cursor"),
+        opt("target_a", str | None, None, "as `kernel_code`'s target; default: the host"),
+        opt("target_b", str | None, None, "default: `target_a`"),
+        opt("format", str | None, None, '"asm", "ll", or the GPU language; default: the first')),
         '`{"unified", "functions": [{name, status, rows, hunk_starts}] (as `diff`), "format", '
         '"language": pygments name, "kernel", "a"/"b": {step, target_name, target, kind, counts, error}}`: '
         'one kernel\'s code between two steps or two targets of one step',
         stage="build", section="build"),
-    Command("export", (req("out_dir", "str"), opt("steps", '"all"|[int]', "all")),
+    Command("export", (req("out_dir", str), opt("steps", _STEPS, "all")),
             '`{"path", "files": [...]}`', stage="export", section="build"),
     # -- compare, bisect, query
     Command("compare", (
-        req("pipeline_b", "str", "a name or a pipeline text"),
-        opt("pipeline_a", "str|null", None, "default: the session's whole pipeline"),
-        opt("measure", "bool", True, "build and run the last step of each"),
-        opt("repeats", "int", 5)),
+        req("pipeline_b", str, "a name or a pipeline text"),
+        opt("pipeline_a", str | None, None, "default: the session's whole pipeline"),
+        opt("measure", bool, True, "build and run the last step of each"),
+        opt("repeats", int, 5)),
         '`{"pipelines": [{pipeline, steps, tvm_ms, max_abs_error, kernels, ...}], "aligned": '
         '[[a|null, b|null]]}`', stage="pipeline", section="analysis"),
-    Command("compare_diff", (req("a", "int", "a step of A"), req("b", "int", "a step of B"),
-                             opt("mode", "str", "pair", '"pair": the IR at a against b; "pass": what '
+    Command("compare_diff", (req("a", int, "a step of A"), req("b", int, "a step of B"),
+                             opt("mode", str, "pair", '"pair": the IR at a against b; "pass": what '
                                                          'the pass did under A against under B')),
             "text and graph diff of the last `compare`", section="analysis"),
-    Command("compare_graphs", (req("a", "int"), req("b", "int"), opt("func", "str", "main")),
+    Command("compare_graphs", (req("a", int), req("b", int), opt("func", str, "main")),
             "`func` at A's step a and B's step b laid out, nodes only in A / only in B / changed",
             section="analysis"),
-    Command("bisect", (opt("atol", "float|null", None), opt("rtol", "float|null", None)),
+    Command("bisect", (opt("atol", float | None, None), opt("rtol", float | None, None)),
             "`{first_bad, steps_checked, reference, ..., diverging}`: the first step whose build "
             "mismatches or fails, after the planned passes are applied", stage="build",
             section="analysis"),
     Command("write_repro", (
-        req("out_dir", "str"), _STEP, opt("pass_name", "str|null", None), opt("params", "{..}|null", None),
-        opt("stage", "str|null", None, '"pass" (with `pass_name`) or "build": after a crash'),
-        opt("reason", "str", ""), opt("atol", "float|null", None), opt("rtol", "float|null", None)),
+        req("out_dir", str), _STEP, opt("pass_name", str | None, None), opt("params", dict | None, None),
+        opt("stage", str | None, None, '"pass" (with `pass_name`) or "build": after a crash'),
+        opt("reason", str, ""), opt("atol", float | None, None), opt("rtol", float | None, None)),
         '`{"path", "files"}`: a repro folder', stage="export", section="analysis"),
-    Command("query", (req("pattern", "str", "ops, functions or extern functions joined by `->`, e.g. "
+    Command("query", (req("pattern", str, "ops, functions or extern functions joined by `->`, e.g. "
                                 "`conv2d -> add -> relu`, `linear0 -> env.relu`"),),
             "the pattern's matches at every recorded step: `{steps: [{index, pass, matches, bindings}], "
             "...}`", stage="query", section="analysis"),
@@ -247,7 +273,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             section="catalogue"),
     Command("list_targets", (), "`[{name, description, target: {..}, unavailable: str|null}]`",
             section="catalogue"),
-    Command("warm", (opt("spec", "str", "sample:mul_add"),),
+    Command("warm", (opt("spec", str, "sample:mul_add"),),
             '`{"import_seconds", "open_seconds"}`: pays torch\'s and TVM\'s one-time costs, keeps '
             'nothing', section="catalogue"),
     Command("ping", (), '`{"pid", "time"}`', section="catalogue"),
@@ -370,7 +396,7 @@ class Kernel(TypedDict):
     calls: int
     ms: float  # per run of the function: the median over the instrumented runs
     binding: str | None
-    decision: dict | None
+    decision: str | None  # what chose its code (core.views.decisions.kernel_decisions)
     # False when its time in the run and its time alone (`alone_ms`, per run; None when it was not
     # timed alone) disagree; `reason` gives both
     reliable: bool
@@ -436,7 +462,7 @@ def step_entry(index: int, pass_name: str, params: dict, seconds: float, changed
     return {"index": int(index), "pass": pass_name, "params": clean(dict(params or {})),
             "seconds": float(seconds), "changed": bool(changed), "added": list(added),
             "removed": list(removed), "changed_funcs": list(changed_funcs),
-            "size": dict(size) if size else None,
+            "size": cast(StepSize, dict(size)) if size else None,
             "changed_what": changed_what or ("ir" if changed else "none"),
             "notes": [str(n) for n in notes],
             "origin": origin or ("pass" if index else "import")}
@@ -492,7 +518,7 @@ STATE_KEYS = frozenset(empty_state())
 def progress_message(rid, text: str, fraction: float | None = None,
                      pass_name: str | None = None) -> ProgressMessage:
     """`pass` names the pass being applied, so a reader never parses the English text for it."""
-    msg = {"id": rid, "progress": text}
+    msg: ProgressMessage = {"id": rid, "progress": text}
     if fraction is not None:
         msg["fraction"] = float(max(0.0, min(1.0, fraction)))
     if pass_name is not None:
@@ -503,11 +529,15 @@ def progress_message(rid, text: str, fraction: float | None = None,
 def error_dict(exc: BaseException, cmd: str = "") -> ErrorDict:
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     if isinstance(exc, IrvizError):
-        out = {"stage": exc.stage, "message": exc.message, "hint": exc.hint,
-               "detail": exc.detail or tb}
-        for extra in ("node", "op", "not_run"):
-            if getattr(exc, extra, None) is not None:
-                out[extra] = str(getattr(exc, extra))
+        out: ErrorDict = {"stage": exc.stage, "message": exc.message, "hint": exc.hint,
+                          "detail": exc.detail or tb}
+        node, op, not_run = (getattr(exc, extra, None) for extra in ("node", "op", "not_run"))
+        if node is not None:
+            out["node"] = str(node)
+        if op is not None:
+            out["op"] = str(op)
+        if not_run is not None:
+            out["not_run"] = str(not_run)
         return out
     command = COMMANDS.get(cmd)
     return {"stage": command.stage if command else "engine",

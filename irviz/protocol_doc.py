@@ -14,14 +14,16 @@ import sys
 from pathlib import Path
 
 from irviz.protocol import COMMANDS, TEST_COMMANDS, Arg
+from irviz.protocol_types import type_text
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "engine_protocol.md"
 _BLOCK = re.compile(r"(<!-- BEGIN commands:(\w+) -->\n)(.*?)(<!-- END commands:\2 -->)", re.S)
 
 
 def _arg(a: Arg) -> str:
-    head = f"`{a.name}` ({a.type}, required)" if a.required else \
-        f"`{a.name}`={json.dumps(list(a.default) if isinstance(a.default, tuple) else a.default)} ({a.type})"
+    kind = type_text(a.type)
+    head = f"`{a.name}` ({kind}, required)" if a.required else \
+        f"`{a.name}`={json.dumps(list(a.default) if isinstance(a.default, tuple) else a.default)} ({kind})"
     return f"{head}: {a.doc}" if a.doc else head
 
 

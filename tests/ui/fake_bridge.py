@@ -4,6 +4,8 @@ to the state schema breaks these tests too). Fast, no engine process; end-to-end
 real engine are in test_main_window.py."""
 from __future__ import annotations
 
+import json
+
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from irviz.protocol import COMMANDS, STATE_CMDS, STATE_KEYS, invocation, make_state, step_entry
@@ -121,6 +123,9 @@ class FakeBridge(QObject):
 
     def request(self, cmd, supersede=None, **args):
         assert cmd in COMMANDS, f"the panes sent {cmd!r}, which is not a protocol command"
+        # as the engine would get them: through JSON (the bridge's request line), then its router's
+        # check of names and types (a BadRequest here is one the real engine would answer)
+        COMMANDS[cmd].check_args(json.loads(json.dumps(args)))
         self._id += 1
         rid = self._id
         self.sent.append((cmd, args))
@@ -344,8 +349,6 @@ def _fake_set_target(bridge, text):
     """As the engine: a name from the catalogue or a JSON object; anything else is refused."""
     text = (text or "host").strip()
     if text.startswith("{"):
-        import json
-
         try:
             json.loads(text)
         except ValueError as e:
