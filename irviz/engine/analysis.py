@@ -10,11 +10,12 @@ from irviz.core.export import repro
 from irviz.core import compare as compare_mod
 from irviz.engine.session import pipeline_text
 from irviz.protocol import BadRequest, error_dict
+from irviz.engine.parts import EngineParts
 
 # irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
 
 
-class AnalysisCommands:
+class AnalysisCommands(EngineParts):
     """Mixed into irviz.engine.dispatch.Engine (uses its ws, session, progress and comparison)."""
 
     def compare(self, pipeline_b, pipeline_a=None, measure=True, repeats=5) -> dict:
@@ -74,7 +75,8 @@ class AnalysisCommands:
 
     def _bisect_verdict(self, index: int):
         """The last bisect's check of step `index`, while the steps up to it are the same."""
-        passes, checks = getattr(self, "last_bisect", None) or ([], {})
+        last: tuple[list, dict[int, dict]] = getattr(self, "last_bisect", None) or ([], {})
+        passes, checks = last
         check = checks.get(index)
         s = self.ws.need_session()
         if check is None or passes[:index] != self._passes_of(s, index):

@@ -8,11 +8,12 @@ from irviz.core.backend.timing import describe
 from irviz.core.frontend.ir_file import parse_dims
 from irviz.core.views.latency_chart import torch_ms_of
 from irviz.protocol import BadRequest, BuildRunResult
+from irviz.engine.parts import EngineParts
 
 # irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
 
 
-class BuildCommands:
+class BuildCommands(EngineParts):
     """Mixed into irviz.engine.dispatch.Engine (uses its ws and progress)."""
 
     def build_run(self, step=None, repeats=10, func="main", dims=None) -> BuildRunResult:

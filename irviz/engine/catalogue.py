@@ -8,11 +8,12 @@ from irviz import protocol
 from irviz.core.frontend.samples import list_samples
 from irviz.core.workspace import Workspace
 from irviz.protocol import clean
+from irviz.engine.parts import EngineParts
 
 # irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
 
 
-class CatalogueCommands:
+class CatalogueCommands(EngineParts):
     """Mixed into irviz.engine.dispatch.Engine."""
 
     def list_samples(self) -> list[dict]:

@@ -1,8 +1,10 @@
 """One kernel's code compared between two steps or two targets (the Diff pane's code mode)."""
 from __future__ import annotations
 
+from irviz.engine.parts import EngineParts
 
-class CodeDiffCommands:
+
+class CodeDiffCommands(EngineParts):
     """Mixed into irviz.engine.dispatch.Engine (uses its ws and progress)."""
 
     def kernel_code_diff(self, kernel, a=None, b=None, target_a=None, target_b=None, format=None) -> dict:

@@ -67,7 +67,7 @@ class Engine(SessionCommands, BuildCommands, AnalysisCommands, CatalogueCommands
         self._req_id = rid
         fn = self.commands.get(cmd) if isinstance(cmd, str) else None
         try:
-            if fn is None:
+            if fn is None or not isinstance(cmd, str):
                 raise BadRequest(f"Unknown command {cmd!r}")
             if not isinstance(args, dict):
                 raise BadRequest("`args` must be an object")
@@ -76,7 +76,7 @@ class Engine(SessionCommands, BuildCommands, AnalysisCommands, CatalogueCommands
         except BaseException as exc:  # a failing command never kills the loop
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            reply = {"id": rid, "ok": False,
+            reply: Reply = {"id": rid, "ok": False,
                      "error": clean(error_dict(exc, cmd if isinstance(cmd, str) else ""))}
             command = self.table.get(cmd) if isinstance(cmd, str) else None
             if command is not None and command.returns_state and \

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from irviz import protocol
 from irviz.protocol import BadRequest, State, error_dict, import_error_fields
+from irviz.engine.parts import EngineParts
 
 # Imports of irviz.core modules that load torch or TVM stay inside the handlers: the engine says
 # `ready` at once and imports them on a prewarm thread while the GUI is still drawing.
 
 
-class SessionCommands:
+class SessionCommands(EngineParts):
     """Mixed into irviz.engine.dispatch.Engine (uses its ws, views and progress)."""
 
     def state(self) -> State:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
-from irviz.protocol import DEFAULT_SUPERSEDE, STATE_CMDS
+from irviz.protocol import DEFAULT_SUPERSEDE, STATE_CMDS, State
 
 
 @dataclass
@@ -51,14 +51,14 @@ class RequestRouter(QObject):
         self._queue: list[Request] = []            # not sent yet (engine starting)
         self._inflight: dict[int, Request] = {}    # sent, in order; engine answers in order
         self._busy = False
-        self._state: dict | None = None
+        self._state: State | None = None
 
     @property
     def busy(self) -> bool:
         return self._busy
 
     @property
-    def state(self) -> dict | None:
+    def state(self) -> State | None:
         """The last state the engine reported."""
         return self._state
 
@@ -102,6 +102,8 @@ class RequestRouter(QObject):
     def _route(self, msg: dict) -> None:
         """One message of the engine answering requests: progress, or the reply to the oldest."""
         rid = msg.get("id")
+        if not isinstance(rid, int):
+            return  # a bad line's reply (id null) answers no request of ours
         if "progress" in msg:
             req = self._inflight.get(rid)
             if req is None or req.stale:
@@ -116,7 +118,7 @@ class RequestRouter(QObject):
         if req is None:
             return
         ok = bool(msg.get("ok"))
-        state = None
+        state: State | None = None
         if ok and req.cmd in STATE_CMDS and isinstance(msg.get("result"), dict):
             state = msg["result"]
         elif not ok and isinstance(msg.get("state"), dict):
@@ -200,14 +202,14 @@ class RequestRouter(QObject):
         """Write one request line to the engine answering requests."""
         raise NotImplementedError
 
-    def _take_state(self, state: dict) -> None:
+    def _take_state(self, state: State) -> None:
         """Remember a state the engine reported (before it is emitted)."""
         self._state = state
 
     def _note_reply(self, req: Request, result) -> None:
         """A request succeeded: remember what a replay must do again."""
 
-    def _on_internal_reply(self, req: Request, ok: bool, msg: dict, state: dict | None) -> None:
+    def _on_internal_reply(self, req: Request, ok: bool, msg: dict, state: State | None) -> None:
         """The reply to a request the bridge sent itself."""
         raise NotImplementedError
 

@@ -16,29 +16,31 @@ from dataclasses import dataclass
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsOpacityEffect, QLabel, QWidget
 
+from irviz.protocol import State
 from irviz.ui import themes
 
 STALE_OPACITY = 0.35
 
 
-def model_key(state: dict | None):
+def model_key(state: State | None):
     if not state or not state.get("model"):
         return None
     return (state.get("spec"), state.get("importer"), state.get("model"))
 
 
-def pipeline_of(state: dict | None) -> tuple:
+def pipeline_of(state: State | None) -> tuple:
     """The applied passes then the planned ones, as ((name, params json), ...)."""
-    state = state or {}
+    if not state:
+        return ()
     applied = [(s.get("pass"), s.get("params")) for s in (state.get("steps") or [])[1:]]
     planned = [(p.get("name"), p.get("params")) for p in state.get("planned") or []]
     return tuple((name, json.dumps(params or {}, sort_keys=True)) for name, params in applied + planned)
 
 
-def step_identity(state: dict | None, step: int) -> tuple:
+def step_identity(state: State | None, step: int) -> tuple:
     """What makes step `step` of `state` that step: its target and the passes up to it (with the
     model, which panes key on apart). A view cached under it is shown again only for the same step."""
-    return ((state or {}).get("target"), pipeline_of(state)[:step])
+    return (state.get("target") if state else None, pipeline_of(state)[:step])
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,13 @@ class ResultStamp:
     target: str | None = None  # the session's chosen target; None: the host
 
     @classmethod
-    def of(cls, state: dict | None, step: int | None = None, per_recorded_step: bool = False) -> ResultStamp:
+    def of(cls, state: State | None, step: int | None = None, per_recorded_step: bool = False) -> ResultStamp:
         """`per_recorded_step`: the result lists every recorded step (a latency trace), so it is
         out of date once more steps are recorded, too."""
-        steps = (state or {}).get("steps") or []
+        steps = (state.get("steps") if state else None) or []
         name = steps[step].get("pass", "") if step is not None and 0 <= step < len(steps) else ""
         return cls(model_key(state), pipeline_of(state), step, name,
-                   len(steps) if per_recorded_step else None, (state or {}).get("target"))
+                   len(steps) if per_recorded_step else None, state.get("target") if state else None)
 
     def what(self, step: int | None = None) -> str:
         step = self.step if step is None else step
@@ -69,21 +71,21 @@ class ResultStamp:
         name = self.pass_name if step == self.step else ""
         return f"step {step}" + (f" ({name})" if name else "")
 
-    def stale_reason(self, state: dict | None, step: int | None = None) -> str | None:
+    def stale_reason(self, state: State | None, step: int | None = None) -> str | None:
         """None while the result still describes what is open; else why not, for the user.
         `step`: ask about one step of a whole-pipeline result (a bisect's marks)."""
         step = self.step if step is None else step
         if self.model is None or model_key(state) != self.model:
             return (f"for {self.model[2]}, which is no longer open" if self.model
                     else "for no open model")
-        target = (state or {}).get("target")
+        target = state.get("target") if state else None
         if target != self.target:
             return f"for the target {self.target or 'host'}, not {target or 'host'}"
         now = pipeline_of(state)
         if step is None:
             if now != self.pipeline:
                 return "for the previous pipeline"
-            recorded = len((state or {}).get("steps") or [])
+            recorded = len((state.get("steps") if state else None) or [])
             if self.recorded is not None and recorded != self.recorded:
                 return f"for the {self.recorded} steps recorded then ({recorded} now)"
             return None
@@ -92,7 +94,7 @@ class ResultStamp:
         return None
 
     def contradiction(self, ok: bool | None, bisect: dict | None, bisect_stamp: ResultStamp | None,
-                      state: dict | None) -> str | None:
+                      state: State | None) -> str | None:
         """Why a verdict (`ok`: outputs matched, None: no verdict) on this stamp's step is
         contradicted by a bisect made since on the same pipeline, else None."""
         if ok is None or not bisect or bisect_stamp is None or self.step is None:
@@ -101,8 +103,7 @@ class ResultStamp:
                 bisect_stamp.pipeline[:self.step] != self.pipeline[:self.step]:
             return None
         fb = bisect.get("first_bad")
-        bad_here = fb is not None and self.step >= int(fb.get("index", 0))
-        if ok and bad_here:
+        if ok and fb is not None and self.step >= int(fb.get("index", 0)):
             return (f"contradicted by Find first bad pass: step {fb['index']} ({fb.get('pass')}) "
                     f"is the first bad one")
         if not ok and fb is None:
@@ -133,7 +134,7 @@ class ResultSlot:
     def stale(self) -> bool:
         return self.reason is not None
 
-    def check(self, state: dict | None, contradiction: str | None = None) -> str | None:
+    def check(self, state: State | None, contradiction: str | None = None) -> str | None:
         """Grey the result and say why when it no longer holds (or `contradiction` says a newer
         verdict disagrees); shown as current again when it holds."""
         if self.stamp is None:
@@ -148,7 +149,8 @@ class ResultSlot:
             w.setEnabled(reason is None)  # a stale row clicked would select at the wrong step
             for target in faded_parts(w):
                 if reason is None:
-                    target.setGraphicsEffect(None)
+                    # Qt takes None (no effect); PySide6's stubs do not say so
+                    target.setGraphicsEffect(None)  # type: ignore[arg-type]
                 elif not isinstance(target.graphicsEffect(), QGraphicsOpacityEffect):
                     effect = QGraphicsOpacityEffect(target)
                     effect.setOpacity(STALE_OPACITY)

@@ -57,7 +57,7 @@ class PipelineTextError(PassError):
         self.text, self.column, self.what = text, column, what
 
 
-def parse_pipeline(text: str) -> list[PassInvocation]:
+def parse_pipeline(text: str) -> Pipeline:
     """A pipeline name or a pipeline text -> fresh PassInvocations (values typed)."""
     if not isinstance(text, str):
         raise PassError(f"a pipeline is a name or a text, got {type(text).__name__}")
