@@ -14,9 +14,11 @@ Two checks say when the figures are still not to be trusted:
   Past ``SUM_RATIO`` × the run + ``SUM_SLACK_MS`` + ``PER_CALL_MS`` per call the whole table is
   marked (``KernelTimes.reliable`` / ``reason``, both figures in the reason). The block is first
   taken again, up to ``MAX_BLOCKS`` times, while it was competed with or over that limit.
-* each large kernel alone: the calls of the slowest kernels are captured with copies of their real
-  arguments and timed again one by one, outside the VM. A kernel whose time in the run and alone
-  differ by more than ``ALONE_FACTOR`` (and ``ALONE_SLACK_MS`` + ``PER_CALL_MS`` per call) is marked
+* each large kernel alone, when the figures are in doubt (the sum over its limit, the block competed
+  with, or one run of the kernel far slower than its median): the calls of the slowest kernels
+  are captured with copies of their real arguments and timed again one by one, outside the VM
+  (not otherwise: see ``_retimed``). A kernel whose time in the run and alone differ by more than
+  ``ALONE_FACTOR`` (and ``ALONE_SLACK_MS`` + ``PER_CALL_MS`` per call) is marked
   (``KernelTime.reliable`` / ``reason``); ``alone_ms`` keeps the figure alone.
 """
 from __future__ import annotations
@@ -26,6 +28,7 @@ import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import tvm
 import tvm_ffi
@@ -170,14 +173,26 @@ def _block(fn, inputs, runs: int, gpu: bool, dev) -> tuple[Timing, list[tuple[di
     return t, per_run[-t.runs:]
 
 
-def _kernels_of(per_run, known: set[str], bindings: dict) -> list[KernelTime]:
+class _Block(NamedTuple):
+    timing: Timing
+    kernels: list[KernelTime]
+    over: str | None  # check_sum's reason
+    contended: str | None  # timing.contention's reason
+    scattered: set[str]  # kernels with a run far slower than their median
+
+
+def _kernels_of(per_run, known: set[str], bindings: dict) -> tuple[list[KernelTime], set[str]]:
     names = {n for secs, _ in per_run for n in secs if n in known and not n.startswith("vm.builtin.")}
-    out = [KernelTime(name=n, calls=int(round(statistics.median(c.get(n, 0) for _, c in per_run))),
-                      ms=statistics.median(s.get(n, 0.0) for s, _ in per_run) * 1e3,
-                      binding=bindings.get(n))
-           for n in names]
+    out, scattered = [], set()
+    for n in names:
+        secs = [s.get(n, 0.0) * 1e3 for s, _ in per_run]
+        ms = statistics.median(secs)
+        out.append(KernelTime(name=n, calls=int(round(statistics.median(c.get(n, 0) for _, c in per_run))),
+                              ms=ms, binding=bindings.get(n)))
+        if max(secs) > ALONE_FACTOR * ms and max(secs) - ms > ALONE_SLACK_MS:
+            scattered.add(n)
     out.sort(key=lambda k: k.ms, reverse=True)
-    return out
+    return out, scattered
 
 
 class _VMFunc:
@@ -238,11 +253,16 @@ def _alone_ms(captured: list, calls: int, gpu: bool, dev, threads: int) -> float
     return total * calls / len(captured)
 
 
-def _retimed(kernels: list[KernelTime], over: bool) -> list[KernelTime]:
-    if over:
-        return kernels[:RETIMED_OVER]
-    total = sum(k.ms for k in kernels) or 1.0
-    return kernels[:1] + [k for k in kernels[1:RETIMED] if k.ms >= RETIMED_SHARE * total]
+def _retimed(b: _Block) -> list[KernelTime]:
+    """The kernels to time alone: when the figures are already in doubt (over the sum's limit,
+    competed with) the slowest; otherwise those of the slowest whose runs scattered. A kernel
+    whose figures hold is left alone: timed alone its operands stay in cache, and a kernel that
+    streams its weights from memory in the run would read far faster and be marked for nothing."""
+    if b.over or b.contended:
+        return b.kernels[:RETIMED_OVER]
+    total = sum(k.ms for k in b.kernels) or 1.0
+    top = b.kernels[:1] + [k for k in b.kernels[1:RETIMED] if k.ms >= RETIMED_SHARE * total]
+    return [k for k in top if k.name in b.scattered]
 
 
 def time_kernels(build_result, dev, inputs, *, model_ms: float | None, repeats: int = 10,
@@ -255,18 +275,19 @@ def time_kernels(build_result, dev, inputs, *, model_ms: float | None, repeats: 
     bindings = build_result.bindings_of(func) if hasattr(build_result, "bindings_of") else build_result.bindings
     runs = max(MIN_RUNS, min(int(repeats), MAX_RUNS))
 
-    blocks: list[tuple[Timing, list[KernelTime], str | None, str | None]] = []
+    blocks: list[_Block] = []
     start = time.perf_counter()
     while len(blocks) < MAX_BLOCKS:
         t, per_run = _block(fn, inputs, runs, gpu, dev)
-        kernels = _kernels_of(per_run, known, bindings)
-        blocks.append((t, kernels, check_sum(kernels, model_ms), contention(t, threads)))
-        if (blocks[-1][2] is None and blocks[-1][3] is None) or time.perf_counter() - start > MAX_EXTRA_SECONDS:
+        kernels, scattered = _kernels_of(per_run, known, bindings)
+        blocks.append(_Block(t, kernels, check_sum(kernels, model_ms), contention(t, threads), scattered))
+        if not (blocks[-1].over or blocks[-1].contended) or time.perf_counter() - start > MAX_EXTRA_SECONDS:
             break
     # competition and disturbance only add time: the block with the smallest sum, uncontended first
-    t, kernels, over, contended = min(blocks, key=lambda b: (b[3] is not None, sum(k.ms for k in b[1])))
+    best = min(blocks, key=lambda b: (b.contended is not None, sum(k.ms for k in b.kernels)))
+    t, kernels, over, contended = best.timing, best.kernels, best.over, best.contended
 
-    chosen = _retimed(kernels, over is not None)
+    chosen = _retimed(best)
     try:
         captured = _capture(fn, inputs, {k.name for k in chosen}, dev) if chosen else {}
     except Exception:  # the check is extra: a run that worked does not fail over it
