@@ -128,7 +128,8 @@ def roofs_text(r: dict | None) -> str:
     above = [e["name"] for e in r.get("kernels") or () if e.get("above_roof")]
     if above:
         lines.append(f"{len(above)} kernel{'s' * (len(above) > 1)} timed above {'their' if len(above) > 1 else 'its'} "
-                     f"roof ({', '.join(above[:3])}{', …' * (len(above) > 3)}): the time or the byte count is off.")
+                     f"roof ({', '.join(above[:3])}{', …' * (len(above) > 3)}): its time, FLOP count or byte count is off "
+                     "(hover for the roof it passed).")
     return " ".join(lines)
 
 

@@ -236,7 +236,7 @@ class RooflineChart(QWidget):
                           else QColor(c.text), 1.5))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawPolygon(QPolygonF([at + QPointF(0, -6), at + QPointF(6, 0), at + QPointF(0, 6), at + QPointF(-6, 0)]))
-            p.drawText(at + QPointF(8, 4), "all kernels")
+            p.drawText(at + QPointF(-fm.horizontalAdvance("all kernels") / 2, -9), "all kernels")
         p.setClipping(False)
         p.setBrush(Qt.BrushStyle.NoBrush)
         self._paint_legend(p, r, fm, c, dark)
@@ -317,7 +317,7 @@ class RooflineChart(QWidget):
         notes = ["colour: the level its working set fits in", "area: share of kernel time"]
         above = sum(1 for k in pts if k.get("above_roof"))
         if above:
-            notes.append(f"! {above} above its roof: time or byte count off")
+            notes.append(f"! {above} above its roof: its time, FLOPs or bytes are off")
         if any(k.get("reliable") is False for k in pts):
             notes.append("dashed: time not reliable")
         if any(k.get("level") is None and k.get("in_cache") and k.get("bound") == "memory" for k in pts):
