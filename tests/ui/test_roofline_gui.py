@@ -131,9 +131,10 @@ def test_the_chart_draws_a_roof_per_level_and_marks_a_kernel_above_its_roof(qtbo
     tip = chart.tooltip_text(2)
     assert "above its roof" in tip and "DRAM roof measured here" in tip and "waited for a core" in tip
     assert "held against the L1 roof" in chart.tooltip_text(1)
-    text = roofs_text(block)
+    text = roofs_text(dict(block, kernels_reliable=False, kernels_reason="they add up to more than the run"))
     assert "L1 400 GB/s" in text and "DRAM 10 GB/s" in text and "raised to it" in text
     assert "1 kernel timed above its roof (take)" in text and "50% of their roofs" in text
+    assert "times are not reliable: they add up to more than the run" in text
     # the kernel table: the level column, and a % of roof over 100 marked with its reason
     from irviz.ui.panes.kernel_roofline import add_roofline_columns, set_roofline
     from irviz.ui.panes.kernel_table import KernelTable

@@ -125,6 +125,8 @@ def roofs_text(r: dict | None) -> str:
             text += (f", {t['pct_of_roof']:.3g}% of their roofs (each kernel's shortest time at its own "
                      "level's roof, summed)")
         lines.append(text + ".")
+    if r.get("kernels_reliable") is False:
+        lines.append(f"The kernels' times are not reliable: {r.get('kernels_reason') or 'no reason given'}.")
     above = [e["name"] for e in r.get("kernels") or () if e.get("above_roof")]
     if above:
         lines.append(f"{len(above)} kernel{'s' * (len(above) > 1)} timed above {'their' if len(above) > 1 else 'its'} "
