@@ -203,3 +203,34 @@ def test_a_gather_counts_the_rows_it_reads_not_the_whole_table(tmp_path):
     assert 2 * rows <= nbytes <= 2 * rows + 8 * 16 < 4 * 4096 * 64  # + the 16 indices; the table is 1 MiB
     r = roofline(built, res.kernels, _roofs(1e6, scale=1e4))
     assert next(e for e in r["kernels"] if e["name"] == take.name)["level"] == "L2"  # 8 kB: not the table's DRAM
+
+
+def test_cache_roofs_read_again_a_disturbed_level_and_merge_one_too_small_to_measure(monkeypatch):
+    from types import SimpleNamespace
+
+    from irviz.core.backend import cache_roofs
+
+    sizes = [{"level": "L1", "bytes": 32 << 10, "shared_by": 1}, {"level": "L2", "bytes": 1 << 20, "shared_by": 1},
+             {"level": "L3", "bytes": 2 << 20, "shared_by": 0}]  # no bigger than the two L2s together
+    reads = []
+
+    def probe(threads, per_thread, lanes, target_s):
+        def measure(runs=cache_roofs.RUNS):
+            reads.append((per_thread, threads, runs))
+            if per_thread <= 32 << 10:  # L1: another process on the core through the first read
+                return 300.0 if runs > cache_roofs.RUNS else 20.0
+            return 150.0 if per_thread <= 1 << 20 else 20.0
+        return measure
+
+    monkeypatch.setattr(cache_roofs, "cache_sizes", lambda: (sizes, "given"))
+    monkeypatch.setattr(cache_roofs, "cpu_info", lambda: SimpleNamespace(vector_lanes=8, cores=2))
+    monkeypatch.setattr(cache_roofs, "sweep_probe", probe)
+    got = cache_roofs.cache_bandwidths.__wrapped__(2)
+    l1, l2, l3 = got["levels"]
+    assert (l1["gbs"], l1["remeasured"]) == (600.0, True)  # one thread's 300 on each of the 2 cores
+    assert l1["one_thread"] == 300.0 and f"best of {3 * cache_roofs.RUNS} calls" in l1["source"]
+    assert l2["gbs"] == 300.0 and "remeasured" not in l2
+    assert (l3["gbs"], l3["merged_into"]) == (300.0, "L2") and "not measured apart" in l3["source"]
+    # L2 on both threads and on one, read again beside the disturbed L1; the L3 (as big a share) not swept
+    assert len([r for r in reads if r[0] == 512 << 10]) == 4
+    assert got["dram_sweep"]["gbs"] == 20.0 and got["note"] is None
