@@ -222,9 +222,12 @@ def _prim_func_alone(mod, gv) -> tuple[tvm.IRModule, list[np.ndarray]] | None:
     operands = [relax.Var(f"a{i}", relax.TensorType(shape, b.dtype))
                 for i, (shape, b) in enumerate(zip(shapes[:-1], buffers[:-1]))]
     out = relax.TensorType(shapes[-1], buffers[-1].dtype)
-    # the kernel may itself be called main (te.create_prim_func's default)
-    return _one_call_module(operands, lambda bb, args: relax.call_tir(
-        bb.add_func(func, "kernel" if gv.name_hint == "main" else gv.name_hint), args, out))
+    # the kernel may itself be called main (te.create_prim_func's default), and its global_symbol
+    # must follow its new name or the built module has two symbols called main
+    name = "kernel" if gv.name_hint == "main" else gv.name_hint
+    if func.attrs is not None and "global_symbol" in func.attrs:
+        func = func.with_attr("global_symbol", name)
+    return _one_call_module(operands, lambda bb, args: relax.call_tir(bb.add_func(func, name), args, out))
 
 
 def build_and_time(mod, inputs, budget_seconds: float | None = None, *, output: bool = True,
