@@ -56,7 +56,7 @@ def run_tune(args) -> int:
     target = ms_tuning.tuning_target(ws.session.target if not args.target else _target(args.target))
     db = args.db or str(ms_tuning.default_db_dir(target))
     mod = ws.session.current.mod
-    sources = _unscheduled(ws.session)
+    sources, authored = _unscheduled(ws.session)
     t0 = time.perf_counter()
 
     def progress(text, fraction):
@@ -78,7 +78,7 @@ def run_tune(args) -> int:
         _, reports = ms_tuning.tune_module(mod, target, db, args.trials,
                                            kernels=[k for k in args.kernels.split(",") if k.strip()],
                                            top=args.top, runner=runner, progress=progress,
-                                           sources=sources)
+                                           sources=sources, authored=authored)
     except (Exception, KeyboardInterrupt) as exc:  # a board that died mid-run, Ctrl-C: the database stays
         if interrupted or isinstance(exc, KeyboardInterrupt):
             print(f"irviz: tune interrupted after {time.perf_counter() - t0:.0f} s; what was measured is "
@@ -90,12 +90,20 @@ def run_tune(args) -> int:
     finally:
         signal.signal(signal.SIGINT, old_handler)
         ms_tuning.STOP.clear()
+    from irviz.core.tuning import meta_schedule_space as ms_space
+
     print(f"{'kernel':32} {'before ms':>10} {'after ms':>10} {'best in db':>10}  measured  result")
     for rep in reports:
-        verdict = "MetaSchedule's" if rep.get("applied") else "rules' kept"
+        verdict = "MetaSchedule's" if rep.get("applied") else ms_space.short_kept(rep.get("owner", ""))
         print(f"{rep['kernel']:32} {_ms(rep.get('before_ms')):>10} {_ms(rep.get('after_ms')):>10} "
               f"{_ms(rep.get('db_ms')):>10}  {rep.get('measured_now', 0):>8}  {verdict}")
-    print(f"chosen by {reports[0]['why'] if reports else 'nothing to tune'}; database {db}")
+    for rep in reports:
+        if rep.get("searched_from"):
+            print(f"{rep['kernel']}: searched from {rep['searched_from']} ({rep['owner']} is the 'before')")
+        if not rep.get("applied"):
+            print(f"{rep['kernel']}: {ms_space.outcome(rep)}")
+    print(f"chosen by {reports[0]['why'] if reports else 'nothing to tune: the module has no TensorIR kernel'}; "
+          f"database {db}")
     return 0
 
 
@@ -109,14 +117,24 @@ def _target(text):
     return resolve_target(text)
 
 
-def _unscheduled(session) -> dict:
-    """Each kernel as it was before the first CPU schedule rule of the pipeline (MetaSchedule's
-    rules expect plain loops); {} when the pipeline has none."""
+def _unscheduled(session) -> tuple[dict, dict]:
+    """({kernel: it before the learner's schedule() or the pipeline's first CPU schedule rule},
+    {kernel the learner's schedule() changed: why}). MetaSchedule's rules expect plain loops."""
+    import tvm_ffi
     from tvm import tirx
 
+    def kernels(mod):
+        return {g.name_hint: f for g, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)}
+
+    sources, authored = {}, {}
     steps = session.pass_steps()
     first = next((i for i, st in enumerate(steps) if st.pass_name.startswith("CPU")), None)
-    if first is None:
-        return {}
-    before = (session.steps[session.n_schedule] if first == 0 else steps[first - 1]).mod
-    return {g.name_hint: f for g, f in before.functions.items() if isinstance(f, tirx.PrimFunc)}
+    if first is not None:
+        sources = kernels((session.steps[session.n_schedule] if first == 0 else steps[first - 1]).mod)
+    if session.n_schedule:
+        plain = kernels(session.steps[0].mod)
+        for name, f in kernels(session.steps[session.n_schedule].mod).items():
+            if name in plain and not tvm_ffi.structural_equal(plain[name], f):
+                sources[name] = plain[name]
+                authored[name] = "schedule() of the loaded file"
+    return sources, authored

@@ -13,6 +13,7 @@ import tvm
 from irviz.core.errors import PassError
 from irviz.core.passes.registry import pass_note, pass_progress
 from irviz.core.tuning import meta_schedule as ms_tuning
+from irviz.core.tuning import meta_schedule_space as ms_space
 
 
 def _names(value) -> list[str]:
@@ -25,8 +26,7 @@ def _names(value) -> list[str]:
 
 def _note(rep: dict) -> str:
     if not rep.get("applied"):
-        return f"{rep['kernel']}: kept the rules' schedule ({rep.get('note') or 'MetaSchedule was not faster here'}" + (
-            f": {rep.get('before_ms')} ms before, {rep.get('after_ms')} ms with it)" if rep.get("after_ms") else ")")
+        return f"{rep['kernel']}: {ms_space.outcome(rep)}"
     times = (f"{rep['before_ms']} ms -> {rep['after_ms']} ms" if rep.get("before_ms") is not None
              else f"best measured {rep.get('db_ms')} ms")
     done = rep.get("measured_now")

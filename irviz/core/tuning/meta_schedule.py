@@ -13,6 +13,7 @@ an interrupted run keeps what it measured), in the decision cache's directory, o
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ import tvm
 from tvm import tirx
 
 from irviz.core.errors import PassError
+from irviz.core.tuning import meta_schedule_space as space
 
 # Kernels tuned when the pass is not told which: the ones with the largest share of the measured time.
 DEFAULT_TOP = 2
@@ -245,9 +247,13 @@ def tune_kernel(func, target, db, trials: int, runner="local", seed: int = 1, wo
     todo = trials - measured_count(db, func)
     if todo <= 0:
         return 0
+    logger, warnings = space.task_logger("main")
     ctx = ms.TuneContext(mod=workload(func), target=target, space_generator=_space(),
-                         search_strategy="evolutionary", task_name="main", rand_state=seed,
-                         num_threads=max(1, int(_target_dict(target).get("num-cores", 1))))
+                         search_strategy=_strategy(todo), task_name="main", rand_state=seed,
+                         num_threads=max(1, int(_target_dict(target).get("num-cores", 1))), logger=logger)
+    failure = space.sampling_failure(ctx, seed)
+    if failure is not None:
+        raise space.CannotSample(failure)
     before = measured_count(db, func)
     callbacks = [*ms.measure_callback.MeasureCallback.create("default"), _stop_callback()]
     if isinstance(runner, TrackerRunner):
@@ -257,7 +263,21 @@ def tune_kernel(func, target, db, trials: int, runner="local", seed: int = 1, wo
                        max_trials_per_task=todo, num_trials_per_iter=min(todo, 8), builder=_builder(),
                        runner=runner, database=db, cost_model="xgb", task_scheduler="round-robin",
                        measure_callbacks=callbacks)
-    return measured_count(db, func) - before
+    done = measured_count(db, func) - before
+    warning = space.sampling_warning(warnings.messages)
+    if done == 0 and warning is not None:
+        raise space.CannotSample(f"TVM: {warning}")
+    return done
+
+
+def _strategy(trials: int):
+    """TVM's evolutionary search, its population scaled to the trials asked for: a quick tune of a
+    few candidates need not draw and evolve TVM's default 512 (seconds each on a small machine)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    population = max(64, min(512, 32 * trials))
+    return ms.search_strategy.EvolutionarySearch(population_size=population,
+                                                 init_min_unmeasured=min(50, population // 2))
 
 
 # ------------------------------------------------------------------------------------ the passes
@@ -304,6 +324,8 @@ def choose_kernels(mod, db, kernels: list[str], top: int, target, measure: bool 
     if known or not measure:
         return known, "records in the database"
     times = kernel_times(mod)
+    if not times and names:
+        return names[:max(1, top)], "none of the module's kernels could be timed alone, so the first of them"
     total = sum(times.values()) or 1.0
     ranked = sorted(times, key=times.get, reverse=True)[:max(1, top)]
     why = ", ".join(f"{k} {100 * times[k] / total:.0f}%" for k in ranked)
@@ -314,13 +336,17 @@ Progress = Callable[[str, float], None]
 
 
 def tune_module(mod, target, db_path, trials: int, kernels=(), top: int = DEFAULT_TOP, runner="local",
-                progress: Progress | None = None, tune: bool = True,
-                sources: dict | None = None) -> tuple[tvm.IRModule, list[dict]]:
+                progress: Progress | None = None, tune: bool = True, sources: dict | None = None,
+                authored: dict | None = None) -> tuple[tvm.IRModule, list[dict]]:
     """Tune (`tune`) or only apply the database to the chosen kernels; the new module and one report
-    per kernel {kernel, before_ms, after_ms, trials, measured_now, applied, why}.
+    per kernel {kernel, owner, before_ms, after_ms, trials, measured_now, applied, why, sample_error}
+    (``meta_schedule_space.outcome`` says it in words).
 
-    `sources`: {kernel name: the kernel before irviz's rules scheduled it}. MetaSchedule searches
-    from that (its rules expect unscheduled loops), and "before" is still the rules' kernel in `mod`."""
+    `sources`: {kernel name: the kernel before irviz's rules or the learner's schedule() scheduled
+    it}. MetaSchedule searches from that (its rules expect unscheduled loops), and "before" is still
+    the kernel in `mod`. `authored`: {kernel name: why} for the kernels the learner scheduled."""
+    from irviz.core.schedules import authored as authored_by
+
     check_requirements()
     progress = progress or (lambda text, fraction: None)
     target = tuning_target(target)
@@ -330,40 +356,16 @@ def tune_module(mod, target, db_path, trials: int, kernels=(), top: int = DEFAUL
     updates, reports = {}, []
     for i, name in enumerate(names):
         gv = by_name[name]
-        func = (sources or {}).get(name)
-        if func is None or _signature(func) != _signature(mod[gv]):  # e.g. weights prepacked by the rules
-            func = mod[gv]
         progress(f"MetaSchedule {name} ({i + 1}/{len(names)})", i / max(1, len(names)))
-        rep = {"kernel": name, "why": why, "trials": trials}
-        t0 = time.perf_counter()
         if tune and STOP.is_set():
             raise TuneInterrupted("tuning stopped (Ctrl-C) before kernel " + name)
-        if tune:
-            rep["measured_now"] = tune_kernel(func, target, db, trials, runner=runner, work_dir=str(db_path))
-        new = scheduled(db, func, target)
-        rep["seconds"] = round(time.perf_counter() - t0, 2)
-        if new is None:
-            rep["applied"] = False
-            rep["note"] = "no valid record in the database"
-            reports.append(rep)
-            continue
-        rec = best_record(db, func, target)
-        rep["db_ms"] = round(1e3 * min(float(s) for s in rec.run_secs), 4) if rec is not None else None
-        if _is_host(target):
-            # a kernel the rules have not scheduled yet (the pass placed before them) is compared
-            # with what the rules would make of it, not with its plain loops
-            rep["before_ms"] = _round(_kernel_ms(mod, gv, mod[gv]) if _rule_scheduled(mod[gv])
-                                      else _rules_ms(mod, gv))
-            rep["before_is"] = "rules' schedule"
-            rep["after_ms"] = _round(_kernel_ms(mod, gv, new))
-            # the rule's schedule stays when MetaSchedule's is slower here (noise included)
-            keep = rep["after_ms"] is not None and (rep["before_ms"] is None or rep["after_ms"] <= rep["before_ms"])
-        else:
-            keep = True
-        rep["applied"] = keep
-        if keep:
-            note = json.dumps({k: v for k, v in rep.items()}, sort_keys=True)
-            updates[gv] = new.with_attr(NOTE_ATTR, note)
+        # a session's passes already run inside its learner's names: only a caller's own replace them
+        with authored_by(authored) if authored is not None else contextlib.nullcontext():
+            rep = _tune_one(mod, gv, (sources or {}).get(name), target, db, db_path, trials, runner, tune)
+        rep["why"] = why
+        if rep["applied"]:
+            updates[gv] = rep.pop("new").with_attr(NOTE_ATTR, json.dumps(rep, sort_keys=True))
+        rep.pop("new", None)
         reports.append(rep)
     progress("MetaSchedule done", 1.0)
     from irviz.core.schedules import with_functions
@@ -371,10 +373,56 @@ def tune_module(mod, target, db_path, trials: int, kernels=(), top: int = DEFAUL
     return with_functions(mod, updates), reports
 
 
-def _rule_scheduled(func) -> bool:
-    from irviz.core.schedules import DONE_ATTR, user_scheduled
+def _tune_one(mod, gv, source, target, db, db_path, trials, runner, tune) -> dict:
+    from irviz.core.schedules import user_scheduled
 
-    return (func.attrs is not None and DONE_ATTR in func.attrs) or user_scheduled(func) is not None
+    name, current = gv.name_hint, mod[gv]
+    owner = space.schedule_owner(current, name, NOTE_ATTR)
+    func = current
+    rep = {"kernel": name, "trials": trials, "owner": owner, "applied": False}
+    # e.g. weights prepacked by the rules: that source computes something else
+    if source is not None and owner != space.UNSCHEDULED:
+        if _signature(source) == _signature(current):
+            func = source
+            rep["searched_from"] = "its unscheduled form"
+        else:
+            rep["source_differs"] = True
+    t0 = time.perf_counter()
+    if tune:
+        try:
+            rep["measured_now"] = tune_kernel(func, target, db, trials, runner=runner, work_dir=str(db_path))
+        except space.CannotSample as exc:
+            rep["measured_now"] = 0
+            rep["sample_error"] = str(exc)
+            if func is current and owner != space.UNSCHEDULED:
+                rep["already_scheduled"] = user_scheduled(current) or owner
+    new = scheduled(db, func, target)
+    rep["seconds"] = round(time.perf_counter() - t0, 2)
+    if new is None:
+        if "sample_error" not in rep:
+            rep["note"] = "no valid record in the database"
+        return rep
+    rec = best_record(db, func, target)
+    rep["db_ms"] = round(1e3 * min(float(s) for s in rec.run_secs), 4) if rec is not None else None
+    if _is_host(target):
+        if owner != space.UNSCHEDULED:
+            rep["before_ms"], rep["before_is"] = _round(_kernel_ms(mod, gv, current)), owner
+        else:
+            # a kernel the rules have not scheduled yet (the pass placed before them) is compared
+            # with what the rules would make of it, not with its plain loops
+            rules_ms = _rules_ms(mod, gv)
+            if rules_ms is not None:
+                rep["before_ms"], rep["before_is"] = _round(rules_ms), "irviz's rules' schedule of it"
+            else:
+                rep["before_ms"], rep["before_is"] = _round(_kernel_ms(mod, gv, current)), "its plain loops"
+        rep["after_ms"] = _round(_kernel_ms(mod, gv, new))
+        # the kernel stays as it was when MetaSchedule's is slower here (noise included)
+        rep["applied"] = rep["after_ms"] is not None and (rep["before_ms"] is None
+                                                          or rep["after_ms"] <= rep["before_ms"])
+    else:
+        rep["applied"] = True
+    rep["new"] = new
+    return rep
 
 
 def _rules_ms(mod, gv) -> float | None:
@@ -385,7 +433,10 @@ def _rules_ms(mod, gv) -> float | None:
     single = measuring.kernel_module(mod, gv)
     if single is None:
         return None
-    return measuring.build_and_time(measuring.apply_steps(single[0], CONV2D.rules), single[1])[0]
+    try:
+        return measuring.build_and_time(measuring.apply_steps(single[0], CONV2D.rules), single[1])[0]
+    except Exception:  # a rule that fails on this kernel: it is compared with its plain loops instead
+        return None
 
 
 def _signature(func) -> list:
