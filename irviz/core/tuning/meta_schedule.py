@@ -8,6 +8,10 @@ process (``_InProcessBuilder``). LocalBuilder's worker processes import ``tvm.s_
 first, which took 35 s on a loaded 2-core machine, longer than its 30 s build timeout, so every
 candidate failed.
 
+A kernel already scheduled (by the learner or irviz's rules) is searched from its unscheduled form
+when the caller has it; one whose space TVM cannot sample is said so, with TVM's reason and whose
+schedule stays (``meta_schedule_space``), before a minute is spent searching.
+
 Databases are TVM's JSONDatabase (two JSON-lines files, appended as each candidate is measured, so
 an interrupted run keeps what it measured), in the decision cache's directory, one per target.
 """
