@@ -36,6 +36,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 
+from irviz.core.schedules.allocs import hoist_root_allocs
 from irviz.core.schedules.depthwise import depthwise_blocks, schedule_depthwise
 from irviz.core.schedules.epilogue import inline_epilogue
 from irviz.core.schedules.matmul_tile import accumulate_locally, needs_padding, pack_weight, pad_tile
@@ -196,13 +197,16 @@ def _per_function(rule: str, apply):
                 updates[gv] = _with_note(func, rule, f"skipped: already scheduled by its author "
                                                      f"({theirs})")
                 continue
-            sch = s_tir.Schedule(func)
+            work = hoist_root_allocs(func)
+            sch = s_tir.Schedule(work)
             try:
                 note = apply(sch, func)
                 new = sch.mod["main"]
             except Exception as exc:  # a rule that cannot apply leaves the function as it was
                 note, new = f"not applied: {_first_line(exc)}", func
-            transformed = not tvm_ffi.structural_equal(new, func)
+            # a rule that changed nothing leaves the learner's allocations as they wrote them
+            transformed = not tvm_ffi.structural_equal(new, work) and new is not func
+            new = new if transformed else func
             new = _with_note(new, rule, note)
             updates[gv] = _mark_done(new, rule) if transformed else new
         return with_functions(mod, updates)
@@ -416,6 +420,9 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
     done = []
     for info in blocks:
         if not info.is_reduction():
+            if "R" in info.dom_kind() and sch.get(info.block_rv).init is None:
+                done.append(f"{info.name}: left untiled, a reduction without T.init (its zeros come from "
+                            "another block); write them in `with T.init():` to have it tiled")
             continue
         how = reduction_kind(sch, info)
         if how not in ("tile", "window"):
