@@ -130,10 +130,44 @@ def test_learner_variations_run_every_rule_and_match_numpy(tmp_path, n, inter, o
     ws = _run_tir_cpu(tmp_path, n=n, inter=inter, out=out, init=init, bias=bias)
     notes = _notes(ws)
     assert all("not applied" not in v for v in notes.values()), notes
-    if init:
-        assert notes["CPUTileReductions"].startswith(f"{inter}: tiled"), notes
-    else:
-        # zeros from a block of their own: TVM does not see a reduction to tile, and the note says so
-        assert "without T.init" in notes["CPUTileReductions"], notes
+    tiled = notes["CPUTileReductions"]
+    if not init:  # the zeros' own block becomes the reduction's init, or TVM sees nothing to tile
+        assert tiled.startswith(f"zero: its zeros are now {inter}'s T.init; "), notes
+    assert f"{inter}: tiled" in tiled, notes
     _, res = ws.build_run(repeats=1)
     assert res.allclose is True and res.max_abs_error < 1e-3, res
+
+
+@pytest.mark.parametrize(("old", "new", "folds"), [
+    ("T.grid(64, 64):\n", "T.grid(64, 64):\n", True),
+    ("T.grid(64, 64):\n", "T.grid(32, 64):\n", False),  # half the buffer zeroed: not an init
+    ("= T.float32(0)\n", "= T.float32(1)\n", True),  # any constant is the init's value
+], ids=["whole-buffer", "half-the-buffer", "ones"])
+def test_a_zero_block_becomes_the_init_only_when_it_covers_the_whole_buffer(tmp_path, old, new, folds):
+    import importlib.util
+    import sys
+
+    from irviz.core.schedules.allocs import hoist_root_allocs
+    from irviz.core.schedules.zero_init import zero_blocks_as_init
+
+    path = tmp_path / "zeros.py"
+    path.write_text(_source(init=False).replace(old, new, 1), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("zeros_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # TVMScript reads the source through the module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    func = hoist_root_allocs(module.Course["main"])
+    folded_func, folded = zero_blocks_as_init(func)
+    assert folded == ([("zero", "Y")] if folds else []), folded
+    if folds:
+        import tvm
+
+        lib = tvm.compile(tvm.IRModule({"main": folded_func}), target="llvm")
+        a, b = module.get_inputs()
+        out = tvm.runtime.tensor(np.zeros((64, 64), "float32"))
+        lib["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), out)
+        start = 1.0 if "float32(1)" in new else 0.0
+        np.testing.assert_allclose(out.numpy(), np.maximum(a @ b + start, 0), rtol=1e-4, atol=1e-4)

@@ -41,11 +41,12 @@ from irviz.core.schedules.depthwise import depthwise_blocks, schedule_depthwise
 from irviz.core.schedules.epilogue import inline_epilogue
 from irviz.core.schedules.matmul_tile import accumulate_locally, needs_padding, pack_weight, pad_tile
 from irviz.core.schedules.prepack import PREPROC_ATTR, prepack_weights  # noqa: F401 - the rule's pass
+from irviz.core.schedules.zero_init import zero_blocks_as_init
 from irviz.core.target import vector_lanes
 
 # Raised when a rule changes what it makes of a kernel: part of the decision cache's key, so library-
 # or-TensorIR choices and tiles measured with older rules are measured again
-RULES_VERSION = 8
+RULES_VERSION = 9
 
 NOTES_ATTR = "irviz.schedule_notes"
 DONE_ATTR = "irviz.scheduled"
@@ -177,10 +178,11 @@ def user_scheduled(func, name: str | None = None) -> str | None:
     return None
 
 
-def _per_function(rule: str, apply):
+def _per_function(rule: str, apply, prepare=None):
     """Module pass that runs `apply(sch) -> note|None` on every PrimFunc (on a copy); `apply` may
-    take the function as a second argument.  The function is tagged DONE_ATTR only when the rule
-    changed it: a note alone is not a schedule."""
+    take the function as a second argument, and `prepare(func) -> (func, note|None)` rewrites the
+    function first.  The function is tagged DONE_ATTR only when the rule changed it: a note alone
+    is not a schedule."""
 
     @tvm.ir.transform.module_pass(opt_level=0, name=rule)
     def _pass(mod, ctx):
@@ -197,15 +199,17 @@ def _per_function(rule: str, apply):
                 updates[gv] = _with_note(func, rule, f"skipped: already scheduled by its author "
                                                      f"({theirs})")
                 continue
-            work = hoist_root_allocs(func)
-            sch = s_tir.Schedule(work)
+            hoisted = hoist_root_allocs(func)
             try:
+                work, prepared = prepare(hoisted) if prepare else (hoisted, None)
+                sch = s_tir.Schedule(work)
                 note = apply(sch, func)
+                note = "; ".join(n for n in (prepared, note) if n) or None
                 new = sch.mod["main"]
             except Exception as exc:  # a rule that cannot apply leaves the function as it was
                 note, new = f"not applied: {_first_line(exc)}", func
             # a rule that changed nothing leaves the learner's allocations as they wrote them
-            transformed = not tvm_ffi.structural_equal(new, work) and new is not func
+            transformed = not tvm_ffi.structural_equal(new, hoisted) and new is not func
             new = new if transformed else func
             new = _with_note(new, rule, note)
             updates[gv] = _mark_done(new, rule) if transformed else new
@@ -563,7 +567,13 @@ def inline_elementwise():
 
 def tile_reductions(lanes: int = 0):
     n = target_lanes(lanes)
-    return _per_function("CPUTileReductions", lambda sch, func: _tile_reductions(sch, n, reduction_tile_of(func)))
+    return _per_function("CPUTileReductions", lambda sch, func: _tile_reductions(sch, n, reduction_tile_of(func)),
+                         _zeros_as_init)
+
+
+def _zeros_as_init(func):
+    func, folded = zero_blocks_as_init(func)
+    return func, "; ".join(f"{zero}: its zeros are now {red}'s T.init" for zero, red in folded) or None
 
 
 def parallel_vectorize(lanes: int = 0):
