@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from irviz.core.errors import CaptureError, RequestError
+from irviz.core.workspace.host import WorkspaceHost
 
 
 @dataclass(frozen=True)
@@ -41,43 +42,46 @@ class GraphBreakSplit:
 
 
 class GraphBreakOpening:
-    """Mixed into Workspace (uses its _import, _after_fallback, progress, log, stage)."""
+    """Opens the graphs of a model's graph breaks in the Workspace `ws` that owns it, and keeps the
+    cut while one of its graphs is open."""
 
-    graph_breaks: GraphBreakSplit | None = None
-    _pending_split: GraphBreakSplit | None = None
+    def __init__(self, ws: WorkspaceHost):
+        self.ws = ws
+        self.split: GraphBreakSplit | None = None     # the cut the open model is a graph of
+        self._pending: GraphBreakSplit | None = None  # the cut whose graph is being imported
 
     @property
     def capture_fallback(self) -> str | None:
         """The capture fallback the open model needed: "graph breaks", a fallback of
         irviz.core.frontend.capture_fallbacks, or None (torch.export captured it as asked)."""
-        if self.graph_breaks is not None:
+        if self.split is not None:
             return "graph breaks"
-        return getattr(self.captured, "fallback", None) or None
+        return getattr(self.ws.captured, "fallback", None) or None
 
     @property
     def capture_notes(self) -> list[str]:
         """What the fallback tried and assumed (the log's `note` lines)."""
-        head = [self.graph_breaks.note] if self.graph_breaks is not None else []
-        return head + list(getattr(self.captured, "notes", ()) or ())
+        head = [self.split.note] if self.split is not None else []
+        return head + list(getattr(self.ws.captured, "notes", ()) or ())
 
     @property
     def reference_name(self) -> str | None:
         """A graph's runs are compared with eager torch running that graph alone, on the inputs
-        the whole model gave it: the verdict says which graph it is for."""
-        split = self.graph_breaks
-        if split is not None and self.loaded is not None:
+        the whole model gave it: the verdict says which graph it is for (None: no graph open)."""
+        split = self.split
+        if split is not None and self.ws.loaded is not None:
             return (f"PyTorch on graph {split.chosen} of {len(split.pieces)} "
                     "(its own captured inputs)")
-        return super().reference_name
+        return None
 
-    def _open_graph_breaks(self, spec, loaded, error: CaptureError, graph: int, asked_importer,
+    def open_graph_breaks(self, spec, loaded, error: CaptureError, graph: int, asked_importer,
                            planned, keep_params, at) -> None:
         """After every whole-model capture failed with `error`: cut the model at its graph breaks
         and open graph `graph`; else one CaptureError listing everything tried."""
         from irviz.core.frontend.graph_breaks import nothing_captured, split_quietly, used_note
 
-        self.stage = "capture"
-        self.progress(f"Nothing captures {loaded.name} whole: cutting it at torch.compile's graph "
+        self.ws.stage = "capture"
+        self.ws.progress(f"Nothing captures {loaded.name} whole: cutting it at torch.compile's graph "
                       "breaks", at(0.35))
         try:
             pieces = split_quietly(loaded)
@@ -85,17 +89,17 @@ class GraphBreakOpening:
             raise nothing_captured(error, exc) from None
         split = GraphBreakSplit(spec, loaded.name, tuple(pieces), used_note(error, len(pieces)),
                                 asked_importer)
-        self.log(f"note     {split.note}")
+        self.ws.log(f"note     {split.note}")
         self._open_piece(split, graph, planned, keep_params, at)
 
     def choose_graph(self, graph: int) -> None:
         """Open graph `graph` of the open model's graph breaks, its passes the same as now
         (applied and planned), at step 0. A graph that fails to capture changes nothing."""
-        split = self.graph_breaks
+        split = self.split
         if split is None:
             raise RequestError("The open model was captured whole: it has no graph breaks to choose from",
                                "graphs are offered when nothing captures the whole model")
-        self._open_piece(split, graph, self.applied() + self.planned(), self.keep_params, lambda x: x)
+        self._open_piece(split, graph, self.ws.applied() + self.ws.planned(), self.ws.keep_params, lambda x: x)
 
     def _open_piece(self, split: GraphBreakSplit, graph, planned, keep_params, at) -> None:
         from irviz.core.frontend import capture as capture_mod
@@ -109,27 +113,27 @@ class GraphBreakOpening:
             raise RequestError(f"No graph {graph!r}: {split.name} was cut into graphs 1..{n}",
                                f"choose a graph from 1 to {n}")
         piece = split.pieces[k - 1]
-        self.stage = "capture"
-        self.progress(f"Capturing graph {k} of {n} with torch.export", at(0.45))
+        self.ws.stage = "capture"
+        self.ws.progress(f"Capturing graph {k} of {n} with torch.export", at(0.45))
         try:
             captured = capture_mod.capture(piece)
         except CaptureError as exc:
             raise CaptureError(f"graph {k} of {n} (graph breaks): {exc.message}", exc.hint,
                                detail=exc.detail) from None
-        self.log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes "
+        self.ws.log(f"capture  {captured.seconds:7.2f} s  {len(captured.graph.nodes)} FX nodes "
                  f"(graph {k} of {n})")
-        importer = self._after_fallback(captured, split.importer or "exported_program", split.importer)
-        self._pending_split = replace(split, chosen=k)
+        importer = self.ws.after_fallback(captured, split.importer or "exported_program", split.importer)
+        self._pending = replace(split, chosen=k)
         try:
-            self._import(split.spec, importer, piece, captured, planned, at(0.6), at(0.9), (),
+            self.ws.import_capture(split.spec, importer, piece, captured, planned, at(0.6), at(0.9), (),
                          keep_params)
         finally:
-            self._pending_split = None
-        self.stage_seconds["capture"] = captured.seconds
+            self._pending = None
+        self.ws.stage_seconds["capture"] = captured.seconds
 
-    def _split_of(self, loaded) -> GraphBreakSplit | None:
+    def split_of(self, loaded) -> GraphBreakSplit | None:
         """The graph-break cut `loaded` is a graph of (None: a whole model, or nothing)."""
-        for split in (self._pending_split, self.graph_breaks):
+        for split in (self._pending, self.split):
             if split is not None and loaded is not None and any(loaded is p for p in split.pieces):
                 return split
         return None

@@ -6,23 +6,40 @@ import time
 
 from irviz.core.errors import RequestError, RunError, traceback_text
 from irviz.core.user_code import exception_line
+from irviz.core.workspace.host import WorkspaceHost
 
 
 class Results:
+    """The builds, runs and measurements of the Workspace `ws` that owns it, kept while the model
+    they belong to is open (`forget` drops them)."""
+
+    def __init__(self, ws: WorkspaceHost):
+        self.ws = ws
+        self.runs: dict[int, tuple] = {}  # step index -> (Step, RunResult), for the exported report
+        self._latency_cache: dict = {}    # (module hash, target) -> measurement
+        self._latency_last = None         # ({step index: Step}, trace) of the last latency trace
+        self.last_build = None            # (Step, BuildResult): the executable of the last build
+
+    def forget(self) -> None:
+        self.runs.clear()
+        self.last_build = None
+        self._latency_cache = {}
+        self._latency_last = None
+
     # -- the target -----------------------------------------------------------------------------
 
     @property
     def target_name(self) -> str | None:
-        """The target builds are for: the one chosen by name (`self.target`); with none chosen,
+        """The target builds are for: the one chosen by name (`self.ws.target`); with none chosen,
         "cuda" (sm_80, where the GPU passes ran) for a pipeline with dlight's GPU passes, else
         None: the host."""
-        if self.target is not None:
-            return self.target
-        if self.session is not None:
+        if self.ws.target is not None:
+            return self.ws.target
+        if self.ws.session is not None:
             from irviz.core.passes import find_pass
 
             if any(getattr(find_pass(inv.name), "category", None) == "gpu"
-                   for inv in self.session.full_pipeline()):
+                   for inv in self.ws.session.full_pipeline()):
                 return "cuda"
         return None
 
@@ -69,11 +86,11 @@ class Results:
         why = self.not_run_reason()
         if why is not None:
             if prim_run.is_prim_func(st.mod, func):
-                self.stage = "build"
+                self.ws.stage = "build"
                 prim_run.build_prim(st.mod, func, tgt)
             else:
                 self.build_step(st)
-            self.stage = "run"
+            self.ws.stage = "run"
             err = RunError(f"built for {self.target_name}; no such device here, not run ({why})",
                            "build only (`irviz check --target` stops after the build), or run on a "
                            "machine that has it")
@@ -92,21 +109,21 @@ class Results:
 
         name = normalised_target(text)
         tgt = pass_target(name)  # a bad name or JSON: target_spec's RequestError
-        if self.session is None:
-            self.target = name
+        if self.ws.session is None:
+            self.ws.target = name
             return
-        old_session, old_target = self.session, self.target
-        invs = list(whole) if whole is not None else self.applied() + self.planned()
+        old_session, old_target = self.ws.session, self.ws.target
+        invs = list(whole) if whole is not None else self.ws.applied() + self.ws.planned()
         check_target(invs, tgt)
         if name == old_target and whole is None:
             return
-        session = Session(self.imported, self.captured, target=tgt)
+        session = Session(self.ws.imported, self.ws.captured, target=tgt)
         session.set_pipeline(invs)
         session.cursor = len(session.steps) - 1  # past the learner's schedule steps
         want = min(old_session.cursor, session.cursor + len(invs)) if whole is not None else None
-        self.session, self.target = session, name
+        self.ws.session, self.ws.target = session, name
         try:
-            with self._reporting_passes(len(old_session.pass_steps()) if whole is None
+            with self.ws.reporting_passes(len(old_session.pass_steps()) if whole is None
                                         else want - session.cursor):
                 if whole is None:
                     for _ in old_session.pass_steps():
@@ -116,9 +133,9 @@ class Results:
                 if want != session.cursor and session.jump(want) is None:
                     raise session.error
         except BaseException:
-            self.session, self.target = old_session, old_target
+            self.ws.session, self.ws.target = old_session, old_target
             raise
-        self._forget_results()
+        self.ws.forget_results()
 
     # -- building and running -------------------------------------------------------------------
 
@@ -130,33 +147,33 @@ class Results:
         from irviz.core.backend import prim_run
         from irviz.core.backend import run as run_mod
 
-        st = self.step_at(step)
+        st = self.ws.step_at(step)
         func = prim_run.resolve_func(st.mod, func)
-        self.stage = "run"
-        self.need_weights("a run")
+        self.ws.stage = "run"
+        self.ws.need_weights("a run")
         run_mod.check_func(st.mod, func)
-        if self.loaded is not None and func != "main":
+        if self.ws.loaded is not None and func != "main":
             raise RequestError(f"a PyTorch model is compared through main; {func} has no PyTorch "
                                "counterpart to run", "run main, or open the module as an IR file")
         device = self._run_device(st, func)
         if prim_run.is_prim_func(st.mod, func):
-            self.progress(f"Building {func} of step {st.index} ({st.pass_name})", 0.05)
-            built, result = self._build_run_prim(st.mod, func, int(repeats), dims)
+            self.ws.progress(f"Building {func} of step {st.index} ({st.pass_name})", 0.05)
+            built, result = self.build_run_prim(st.mod, func, int(repeats), dims)
             self.runs[st.index] = (st, result)
             return built, result
         # inputs first: missing sizes or bad get_inputs() are reported before a build is paid for
-        ir_inputs = self._ir_inputs(st.mod, func, dims) if self.loaded is None else None
+        ir_inputs = self.ir_inputs(st.mod, func, dims) if self.ws.loaded is None else None
         built = self.build_step(st)
-        self.stage = "run"
+        self.ws.stage = "run"
         t = time.perf_counter()
-        if self.loaded is None:
-            result = self._run_ir(built, ir_inputs, func, int(repeats), dims, device)
+        if self.ws.loaded is None:
+            result = self.run_ir(built, ir_inputs, func, int(repeats), dims, device)
         else:
-            self.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
-            program = self.captured.exported if self.captured is not None else None
-            result = run_mod.run_built(built, self.loaded, repeats=int(repeats), inputs=inputs,
+            self.ws.progress(f"Running and comparing with PyTorch (built in {built.seconds:.1f} s)", 0.6)
+            program = self.ws.captured.exported if self.ws.captured is not None else None
+            result = run_mod.run_built(built, self.ws.loaded, repeats=int(repeats), inputs=inputs,
                                        params=self.kept_params, program=program, device=device)
-        self.stage_seconds["run"] = time.perf_counter() - t
+        self.ws.stage_seconds["run"] = time.perf_counter() - t
         if inputs is None:
             self.runs[st.index] = (st, result)
         return built, result
@@ -166,45 +183,45 @@ class Results:
         can do. The last build is reused for the same step."""
         from irviz.core.backend import build as build_mod
 
-        st = step if hasattr(step, "mod") else self.step_at(step)
-        self.stage = "build"
-        if self._last_build is not None and self._last_build[0] is st:
-            return self._last_build[1]   # other inputs for the same step: no second build
-        self.progress(f"Building step {st.index} ({st.pass_name})", 0.05)
+        st = step if hasattr(step, "mod") else self.ws.step_at(step)
+        self.ws.stage = "build"
+        if self.last_build is not None and self.last_build[0] is st:
+            return self.last_build[1]   # other inputs for the same step: no second build
+        self.ws.progress(f"Building step {st.index} ({st.pass_name})", 0.05)
         built = build_mod.build(st.mod, self.build_target())
-        self.stage_seconds["build"] = built.seconds
-        self.log(f"build    {built.seconds:7.2f} s  ({built.target})")
-        self._last_build = (st, built)
+        self.ws.stage_seconds["build"] = built.seconds
+        self.ws.log(f"build    {built.seconds:7.2f} s  ({built.target})")
+        self.last_build = (st, built)
         return built
 
-    def _build_run_prim(self, mod, func: str, repeats: int, dims=None):
+    def build_run_prim(self, mod, func: str, repeats: int, dims=None):
         """PrimFunc `func` of `mod` built alone and called on get_inputs() (or random inputs) and
         zeroed outputs; compared with reference(*inputs), if the file has one (see
         backend/prim_run.py). Returns (BuildResult, RunResult)."""
         from irviz.core.backend import prim_run
         from irviz.core.frontend.ir_file import raw_inputs
 
-        pa = prim_run.prim_args(mod, func, raw_inputs(self.ir_file), self.dims if dims is None else dims)
-        self.stage = "build"
+        pa = prim_run.prim_args(mod, func, raw_inputs(self.ws.ir_file), self.ws.dims if dims is None else dims)
+        self.ws.stage = "build"
         built = prim_run.build_prim(mod, func, self.build_target())
-        self.stage_seconds["build"] = built.seconds
-        self.log(f"build    {built.seconds:7.2f} s  ({built.target}, {func} alone)")
-        self.stage = "run"
+        self.ws.stage_seconds["build"] = built.seconds
+        self.ws.log(f"build    {built.seconds:7.2f} s  ({built.target}, {func} alone)")
+        self.ws.stage = "run"
         t = time.perf_counter()
         reference = self._reference(pa.inputs)
         what = "and comparing with reference()" if reference is not None else "(nothing to compare with)"
-        self.progress(f"Running {func} {what}", 0.6)
+        self.ws.progress(f"Running {func} {what}", 0.6)
         result = prim_run.run_prim(built, pa, reference=reference, repeats=repeats)
-        self.stage_seconds["run"] = time.perf_counter() - t
+        self.ws.stage_seconds["run"] = time.perf_counter() - t
         return built, result
 
     def _reference(self, inputs):
         """The IR file's reference(*inputs), or None without one."""
-        if self.ir_file is None or self.ir_file.reference is None:
+        if self.ws.ir_file is None or self.ws.ir_file.reference is None:
             return None
-        self.progress("Running reference()", 0.5)
+        self.ws.progress("Running reference()", 0.5)
         try:
-            return self.ir_file.reference(*inputs)
+            return self.ws.ir_file.reference(*inputs)
         except Exception as exc:
             raise RunError(f"reference() raised {exception_line(exc)}",
                            "run the file in plain Python to see the full error",
@@ -215,32 +232,32 @@ class Results:
         see backend/intermediates.py. A late step reuses the last build of that step."""
         from irviz.core.backend.intermediates import compare_intermediates
 
-        st = self.step_at(step)
-        self.need_weights("comparing intermediates")
-        built = self._last_build[1] if self._last_build is not None and self._last_build[0] is st else None
-        self.stage = "run"
-        return compare_intermediates(st, self.captured, params=self.kept_params, built=built,
-                                     rtol=rtol, atol=atol, progress=self.progress)
+        st = self.ws.step_at(step)
+        self.ws.need_weights("comparing intermediates")
+        built = self.last_build[1] if self.last_build is not None and self.last_build[0] is st else None
+        self.ws.stage = "run"
+        return compare_intermediates(st, self.ws.captured, params=self.kept_params, built=built,
+                                     rtol=rtol, atol=atol, progress=self.ws.progress)
 
-    def _ir_inputs(self, mod, func: str, dims=None) -> list:
+    def ir_inputs(self, mod, func: str, dims=None) -> list:
         from irviz.core.frontend.ir_file import inputs_for
 
-        return inputs_for(self.ir_file, mod, func=func, dims=self.dims if dims is None else dims,
+        return inputs_for(self.ws.ir_file, mod, func=func, dims=self.ws.dims if dims is None else dims,
                           params=self.kept_params)
 
-    def _ir_reference_inputs(self, mod, func: str, dims=None) -> list:
+    def ir_reference_inputs(self, mod, func: str, dims=None) -> list:
         """What reference() takes: every parameter of `func` as the IR file defines it (as `mod`,
         a step, has it when a pass made the function)."""
         from irviz.core.frontend.ir_file import defining_module
 
-        return self._ir_inputs(defining_module(self.ir_file, mod, func), func, dims)
+        return self.ir_inputs(defining_module(self.ws.ir_file, mod, func), func, dims)
 
-    def _ir_named_inputs(self, mod, func: str, dims=None) -> dict | None:
+    def ir_named_inputs(self, mod, func: str, dims=None) -> dict | None:
         """{parameter name: value} of the IR file's `func` (see ir_file.named_inputs); None when
         its parameter names repeat, and the values can only go by position."""
         from irviz.core.frontend.ir_file import named_inputs
 
-        return named_inputs(self.ir_file, mod, func=func, dims=self.dims if dims is None else dims,
+        return named_inputs(self.ws.ir_file, mod, func=func, dims=self.ws.dims if dims is None else dims,
                             params=self.kept_params)
 
     def run_sizes(self, step=None, func: str = "main") -> dict:
@@ -250,25 +267,25 @@ class Results:
         from irviz.core.backend import run as run_mod
         from irviz.core.backend.prim_run import resolve_func
 
-        st = self.step_at(step)
+        st = self.ws.step_at(step)
         func = resolve_func(st.mod, func)
         run_mod.check_func(st.mod, func)
-        inputs = ("model" if self.loaded is not None else
-                  "get_inputs" if self.ir_file is not None and self.ir_file.get_inputs is not None else
+        inputs = ("model" if self.ws.loaded is not None else
+                  "get_inputs" if self.ws.ir_file is not None and self.ws.ir_file.get_inputs is not None else
                   "random")
         return {"func": func, "sizes": run_mod.symbolic_sizes(st.mod, func), "inputs": inputs,
-                "dims": dict(self.dims)}
+                "dims": dict(self.ws.dims)}
 
-    def _run_ir(self, built, inputs, func: str, repeats: int, dims=None, device=None):
+    def run_ir(self, built, inputs, func: str, repeats: int, dims=None, device=None):
         """An IR file or step file: its get_inputs() or made-up inputs; its reference(), if any,
         on every parameter of the file's own function (what a step has bound included)."""
         from irviz.core.backend import run as run_mod
 
         reference = None
-        if self.ir_file is not None and self.ir_file.reference is not None:
-            reference = self._reference(self._ir_reference_inputs(built.mod, func, dims))
+        if self.ws.ir_file is not None and self.ws.ir_file.reference is not None:
+            reference = self._reference(self.ir_reference_inputs(built.mod, func, dims))
         what = "and comparing with reference()" if reference is not None else "(nothing to compare with)"
-        self.progress(f"Running {func} {what}", 0.6)
+        self.ws.progress(f"Running {func} {what}", 0.6)
         return run_mod.run_module(built, inputs, reference=reference, func=func, repeats=repeats,
                                   device=device)
 
@@ -276,38 +293,34 @@ class Results:
     def kept_params(self) -> dict | None:
         """The weights a --keep-params import left as main's parameters: a step that has not bound
         them yet runs with them appended to the model's inputs."""
-        return getattr(self.imported, "params", None) if self.imported is not None else None
+        return getattr(self.ws.imported, "params", None) if self.ws.imported is not None else None
 
     @property
     def params_file(self) -> str | None:
-        return getattr(self.imported, "params_file", None) if self.imported is not None else None
+        return getattr(self.ws.imported, "params_file", None) if self.ws.imported is not None else None
 
     @property
     def reference_name(self) -> str | None:
         """What a run is compared with: "PyTorch", an IR file's "reference()", or None."""
-        if self.loaded is not None:
+        if self.ws.loaded is not None:
             return "PyTorch"
-        if self.ir_file is not None and self.ir_file.reference is not None:
+        if self.ws.ir_file is not None and self.ws.ir_file.reference is not None:
             return "reference()"
         return None
-
-    @property
-    def has_reference(self) -> bool:
-        return self.reference_name is not None
 
     def latency_trace(self, steps=None, repeats: int = 10) -> list[dict]:
         """Build and time every recorded step (or `steps`). A module measured before (same
         structural hash) since this model was opened is not built again."""
         from irviz.core.backend.latency import latency_trace
 
-        s = self.need_session()
+        s = self.ws.need_session()
         if steps is not None:
             for i in steps:
-                self.step_at(i)
-        self.stage = "build"
-        self.need_weights("a latency trace (it runs every step)")
-        trace = latency_trace(s, self.loaded, steps=steps, repeats=int(repeats),
-                              progress=self.progress, cache=self._latency_cache, params=self.kept_params,
+                self.ws.step_at(i)
+        self.ws.stage = "build"
+        self.ws.need_weights("a latency trace (it runs every step)")
+        trace = latency_trace(s, self.ws.loaded, steps=steps, repeats=int(repeats),
+                              progress=self.ws.progress, cache=self._latency_cache, params=self.kept_params,
                               target=self.runnable_target("a latency trace"))
         self._latency_last = ({e["step"]: s.steps[e["step"]] for e in trace}, trace)
         return trace
@@ -317,23 +330,23 @@ class Results:
         (--dim), then the example inputs' sizes (an IR file's: what its get_inputs() gives)."""
         from irviz.core.frontend.inputs import example_dims
 
-        if self.loaded is not None:
-            shapes = [tuple(t.shape) for t in self.loaded.example_inputs]
+        if self.ws.loaded is not None:
+            shapes = [tuple(t.shape) for t in self.ws.loaded.example_inputs]
         else:
             shapes = self._ir_input_shapes(mod, func)
-        return example_dims(mod, shapes, self.dims, func)
+        return example_dims(mod, shapes, self.ws.dims, func)
 
     def _ir_input_shapes(self, mod, func: str) -> list[tuple] | None:
         """The shapes of the values an IR file's get_inputs() (and get_params()) give `func`'s
         parameters, in order up to the first it does not give; None without get_inputs()."""
-        ir = self.ir_file
+        ir = self.ws.ir_file
         if ir is None or ir.get_inputs is None:
             return None
         from irviz.core.frontend.ir_file import named_inputs
         from irviz.core.tvm_compat import var_name
 
         try:
-            named = named_inputs(ir, mod, func, params=getattr(self.imported, "params", None))
+            named = named_inputs(ir, mod, func, params=getattr(self.ws.imported, "params", None))
         except Exception:  # the sizes are a convenience; a run reports what is wrong with the inputs
             return None
         shapes = []
@@ -348,9 +361,9 @@ class Results:
         step it had not (what a pass further on fixed is still open to change there)."""
         from irviz.core.backend.build import default_build_progress
 
-        if default_build_progress(st.mod) <= passes or self.session is None:
+        if default_build_progress(st.mod) <= passes or self.ws.session is None:
             return st
-        return next((s for s in reversed(self.session.steps[:st.index])
+        return next((s for s in reversed(self.ws.session.steps[:st.index])
                      if default_build_progress(s.mod) <= passes), st)
 
     def estimate(self, step=None, func: str = "main", fresh: bool = False) -> dict:
@@ -365,20 +378,20 @@ class Results:
         if why is not None:  # kernels are timed here: a figure for this CPU would pass for the target's
             raise RunError(f"no estimate for {self.target_name}: its kernels are timed on this machine, "
                            f"and it is not here ({why})", hint="estimate for a target this machine runs, e.g. host")
-        st = self.step_at(step)
-        self.stage = "build"
+        st = self.ws.step_at(step)
+        self.ws.stage = "build"
         src = self.step_before(st, REWRITE_INDEX)
         dims, source = self.example_dims(src.mod, func)
-        self.progress(f"Estimating step {st.index}: lowering to its kernels", 0.02)
+        self.ws.progress(f"Estimating step {st.index}: lowering to its kernels", 0.02)
         t = time.perf_counter()
         # opened without weights: with them, a pipeline that folds constants computes what depends
         # on the weights alone (their transposes, re-layouts) at compile time
-        fold = self.structure_only and any(s.pass_name in FOLDS for s in self.session.steps[:src.index + 1])
+        fold = self.ws.structure_only and any(s.pass_name in FOLDS for s in self.ws.session.steps[:src.index + 1])
         est = estimate_latency(src.mod, dims, func=func, dims_source=source, fresh=fresh, fold_weights=fold,
-                               progress=lambda text, f: self.progress(text, 0.05 + 0.95 * f))
-        self.stage_seconds["estimate"] = time.perf_counter() - t
+                               progress=lambda text, f: self.ws.progress(text, 0.05 + 0.95 * f))
+        self.ws.stage_seconds["estimate"] = time.perf_counter() - t
         est.update(step=st.index, from_step=src.index, from_pass=src.pass_name,
-                   structure_only=self.structure_only)
+                   structure_only=self.ws.structure_only)
         return est
 
     def memory(self, step=None, func: str = "main") -> dict:
@@ -389,8 +402,8 @@ class Results:
         from irviz.core.backend import memory as memory_mod
         from irviz.core.frontend.inputs import symbolic_sizes
 
-        st = self.step_at(step)
-        self.stage = "build"
+        st = self.ws.step_at(step)
+        self.ws.stage = "build"
         src = st
         if symbolic_sizes(st.mod, func):
             src = self.step_before(st, memory_mod.DEFAULT_BUILD_PASSES.index("StaticPlanBlockMemory"))
@@ -407,7 +420,7 @@ class Results:
 
     def current_latency(self):
         """The last latency trace, while its steps are still the session's steps."""
-        s = self.session
+        s = self.ws.session
         if self._latency_last is None or s is None:
             return None
         steps, trace = self._latency_last
@@ -417,7 +430,7 @@ class Results:
 
     def current_runs(self) -> dict:
         """{step index: RunResult} of the builds whose steps are still the session's steps."""
-        s = self.session
+        s = self.ws.session
         if s is None:
             return {}
         return {i: r for i, (st, r) in self.runs.items() if i < len(s.steps) and s.steps[i] is st}
@@ -429,8 +442,8 @@ class Results:
         the latency trace measured so far. Returns the path written."""
         from irviz.core.export.trace import export_trace
 
-        s = self.need_session()
-        self.stage = "export"
-        self.progress(f"Exporting to {out_dir}", 0.1)
+        s = self.ws.need_session()
+        self.ws.stage = "export"
+        self.ws.progress(f"Exporting to {out_dir}", 0.1)
         return export_trace(s, out_dir, steps=steps, run_results=self.current_runs() or None,
                             latency=self.current_latency())
