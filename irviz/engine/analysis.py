@@ -10,25 +10,28 @@ from irviz.core.export import repro
 from irviz.core import compare as compare_mod
 from irviz.engine.session import pipeline_text
 from irviz.protocol import BadRequest, error_dict
-from irviz.engine.parts import EngineParts
+from irviz.engine.parts import EngineContext
 
 # irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
 
 
-class AnalysisCommands(EngineParts):
-    """Mixed into irviz.engine.dispatch.Engine (uses its ws, session, progress and comparison)."""
+class AnalysisCommands:
+    """The commands that compare pipelines, bisect a wrong build, write repro folders and query."""
+
+    def __init__(self, ctx: EngineContext):
+        self.ctx = ctx
 
     def compare(self, pipeline_b, pipeline_a=None, measure=True, repeats=5) -> dict:
         """Run two pipelines on the open model's import (A: by default the session's own pipeline)
         and align their steps; `measure` builds and runs the last step of each."""
-        self.ws.need_session()
+        self.ctx.ws.need_session()
         if pipeline_a is None:
-            pipeline_a = pipeline_text(self.session)
-        cmp = compare_mod.compare_pipelines(self.ws, [pipeline_a, pipeline_b], progress=self.progress)
-        self.comparison = cmp
+            pipeline_a = pipeline_text(self.ctx.ws.session)
+        cmp = compare_mod.compare_pipelines(self.ctx.ws, [pipeline_a, pipeline_b], progress=self.ctx.progress)
+        self.ctx.comparison = cmp
         if measure:
-            compare_mod.measure(self.ws, cmp, repeats=int(repeats), progress=self.progress)
-        self.progress("Compared", 1.0)
+            compare_mod.measure(self.ctx.ws, cmp, repeats=int(repeats), progress=self.ctx.progress)
+        self.ctx.progress("Compared", 1.0)
         return compare_mod.comparison_dict(cmp)
 
     def compare_diff(self, a, b, mode="pair") -> dict:
@@ -46,27 +49,27 @@ class AnalysisCommands(EngineParts):
         return compare_mod.pair_graphs(self._open_comparison(), int(a), int(b), str(func))
 
     def _open_comparison(self):
-        cmp = self.comparison
-        if cmp is None or self.ws.imported is None or not cmp.steps[0][0].mod.same_as(self.ws.imported.mod):
+        cmp = self.ctx.comparison
+        if cmp is None or self.ctx.ws.imported is None or not cmp.steps[0][0].mod.same_as(self.ctx.ws.imported.mod):
             raise BadRequest("No comparison of the open model", "run Compare with pipeline… again")
         return cmp
 
     def bisect(self, atol=None, rtol=None) -> dict:
         """Apply the planned passes, then find the first step whose build mismatches the reference
         or fails to build or run (core.backend.bisect); one progress message per step checked."""
-        s = self.ws.need_session()
+        s = self.ctx.ws.need_session()
         if s.pipeline:
             try:
-                self.ws.run_to_end()
+                self.ctx.ws.run_to_end()
             except Exception:  # a pass that fails is the bisect's "pass" verdict
                 pass
-        ref = reference_for(self.ws)
-        result = bisect(s, ref, atol=atol, rtol=rtol, progress=self.progress,
-                        target=self.ws.runnable_target("Find first bad pass")).as_dict()
+        ref = reference_for(self.ctx.ws)
+        result = bisect(s, ref, atol=atol, rtol=rtol, progress=self.ctx.progress,
+                        target=self.ctx.ws.runnable_target("Find first bad pass")).as_dict()
         result["diverging"] = self._diverging(result.get("first_bad"), atol, rtol)
         # a repro folder written later of a checked step says what the bisect found there
-        self.last_bisect = (self._passes_of(s), {c["index"]: c for c in result["steps_checked"]})
-        self.progress("Bisect: done", 1.0)
+        self.ctx.last_bisect = (self._passes_of(s), {c["index"]: c for c in result["steps_checked"]})
+        self.ctx.progress("Bisect: done", 1.0)
         return result
 
     @staticmethod
@@ -75,10 +78,10 @@ class AnalysisCommands(EngineParts):
 
     def _bisect_verdict(self, index: int):
         """The last bisect's check of step `index`, while the steps up to it are the same."""
-        last: tuple[list, dict[int, dict]] = getattr(self, "last_bisect", None) or ([], {})
+        last = self.ctx.last_bisect or ([], {})
         passes, checks = last
         check = checks.get(index)
-        s = self.ws.need_session()
+        s = self.ctx.ws.need_session()
         if check is None or passes[:index] != self._passes_of(s, index):
             return None
         return SimpleNamespace(stage=check.get("stage") or "none (outputs matched)",
@@ -86,11 +89,11 @@ class AnalysisCommands(EngineParts):
 
     def _diverging(self, fb, atol, rtol):
         """The bad step's diverging bindings, for its diff (only wrong numbers have any)."""
-        if not fb or fb.get("stage") != "compare" or self.ws.captured is None:
+        if not fb or fb.get("stage") != "compare" or self.ctx.ws.captured is None:
             return None
-        self.progress(f"Bisect: comparing intermediates at step {fb['index']}", 0.97)
+        self.ctx.progress(f"Bisect: comparing intermediates at step {fb['index']}", 0.97)
         try:
-            return diverging_at(self.ws, fb["index"], atol=atol, rtol=rtol)
+            return diverging_at(self.ctx.ws, fb["index"], atol=atol, rtol=rtol)
         except Exception as exc:  # the verdict stands without the marks
             return {"error": (error_dict(exc, "intermediates")["message"] or "failed").splitlines()[0]}
 
@@ -99,13 +102,13 @@ class AnalysisCommands(EngineParts):
         """The repro folder of a step's pass (`step`, None: the cursor), or, after a crash (stage
         "pass" with `pass_name`, or "build"), of what killed the engine (core.export.repro)."""
         if stage == "pass" and pass_name:
-            path = repro.repro_for_crash(self.ws, out_dir, pass_name, params, stage="pass",
+            path = repro.repro_for_crash(self.ctx.ws, out_dir, pass_name, params, stage="pass",
                                          reason=reason)
         elif stage == "build":
-            path = repro.repro_for_crash(self.ws, out_dir, stage="build", step=step, reason=reason)
+            path = repro.repro_for_crash(self.ctx.ws, out_dir, stage="build", step=step, reason=reason)
         else:
-            index = self.ws.step_at(step).index
-            path = repro.repro_for_step(self.ws, out_dir, index, verdict=self._bisect_verdict(index),
+            index = self.ctx.ws.step_at(step).index
+            path = repro.repro_for_step(self.ctx.ws, out_dir, index, verdict=self._bisect_verdict(index),
                                         atol=atol, rtol=rtol)
         return {"path": os.fspath(path), "files": sorted(p.name for p in path.iterdir())}
 
@@ -113,4 +116,4 @@ class AnalysisCommands(EngineParts):
         """The pattern's matches at every recorded step (irviz.core.views.query)."""
         from irviz.core.views.query import query_steps
 
-        return query_steps(self.ws.need_session().steps, pattern)
+        return query_steps(self.ctx.ws.need_session().steps, pattern)

@@ -8,13 +8,16 @@ from irviz.core.backend.timing import describe
 from irviz.core.frontend.ir_file import parse_dims
 from irviz.core.views.latency_chart import torch_ms_of
 from irviz.protocol import BadRequest, BuildRunResult
-from irviz.engine.parts import EngineParts
+from irviz.engine.parts import EngineContext
 
 # irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
 
 
-class BuildCommands(EngineParts):
-    """Mixed into irviz.engine.dispatch.Engine (uses its ws and progress)."""
+class BuildCommands:
+    """The commands that build, run, time and export steps."""
+
+    def __init__(self, ctx: EngineContext):
+        self.ctx = ctx
 
     def build_run(self, step=None, repeats=10, func="main", dims=None) -> BuildRunResult:
         """`func`: the Relax function to run; `dims`: {size: int} for made-up inputs (from the
@@ -22,8 +25,8 @@ class BuildCommands(EngineParts):
         if dims is not None:
             if not isinstance(dims, dict):
                 raise BadRequest("`dims` must be an object {name: int}")
-            self.ws.dims = {**self.ws.dims, **parse_dims(",".join(f"{k}={v}" for k, v in dims.items()))}
-        built, res = self.ws.build_run(self.ws.step_at(step).index, repeats=int(repeats), func=func)
+            self.ctx.ws.dims = {**self.ctx.ws.dims, **parse_dims(",".join(f"{k}={v}" for k, v in dims.items()))}
+        built, res = self.ctx.ws.build_run(self.ctx.ws.step_at(step).index, repeats=int(repeats), func=func)
         from irviz.core.views.decisions import kernel_decisions
 
         decided = kernel_decisions(built.mod, res.kernels)
@@ -34,8 +37,8 @@ class BuildCommands(EngineParts):
             "max_rel_error": res.max_rel_error,
             "allclose": None if res.allclose is None else bool(res.allclose),
             "verdict": res.verdict, "not_comparable": res.not_comparable,
-            "reference": self.ws.has_reference,
-            "reference_name": self.ws.reference_name,
+            "reference": self.ctx.ws.has_reference,
+            "reference_name": self.ctx.ws.reference_name,
             "tvm_ms": res.tvm_ms, "torch_ms": res.torch_ms, "threads": res.threads,
             "torch_threads": res.torch_threads,
             "build_seconds": built.seconds, "target": str(built.target),
@@ -55,7 +58,7 @@ class BuildCommands(EngineParts):
         from irviz.core.backend.roofline import roofline_for
 
         if res.kernels and not machine_peak.compute_peak.cache_info().currsize:
-            self.progress("Measuring this CPU's peak FLOP/s and memory bandwidth (once per engine)", 0.95)
+            self.ctx.progress("Measuring this CPU's peak FLOP/s and memory bandwidth (once per engine)", 0.95)
         return roofline_for(built, res)
 
     def intermediates(self, step=None, rtol=None, atol=None) -> dict:
@@ -67,40 +70,40 @@ class BuildCommands(EngineParts):
                     tol[name] = float(v)
                 except (TypeError, ValueError):
                     raise BadRequest(f"`{name}` must be a number, got {v!r}") from None
-        return self.ws.compare_intermediates(self.ws.step_at(step).index, **tol).as_dict()
+        return self.ctx.ws.compare_intermediates(self.ctx.ws.step_at(step).index, **tol).as_dict()
 
     def run_sizes(self, step=None, func="main") -> dict:
         """What a run of `func` needs before it can start: its symbolic sizes and where its inputs
         come from (Workspace.run_sizes)."""
-        return self.ws.run_sizes(self.ws.step_at(step).index, func=func)
+        return self.ctx.ws.run_sizes(self.ctx.ws.step_at(step).index, func=func)
 
     def memory(self, step=None, func: str = "main") -> dict:
         """Storage tokens, tensors and lifetimes of a step (planned on a copy if it is not yet); with
         a symbolic size, its figures at a few values of it (Workspace.memory)."""
-        st = self.ws.step_at(step)
-        self.progress(f"Planning memory of step {st.index}", 0.2)
-        return self.ws.memory(st.index, func)
+        st = self.ctx.ws.step_at(step)
+        self.ctx.progress(f"Planning memory of step {st.index}", 0.2)
+        return self.ctx.ws.memory(st.index, func)
 
     def estimate(self, step=None, func: str = "main") -> dict:
         """The step's latency estimated without running it (Workspace.estimate), one progress
         message per kernel timed."""
-        est = self.ws.estimate(self.ws.step_at(step).index, func=func)
+        est = self.ctx.ws.estimate(self.ctx.ws.step_at(step).index, func=func)
         return dict(est, cpu=cpu_info().as_dict())
 
     def latency_trace(self, steps="all", repeats=10) -> dict:
         """Build and time every recorded step (or `steps`); one progress message per step."""
         sel = None if steps in (None, "all") else [int(i) for i in steps]
-        trace = self.ws.latency_trace(sel, repeats=int(repeats))
+        trace = self.ctx.ws.latency_trace(sel, repeats=int(repeats))
         return {"trace": trace, "torch_ms": torch_ms_of(trace),
                 "threads": next((e.get("threads") for e in trace if e.get("threads")), None),
-                "reference": self.ws.loaded is not None, "planned": len(self.ws.planned())}
+                "reference": self.ctx.ws.loaded is not None, "planned": len(self.ctx.ws.planned())}
 
     def kernel_code(self, step=None, target=None, kernel=None) -> dict:
         """What each kernel of a step becomes on `target` (irviz.core.backend.kernel_code)."""
         from irviz.core.backend.kernel_code import kernel_code
 
-        st = self.ws.step_at(step)
-        self.progress(f"Compiling the kernels of step {st.index} for {target or 'host'}", 0.2)
+        st = self.ctx.ws.step_at(step)
+        self.ctx.progress(f"Compiling the kernels of step {st.index} for {target or 'host'}", 0.2)
         code = kernel_code(st.mod, target, only=kernel)  # a kernel alone is quicker than the step
         out = dict(code.as_dict(), step=st.index, formats=code.formats(), kernel=kernel, code=None,
                    lexers={f: code.lexer(f) for f in code.formats()})
@@ -110,7 +113,7 @@ class BuildCommands(EngineParts):
 
     def export(self, out_dir, steps="all") -> dict:
         sel = None if steps in (None, "all") else [int(i) for i in steps]
-        path = os.fspath(self.ws.export(out_dir, steps=sel))
+        path = os.fspath(self.ctx.ws.export(out_dir, steps=sel))
         root = path if os.path.isdir(path) else os.path.dirname(path)
         files = sorted(os.path.relpath(os.path.join(d, f), root)
                        for d, _, fs in os.walk(root) for f in fs)

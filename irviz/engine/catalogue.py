@@ -8,21 +8,22 @@ from irviz import protocol
 from irviz.core.frontend.samples import list_samples
 from irviz.core.workspace import Workspace
 from irviz.protocol import clean
-from irviz.engine.parts import EngineParts
+from irviz.engine.parts import EngineContext
 
 # irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
 
 
-class CatalogueCommands(EngineParts):
-    """Mixed into irviz.engine.dispatch.Engine."""
+class CatalogueCommands:
+    """The commands that say what there is, and housekeeping."""
+
+    def __init__(self, ctx: EngineContext):
+        self.ctx = ctx
 
     def list_samples(self) -> list[dict]:
         return [{"name": n, "description": d} for n, d in list_samples()]
 
     def list_passes(self) -> list[dict]:
-        from irviz.core.passes import list_passes
-
-        return [pass_dict(p) for p in list_passes()]
+        return list_passes()
 
     def list_pipelines(self) -> list[dict]:
         from irviz.core.passes import PIPELINES, get_pipeline
@@ -49,6 +50,13 @@ class CatalogueCommands(EngineParts):
 
     def ping(self) -> dict:
         return {"pid": os.getpid(), "time": time.time()}
+
+
+def list_passes() -> list[dict]:
+    """Every pass there is, built-in and the user's (see `pass_dict`)."""
+    from irviz.core.passes import list_passes as passes
+
+    return [pass_dict(p) for p in passes()]
 
 
 def pass_dict(spec) -> dict:

@@ -1,10 +1,12 @@
 """Engine: one Workspace, and the protocol's commands bound to their handlers.
 
-The binding rule: protocol command NAME with `on="engine"` is answered by the Engine method NAME
-(defined in one of the subject mixins), `on="views"` by StepViews.NAME, `on="testing"` by
+The binding rule: protocol command NAME with `on="engine"` is answered by the method NAME of the
+one handler object that has it (SessionCommands, BuildCommands, AnalysisCommands,
+CatalogueCommands, CodeDiffCommands: each given the EngineContext it shares with the others, none
+mixed into the Engine), `on="views"` by StepViews.NAME, `on="testing"` by
 irviz.engine.testing.NAME (only in an engine started with IRVIZ_TEST_COMMANDS=1), and
 `on="loop"` by the request loop itself. No other list of command names exists; a command without
-its handler stops the engine at start-up.
+its handler, or with two, stops the engine at start-up.
 """
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from irviz.engine.analysis import AnalysisCommands
 from irviz.engine.build import BuildCommands
 from irviz.engine.catalogue import CatalogueCommands
 from irviz.engine.code_diff import CodeDiffCommands
+from irviz.engine.parts import EngineContext
 from irviz.engine.session import SessionCommands
-from irviz.protocol import BadRequest, Command, Reply, clean, error_dict
+from irviz.protocol import BadRequest, Command, Reply, State, clean, error_dict
 
 
 def command_table(test_commands: bool) -> dict[str, Command]:
@@ -31,7 +34,7 @@ def test_commands_enabled() -> bool:
     return os.environ.get(protocol.TEST_COMMANDS_ENV) == "1"
 
 
-class Engine(SessionCommands, BuildCommands, AnalysisCommands, CatalogueCommands, CodeDiffCommands):
+class Engine:
     """Answers one request at a time."""
 
     def __init__(self, channel, test_commands: bool | None = None):
@@ -39,21 +42,37 @@ class Engine(SessionCommands, BuildCommands, AnalysisCommands, CatalogueCommands
         self.ws = Workspace(progress=self.progress)
         self._req_id = None
         self.views = StepViews(self.ws, self.progress)
-        self.comparison = None  # the last `compare`: its two step lists, for compare_diff
+        self.ctx = EngineContext(self.ws, self.views, self.progress)
+        self.session_commands = SessionCommands(self.ctx)
+        self.handlers = (self.session_commands, BuildCommands(self.ctx), AnalysisCommands(self.ctx),
+                         CatalogueCommands(self.ctx), CodeDiffCommands(self.ctx))
         self.table = command_table(test_commands_enabled() if test_commands is None else test_commands)
         self.commands = self._bind(self.table)
 
     def _bind(self, table: dict[str, Command]) -> dict:
-        owners = {"engine": self, "views": self.views, "testing": testing}
         handlers = {}
         for name, command in table.items():
             if command.on == "loop":
                 continue
-            fn = getattr(owners[command.on], name, None)
-            if not callable(fn):
-                raise TypeError(f"protocol command `{name}` has no handler {command.on}.{name}")
-            handlers[name] = fn
+            owners = {"engine": self.handlers, "views": (self.views,), "testing": (testing,)}[command.on]
+            found = [fn for fn in (getattr(o, name, None) for o in owners) if callable(fn)]
+            if len(found) != 1:
+                what = "no handler" if not found else f"{len(found)} handlers"
+                raise TypeError(f"protocol command `{name}` has {what} on {command.on}")
+            handlers[name] = found[0]
         return handlers
+
+    @property
+    def comparison(self):
+        """The last `compare`: its two step lists, for compare_diff."""
+        return self.ctx.comparison
+
+    @comparison.setter
+    def comparison(self, value) -> None:
+        self.ctx.comparison = value
+
+    def state(self) -> State:
+        return self.session_commands.state()
 
     @property
     def session(self):

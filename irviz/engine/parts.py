@@ -1,31 +1,25 @@
-"""What the subject mixins (session, build, analysis, catalogue, code_diff) use of the Engine
-they are mixed into, declared once so the type checker knows it; irviz.engine.dispatch.Engine
-sets each of them."""
+"""What the engine's command handlers (session, build, analysis, catalogue, code_diff) share, in
+one object each of them is given: irviz.engine.dispatch.Engine makes it and binds the handlers'
+methods to the protocol's commands."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from irviz.core.compare import Comparison
     from irviz.core.workspace import Workspace
-    from irviz.protocol import State
     from irviz.step_views import StepViews
 
 
-class EngineParts:
+@dataclass
+class EngineContext:
     ws: Workspace
     views: StepViews
+    # progress(text, fraction=None, pass_name=None): a progress message for the request answered now
+    progress: Callable[..., None]
     # the last `compare`: its two step lists, for compare_diff
-    comparison: Comparison | None
+    comparison: Comparison | None = None
     # the last bisect: (its passes, {step index: that step's check})
-    last_bisect: tuple[list, dict[int, dict]]
-
-    if TYPE_CHECKING:  # defined by Engine and by the mixins; at run time the binding finds those
-        @property
-        def session(self) -> Any: ...
-
-        def progress(self, text: str, fraction: float | None = None, pass_name: str | None = None) -> None: ...
-
-        def state(self) -> State: ...
-
-        def list_passes(self) -> list[dict]: ...
+    last_bisect: tuple[list, dict[int, dict]] | None = None

@@ -3,17 +3,21 @@ from __future__ import annotations
 
 from irviz import protocol
 from irviz.protocol import BadRequest, State, error_dict, import_error_fields
-from irviz.engine.parts import EngineParts
+from irviz.engine.catalogue import list_passes
+from irviz.engine.parts import EngineContext
 
 # Imports of irviz.core modules that load torch or TVM stay inside the handlers: the engine says
 # `ready` at once and imports them on a prewarm thread while the GUI is still drawing.
 
 
-class SessionCommands(EngineParts):
-    """Mixed into irviz.engine.dispatch.Engine (uses its ws, views and progress)."""
+class SessionCommands:
+    """The commands on the session (open, step, jump, replay, ...), each answering with the state."""
+
+    def __init__(self, ctx: EngineContext):
+        self.ctx = ctx
 
     def state(self) -> State:
-        ws, s = self.ws, self.ws.session
+        ws, s = self.ctx.ws, self.ctx.ws.session
         planned = [protocol.invocation(i.name, i.params) for i in ws.planned()]
         if s is None:
             if ws.import_error is None:
@@ -25,40 +29,40 @@ class SessionCommands(EngineParts):
                 capture=ws.capture, importer_maps=ws.importer_maps, keep_params=ws.keep_params,
                 structure_only=bool(getattr(ws.loaded, "structure_only", False)), target=ws.target,
                 **_capture_fields(ws))
-        self.views.prune()
+        self.ctx.views.prune()
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
                                      st.changes.added, st.changes.removed, st.changes.changed,
-                                     size=self.views.ir_size(st), changed_what=st.changed_what,
+                                     size=self.ctx.views.ir_size(st), changed_what=st.changed_what,
                                      notes=st.notes, origin=st.origin)
                  for st in s.steps]
-        relax_names, tir_names = self.views.func_names(s.steps[s.cursor])
+        relax_names, tir_names = self.ctx.views.func_names(s.steps[s.cursor])
         return protocol.make_state(
             model=ws.model_name, spec=ws.spec, importer=ws.importer, cursor=s.cursor,
             error=error_dict(s.error) if s.error is not None else None, steps=steps,
             planned=planned, relax_functions=relax_names, tir_functions=tir_names,
-            converter_files=ws.converter_files, run_functions=self.views.run_functions(s.steps[s.cursor]),
+            converter_files=ws.converter_files, run_functions=self.ctx.views.run_functions(s.steps[s.cursor]),
             capture=ws.capture, importer_maps=ws.importer_maps, pipeline_text=pipeline_text(s, ws.target),
             keep_params=ws.keep_params, params_file=ws.params_file, structure_only=ws.structure_only,
             target=ws.target, **_capture_fields(ws))
 
     def open(self, spec, importer=None, pipeline="zero", capture=None, importer_maps=None,
              keep_params=False, no_weights=False, graph=1) -> State:
-        self.ws.open(spec, importer, planned=pipeline or "",
+        self.ctx.ws.open(spec, importer, planned=pipeline or "",
                      capture=capture, importer_maps=importer_maps, keep_params=bool(keep_params),
                      no_weights=bool(no_weights), graph=graph)
-        self.progress("Ready", 1.0)
+        self.ctx.progress("Ready", 1.0)
         self._schedule_failed()
         return self.state()
 
     def choose_graph(self, graph) -> State:
-        self.ws.choose_graph(graph)
-        self.progress("Ready", 1.0)
+        self.ctx.ws.choose_graph(graph)
+        self.ctx.progress("Ready", 1.0)
         return self.state()
 
     def _schedule_failed(self) -> None:
         """An IR file's schedule(sch) that stopped at a primitive: the open worked (the steps before
         it are there, and the error reply carries that state), but the learner must hear why."""
-        s = self.ws.session
+        s = self.ctx.ws.session
         if s is not None and s.schedule_error is not None:
             raise s.schedule_error
 
@@ -68,9 +72,9 @@ class SessionCommands(EngineParts):
         changes nothing)."""
         from irviz.core.passes import get_pass
 
-        self.ws.need_session()
+        self.ctx.ws.need_session()
         if text is not None:
-            self.ws.set_pipeline(text, whole=True)
+            self.ctx.ws.set_pipeline(text, whole=True)
             return self.state()
         if passes is not None:
             chosen = invocations(passes)
@@ -80,55 +84,55 @@ class SessionCommands(EngineParts):
             chosen = pipeline
         else:
             raise BadRequest("set_pipeline needs `pipeline` (a name), `passes` [{name, params}] or `text`")
-        self.ws.set_pipeline(chosen)
+        self.ctx.ws.set_pipeline(chosen)
         return self.state()
 
     def set_target(self, target=None) -> State:
         """The target builds are for and the passes run under ("host" or null: the default); the
         applied passes run again under it, back to the same step."""
-        self.ws.set_target(target)
+        self.ctx.ws.set_target(target)
         return self.state()
 
     def step(self) -> State:
-        self.ws.step()
+        self.ctx.ws.step()
         return self.state()
 
     def back(self) -> State:
-        self.ws.back()
+        self.ctx.ws.back()
         return self.state()
 
     def jump(self, index) -> State:
-        self.ws.jump(index)
+        self.ctx.ws.jump(index)
         return self.state()
 
     def run_to_end(self) -> State:
-        self.ws.run_to_end()
+        self.ctx.ws.run_to_end()
         return self.state()
 
     def replay(self, spec, importer=None, applied=(), planned=(), cursor=None, pass_files=(),
                converter_files=(), capture=None, importer_maps=(), keep_params=False,
                no_weights=False, target=None, graph=1) -> State:
-        self.ws.replay(spec, importer, invocations(applied), invocations(planned), cursor,
+        self.ctx.ws.replay(spec, importer, invocations(applied), invocations(planned), cursor,
                        pass_files, converter_files, capture=capture, importer_maps=importer_maps,
                        keep_params=bool(keep_params), no_weights=bool(no_weights), graph=graph,
                        target=target)
-        self.progress("Replayed", 1.0)
+        self.ctx.progress("Replayed", 1.0)
         return self.state()  # a schedule that stopped at a primitive is in the state's error
 
     def remeasure(self) -> State:
-        self.ws.remeasure()
-        self.progress("Ready", 1.0)
+        self.ctx.ws.remeasure()
+        self.ctx.progress("Ready", 1.0)
         return self.state()
 
     def reimport(self) -> State:
-        self.ws.reimport()
-        self.progress("Ready", 1.0)
+        self.ctx.ws.reimport()
+        self.ctx.progress("Ready", 1.0)
         return self.state()
 
     def load_converters(self, path) -> dict:
         """Execute a converter file (afresh) and keep it for every later import."""
-        table = self.ws.add_converter_file(path)
-        files = self.ws.converter_files
+        table = self.ctx.ws.add_converter_file(path)
+        files = self.ctx.ws.converter_files
         return {"path": files[-1], "ops": sorted(table), "files": list(files)}
 
     def load_pass_file(self, path) -> list[dict]:
@@ -136,9 +140,9 @@ class SessionCommands(EngineParts):
 
         users_before = {s.name for s in self._user_passes()}
         loaded = load_pass_file(path)
-        self.ws.keep_builtins(s.name for s in loaded if s.name not in users_before
+        self.ctx.ws.keep_builtins(s.name for s in loaded if s.name not in users_before
                               and find_pass(BUILTIN_PREFIX + s.name) is not None)
-        return self.list_passes()
+        return list_passes()
 
     @staticmethod
     def _user_passes() -> list:
