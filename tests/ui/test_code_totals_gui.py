@@ -44,9 +44,9 @@ def test_a_step_whose_vector_count_falls_is_marked(qtbot, win):
     win.bridge.request("state")
     qtbot.waitUntil(lambda: p.steps[2].get("changed"), timeout=5000)
     p.count_code()
-    p._code_queue = []  # answer by hand: vectorised at step 1, scalar at step 2
+    p.counts._code_queue = []  # answer by hand: vectorised at step 1, scalar at step 2
     p.on_code_reply({"step": 1, "kind": "llvm", "target_name": "host", "totals": {"vector": 40, "fma": 8}})
-    p._code_asked = 2
+    p.counts._code_asked = 2
     p.on_code_reply({"step": 2, "kind": "llvm", "target_name": "host", "totals": {"vector": 2, "fma": 8}})
     vec, fma = _col(p, "Vec"), _col(p, "FMA")
     bad = themes.colors().bad.lower()

@@ -4,10 +4,12 @@ Counted on request (Count code), one step per engine request in turn, so steppin
 step's compile at most; a step that changed nothing shares the totals of the step before it."""
 from __future__ import annotations
 
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QComboBox, QPushButton
 
-from irviz.ui.panes.kernel_code_tab import HOST
+from irviz.ui.panes.kernel_code_tab import HOST, fill_target_box
 from irviz.ui.panes.kernel_counts import is_arm, widths_text
+from irviz.ui.panes.pipeline_link import PaneLink
 from irviz.ui.result_stamp import ResultStamp
 
 # (header, tooltip) of the step table's code columns
@@ -17,10 +19,17 @@ CODE_COLUMNS = [("Vec", "Vector instructions of the step's kernels on the Count 
 DROP = 0.5  # a column falling below this share of the previous step's value is marked
 
 
-class CodeTotals:
-    """Mixed into PipelinePane (its steps, state, ask, table refill)."""
+class CodeTotals(QObject):
+    """Owned by the Pipeline pane, which routes the `code_totals` replies here and shows the
+    cells it gives (code_cells) in its step table."""
 
-    def _code_controls(self) -> list:
+    changed = Signal()        # the totals changed: the step table shows them anew
+    counted = Signal(int)     # every step is counted: the row to bring the code columns into view at
+
+    def __init__(self, link: PaneLink, parent: QObject | None = None):
+        super().__init__(parent)
+        self._link = link
+        self._shown_target = HOST  # the Pipeline's target, which the box follows unless chosen apart
         self.code_totals: dict[int, dict] = {}  # step index -> {"totals", "kind", "target"} or {"error"}
         self.code_stamp: ResultStamp | None = None
         self._code_queue: list[int] = []
@@ -28,37 +37,54 @@ class CodeTotals:
         self._code_for = "host"
         self.code_target = QComboBox()
         self.code_target.setEditable(True)
-        self.code_target.addItem(HOST)  # the engine's list_targets fills the rest (TargetChoice)
+        self.code_target.addItem(HOST)  # the engine's list_targets fills the rest (TargetBox)
         self.code_target.setToolTip("The target Count code compiles for (a name, or a TVM target as JSON)")
         self.code_button = QPushButton("Count code")
         self.code_button.setToolTip("Compile every step's kernels for the target and count their vector "
                                     "instructions and FMAs (the Vec and FMA columns)")
         self.code_button.clicked.connect(self.count_code)
+
+    def controls(self) -> list:
         return [self.code_button, self.code_target]
+
+    def list_targets(self, targets: list[dict]) -> None:
+        fill_target_box(self.code_target, targets)
+
+    def follow_target(self, name: str) -> None:
+        """The Pipeline's target changed: count for it too, unless another was chosen here."""
+        if self.code_target.currentText().strip() in ("", self._shown_target):
+            self.code_target.setEditText(name)
+        self._shown_target = name
+
+    def reset(self) -> None:
+        self.code_totals = {}
+        self.code_stamp = None
+        self._code_queue = []
+        self.code_button.setEnabled(True)
 
     def count_code(self) -> None:
         """Count the code of every recorded step that has kernels, one request at a time."""
-        if not self.steps:
+        steps = self._link.steps()
+        if not steps:
             return
         self.code_totals = {}
-        self.code_stamp = ResultStamp.of(self.state)
+        self.code_stamp = ResultStamp.of(self._link.state())
         self._code_for = self.code_target.currentText().strip() or "host"
-        self._code_queue = [s["index"] for s in self.steps
+        self._code_queue = [s["index"] for s in steps
                             if (s.get("size") or {}).get("prim_funcs") and (s.get("changed") or s["index"] == 0)]
         self._next_count()
 
     def _next_count(self) -> None:
-        if self.state:
-            self._fill_steps(self.state)
+        self.changed.emit()
         if not self._code_queue:
             self.code_button.setEnabled(True)
             return
         self.code_button.setEnabled(False)
         index = self._code_queue.pop(0)
         self._code_asked = index
-        self.info.setText(f"Counting the code of step {index} for {self._code_for}… "
+        self._link.info.setText(f"Counting the code of step {index} for {self._code_for}… "
                           f"({len(self._code_queue)} more)")
-        self.ask("code_totals", "kernel_code", step=index, target=self._code_for)
+        self._link.ask("code_totals", "kernel_code", step=index, target=self._code_for)
 
     def on_code_reply(self, result: dict) -> None:
         r = result or {}
@@ -68,12 +94,13 @@ class CodeTotals:
             "errors": [k for k, v in (r.get("kernels") or {}).items() if v.get("error")]}
         self._next_count()
         if not self._code_queue:
-            n = sum(1 for st in self.steps if (self.code_entry(st) or {}).get("totals") is not None)
-            self.info.setText(f"Counted the code of {n} step{'s' if n != 1 else ''} for {self._code_for}: "
+            steps = self._link.steps()
+            n = sum(1 for st in steps if (self.code_entry(st) or {}).get("totals") is not None)
+            self._link.info.setText(f"Counted the code of {n} step{'s' if n != 1 else ''} for {self._code_for}: "
                               f"the Vec and FMA columns")
-            row = next((r for r, s in enumerate(self.steps) if self.code_entry(s)), None)
-            if row is not None:  # the columns are the table's last: bring them into view
-                self.table.scrollToItem(self.table.item(row, self.table.columnCount() - 1))
+            row = next((r for r, s in enumerate(steps) if self.code_entry(s)), None)
+            if row is not None:
+                self.counted.emit(row)
 
     def on_code_error(self, error: dict) -> None:
         self.code_totals[self._code_asked] = {"error": error.get("message") or "failed"}
@@ -82,11 +109,12 @@ class CodeTotals:
     def code_entry(self, step: dict) -> dict | None:
         """The step's totals; a step that changed nothing has those of the step before it."""
         index = step.get("index")
-        if self.code_stamp is None or self.code_stamp.stale_reason(self.state, index) is not None:
+        if self.code_stamp is None or self.code_stamp.stale_reason(self._link.state(), index) is not None:
             return None
         e = self.code_totals.get(index)
-        if e is None and not step.get("changed") and isinstance(index, int) and 0 < index < len(self.steps):
-            return self.code_entry(self.steps[index - 1])
+        steps = self._link.steps()
+        if e is None and not step.get("changed") and isinstance(index, int) and 0 < index < len(steps):
+            return self.code_entry(steps[index - 1])
         return e
 
     def code_cells(self, step: dict, before: dict | None) -> list[tuple[str, str, bool]]:

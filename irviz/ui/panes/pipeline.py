@@ -1,6 +1,8 @@
 """Pipeline pane (Compiler Explorer's opt-pipeline view): the applied steps (pass, time, changed),
-a filter hiding passes that changed nothing and the stepping buttons.  The planned passes are
-planned_passes.py's job, Find first bad pass and the repro folder bisect_actions.py's."""
+a filter hiding passes that changed nothing and the stepping buttons.  Its parts are objects it
+owns, each given a PaneLink (read the state, ask as the pane, write the info line) and answering
+with signals: the planned passes (planned_passes.py), the Target box (target_box.py), Count code
+(code_totals.py), Find first bad pass and the repro folder (bisect_actions.py)."""
 from __future__ import annotations
 
 import html
@@ -16,8 +18,9 @@ from irviz.ui.panes.base import Pane, dim_label, row_table
 from irviz.ui.panes.bisect_actions import BisectActions
 from irviz.ui.panes.code_totals import CODE_COLUMNS, CodeTotals
 from irviz.ui.panes.pass_params import params_text
+from irviz.ui.panes.pipeline_link import PaneLink
 from irviz.ui.panes.planned_passes import PlannedPasses
-from irviz.ui.panes.target_box import TargetChoice
+from irviz.ui.panes.target_box import TargetBox
 from irviz.ui.result_stamp import ResultStamp
 
 # (header, tooltip); the last five are the per-step numbers
@@ -38,17 +41,33 @@ def _err_text(v) -> str:
     return "0" if v == 0 else f"{v:.1e}"
 
 
-class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane):
+def _forward(part: str, name: str) -> property:
+    """The pane's name for an attribute of one of its parts (what tests and the window use)."""
+    return property(lambda self: getattr(getattr(self, part), name),
+                    doc=f"``self.{part}.{name}``")
+
+
+class PipelinePane(Pane):
     passFileRequested = Signal()
 
     def __init__(self, bridge, hub, parent=None, settings=None):
         super().__init__(bridge, hub, parent, settings=settings)
-        self.passes: list[dict] = []
-        self.pipelines: list[dict] = []
         self.steps: list[dict] = []
         self.planned: list[dict] = []
         self._kept_message: str | None = None  # shown instead of the next state's summary
-        self._bisect_text = ""
+        self.info = dim_label("No model open")
+        link = PaneLink(state=lambda: self.state, steps=lambda: self.steps, planned=lambda: self.planned,
+                        ask=self.ask, waiting=self.waiting, request=bridge.request, info=self.info)
+        self.counts = CodeTotals(link, self)
+        self.counts.changed.connect(self._refill)
+        self.counts.counted.connect(self._show_code_columns)
+        self.target_box = TargetBox(link)
+        self.target_box.listed.connect(self.counts.list_targets)
+        self.target_box.shown.connect(self.counts.follow_target)
+        self.planning = PlannedPasses(link, self.target_box)
+        self.bisect = BisectActions(link, hub, self)
+        self.bisect.changed.connect(self._refill)
+        self.bisect.changed.connect(self._update_buttons)
 
         # -- stepping
         self.back_button = QPushButton("◀ Back")
@@ -88,16 +107,6 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
         self.table.setToolTip("Double-click a step to jump to it")
 
         # -- debugging numbers: bisect, repro folder
-        self.bisect_button = QPushButton("Find first bad pass")
-        self.bisect_button.setToolTip("Build and run the steps that changed the module, binary search "
-                                      "for the first whose outputs differ from the reference or that "
-                                      "fails to build or run, and jump there")
-        self.bisect_button.clicked.connect(self.find_first_bad_pass)
-        self.repro_button = QPushButton("Write repro folder…")
-        self.repro_button.setToolTip("The cursor step's pass (after Find first bad pass: the bad "
-                                     "step's) as a folder anyone can run: before.py, after.py, "
-                                     "inputs, expected outputs, repro.py (tvm + numpy only)")
-        self.repro_button.clicked.connect(self.write_repro_dialog)
         debug_bar = QHBoxLayout()
         debug_bar.setContentsMargins(0, 0, 0, 0)
         debug_bar.addWidget(self.bisect_button)
@@ -106,14 +115,10 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
         # a row of its own: beside the debugging buttons it widened the dock past a 1200-px window
         code_bar = QHBoxLayout()
         code_bar.setContentsMargins(0, 0, 0, 0)
-        for w in self._code_controls():
+        for w in self.counts.controls():
             code_bar.addWidget(w)
         code_bar.addStretch(1)
-        self.bisect_result: dict | None = None
-        self.bisect_stamp: ResultStamp | None = None   # the pipeline the bisect checked
-        self._bisect_rid: int | None = None
-        self._marks_shown = False
-        bridge.progress.connect(self._on_progress)
+        bridge.progress.connect(self.bisect.on_progress)
 
         applied = QWidget()
         al = QVBoxLayout(applied)
@@ -125,11 +130,9 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
         al.addLayout(debug_bar)
         al.addLayout(code_bar)
 
-        planned = self._planned_page()
-        self.info = dim_label("No model open")
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(applied)
-        split.addWidget(planned)
+        split.addWidget(self.planning)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
         lay = QVBoxLayout(self)
@@ -140,6 +143,38 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
         self._update_buttons()
         self.refresh_catalogues()
 
+    # what tests, the window and the help reach through the pane
+    bisect_button = _forward("bisect", "bisect_button")
+    repro_button = _forward("bisect", "repro_button")
+    bisect_result = _forward("bisect", "bisect_result")
+    find_first_bad_pass = _forward("bisect", "find_first_bad_pass")
+    show_bisect = _forward("bisect", "show_bisect")
+    write_repro = _forward("bisect", "write_repro")
+    choose_target = _forward("target_box", "choose_target")
+    chosen_target = _forward("target_box", "chosen_target")
+    code_target = _forward("counts", "code_target")
+    code_button = _forward("counts", "code_button")
+    count_code = _forward("counts", "count_code")
+    on_code_reply = _forward("counts", "on_code_reply")
+    passes = _forward("planning", "passes")
+    pipelines = _forward("planning", "pipelines")
+    pipeline_box = _forward("planning", "pipeline_box")
+    planned_list = _forward("planning", "planned_list")
+    plan_note = _forward("planning", "plan_note")
+    add_menu = _forward("planning", "add_menu")
+    params_box = _forward("planning", "params_box")
+    params_form = _forward("planning", "params_form")
+    origin = _forward("planning", "origin")
+    add_pass = _forward("planning", "add_pass")
+    remove_selected = _forward("planning", "remove_selected")
+    move_selected = _forward("planning", "move_selected")
+    set_planned = _forward("planning", "set_planned")
+    use_pipeline = _forward("planning", "use_pipeline")
+    copy_pipeline_text = _forward("planning", "copy_pipeline_text")
+    paste_pipeline_text = _forward("planning", "paste_pipeline_text")
+    load_pass_file = _forward("planning", "load_pass_file")
+    _set_param = _forward("planning", "_set_param")
+
     # -- catalogues ------------------------------------------------------------------------------
     def refresh_catalogues(self) -> None:
         self.ask("passes", "list_passes")
@@ -148,12 +183,11 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
 
     def on_reply(self, purpose: str, result) -> None:
         if purpose == "code_totals":
-            self.on_code_reply(result)
+            self.counts.on_code_reply(result)
         elif purpose in ("passes", "load"):
-            self.passes = list(result or [])
-            self._fill_add_menu()
+            self.planning.set_passes(list(result or []))
             if purpose == "load":
-                self.info.setText(self._loaded_text())
+                self.info.setText(self.planning.loaded_text())
                 self.ask("pipelines", "list_pipelines")  # they name the built-ins it shadows anew
                 if self.state and self.state.get("model") and any(p.get("shadows") for p in self.passes):
                     # steps of a built-in the file took the name of are now builtin:NAME
@@ -161,35 +195,28 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
                     self.bridge.request("state")
             if self.state:
                 self._fill_steps(self.state)
-                self._fill_planned()
+                self.planning.fill_planned()
         elif purpose == "pipelines":
-            self.pipelines = list(result or [])
-            self._fill_pipelines()
+            self.planning.set_pipelines(list(result or []))
         elif purpose == "targets":
-            self._fill_targets(list(result or []))
+            self.target_box.fill_targets(list(result or []))
         elif purpose == "bisect":
-            self._bisect_rid = None
-            self.show_bisect(result or {})
+            self.bisect.on_bisect_reply(result)
         elif purpose == "repro":
-            path = (result or {}).get("path", "")
-            of = self.repro_of
-            self.info.setText(f"Wrote the repro folder{' of ' + of if of else ''} to {path} "
-                              f"(python {path}/repro.py)")
-            self.info.setToolTip("\n".join((result or {}).get("files") or []))
+            self.bisect.on_repro_reply(result)
 
     def on_error(self, purpose: str, error: dict) -> None:
         if purpose == "code_totals":
-            self.on_code_error(error)
+            self.counts.on_code_error(error)
             return
         message = error.get("message", "failed")
         if purpose == "bisect":
-            self._bisect_rid = None
             message = "Find first bad pass: " + message.splitlines()[0]
-            self._update_buttons()
+            self.bisect.bisect_failed()
         elif purpose == "repro":
             message = "Write repro folder: " + message.splitlines()[0]
         if purpose == "target":
-            message = self._kept_message = self.on_target_error(error)
+            message = self._kept_message = self.target_box.on_target_error(error)
         if purpose == "paste":  # the pipeline is unchanged: say why the text was refused
             # the caret under the column only lines up in the tooltip's fixed-width text
             full = message + (f"\nhint: {error['hint']}" if error.get("hint") else "")
@@ -203,9 +230,8 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
         self.steps = list(state.get("steps") or [])
         self.planned = list(state.get("planned") or [])
         self._fill_steps(state)
-        self._fill_planned()
-        self._match_pipeline()
-        self._show_target(state)
+        self.planning.show_plan()
+        self.target_box.show_target(state)
         self._update_buttons()
         if state.get("model"):
             theirs = sum(1 for s in self.steps if s.get("origin") == "schedule")
@@ -214,20 +240,17 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
             self.info.setText(f"{state.get('model')} · step {cur} of {total}"
                               + (f" · {len(self.planned)} planned" if self.planned else " · done")
                               + (f" · steps 1–{theirs} are your schedule()" if theirs else "")
-                              + (f" · {self._chosen['name']} planned after step {self._chosen['step']}"
-                                 if self._chosen else "")
+                              + (f" · {chosen['name']} planned after step {chosen['step']}"
+                                 if (chosen := self.planning.chosen) else "")
                               + (f" · target {state['target']}" if state.get("target") else "")
                               + (f" · weights as inputs: {state['params_file']}"
                                  if state.get("keep_params") and state.get("params_file") else ""))
-            fb = (self.bisect_result or {}).get("first_bad")
-            if fb and fb.get("index") not in self._verdicts() and self._marks_shown:
-                self._marks_shown = False
-                self.hub.mark_diverging({})  # the Diff pane's marks were for that bad step
+            verdict = self.bisect.verdict_text(cur)
             if self._kept_message:
                 self.info.setText(self._kept_message)
                 self._kept_message = None
-            elif fb and cur == fb.get("index") and fb.get("index") in self._verdicts():
-                self.info.setText(self._bisect_text)  # the jump to the bad step keeps saying why
+            elif verdict is not None:
+                self.info.setText(verdict)
             else:
                 self.info.setToolTip(state.get("pipeline_text") or "")
         else:
@@ -255,6 +278,7 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
         bold = QFont(self.table.font())
         bold.setBold(True)
         before = None  # the code totals of the step before, for a jump
+        verdicts = self.bisect.verdicts()
         for r, s in enumerate(self.steps):
             changed = s.get("changed", True) or s.get("index") == 0
             details = []
@@ -276,8 +300,8 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
                      *(str(size[k]) if size.get(k) is not None else "" for k in
                        ("bindings", "prim_funcs", "tir_lines")),
                      run_ms, err]
-            code = self.code_cells(s, before)
-            before = self.code_entry(s) or before
+            code = self.counts.code_cells(s, before)
+            before = self.counts.code_entry(s) or before
             cells += [text for text, _tip, _drop in code]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
@@ -297,7 +321,7 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
                     if s.get("params"):
                         tip += f"({params_text(s['params'])})"
                     if r:
-                        tip += f"\n{self.origin(s.get('pass', ''))}"
+                        tip += f"\n{self.planning.origin(s.get('pass', ''))}"
                     for key in ("added", "removed", "changed_funcs"):
                         if s.get(key):
                             tip += f"\n{key.replace('_funcs', '')}: {', '.join(s[key][:12])}"
@@ -323,7 +347,7 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
                     item.setToolTip(tip)
                     if dropped:
                         item.setForeground(QBrush(QColor(c.bad)))
-                verdict = self._verdicts().get(s.get("index"))
+                verdict = verdicts.get(s.get("index"))
                 if verdict is not None and col in (0, 1):
                     item.setForeground(QBrush(QColor(c.ok if verdict["ok"] else c.bad)))
                     if col == 0:
@@ -361,12 +385,9 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
         super().on_reset()
         self.trace = {}
         self.trace_stamp = None
-        self._chosen = None  # a named pipeline chosen after a step of the model before
-        self.bisect_result = self.bisect_stamp = None
-        self.code_totals = {}
-        self.code_stamp = None
-        self._code_queue = []
-        self.code_button.setEnabled(True)
+        self.planning.chosen = None  # a named pipeline chosen after a step of the model before
+        self.bisect.reset()
+        self.counts.reset()
 
     def _filter(self) -> None:
         hide = self.hide_unchanged.isChecked()
@@ -387,17 +408,21 @@ class PipelinePane(BisectActions, PlannedPasses, TargetChoice, CodeTotals, Pane)
 
     def _update_buttons(self) -> None:
         has = bool(self.state and self.state.get("model"))
-        self.bisect_button.setEnabled(has and self._bisect_rid is None
-                                      and (len(self.steps) > 1 or bool(self.planned)))
-        self.repro_button.setEnabled(has)
+        self.bisect.update_buttons(has)
         cursor = self.cursor_of(self.state) or 0
-        self.copy_text_button.setEnabled(has and bool((self.state or {}).get("pipeline_text")))
-        self.paste_text_button.setEnabled(has)
+        self.planning.update_buttons(has)
         self.back_button.setEnabled(has and cursor > 0)
         self.step_button.setEnabled(has and (bool(self.planned) or cursor < len(self.steps) - 1))
         self.run_button.setEnabled(has and (bool(self.planned) or cursor < len(self.steps) - 1))
 
-    # -- debugging numbers -----------------------------------------------------------------------
+    def _refill(self) -> None:
+        if self.state:
+            self._fill_steps(self.state)
+
+    def _show_code_columns(self, row: int) -> None:
+        # the columns are the table's last: bring them into view
+        self.table.scrollToItem(self.table.item(row, self.table.columnCount() - 1))
+
     # -- actions ---------------------------------------------------------------------------------
     def step(self) -> None:
         self.bridge.request("step")

@@ -12,14 +12,21 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxL
 
 from irviz.ui import themes
 from irviz.ui.panes.pass_params import PassParamsBox, params_text
+from irviz.ui.panes.pipeline_link import PaneLink
+from irviz.ui.panes.target_box import TargetBox
 
 CUSTOM = "(custom)"
 
 
-class PlannedPasses:
-    """Mixed into PipelinePane, whose info line, state and steps it uses."""
+class PlannedPasses(QWidget):
+    """The lower half of the Pipeline pane; the pane hands it the pass and pipeline catalogues
+    (set_passes, set_pipelines) and has it show each new state (show_plan)."""
 
-    def _planned_page(self) -> QWidget:
+    def __init__(self, link: PaneLink, target_box: TargetBox, parent=None):
+        super().__init__(parent)
+        self._link = link
+        self.passes: list[dict] = []
+        self.pipelines: list[dict] = []
         self.pipeline_box = QComboBox()
         self.pipeline_box.setToolTip("Named pipeline: replaces the passes planned after the cursor")
         self.pipeline_box.activated.connect(self._pipeline_chosen)
@@ -64,18 +71,17 @@ class PlannedPasses:
         text_bar.addWidget(self.copy_text_button)
         text_bar.addWidget(self.paste_text_button)
         text_bar.addStretch(1)
-        self.params_box = PassParamsBox(on_invalid=lambda text: self.info.setText(text))
+        self.params_box = PassParamsBox(on_invalid=lambda text: link.info.setText(text))
         self.params_form = self.params_box.form
 
-        planned = QWidget()
-        pl = QVBoxLayout(planned)
+        pl = QVBoxLayout(self)
         pl.setContentsMargins(0, 0, 0, 0)
         pl.setSpacing(3)
         head = QHBoxLayout()
         head.addWidget(QLabel("Planned"))
         head.addWidget(self.pipeline_box, 1)
         head.addWidget(QLabel("Target"))
-        head.addWidget(self._target_box(), 1)
+        head.addWidget(target_box, 1)
         pl.addLayout(head)
         # a named pipeline chosen past the import runs after the steps already applied: the box
         # naming it alone would pass it off as the whole pipeline
@@ -83,14 +89,29 @@ class PlannedPasses:
         self.plan_note.setWordWrap(True)
         self.plan_note.setObjectName("planNote")
         self.plan_note.hide()
-        self._chosen: dict | None = None  # {"name", "step", "kept"}: the named pipeline chosen
+        self.chosen: dict | None = None  # {"name", "step", "kept"}: the named pipeline chosen
         pl.addWidget(self.plan_note)
         pl.addWidget(self.planned_list, 1)
         pl.addLayout(edit_bar)
         pl.addLayout(text_bar)
         pl.addWidget(self.params_box)
 
-        return planned
+    def set_passes(self, passes: list[dict]) -> None:
+        self.passes = passes
+        self._fill_add_menu()
+
+    def set_pipelines(self, pipelines: list[dict]) -> None:
+        self.pipelines = pipelines
+        self._fill_pipelines()
+
+    def show_plan(self) -> None:
+        """The planned passes and the named pipeline they are, of the pane's steps and plan."""
+        self.fill_planned()
+        self._match_pipeline()
+
+    def update_buttons(self, has_model: bool) -> None:
+        self.copy_text_button.setEnabled(has_model and bool((self._link.state() or {}).get("pipeline_text")))
+        self.paste_text_button.setEnabled(has_model)
 
     def _fill_add_menu(self) -> None:
         self.add_menu.clear()
@@ -114,7 +135,7 @@ class PlannedPasses:
             return f"user: {spec.get('source') or 'a pass file'}"
         return f"built-in ({spec['category']})" if spec.get("category") else "built-in"
 
-    def _loaded_text(self) -> str:
+    def loaded_text(self) -> str:
         """What the last Load passes… added (the newest source file's passes)."""
         users = [p for p in self.passes if p.get("category") == "user"]
         if not users:
@@ -139,8 +160,8 @@ class PlannedPasses:
 
     def _pass_names(self) -> list[str]:
         """The pipeline's pass names, applied then planned (a schedule()'s primitives are no pass)."""
-        return [s.get("pass") for s in self.steps[1:] if s.get("origin") != "schedule"] + \
-            [p.get("name") for p in self.planned]
+        return [s.get("pass") for s in self._link.steps()[1:] if s.get("origin") != "schedule"] + \
+            [p.get("name") for p in self._link.planned()]
 
     def _match_pipeline(self) -> None:
         """Show the named pipeline whose passes are exactly applied + planned; else the one chosen
@@ -152,7 +173,7 @@ class PlannedPasses:
                 self.pipeline_box.setCurrentIndex(i)
                 self._say_chosen(None)
                 return
-        chosen = self._chosen
+        chosen = self.chosen
         at = self.pipeline_box.findData(chosen["name"]) if chosen else -1
         spec = next((p for p in self.pipelines if chosen and p["name"] == chosen["name"]), None)
         if at >= 0 and spec is not None and \
@@ -160,7 +181,7 @@ class PlannedPasses:
             self.pipeline_box.setCurrentIndex(at)
             self._say_chosen(chosen)
             return
-        self._chosen = None
+        self.chosen = None
         self._say_chosen(None)
         self.pipeline_box.setCurrentIndex(self.pipeline_box.count() - 1)
 
@@ -178,11 +199,11 @@ class PlannedPasses:
         self.plan_note.show()
         self.pipeline_box.setToolTip(text)
 
-    def _fill_planned(self) -> None:
+    def fill_planned(self) -> None:
         row = self.planned_list.currentRow()
         self.planned_list.blockSignals(True)
         self.planned_list.clear()
-        for p in self.planned:
+        for p in self._link.planned():
             text = p.get("name", "")
             if p.get("params"):
                 text += f"  ({params_text(p['params'])})"
@@ -196,26 +217,26 @@ class PlannedPasses:
             self._show_params(-1)
 
     def use_pipeline(self, name: str) -> None:
-        self.bridge.request("set_pipeline", pipeline=name)
+        self._link.request("set_pipeline", pipeline=name)
 
     def set_planned(self, passes: list[dict]) -> None:
-        self.bridge.request("set_pipeline", passes=[{"name": p["name"], "params": dict(p.get("params") or {})}
-                                                    for p in passes])
+        self._link.request("set_pipeline", passes=[{"name": p["name"], "params": dict(p.get("params") or {})}
+                                                   for p in passes])
 
     def _pipeline_chosen(self, index: int) -> None:
         name = self.pipeline_box.itemData(index)
         if name:
             # the engine keeps the steps up to the cursor and plans the pipeline after them
-            step = self.cursor_of(self.state) or 0
-            kept = [s.get("pass") for s in self.steps[1:step + 1] if s.get("origin") != "schedule"]
-            self._chosen = {"name": name, "step": step, "kept": kept} if step else None
+            step = self._link.cursor() or 0
+            kept = [s.get("pass") for s in self._link.steps()[1:step + 1] if s.get("origin") != "schedule"]
+            self.chosen = {"name": name, "step": step, "kept": kept} if step else None
             self.use_pipeline(name)
 
     def add_pass(self, name: str) -> None:
         spec = self._spec(name)
         params = {p["name"]: p.get("default") for p in (spec or {}).get("params") or []}
         at = self.planned_list.currentRow()
-        planned = list(self.planned)
+        planned = list(self._link.planned())
         item = {"name": name, "params": params}
         if 0 <= at < len(planned):
             planned.insert(at + 1, item)
@@ -225,25 +246,26 @@ class PlannedPasses:
 
     def remove_selected(self) -> None:
         at = self.planned_list.currentRow()
-        if 0 <= at < len(self.planned):
-            planned = list(self.planned)
+        if 0 <= at < len(self._link.planned()):
+            planned = list(self._link.planned())
             del planned[at]
             self.set_planned(planned)
 
     def move_selected(self, delta: int) -> None:
         at = self.planned_list.currentRow()
         to = at + delta
-        if 0 <= at < len(self.planned) and 0 <= to < len(self.planned):
-            planned = list(self.planned)
+        n = len(self._link.planned())
+        if 0 <= at < n and 0 <= to < n:
+            planned = list(self._link.planned())
             planned[at], planned[to] = planned[to], planned[at]
             self.set_planned(planned)
             self.planned_list.setCurrentRow(to)
 
     def copy_pipeline_text(self) -> str:
-        text = (self.state or {}).get("pipeline_text") or ""
+        text = (self._link.state() or {}).get("pipeline_text") or ""
         if text:
             QGuiApplication.clipboard().setText(text)
-            self.info.setText(f"Copied: {text}")
+            self._link.info.setText(f"Copied: {text}")
         return text
 
     def paste_pipeline_text(self, text: str | None = None) -> int | None:
@@ -253,9 +275,9 @@ class PlannedPasses:
             text = QGuiApplication.clipboard().text()
         text = (text or "").strip()
         if not text:
-            self.info.setText("Paste pipeline: the clipboard holds no text")
+            self._link.info.setText("Paste pipeline: the clipboard holds no text")
             return None
-        return self.ask("paste", "set_pipeline", text=text)
+        return self._link.ask("paste", "set_pipeline", text=text)
 
     def load_pass_file_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Load passes", "", "Python files (*.py)")
@@ -263,25 +285,26 @@ class PlannedPasses:
             self.load_pass_file(path)
 
     def load_pass_file(self, path: str) -> None:
-        self.ask("load", "load_pass_file", path=path)
+        self._link.ask("load", "load_pass_file", path=path)
 
     # -- params form -----------------------------------------------------------------------------
     def _spec(self, name: str) -> dict | None:
         return next((p for p in self.passes if p.get("name") == name), None)
 
     def _show_params(self, row: int) -> None:
-        if not (0 <= row < len(self.planned)):
+        planned = self._link.planned()
+        if not (0 <= row < len(planned)):
             self.params_box.show_pass(None, {}, lambda name, value: None)
             return
-        inv = self.planned[row]
+        inv = planned[row]
         self.params_box.show_pass(inv, self._spec(inv.get("name", "")) or {},
                                   lambda name, value: self._set_param(row, name, value))
 
     def _set_param(self, row: int, name: str, value) -> None:
-        if not (0 <= row < len(self.planned)):
+        planned = [dict(p) for p in self._link.planned()]
+        if not (0 <= row < len(planned)):
             return
-        if (self.planned[row].get("params") or {}).get(name) == value:
+        if (planned[row].get("params") or {}).get(name) == value:
             return
-        planned = [dict(p) for p in self.planned]
         planned[row]["params"] = dict(planned[row].get("params") or {}, **{name: value})
         self.set_planned(planned)

@@ -6,85 +6,80 @@ from __future__ import annotations
 import html
 import json
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox
 
-from irviz.ui.panes.kernel_code_tab import fill_target_box
+from irviz.ui.panes.pipeline_link import PaneLink
 
 HOST = "host"
 
 
-class TargetChoice:
-    """Mixed into PipelinePane (uses its bridge, state, info line and ask)."""
+class TargetBox(QComboBox):
+    """A child of the Pipeline pane; the pane hands it the `targets` reply and its state."""
 
-    def _target_box(self) -> QComboBox:
+    listed = Signal(list)   # the engine's whole catalogue (Count code's box lists it too)
+    shown = Signal(str)     # the target in use, shown anew
+
+    def __init__(self, link: PaneLink, parent=None):
+        super().__init__(parent)
+        self._link = link
         self.targets: list[dict] = []
-        box = QComboBox()
-        box.setEditable(True)
-        box.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        box.addItem(HOST)
-        box.setMinimumContentsLength(10)
-        box.setToolTip("Target the passes run under and builds are for: a name (with -key=value "
-                       'options, e.g. cuda -arch=sm_86) or a TVM target as JSON, e.g. {"kind": '
-                       '"llvm", "mcpu": "znver3"}; Enter applies a typed one')
-        box.textActivated.connect(self.choose_target)
-        # Enter on a typed target no item matches activates nothing: the line edit says it
-        box.lineEdit().returnPressed.connect(lambda: self.choose_target(box.currentText()))
         self._asked_target: str | None = None
-        self.target_box = box
-        return box
+        self.setEditable(True)
+        self.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.addItem(HOST)
+        self.setMinimumContentsLength(10)
+        self.setToolTip("Target the passes run under and builds are for: a name (with -key=value "
+                        'options, e.g. cuda -arch=sm_86) or a TVM target as JSON, e.g. {"kind": '
+                        '"llvm", "mcpu": "znver3"}; Enter applies a typed one')
+        self.textActivated.connect(self.choose_target)
+        # Enter on a typed target no item matches activates nothing: the line edit says it
+        self.lineEdit().returnPressed.connect(lambda: self.choose_target(self.currentText()))
 
-    def _fill_targets(self, targets: list[dict]) -> None:
+    def fill_targets(self, targets: list[dict]) -> None:
         """The catalogue's targets this wheel and machine can build for, each with its dict."""
         self.targets = [t for t in targets or [] if not t.get("unavailable")]
-        box = self.target_box
-        box.blockSignals(True)
-        box.clear()
+        self.blockSignals(True)
+        self.clear()
         for t in self.targets:
-            box.addItem(t["name"])
-            box.setItemData(box.count() - 1, f"{t.get('description', '')}\n{json.dumps(t.get('target'))}",
-                            Qt.ItemDataRole.ToolTipRole)
-        box.blockSignals(False)
-        code = getattr(self, "code_target", None)  # Count code compiles for one of the same
-        if code is not None:
-            fill_target_box(code, targets)
-        self._show_target(self.state)
+            self.addItem(t["name"])
+            self.setItemData(self.count() - 1, f"{t.get('description', '')}\n{json.dumps(t.get('target'))}",
+                             Qt.ItemDataRole.ToolTipRole)
+        self.blockSignals(False)
+        self.listed.emit(list(targets or []))
+        self.show_target(self._link.state())
 
     def chosen_target(self) -> str:
-        return (self.state or {}).get("target") or HOST
+        return (self._link.state() or {}).get("target") or HOST
 
     def choose_target(self, text: str) -> int | None:
         """Ask the engine to run the passes under `text`; None when it is the target already."""
         text = (text or "").strip() or HOST
         if text == self.chosen_target():
-            self._show_target(self.state)
+            self.show_target(self._link.state())
             return None
-        if text == self._asked_target and self.waiting("target"):
+        if text == self._asked_target and self._link.waiting("target"):
             return None  # Enter on a listed name activates it as well
         self._asked_target = text
-        self.info.setText(f"Target {text}: applying the passes again under it…")
-        return self.ask("target", "set_target", target=text)
+        self._link.info.setText(f"Target {text}: applying the passes again under it…")
+        return self._link.ask("target", "set_target", target=text)
 
-    def _show_target(self, state: dict | None) -> None:
+    def show_target(self, state: dict | None) -> None:
         name = (state or {}).get("target") or HOST
-        code = getattr(self, "code_target", None)  # Count code's target follows, unless chosen apart
-        if code is not None and code.currentText().strip() in ("", getattr(self, "_shown_target", HOST)):
-            code.setEditText(name)
-        self._shown_target = name
-        box = self.target_box
-        box.blockSignals(True)
-        at = box.findText(name)
+        self.shown.emit(name)
+        self.blockSignals(True)
+        at = self.findText(name)
         if at >= 0:
-            box.setCurrentIndex(at)
-        box.setEditText(name)
-        box.blockSignals(False)
+            self.setCurrentIndex(at)
+        self.setEditText(name)
+        self.blockSignals(False)
         spec = next((t.get("target") for t in self.targets if t.get("name") == name), None)
-        box.lineEdit().setToolTip(f"{name}: {json.dumps(spec)}" if spec else name)
+        self.lineEdit().setToolTip(f"{name}: {json.dumps(spec)}" if spec else name)
 
     def on_target_error(self, error: dict) -> str:
         """A bad target: say why, with the targets available here, and show the one still in use."""
         message = error.get("message", "failed")
         full = message + (f"\nhint: {error['hint']}" if error.get("hint") else "")
-        self.info.setToolTip(f"<pre>{html.escape(full)}</pre>")
-        self._show_target(self.state)
+        self._link.info.setToolTip(f"<pre>{html.escape(full)}</pre>")
+        self.show_target(self._link.state())
         return f"Target still {self.chosen_target()}: {message.splitlines()[0]}"
