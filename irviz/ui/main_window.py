@@ -50,7 +50,7 @@ def fit_to(width: int, height: int, available) -> tuple[int, int]:
     return (min(width, available.width() - FRAME_MARGIN[0]),
             min(height, available.height() - FRAME_MARGIN[1]))
 
-class MainWindow(WindowChrome, QMainWindow):
+class MainWindow(QMainWindow):
     allFilled = Signal()  # every pane shows the current step
 
     def __init__(self, bridge=None, settings: QSettings | None = None, parent=None):
@@ -83,10 +83,9 @@ class MainWindow(WindowChrome, QMainWindow):
             pane.filledChanged.connect(self._check_filled)
         self.docks: dict[str, QDockWidget] = {}
         self._build_docks()
-        self._build_actions()
-        self._build_menus()
-        self._build_toolbar()
-        self._build_status()
+        self.chrome = WindowChrome(self)
+        for name, part in self.chrome.parts().items():
+            setattr(self, name, part)   # window.act_step, window.status_label, window.recent_files, ...
         self.toast = Toast(self)
 
         bridge.stateChanged.connect(self._on_state)
@@ -101,7 +100,7 @@ class MainWindow(WindowChrome, QMainWindow):
         self.resize(*fit_to(1600, 1000, available_geometry(self)))
         self._restore_settings()
         self._ask("samples", "list_samples")
-        self._update_actions()
+        self.chrome.update_actions()
 
     # -- construction ------------------------------------------------------------------------------
     def _build_docks(self) -> None:
@@ -364,24 +363,24 @@ class MainWindow(WindowChrome, QMainWindow):
             spec = self.state.get("spec")
             if self._pending_open is not None and spec:
                 self._pending_open = None
-                self._add_recent(spec)
+                self.chrome.add_recent(spec)
             name = err.get("model") or spec or ""
             self.setWindowTitle(f"irviz — {name} — import failed")
             self.step_label.setText(f"{name} · import failed at {err.get('node') or '?'}")
             self.hub.set_provenance(None)
             self._import_error_status()
-            self._update_actions()
+            self.chrome.update_actions()
             return
         if not model:
             self.setWindowTitle("irviz")
             self.step_label.setText("")
             self.hub.set_provenance(None)
-            self._update_actions()
+            self.chrome.update_actions()
             return
         spec = self.state.get("spec")
         if self._pending_open is not None and spec:
             self._pending_open = None
-            self._add_recent(spec)
+            self.chrome.add_recent(spec)
         cursor = int(self.state.get("cursor", 0))
         steps = self.state.get("steps") or []
         name = next((s.get("pass") for s in steps if s.get("index") == cursor), "")
@@ -394,7 +393,7 @@ class MainWindow(WindowChrome, QMainWindow):
             self._ask("provenance", "provenance", step=cursor)
         if not self.bridge.busy or self._schedule_error():
             self._resting_status()
-        self._update_actions()
+        self.chrome.update_actions()
 
     def _schedule_error(self) -> dict | None:
         err = self.state.get("error") or {}
@@ -449,10 +448,10 @@ class MainWindow(WindowChrome, QMainWindow):
                 text = f"Loaded converters for {ops} from {path}; used by every import from now on."
             self.status(text)
             self.notify("Converters loaded", text, kind="info")
-            self._update_actions()
+            self.chrome.update_actions()
         elif purpose == "samples":
             self.samples = list(result or [])
-            self._fill_samples()
+            self.chrome.fill_samples()
         elif purpose == "provenance":
             if (result or {}) and self.state.get("model"):
                 self.hub.set_provenance(result)
@@ -534,7 +533,7 @@ class MainWindow(WindowChrome, QMainWindow):
         elif not self.state.get("model") and self.state.get("import_error") \
                 and getattr(self, "_progress_status", False):
             self._import_error_status()   # replace the last progress text, not a newer message
-        self._update_actions()
+        self.chrome.update_actions()
 
     def _on_restarted(self, text: str) -> None:
         self.status(text, error=True)

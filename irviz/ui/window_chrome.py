@@ -2,7 +2,7 @@
 toolbar, the status bar, recent files and the samples menu, and the corner notification."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import (QFrame, QGraphicsOpacityEffect, QHBoxLayout, QLabel, QProgressBar,
                                QPushButton, QScrollArea, QToolButton, QVBoxLayout, QWidget)
@@ -112,73 +112,88 @@ class Toast(QFrame):
         self.move(p.width() - self.width() - 16, max(top, bottom - self.height()))
 
 
-class WindowChrome:
-    """The main window's actions, menus, toolbar and status bar (mixed into MainWindow; the
-    actions call its commands: open_dialog, step, build_run, ...)."""
+class WindowChrome(QObject):
+    """The main window's actions, menus, toolbar and status bar, owned by the window (built once
+    its panes and docks are); the actions call the window's commands (open_dialog, step,
+    build_run, ...) and the window reaches what it built through :meth:`parts`."""
+
+    def __init__(self, window):
+        super().__init__(window)
+        self._w = window
+        self._build_actions()
+        self._build_menus()
+        self._build_toolbar()
+        self._build_status()
+
+    def parts(self) -> dict:
+        """The actions, menus and status widgets by the names the window (and tests) use."""
+        out = {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        out["recent_files"] = self.recent_files
+        return out
 
     def _action(self, text: str, slot, shortcut: str | None = None, tip: str | None = None) -> QAction:
-        act = QAction(text, self)
+        act = QAction(text, self._w)
         if shortcut:
             act.setShortcut(QKeySequence(shortcut))
             act.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
         if tip or shortcut:
             act.setToolTip(f"{tip or text.replace('&', '').rstrip('…')}" + (f" ({shortcut})" if shortcut else ""))
         act.triggered.connect(lambda _checked=False: slot())
-        self.addAction(act)
+        self._w.addAction(act)
         return act
 
     def _build_actions(self) -> None:
         a = self._action
-        self.act_open = a("&Open…", self.open_dialog, "Ctrl+O", "Open a model file")
-        self.act_export_step = a("Export current &step…", lambda: self.export_dialog(current_only=True), "Ctrl+E",
+        self.act_open = a("&Open…", self._w.open_dialog, "Ctrl+O", "Open a model file")
+        self.act_export_step = a("Export current &step…", lambda: self._w.export_dialog(current_only=True), "Ctrl+E",
                                  "Write the current step's TVMScript and its parameters to a folder")
-        self.act_export_trace = a("Export whole &trace…", lambda: self.export_dialog(current_only=False), "Ctrl+Shift+E",
+        self.act_export_trace = a("Export whole &trace…", lambda: self._w.export_dialog(current_only=False), "Ctrl+Shift+E",
                                   "Write every step's script, the diffs, steps.json and report.html")
-        self.act_export_relax_png = a("Relax graph as PNG…", lambda: self.export_graph("relax", "png"))
-        self.act_export_relax_svg = a("Relax graph as SVG…", lambda: self.export_graph("relax", "svg"))
-        self.act_export_fx_png = a("FX graph as PNG…", lambda: self.export_graph("fx", "png"))
-        self.act_export_fx_svg = a("FX graph as SVG…", lambda: self.export_graph("fx", "svg"))
-        self.act_load_converters = a("Load &converters…", self.load_converters_dialog, "Ctrl+Shift+L",
+        self.act_export_relax_png = a("Relax graph as PNG…", lambda: self._w.export_graph("relax", "png"))
+        self.act_export_relax_svg = a("Relax graph as SVG…", lambda: self._w.export_graph("relax", "svg"))
+        self.act_export_fx_png = a("FX graph as PNG…", lambda: self._w.export_graph("fx", "png"))
+        self.act_export_fx_svg = a("FX graph as SVG…", lambda: self._w.export_graph("fx", "svg"))
+        self.act_load_converters = a("Load &converters…", self._w.load_converters_dialog, "Ctrl+Shift+L",
                                      "Load a Python file with CONVERTERS = {aten op: fn} for ops TVM cannot import")
-        self.act_reimport = a("Re-&import", self.reimport, "Ctrl+Shift+R",
+        self.act_reimport = a("Re-&import", self._w.reimport, "Ctrl+Shift+R",
                               "Import the captured model into Relax again, with the loaded converters")
-        self.act_restart = a("Restart engine", lambda: self.bridge.restart("Restarted the engine on request."),
+        self.act_restart = a("Restart engine", lambda: self._w.bridge.restart("Restarted the engine on request."),
                              None, "Start a new engine process and replay the session to the current step")
-        self.act_quit = a("&Quit", self.close, "Ctrl+Q")
-        self.act_find = a("&Find", self.focus_search, "Ctrl+F", "Search in the focused pane")
-        self.act_step = a("&Step", self.step, "F10", "Apply the next pass")
-        self.act_back = a("Step &back", self.back, "Shift+F10", "Undo the last pass")
-        self.act_run_to_end = a("&Run to end", self.run_to_end, "F5", "Apply every planned pass")
-        self.act_first = a("Jump to &import", lambda: self.jump(0), "Ctrl+Home", "Go to step 0")
-        self.act_build_run = a("&Build && Run", self.build_run, "Ctrl+R", "Build the current step and compare with PyTorch")
-        self.act_cancel = a("&Cancel", self.cancel, "Esc", "Stop the engine's current work")
-        self.act_remeasure = a("Re-&measure CPU decisions", self.remeasure, None,
+        self.act_quit = a("&Quit", self._w.close, "Ctrl+Q")
+        self.act_find = a("&Find", self._w.focus_search, "Ctrl+F", "Search in the focused pane")
+        self.act_step = a("&Step", self._w.step, "F10", "Apply the next pass")
+        self.act_back = a("Step &back", self._w.back, "Shift+F10", "Undo the last pass")
+        self.act_run_to_end = a("&Run to end", self._w.run_to_end, "F5", "Apply every planned pass")
+        self.act_first = a("Jump to &import", lambda: self._w.jump(0), "Ctrl+Home", "Go to step 0")
+        self.act_build_run = a("&Build && Run", self._w.build_run, "Ctrl+R", "Build the current step and compare with PyTorch")
+        self.act_cancel = a("&Cancel", self._w.cancel, "Esc", "Stop the engine's current work")
+        self.act_remeasure = a("Re-&measure CPU decisions", self._w.remeasure, None,
                                "Apply the passes again, timing each library-or-TensorIR choice and "
                                "conv2d tile on this machine instead of reading the cache")
-        self.act_compare = a("&Compare with pipeline…", self.compare_dialog, None,
+        self.act_compare = a("&Compare with pipeline…", self._w.compare_dialog, None,
                              "Run another pipeline on the same model and compare the two, step by step")
-        self.act_next_hunk = a("Next hunk", self.diff.view.next_hunk, "Alt+Down", "Scroll the Diff pane to its next change")
-        self.act_prev_hunk = a("Previous hunk", self.diff.view.prev_hunk, "Alt+Up", "Scroll the Diff pane to its previous change")
-        self.act_fit = a("&Fit graphs", self.fit_graphs, "Ctrl+0", "Fit the FX and Relax graphs to their panes")
+        self.act_next_hunk = a("Next hunk", self._w.diff.view.next_hunk, "Alt+Down", "Scroll the Diff pane to its next change")
+        self.act_prev_hunk = a("Previous hunk", self._w.diff.view.prev_hunk, "Alt+Up", "Scroll the Diff pane to its previous change")
+        self.act_fit = a("&Fit graphs", self._w.fit_graphs, "Ctrl+0", "Fit the FX and Relax graphs to their panes")
         self.act_bookkeeping = a("Show &bookkeeping nodes", lambda: None, "Ctrl+Shift+B",
                                  "Draw asserts, copies of lifted constants, aliases and scalar "
                                  "constants in the FX and Relax graphs")
         self.act_bookkeeping.setCheckable(True)
-        self.act_bookkeeping.toggled.connect(self.set_show_bookkeeping)
-        self.act_reset_layout = a("Reset &layout", self.reset_layout, None, "Put every pane back where it starts")
-        self.act_toggle_theme = a("Toggle dark theme", self.toggle_theme, "Ctrl+Shift+T")
-        self.act_help = a("&Shortcuts and panes", lambda: HelpDialog(self).show(), "F1")
-        self.act_about = a("&About irviz", lambda: HelpDialog(self, about=True).show())
-        self.theme_group = QActionGroup(self)
+        self.act_bookkeeping.toggled.connect(self._w.set_show_bookkeeping)
+        self.act_reset_layout = a("Reset &layout", self._w.reset_layout, None, "Put every pane back where it starts")
+        self.act_toggle_theme = a("Toggle dark theme", self._w.toggle_theme, "Ctrl+Shift+T")
+        self.act_help = a("&Shortcuts and panes", lambda: HelpDialog(self._w).show(), "F1")
+        self.act_about = a("&About irviz", lambda: HelpDialog(self._w, about=True).show())
+        self.theme_group = QActionGroup(self._w)
         self.theme_actions = {}
         for name in themes.THEMES:
-            act = QAction(name.capitalize(), self, checkable=True)
-            act.triggered.connect(lambda _c=False, n=name: self.set_theme(n))
+            act = QAction(name.capitalize(), self._w, checkable=True)
+            act.triggered.connect(lambda _c=False, n=name: self._w.set_theme(n))
             self.theme_group.addAction(act)
             self.theme_actions[name] = act
 
     def _build_menus(self) -> None:
-        mb = self.menuBar()
+        mb = self._w.menuBar()
         m = mb.addMenu("&File")
         m.addAction(self.act_open)
         self.samples_menu = m.addMenu("Samples")
@@ -200,8 +215,8 @@ class WindowChrome:
         m = mb.addMenu("&Edit")
         m.addAction(self.act_find)
         m = mb.addMenu("&View")
-        for row in self.pane_rows:
-            m.addAction(self.docks[row.key].toggleViewAction())
+        for row in self._w.pane_rows:
+            m.addAction(self._w.docks[row.key].toggleViewAction())
         m.addSeparator()
         m.addAction(self.act_fit)
         m.addAction(self.act_bookkeeping)
@@ -227,7 +242,7 @@ class WindowChrome:
         self._fill_recent()
 
     def _build_toolbar(self) -> None:
-        tb = self.addToolBar("Main")
+        tb = self._w.addToolBar("Main")
         tb.setObjectName("toolbar_main")
         tb.setMovable(False)
         tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
@@ -246,13 +261,13 @@ class WindowChrome:
         tb.addSeparator()
         tb.addAction(self.act_fit)
         tb.addSeparator()
-        self.capture_bar = CaptureBar(self)  # which capture fallback, and which graph of graph breaks
-        self.capture_bar.graphChosen.connect(self.choose_graph)
+        self.capture_bar = CaptureBar(self._w)  # which capture fallback, and which graph of graph breaks
+        self.capture_bar.graphChosen.connect(self._w.choose_graph)
         tb.addWidget(self.capture_bar)
         self.toolbar = tb
 
     def _build_status(self) -> None:
-        sb = self.statusBar()
+        sb = self._w.statusBar()
         self.status_label = QLabel("Open a model: File ▸ Open, a sample, or drop a file here.")
         self.step_label = QLabel("")
         self.progress = QProgressBar()
@@ -262,7 +277,7 @@ class WindowChrome:
         self.progress.hide()
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setToolTip("Stop the engine's current work (Esc)")
-        self.cancel_button.clicked.connect(self.cancel)
+        self.cancel_button.clicked.connect(self._w.cancel)
         self.cancel_button.hide()
         sb.addWidget(self.status_label, 1)
         sb.addPermanentWidget(self.step_label)
@@ -271,14 +286,14 @@ class WindowChrome:
 
 
     def recent_files(self) -> list[str]:
-        v = self.settings.value("recent", [])
+        v = self._w.settings.value("recent", [])
         if isinstance(v, str):
             v = [v]
         return [str(x) for x in (v or [])]
 
-    def _add_recent(self, spec: str) -> None:
+    def add_recent(self, spec: str) -> None:
         items = [spec] + [x for x in self.recent_files() if x != spec]
-        self.settings.setValue("recent", items[:MAX_RECENT])
+        self._w.settings.setValue("recent", items[:MAX_RECENT])
         self._fill_recent()
 
     def _fill_recent(self) -> None:
@@ -286,7 +301,7 @@ class WindowChrome:
         items = self.recent_files()
         for spec in items:
             act = self.recent_menu.addAction(spec)
-            act.triggered.connect(lambda _c=False, s=spec: self.open_spec(s))
+            act.triggered.connect(lambda _c=False, s=spec: self._w.open_spec(s))
         if not items:
             self.recent_menu.addAction("(none)").setEnabled(False)
         else:
@@ -294,25 +309,25 @@ class WindowChrome:
             self.recent_menu.addAction("Clear", self._clear_recent)
 
     def _clear_recent(self) -> None:
-        self.settings.setValue("recent", [])
+        self._w.settings.setValue("recent", [])
         self._fill_recent()
 
 
-    def _fill_samples(self) -> None:
+    def fill_samples(self) -> None:
         self.samples_menu.clear()
-        for s in self.samples:
+        for s in self._w.samples:
             act = self.samples_menu.addAction(s["name"])
             act.setToolTip(s.get("description", ""))
             act.setStatusTip(s.get("description", ""))
-            act.triggered.connect(lambda _c=False, n=s["name"]: self.open_spec(f"sample:{n}"))
+            act.triggered.connect(lambda _c=False, n=s["name"]: self._w.open_spec(f"sample:{n}"))
         self.samples_menu.setToolTipsVisible(True)
 
 
-    def _update_actions(self) -> None:
-        has = self._has_model()
-        cursor = int(self.state.get("cursor", 0) or 0)
-        steps = self.state.get("steps") or []
-        more = bool(self.state.get("planned")) or cursor < len(steps) - 1
+    def update_actions(self) -> None:
+        has = self._w._has_model()
+        cursor = int(self._w.state.get("cursor", 0) or 0)
+        steps = self._w.state.get("steps") or []
+        more = bool(self._w.state.get("planned")) or cursor < len(steps) - 1
         self.act_step.setEnabled(has and more)
         self.act_run_to_end.setEnabled(has and more)
         self.act_back.setEnabled(has and cursor > 0)
@@ -321,5 +336,5 @@ class WindowChrome:
                     self.act_export_relax_png, self.act_export_relax_svg, self.act_export_fx_png,
                     self.act_export_fx_svg):
             act.setEnabled(has)
-        self.act_cancel.setEnabled(bool(getattr(self.bridge, "busy", False)))
-        self.act_reimport.setEnabled(self._can_reimport())
+        self.act_cancel.setEnabled(bool(getattr(self._w.bridge, "busy", False)))
+        self.act_reimport.setEnabled(self._w._can_reimport())
