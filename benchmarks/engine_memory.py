@@ -207,7 +207,7 @@ def main() -> int:
     args.model = args.model or str(Path(__file__).with_name("gpt2_full.py"))
 
     from irviz.core.passes import get_pipeline
-    from irviz.step_views import StepViews
+    from irviz.engine.views import StepViews
     from irviz.core.workspace import Workspace
 
     base = rss_bytes()

@@ -143,7 +143,7 @@ class StallProbe:
 def settle(app, seconds: float = 2.0) -> None:
     """Keep the event loop (and the stall probe) running while the panes finish what they do a
     slice at a time after their replies: graph items, syntax colours, diff colours."""
-    from irviz.snapshot import wait_until
+    from irviz.cli.snapshot import wait_until
 
     wait_until(app, lambda: False, seconds)
 
@@ -153,7 +153,7 @@ def open_times(model: str, timeout: float, build: bool = True, trace: bool = Fal
     sys.path.insert(0, REPO)
     from PySide6.QtCore import QSettings
 
-    from irviz.snapshot import wait_until
+    from irviz.cli.snapshot import wait_until
     from irviz.ui.app import make_app
     from irviz.ui.main_window import MainWindow
 

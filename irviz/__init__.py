@@ -2,7 +2,7 @@
 
 From a notebook: ``irviz.show(obj)`` opens the app on an IRModule, a PrimFunc, an nn.Module with
 example inputs or an ExportedProgram; ``irviz.report(obj)`` returns the HTML pass report (see
-``irviz.notebook``). Both are imported on first use, so ``import irviz`` loads neither torch nor
+``irviz.api.notebook``). Both are imported on first use, so ``import irviz`` loads neither torch nor
 TVM nor Qt."""
 
 from irviz.version import __version__
@@ -12,7 +12,7 @@ __all__ = ["__version__", "show", "report"]
 
 def __getattr__(name: str):
     if name in ("show", "report"):
-        from irviz import notebook
+        from irviz.api import notebook
 
         return getattr(notebook, name)
     raise AttributeError(f"module 'irviz' has no attribute {name!r}")

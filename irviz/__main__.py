@@ -1,3 +1,3 @@
-from irviz.cli import main
+from irviz.cli.commands import main
 
 raise SystemExit(main())

@@ -1,7 +1,7 @@
 """The engine process: `python -m irviz.engine`.
 
 A request loop around one `irviz.core.workspace.Workspace`, speaking the JSON lines of
-`irviz.protocol` (docs/engine_protocol.md). `loop` reads requests and writes replies, `dispatch`
+`irviz.protocol.commands` (docs/engine_protocol.md). `loop` reads requests and writes replies, `dispatch`
 binds each command of the protocol's table to its handler, and the handlers are grouped by subject:
 `session`, `build`, `analysis`, `catalogue` (and `testing`, only with IRVIZ_TEST_COMMANDS=1).
 """

@@ -9,7 +9,7 @@ from irviz.core.backend.diverging import diverging_at
 from irviz.core.export import repro
 from irviz.core import compare as compare_mod
 from irviz.engine.session import pipeline_text
-from irviz.protocol import BadRequest, error_dict
+from irviz.protocol.commands import BadRequest, error_dict
 from irviz.engine.parts import EngineContext
 
 # irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).

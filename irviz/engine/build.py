@@ -7,7 +7,7 @@ from irviz.core.target import cpu_info
 from irviz.core.backend.timing import describe
 from irviz.core.frontend.ir_file import parse_dims
 from irviz.core.views.latency_chart import torch_ms_of
-from irviz.protocol import BadRequest, BuildRunResult
+from irviz.protocol.commands import BadRequest, BuildRunResult
 from irviz.engine.parts import EngineContext
 
 # irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).

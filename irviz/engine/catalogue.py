@@ -4,10 +4,10 @@ from __future__ import annotations
 import os
 import time
 
-from irviz import protocol
+from irviz.protocol import commands as protocol
 from irviz.core.frontend.samples import list_samples
 from irviz.core.workspace import Workspace
-from irviz.protocol import clean
+from irviz.protocol.commands import clean
 from irviz.engine.parts import EngineContext
 
 # irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).

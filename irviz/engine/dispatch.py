@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 
-from irviz import protocol
-from irviz.step_views import StepViews
+from irviz.protocol import commands as protocol
+from irviz.engine.views import StepViews
 from irviz.core.workspace import Workspace
 import irviz.engine.testing as testing
 from irviz.engine.analysis import AnalysisCommands
@@ -22,7 +22,7 @@ from irviz.engine.catalogue import CatalogueCommands
 from irviz.engine.code_diff import CodeDiffCommands
 from irviz.engine.parts import EngineContext
 from irviz.engine.session import SessionCommands
-from irviz.protocol import BadRequest, Command, Reply, State, clean, error_dict
+from irviz.protocol.commands import BadRequest, Command, Reply, State, clean, error_dict
 
 
 def command_table(test_commands: bool) -> dict[str, Command]:

@@ -18,16 +18,16 @@ import sys
 import threading
 from collections import deque
 
-from irviz import protocol
+from irviz.protocol import commands as protocol
 from irviz.engine.catalogue import prewarm
 from irviz.engine.dispatch import Engine
-from irviz.protocol import error_dict
-from irviz.protocol_parts import reply_lines
+from irviz.protocol.commands import error_dict
+from irviz.protocol.parts import reply_lines
 
 
 class Channel:
     """Writes protocol lines to the real stdout (a dup of fd 1 taken before redirecting it); a big
-    reply goes in parts (:mod:`irviz.protocol_parts`), written together."""
+    reply goes in parts (:mod:`irviz.protocol.parts`), written together."""
 
     def __init__(self, stream):
         self._stream = stream

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from irviz.core.compare import Comparison
     from irviz.core.workspace import Workspace
-    from irviz.step_views import StepViews
+    from irviz.engine.views import StepViews
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """The session commands: open, step, jump, replay, ... Each answers with the state."""
 from __future__ import annotations
 
-from irviz import protocol
-from irviz.protocol import BadRequest, State, error_dict, import_error_fields
+from irviz.protocol import commands as protocol
+from irviz.protocol.commands import BadRequest, State, error_dict, import_error_fields
 from irviz.engine.catalogue import list_passes
 from irviz.engine.parts import EngineContext
 

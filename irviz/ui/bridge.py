@@ -15,7 +15,7 @@ session, cancel). This module is the name the window and the tests import.
 from __future__ import annotations
 
 # the routing's tables are the protocol's (tests/core/test_protocol.py checks they are the same objects)
-from irviz.protocol import DEFAULT_SUPERSEDE, STATE_CMDS
+from irviz.protocol.commands import DEFAULT_SUPERSEDE, STATE_CMDS
 from irviz.ui.engine_process import EngineBridge
 
 __all__ = ["EngineBridge", "STATE_CMDS", "DEFAULT_SUPERSEDE"]

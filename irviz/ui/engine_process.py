@@ -20,7 +20,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, QTimer
 
-from irviz.protocol_parts import PartJoiner
+from irviz.protocol.parts import PartJoiner
 from irviz.ui.request_routing import Request
 from irviz.ui.session_replay import SessionReplay
 
@@ -33,7 +33,7 @@ MAX_START_FAILURES = 3
 SPARE_DELAY_MS = 3000
 WARM_ID = -1     # request id of the spare's `warm` (its reply is ignored by the promoted engine)
 # the GUI thread decodes and dispatches replies for about this long, then lets other events in
-# (a big reply comes in parts: irviz.protocol_parts)
+# (a big reply comes in parts: irviz.protocol.parts)
 READ_BUDGET_S = 0.010
 UNFREEZE_EVERY = 16   # big replies between two full garbage collections of what they left
 

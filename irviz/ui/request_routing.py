@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
-from irviz.protocol import DEFAULT_SUPERSEDE, STATE_CMDS, State
+from irviz.protocol.commands import DEFAULT_SUPERSEDE, STATE_CMDS, State
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsOpacityEffect, QLabel, QWidget
 
-from irviz.protocol import State
+from irviz.protocol.commands import State
 from irviz.ui import themes
 
 STALE_OPACITY = 0.35

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tempfile
 import time
 
-from irviz.protocol import empty_state
+from irviz.protocol.commands import empty_state
 from irviz.ui.request_routing import Request, RequestRouter
 
 

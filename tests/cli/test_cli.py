@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from irviz.cli import main
+from irviz.cli.commands import main
 
 STAGES = {None, "load", "capture", "import", "pipeline", "build", "run", "compare"}
 
@@ -101,7 +101,7 @@ def test_entry_point_exit_code_and_stderr_message(tmp_path):
 
 def _fake_gui(monkeypatch):
     """Replace the app by a recorder: these tests must never open a window."""
-    from irviz import cli
+    from irviz.cli import commands as cli
 
     opened = []
     monkeypatch.setitem(cli.COMMANDS, "gui", cli.COMMANDS["gui"]._replace(
@@ -110,7 +110,7 @@ def _fake_gui(monkeypatch):
 
 
 def test_an_unknown_first_word_is_an_error_listing_the_commands(capsys, monkeypatch):
-    from irviz import cli
+    from irviz.cli import commands as cli
 
     opened = _fake_gui(monkeypatch)
     assert main(["chekc", "sample:mlp"]) == 2
@@ -131,7 +131,7 @@ def test_a_model_as_first_word_opens_the_app(monkeypatch, tmp_path):
 
 
 def test_every_command_in_the_table_has_help(capsys):
-    from irviz import cli
+    from irviz.cli import commands as cli
 
     with pytest.raises(SystemExit) as exc:
         main(["--help"])
@@ -155,21 +155,27 @@ def test_entry_point_refuses_an_unknown_word_and_lists_samples():
     assert proc.returncode == 0 and proc.stdout.startswith("mlp\t")
 
 
-def test_no_cli_module_imports_cli_and_each_subcommand_imports_cli_common():
-    """cli.py imports the subcommand modules; they import cli_common, core and their own helper
-    modules (below them in pyproject's layers), never cli."""
+def test_each_command_is_a_module_that_imports_what_the_commands_share_never_the_table():
+    """irviz/cli/commands.py holds the table and imports every command's module; a command module
+    imports the shared helpers (common, graph_breaks), core, and (the app's) ui, never the table;
+    every command that opens a model does so through common."""
     import ast
 
-    root = Path(__file__).resolve().parents[2] / "irviz"
-    for name in ("cli_common", "cli_check", "cli_compare", "cli_bisect"):
+    from irviz.cli.commands import COMMANDS
+
+    root = Path(__file__).resolve().parents[2] / "irviz" / "cli"
+    modules = {p.stem for p in root.glob("*.py")} - {"__init__", "__main__", "commands", "common", "graph_breaks"}
+    owners = {cmd.run.__module__.rsplit(".", 1)[1] for cmd in COMMANDS.values()}
+    assert owners == modules  # one module per command (check and export, compare and query apart)
+    for name in sorted(modules):
         tree = ast.parse((root / f"{name}.py").read_text())
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
             {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         irviz_mods = {m for m in imported if m and m.startswith("irviz")}
-        helpers = {"irviz.cli_common", "irviz.cli_graph_breaks"}
-        assert all(m in helpers or m.startswith("irviz.core") for m in irviz_mods), name
-        if name != "cli_common":
-            assert "irviz.cli_common" in irviz_mods, name
+        helpers = {"irviz.cli.common", "irviz.cli.graph_breaks"}
+        assert all(m in helpers or m.startswith(("irviz.core", "irviz.ui")) for m in irviz_mods), name
+        if name in ("check", "export", "compare", "query", "bisect", "code", "tune"):
+            assert "irviz.cli.common" in irviz_mods, name
 
 
 _NO_REFERENCE = '''

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from irviz.cli import main
+from irviz.cli.commands import main
 
 PASSES = str(Path(__file__).resolve().parents[1] / "core" / "data" / "bisect_passes.py")
 # the wrong pass needs high-level R.add, so it goes before LegalizeOps: 3rd of 8

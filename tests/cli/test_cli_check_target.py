@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from irviz.cli import main
-from irviz.cli_check import EXIT_NOT_RUN
+from irviz.cli.commands import main
+from irviz.cli.check import EXIT_NOT_RUN
 from irviz.core.target import not_runnable_here, resolve_target
 
 

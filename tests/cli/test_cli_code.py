@@ -3,7 +3,7 @@ compiled for one (a table of counts, or one kernel's code), and the code written
 import json
 import re
 
-from irviz.cli import main
+from irviz.cli.commands import main
 
 
 def test_targets_lists_names_as_tvm_dicts_and_what_builds_here(capsys):

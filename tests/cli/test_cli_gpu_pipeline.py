@@ -6,8 +6,8 @@ import json
 import re
 import textwrap
 
-from irviz.cli import main
-from irviz.cli_check import EXIT_NOT_RUN
+from irviz.cli.commands import main
+from irviz.cli.check import EXIT_NOT_RUN
 from irviz.core.target import not_runnable_here, resolve_target
 
 MODEL = textwrap.dedent('''

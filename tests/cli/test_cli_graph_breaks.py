@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli import main
+from irviz.cli.commands import main
 
 SORTED_ROWS = textwrap.dedent('''
     import torch

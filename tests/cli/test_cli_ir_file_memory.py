@@ -2,7 +2,7 @@
 as it does at a PyTorch model's example inputs, without --dim."""
 import json
 
-from irviz.cli import main
+from irviz.cli.commands import main
 
 SYMBOLIC = '''
 import numpy as np

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from irviz.cli import main
+from irviz.cli.commands import main
 
 
 def _check(capsys, *argv):

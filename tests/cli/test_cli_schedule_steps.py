@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli import main
+from irviz.cli.commands import main
 from irviz.core.frontend.samples import sample_path
 
 PRIMITIVES = ["split", "reorder", "reverse_compute_at", "parallel", "vectorize", "decompose_reduction"]

@@ -2,7 +2,7 @@
 (course_fx_mlp); all of them in one test, so the one-time costs are paid once."""
 import json
 
-from irviz.cli import main
+from irviz.cli.commands import main
 from irviz.core.frontend.samples import is_ir_sample, list_samples
 from irviz.core.passes.pipelines import CPU_PRE_STEPS
 

@@ -12,7 +12,7 @@ pytest.importorskip("tvm")
 
 from test_ir_files import INPUTS, MY_MODULE, REFERENCE, _write
 
-from irviz.cli import main
+from irviz.cli.commands import main
 from irviz.core.backend.bisect import bisect, check_module, reference_for
 from irviz.core.errors import RunError
 from irviz.core.passes import parse_pipeline

@@ -1,7 +1,7 @@
 """The engine's compare / compare_diff commands, in-process (no subprocess)."""
 import json
 
-from irviz import protocol
+from irviz.protocol import commands as protocol
 from irviz.engine import Engine
 
 NO_FOLD = "LegalizeOps,AnnotateTIROpPattern,FuseOps,FuseTIR"

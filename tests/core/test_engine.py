@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from irviz.protocol_parts import PartJoiner
+from irviz.protocol.parts import PartJoiner
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 240.0
@@ -293,7 +293,7 @@ def test_failing_pass_reply_carries_state(engine, tmp_path):
 def test_fx_graph_folds_by_module_when_big(monkeypatch):
     """In-process: with the threshold lowered, fx_graph folds module groups by default."""
     import irviz.engine as engine_mod
-    from irviz import step_views
+    from irviz.engine import views as step_views
 
     sent = []
     monkeypatch.setattr(step_views, "FX_FOLD_THRESHOLD", 6)

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("tvm")
 
 import irviz.engine as engine_mod
-from irviz import step_views
+from irviz.engine import views as step_views
 from irviz.core.frontend.samples import sample_path
 
 EXAMPLE = str(sample_path("example_converter"))
@@ -206,7 +206,7 @@ def test_samples_list_only_openable_files():
 
 
 def test_cli_samples_output_lists_models_only(capsys):
-    from irviz.cli import main
+    from irviz.cli.commands import main
 
     assert main(["samples"]) == 0
     listed = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]

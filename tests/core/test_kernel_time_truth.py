@@ -189,7 +189,7 @@ def _fake_result():
 
 
 def test_check_json_and_its_text_carry_the_marks():
-    from irviz.cli_check import kernel_fields
+    from irviz.cli.check import kernel_fields
 
     res, lines = _fake_result(), []
     out = kernel_fields(res, lines.append)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import tvm
 
-from irviz.cli import main as cli_main
+from irviz.cli.commands import main as cli_main
 from irviz.core.backend.build import build
 from irviz.core.backend.kernel_code import kernel_code
 from irviz.core.backend.lower_errors import failing_kernel, failing_line

@@ -108,7 +108,7 @@ def _learner_scheduled(tmp_path):
 
 
 def test_irviz_tune_finds_and_tunes_a_primfunc_only_main(tmp_path, capsys):
-    from irviz import cli
+    from irviz.cli import commands as cli
     from irviz.core.workspace import Workspace
 
     path, _ = _ir_file(tmp_path)
@@ -190,7 +190,7 @@ def test_a_search_that_samples_nothing_says_tvms_reason(tmp_path, monkeypatch):
 
 
 def test_irviz_tune_searches_a_learners_kernel_from_before_their_schedule(tmp_path):
-    from irviz.cli_tune import _unscheduled
+    from irviz.core.tuning.meta_schedule_space import unscheduled_sources
     from irviz.core.schedules import user_scheduled
     from irviz.core.workspace import Workspace
 
@@ -198,7 +198,7 @@ def test_irviz_tune_searches_a_learners_kernel_from_before_their_schedule(tmp_pa
     ws = Workspace()
     ws.open(str(path))
     ws.run_to_end()
-    sources, authored = _unscheduled(ws.session)
+    sources, authored = unscheduled_sources(ws.session)
     assert list(authored) == ["main"]
     assert user_scheduled(ws.session.current.mod["main"]) is not None
     assert user_scheduled(sources["main"]) is None  # plain loops, which MetaSchedule's rules expect

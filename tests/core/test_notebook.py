@@ -22,7 +22,7 @@ import irviz
 from irviz.core.errors import ExportError
 from irviz.core.frontend.ir_file import ir_file_spec, load_ir_file
 from irviz.core.tvm_compat import structural_equal
-from irviz.notebook import write_model_file
+from irviz.api.notebook import write_model_file
 
 
 # --- the course's objects, as its chapters write them (TVM 0.27 names) -----------------------

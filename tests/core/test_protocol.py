@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from irviz import protocol
+from irviz.protocol import commands as protocol
 from irviz.core.errors import IRImportError, PassError
 
 
@@ -67,11 +67,11 @@ def test_crash_exists_only_in_a_test_engine(monkeypatch):
 
 
 def test_the_docs_command_tables_are_written_from_the_table():
-    from irviz import protocol_doc
+    from irviz.protocol import doc as protocol_doc
 
     text = protocol_doc.DOC.read_text(encoding="utf-8")
     assert protocol_doc.render(text) == text, "docs/engine_protocol.md is stale: " \
-        "run python -m irviz.protocol_doc"
+        "run python -m irviz.protocol.doc"
     for c in (*protocol.COMMANDS.values(), *protocol.TEST_COMMANDS.values()):
         row = next(line for line in text.splitlines() if line.startswith(f"| `{c.name}` |"))
         for a in c.args:

@@ -1,10 +1,10 @@
-"""Big replies in parts (irviz.protocol_parts): every line stays small, and the joiner gives back the
+"""Big replies in parts (irviz.protocol.parts): every line stays small, and the joiner gives back the
 very reply that was split, once."""
 from __future__ import annotations
 
 import json
 
-from irviz.protocol_parts import PART_BYTES, PartJoiner, reply_lines
+from irviz.protocol.parts import PART_BYTES, PartJoiner, reply_lines
 
 
 def big_graph(n: int = 5000) -> dict:

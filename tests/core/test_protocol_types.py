@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 import pytest
 
-from irviz import protocol
-from irviz.protocol import COMMANDS, Arg, BadRequest, PassArg
-from irviz.protocol_types import matches, type_text
+from irviz.protocol import commands as protocol
+from irviz.protocol.commands import COMMANDS, Arg, BadRequest, PassArg
+from irviz.protocol.argtypes import matches, type_text
 
 
 @pytest.mark.parametrize("cmd, args, name, expected", [

@@ -5,7 +5,7 @@ import pytest
 from tvm import relax
 from tvm.relax import dpl
 
-from irviz.cli import main
+from irviz.cli.commands import main
 from irviz.core.passes import parse_pipeline
 from irviz.core.views import query
 from irviz.core.workspace import Workspace

@@ -272,7 +272,7 @@ def test_caches_released_with_the_session():
 
 def test_a_step_that_changed_only_attributes_says_so(session, tmp_path):
     # AnnotateTIROpPattern only adds op_pattern to each PrimFunc: "changed", but not the code
-    from irviz import protocol
+    from irviz.protocol import commands as protocol
     from irviz.core.export.trace import export_trace
 
     s = session

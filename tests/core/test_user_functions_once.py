@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli import main
+from irviz.cli.commands import main
 from irviz.core.backend.bisect import bisect, reference_for
 from irviz.core.passes import PassInvocation
 from irviz.core.workspace import Workspace

@@ -1,5 +1,5 @@
 """The fake engine the ui tests share: a QObject with the bridge's signals that answers every
-command from canned, protocol-shaped dicts (built with irviz.protocol's make_state, so a change
+command from canned, protocol-shaped dicts (built with irviz.protocol.commands's make_state, so a change
 to the state schema breaks these tests too). Fast, no engine process; end-to-end tests with the
 real engine are in test_main_window.py."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from irviz.protocol import COMMANDS, STATE_CMDS, STATE_KEYS, invocation, make_state, step_entry
+from irviz.protocol.commands import COMMANDS, STATE_CMDS, STATE_KEYS, invocation, make_state, step_entry
 
 def _node(id_, label, kind="op", x=0, y=0, **attrs):
     return dict(id=id_, label=label, sublabel=attrs.pop("sublabel", ""), kind=kind, x=x, y=y, w=120, h=32,

@@ -17,7 +17,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QPointF, QRectF, QSettings
 
 from irviz.core.views.layout import layout_graph
-from irviz.protocol import make_state
+from irviz.protocol.commands import make_state
 
 sys.path.insert(0, os.path.dirname(__file__))
 from fake_bridge import FX_GRAPH, FakeBridge, _node, open_mlp

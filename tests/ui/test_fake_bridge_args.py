@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fake_bridge import FakeBridge
 
-from irviz.protocol import BadRequest
+from irviz.protocol.commands import BadRequest
 
 
 def test_the_fake_bridge_refuses_an_argument_of_the_wrong_type(qtbot):

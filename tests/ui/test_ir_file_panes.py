@@ -15,7 +15,7 @@ pytest.importorskip("pytestqt")
 
 from fake_bridge import FakeBridge, _node
 
-from irviz.protocol import make_state, step_entry
+from irviz.protocol.commands import make_state, step_entry
 
 SIZES = {"main": ["m", "n", "k"], "main_two_blocks": ["m", "n", "k"], "no_sizes": []}
 

@@ -83,7 +83,7 @@ def test_window_sends_only_what_was_chosen(qtbot, tmp_path):
 
 
 def test_bridge_recipe_keeps_capture_and_maps_for_replay():
-    from irviz.protocol import make_state
+    from irviz.protocol.commands import make_state
     from irviz.ui.bridge import EngineBridge
 
     bridge = EngineBridge(autostart=False, spare=False)

@@ -237,7 +237,7 @@ def test_events_provenance_maps():
 def test_ui_does_not_import_torch_or_tvm():
     import subprocess
 
-    code = ("import sys; import irviz.ui.main_window, irviz.ui.app, irviz.snapshot; "
+    code = ("import sys; import irviz.ui.main_window, irviz.ui.app, irviz.cli.snapshot; "
             "bad = [m for m in ('torch', 'tvm', 'tvm_ffi') if m in sys.modules]; print(bad); "
             "sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -420,7 +420,7 @@ def test_the_step_table_says_its_units_where_the_column_is_narrow(win):
 
 
 def test_the_status_line_says_when_a_step_changed_only_attributes(win):
-    from irviz.protocol import make_state, step_entry
+    from irviz.protocol.commands import make_state, step_entry
 
     steps = [step_entry(0, "import", {}, 0.1, True),
              step_entry(1, "AnnotateTIROpPattern", {}, 0.01, True, changed_what="attrs")]

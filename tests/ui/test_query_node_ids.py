@@ -5,8 +5,8 @@ import pytest
 from irviz.core.passes import parse_pipeline
 from irviz.core.views import query
 from irviz.core.workspace import Workspace
-from irviz.protocol import ALL_FUNCTIONS
-from irviz.step_views import StepViews
+from irviz.protocol.commands import ALL_FUNCTIONS
+from irviz.engine.views import StepViews
 from irviz.ui.panes.relax import match_node_ids
 
 FUSED = "fused_matmul_add_relu"

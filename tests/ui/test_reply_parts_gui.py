@@ -14,7 +14,7 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import QTimer
 
-from irviz.protocol_parts import reply_lines
+from irviz.protocol.parts import reply_lines
 from irviz.ui import engine_process
 from irviz.ui.bridge import EngineBridge
 
@@ -30,7 +30,7 @@ def graph(n):
 
 ENGINE = GRAPH + '''
 import json, sys
-from irviz.protocol_parts import reply_lines
+from irviz.protocol.parts import reply_lines
 print(json.dumps({"event": "ready", "pid": 1}), flush=True)
 for line in sys.stdin:
     req = json.loads(line)

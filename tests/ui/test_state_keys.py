@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from irviz import protocol
+from irviz.protocol import commands as protocol
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = REPO / "irviz"
 # [tool.mypy]'s `files` (tomllib is 3.11+; the project runs on 3.10)
 MYPY_FILES = re.findall(r'"([^"]+)"', re.search(r"\[tool\.mypy\][^\[]*?files = \[(.*?)\]",
                                                  (REPO / "pyproject.toml").read_text(), re.S).group(1))
-GUI_FILES = [p for p in [*sorted((ROOT / "ui").rglob("*.py")), ROOT / "snapshot.py"]
+GUI_FILES = [p for p in [*sorted((ROOT / "ui").rglob("*.py")), ROOT / "cli" / "snapshot.py"]
              if str(p.relative_to(REPO)) not in MYPY_FILES]
 # what the GUI calls the state it got from the engine
 STATE_NAMES = {"state", "_state"}
@@ -67,7 +67,7 @@ def test_the_scan_finds_an_undeclared_key():
 
 
 MISSPELT = '''\
-from irviz.protocol import State
+from irviz.protocol.commands import State
 
 
 def model(state: State | None) -> object:

@@ -77,7 +77,7 @@ def test_build_run_on_a_target_not_here_says_not_run_and_results_of_another_targ
 
 
 def test_the_replay_recipe_carries_the_target_so_a_restarted_engine_runs_the_passes_under_it():
-    from irviz.protocol import COMMANDS, make_state
+    from irviz.protocol.commands import COMMANDS, make_state
     from irviz.ui.bridge import EngineBridge
 
     bridge = EngineBridge(autostart=False, spare=False)

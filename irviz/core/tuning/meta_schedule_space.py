@@ -147,3 +147,27 @@ def task_logger(name: str) -> tuple[logging.Logger, WarningsKept]:
 
 def sampling_warning(messages: list[str]) -> str | None:
     return next((m for m in messages if "Cannot sample" in m or "sample" in m.lower()), None)
+
+
+def unscheduled_sources(session) -> tuple[dict, dict]:
+    """({kernel: it before the learner's schedule() or the pipeline's first CPU schedule rule},
+    {kernel the learner's schedule() changed: why}) for a session's steps. MetaSchedule's rules
+    expect plain loops, so a search starts from these."""
+    import tvm_ffi
+    from tvm import tirx
+
+    def kernels(mod):
+        return {g.name_hint: f for g, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)}
+
+    sources, authored = {}, {}
+    steps = session.pass_steps()
+    first = next((i for i, st in enumerate(steps) if st.pass_name.startswith("CPU")), None)
+    if first is not None:
+        sources = kernels((session.steps[session.n_schedule] if first == 0 else steps[first - 1]).mod)
+    if session.n_schedule:
+        plain = kernels(session.steps[0].mod)
+        for name, f in kernels(session.steps[session.n_schedule].mod).items():
+            if name in plain and not tvm_ffi.structural_equal(plain[name], f):
+                sources[name] = plain[name]
+                authored[name] = "schedule() of the loaded file"
+    return sources, authored

@@ -324,7 +324,7 @@ def mark_externs(g: nx.DiGraph, mod) -> None:
                           "fails on it")
 
 
-ALL_FUNCTIONS = "*"   # the name that asks for every Relax function at once (irviz.protocol too)
+ALL_FUNCTIONS = "*"   # the name that asks for every Relax function at once (irviz.protocol.commands too)
 
 
 def _root_var(nid: str) -> str:

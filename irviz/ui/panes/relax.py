@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QLineEdit, QSplitter,
                                QToolButton, QVBoxLayout)
 
-from irviz.protocol import ALL_FUNCTIONS
+from irviz.protocol.commands import ALL_FUNCTIONS
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, SearchBox, dim_label
 from irviz.ui.result_stamp import ResultStamp, step_identity

@@ -1,7 +1,7 @@
-"""The command tables of docs/engine_protocol.md, written from irviz.protocol's table.
+"""The command tables of docs/engine_protocol.md, written from the command table in irviz.protocol.commands.
 
-    python -m irviz.protocol_doc            rewrite the generated blocks of the doc
-    python -m irviz.protocol_doc --check    exit 1 if the doc differs from what would be written
+    python -m irviz.protocol.doc            rewrite the generated blocks of the doc
+    python -m irviz.protocol.doc --check    exit 1 if the doc differs from what would be written
 
 Each block sits between `<!-- BEGIN commands:SECTION -->` and `<!-- END commands:SECTION -->`; the
 prose around the blocks is kept as it is. tests/core/test_protocol.py fails when the doc is stale.
@@ -13,10 +13,10 @@ import re
 import sys
 from pathlib import Path
 
-from irviz.protocol import COMMANDS, TEST_COMMANDS, Arg
-from irviz.protocol_types import type_text
+from irviz.protocol.commands import COMMANDS, TEST_COMMANDS, Arg
+from irviz.protocol.argtypes import type_text
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "engine_protocol.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "engine_protocol.md"
 _BLOCK = re.compile(r"(<!-- BEGIN commands:(\w+) -->\n)(.*?)(<!-- END commands:\2 -->)", re.S)
 
 
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     new = render(text)
     if "--check" in argv:
         if new != text:
-            print(f"{DOC} is stale: run python -m irviz.protocol_doc", file=sys.stderr)
+            print(f"{DOC} is stale: run python -m irviz.protocol.doc", file=sys.stderr)
             return 1
         return 0
     if new != text:

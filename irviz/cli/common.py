@@ -1,8 +1,8 @@
 """What the `irviz` subcommands share: the model options, opening a workspace stage by stage, the
 record of the stage that failed, and `--json` output.
 
-Every subcommand module (cli_check, cli_compare, cli_bisect) imports this and irviz.core only;
-cli.py imports them all and holds the table of subcommands.
+Every command's module (check, export, compare, ...) imports this and irviz.core only;
+commands.py imports them all and holds the table of subcommands.
 """
 from __future__ import annotations
 

@@ -1,17 +1,16 @@
-"""`irviz compare` (two pipelines, steps aligned) and `irviz query` (a pattern counted at every step):
-the work is in core.compare / core.views.query."""
+"""`irviz compare`: two pipelines on one model, steps aligned by pass name, their last steps built
+and run; compare.html and compare.json (the work is in core.compare)."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from irviz.cli_common import Failure, add_model_arguments, add_target_argument, log_for, open_workspace, write_json
+from irviz.cli.common import Failure, add_model_arguments, add_target_argument, open_workspace
 
-# irviz.core modules that load torch or TVM are imported inside the functions (see cli_common).
+# irviz.core modules that load torch or TVM are imported inside the functions (see common).
 
 COMPARE_HELP = ("run two pipelines on the same model, steps aligned by pass name; write compare.html "
                 "and compare.json")
-QUERY_HELP = "count a pattern (conv2d -> add -> relu, linear0 -> env.relu) in the Relax graph at every step"
 
 
 def add_compare_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,15 +20,6 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=int, default=10, help="timed runs of each pipeline's last step")
     add_target_argument(p, help_more="; both pipelines' passes run under T and their last steps are "
                                      "built for it, and run only where its device is here")
-
-
-def add_query_arguments(p: argparse.ArgumentParser) -> None:
-    add_model_arguments(p)
-    p.add_argument("pattern", help="op, function or extern function names (globs too) joined by '->', "
-                                   "'*' for any call, constraints in parentheses: "
-                                   "'matmul(dtype=float32) -> * -> softmax', 'conv2d(shape=[1,64,56,56]) -> add', "
-                                   "'linear0 -> env.relu', 'fused_* -> fused_*'")
-    p.add_argument("--json", metavar="PATH", help="write the matches per step as JSON to PATH ('-' = stdout)")
 
 
 def run_compare(args) -> int:
@@ -77,29 +67,3 @@ def run_compare(args) -> int:
         return 1
     print(f"wrote {html_path}\nwrote {json_path}")
     return 0 if failure.stage is None else 1
-
-
-def run_query(args) -> int:
-    from irviz.core.views import query
-
-    failure = Failure(args.verbose)
-    log = log_for(args)
-    try:  # a malformed pattern is a usage error: say where before paying for the model
-        query.parse(args.pattern)
-    except Exception as exc:
-        failure.record("query", exc)
-        return 2
-    ws = open_workspace(args, failure, log)
-    if ws is None or ws.session is None:
-        return 1
-    try:
-        found = query.query_steps(ws.session.steps, args.pattern)
-    except Exception as exc:
-        failure.record("query", exc)
-        return 2
-    for row in found["steps"]:
-        shown = "; ".join(" -> ".join(b) for b in row["bindings"][:3])
-        more = f" (+{row['matches'] - 3} more)" if row["matches"] > 3 else ""
-        log(f"  {row['index']:2d} {row['pass']:28} {row['matches']:4d}  {shown}{more}")
-    write_json(args.json, found)
-    return 1 if failure.stage is not None else 0

@@ -3,7 +3,7 @@
 The command table (each command's arguments, reply, stage and handler), the shapes of the state
 and the main results as TypedDicts, and the encoding of results and errors as strict JSON. The
 engine binds its handlers from the table (irviz/engine/dispatch.py), the doc's command tables are
-written from it (irviz/protocol_doc.py), and the GUI's bridge and the pane tests' fake bridge build
+written from it (irviz/protocol/doc.py), and the GUI's bridge and the pane tests' fake bridge build
 from here too, so a change to the schema shows up in all of them. Plain Python only: the GUI imports this and
 must never load torch or TVM.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, cast
 
 from irviz.core.errors import IrvizError, RequestError, tvm_error_text
-from irviz.protocol_types import describe, matches, type_text
+from irviz.protocol.argtypes import describe, matches, type_text
 
 if sys.version_info >= (3, 11):
     from typing import NotRequired
@@ -37,7 +37,7 @@ REQUIRED = _Required()  # an Arg default: the request must give this argument
 class Arg:
     name: str
     # what the value is, as an annotation (`str | None`, `list[str]`, `Literal["all"]`, a TypedDict):
-    # a request's value is checked against it (irviz.protocol_types) and the doc writes it out
+    # a request's value is checked against it (irviz.protocol.argtypes) and the doc writes it out
     type: object = Any
     default: Any = REQUIRED
     doc: str = ""

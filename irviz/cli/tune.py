@@ -7,7 +7,7 @@ import signal
 import sys
 import time
 
-from irviz.cli_common import Failure, add_model_arguments, add_target_argument, open_workspace
+from irviz.cli.common import Failure, add_model_arguments, add_target_argument, open_workspace
 
 TUNE_HELP = "tune a model's slowest kernels with TVM's MetaSchedule (locally or through an RPC tracker)"
 
@@ -40,6 +40,7 @@ def run_tune(args) -> int:
         return 2
     from irviz.core.errors import IrvizError
     from irviz.core.tuning import meta_schedule as ms_tuning
+    from irviz.core.tuning.meta_schedule_space import unscheduled_sources
 
     try:
         ms_tuning.check_requirements()
@@ -56,7 +57,7 @@ def run_tune(args) -> int:
     target = ms_tuning.tuning_target(ws.session.target if not args.target else _target(args.target))
     db = args.db or str(ms_tuning.default_db_dir(target))
     mod = ws.session.current.mod
-    sources, authored = _unscheduled(ws.session)
+    sources, authored = unscheduled_sources(ws.session)
     t0 = time.perf_counter()
 
     def progress(text, fraction):
@@ -115,26 +116,3 @@ def _target(text):
     from irviz.core.target import resolve_target
 
     return resolve_target(text)
-
-
-def _unscheduled(session) -> tuple[dict, dict]:
-    """({kernel: it before the learner's schedule() or the pipeline's first CPU schedule rule},
-    {kernel the learner's schedule() changed: why}). MetaSchedule's rules expect plain loops."""
-    import tvm_ffi
-    from tvm import tirx
-
-    def kernels(mod):
-        return {g.name_hint: f for g, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)}
-
-    sources, authored = {}, {}
-    steps = session.pass_steps()
-    first = next((i for i, st in enumerate(steps) if st.pass_name.startswith("CPU")), None)
-    if first is not None:
-        sources = kernels((session.steps[session.n_schedule] if first == 0 else steps[first - 1]).mod)
-    if session.n_schedule:
-        plain = kernels(session.steps[0].mod)
-        for name, f in kernels(session.steps[session.n_schedule].mod).items():
-            if name in plain and not tvm_ffi.structural_equal(plain[name], f):
-                sources[name] = plain[name]
-                authored[name] = "schedule() of the loaded file"
-    return sources, authored

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import argparse
 
-from irviz.cli_common import Failure, add_model_arguments, add_target_argument, log_for, open_workspace, \
+from irviz.cli.common import Failure, add_model_arguments, add_target_argument, log_for, open_workspace, \
     with_json_stdout, write_json
 
-# irviz.core modules that load torch, TVM or numpy are imported inside the functions (see cli_common).
+# irviz.core modules that load torch, TVM or numpy are imported inside the functions (see common).
 
 BISECT_HELP = ("find the first pass whose build gives wrong numbers, or fails to build or run; "
                "exit 0: every step matches, 1: found one")

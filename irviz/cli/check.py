@@ -1,17 +1,16 @@
-"""`irviz check` (load → capture → import → every pass → build → run → compare with torch, one
-verdict) and `irviz export` (every step as a script, its params and diffs, steps.json, report.html)."""
+"""`irviz check`: load → capture → import → every pass → build → run → compare with torch, one
+verdict (and with --json the figures: times, kernels, roofline, memory, decisions)."""
 from __future__ import annotations
 
 import argparse
 import time
 
-from irviz.cli_common import Failure, add_model_arguments, add_target_argument, finite, log_for, \
+from irviz.cli.common import Failure, add_model_arguments, add_target_argument, finite, log_for, \
     open_workspace, with_json_stdout, write_json
 
-# irviz.core modules that load torch or TVM are imported inside the functions (see cli_common).
+# irviz.core modules that load torch or TVM are imported inside the functions (see common).
 
 CHECK_HELP = "load, import, run a pipeline pass by pass, build, run, compare"
-EXPORT_HELP = "write step scripts, parameters, diffs, steps.json, report.html"
 
 # `irviz check --target T` built for T but this machine has no such device (an aarch64 CPU, a GPU):
 # nothing failed, and nothing ran either
@@ -39,16 +38,6 @@ def add_check_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_check(args) -> int:
     return with_json_stdout(args, lambda out: _check(args, out))
-
-
-def add_export_arguments(p: argparse.ArgumentParser) -> None:
-    add_model_arguments(p)
-    p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--no-build", action="store_true", help="skip build+run in the report")
-    p.add_argument("--latency", action="store_true",
-                   help="build and time every step; report.html gets a latency-per-step chart")
-    p.add_argument("--repeats", type=int, default=10, help="timed runs per step for --latency")
-    add_target_argument(p)
 
 
 def _check_alt_sizes(ws, args, failure: Failure, summary: dict, log) -> None:
@@ -302,7 +291,7 @@ def _check(args, out) -> int:
     ws = open_workspace(args, failure, log)
     failure.held.clear()
     if ws is None and failure.stage == "capture" and graph_breaks:
-        from irviz.cli_graph_breaks import check_graph_breaks
+        from irviz.cli.graph_breaks import check_graph_breaks
 
         check_graph_breaks(args, failure, summary, log)
         failure.report()
@@ -430,60 +419,3 @@ def _check_intermediates(ws, args, failure: Failure, summary: dict, log) -> None
         log(f"  {n.fx_node[:32]:32} {str(n.relax_var)[:12]:12} {n.max_abs:10.3g} {n.max_rel:10.3g}  {n.status}")
     if res.first_divergence is not None and failure.stage is None:
         failure.mismatch(f"intermediates diverge from torch first at {res.first_divergence}")
-
-
-def run_export(args) -> int:
-    failure = Failure(args.verbose)
-    graph_breaks = not getattr(args, "no_weights", False) and getattr(args, "capture", None) in (None, "export")
-    if graph_breaks:  # nothing captures the whole model: each graph of its graph breaks, one folder each
-        failure.held.add("capture")
-    ws = open_workspace(args, failure, print)
-    failure.held.clear()
-    if ws is None and failure.stage == "capture" and graph_breaks:
-        from irviz.cli_graph_breaks import export_graph_breaks
-
-        return export_graph_breaks(args, failure)
-    if ws is None:
-        return 1
-    if failure.stage is None and not args.no_build:
-        try:
-            not_run = ws.not_run_reason()
-            if ws.structure_only:
-                ws.build_step()
-                print("run      structure only: no weights to run with (built, not run)")
-            elif not_run is not None:
-                ws.build_step()
-                print(f"run      built for {ws.target_name}; no such device here, not run ({not_run})")
-            else:
-                ws.build_run(func=args.func)
-        except Exception as exc:  # the trace is still worth exporting; the report says why
-            failure.record("build", exc)
-    if args.latency and ws.structure_only:
-        print("latency  structure only: no weights to run with (no latency per step)")
-    elif args.latency:
-        ws.progress = lambda text, fraction=None, **_: print(text) if fraction < 1 else None
-        trace = ws.latency_trace(repeats=args.repeats)
-        ws.progress = lambda *_, **__: None
-        for e in trace:
-            what = (f"tvm {e['tvm_ms']:.3f} ms  torch {e['torch_ms']:.3f} ms"
-                    if e["ok"] and e.get("torch_ms") is not None else
-                    f"tvm {e['tvm_ms']:.3f} ms" if e["ok"] else f"not built: {e['error']}")
-            print(f"  {e['step']:2d} {e['pass']:28} {what}")
-    try:
-        out = ws.export(args.out)
-    except Exception as exc:
-        failure.record("export", exc)
-        return 1
-    if args.target:
-        from irviz.core.export.kernel_files import write_kernel_code
-
-        try:
-            code = write_kernel_code(out, ws.session, args.target)
-        except Exception as exc:
-            failure.record("export", exc)
-            return 1
-        bad = [n for n, k in code["kernels"].items() if k["error"]]
-        print(f"wrote {len(code['kernels']) - len(bad)} kernels' code for {args.target} in {out}/{code['dir']}"
-              + (f"; not compiled: {', '.join(bad)}" if bad else ""))
-    print(f"wrote {out}")
-    return 0 if failure.stage is None else 1

@@ -3,7 +3,7 @@ torch.compile cuts it into at its graph breaks is imported, run through the pipe
 compared with torch on its own (see irviz.core.frontend.graph_breaks)."""
 from __future__ import annotations
 
-from irviz.cli_common import finite
+from irviz.cli.common import finite
 
 
 def check_graph_breaks(args, failure, summary: dict, log) -> None:

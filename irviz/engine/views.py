@@ -98,7 +98,7 @@ class StepViews:
 
             g = graph_mod.fx_digraph(captured.graph)
             total = g.number_of_nodes()
-            hidden = []
+            hidden: list = []
             if not bookkeeping:
                 from irviz.core.views.bookkeeping import without_bookkeeping
 
@@ -134,7 +134,7 @@ class StepViews:
         result["import_error"] = None
         if exc is None:
             return
-        from irviz.protocol import import_error_fields
+        from irviz.protocol.commands import import_error_fields
 
         err = import_error_fields(exc, self._ws.loaded)
         result["import_error"] = err
@@ -168,7 +168,7 @@ class StepViews:
                 raise RequestError(f"No Relax function {func!r} at step {st.index} "
                                    f"(has: {', '.join(names) or 'none'})")
             g = graph_mod.relax_digraph(st.mod, func, expand_fused=bool(expand_fused))
-            hidden = []
+            hidden: list = []
             if not bookkeeping:
                 from irviz.core.views.bookkeeping import without_bookkeeping
 

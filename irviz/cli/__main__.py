@@ -1,0 +1,3 @@
+from irviz.cli.commands import main
+
+raise SystemExit(main())
