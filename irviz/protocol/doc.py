@@ -4,7 +4,7 @@
     python -m irviz.protocol.doc --check    exit 1 if the doc differs from what would be written
 
 Each block sits between `<!-- BEGIN commands:SECTION -->` and `<!-- END commands:SECTION -->`; the
-prose around the blocks is kept as it is. tests/core/test_protocol.py fails when the doc is stale.
+prose around the blocks is kept as it is. tests/protocol/test_protocol.py fails when the doc is stale.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """irviz.show / irviz.report from a Python session: the files written for objects in memory load
 back to the same module, and the report holds the pipeline's steps. (The app itself, started by
-show(), is tested in tests/cli/test_notebook_show.py.)"""
+show(), is tested in tests/api/test_notebook_show.py.)"""
 import html
 import subprocess
 import sys
