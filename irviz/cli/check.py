@@ -136,8 +136,9 @@ def _roofline_fields(built, res, log):
         return None
     if r is not None:
         t = r["total"]
-        model = (f"; kernels {t['gflops']:.1f} GFLOP/s = {t['pct_of_peak']:.1f}% of peak"
-                 if t["gflops"] is not None else "")
+        model = (f"; kernels {t['gflops']:.3g} GFLOP/s = {t['pct_of_peak']:.3g}% of peak"
+                 if t["gflops"] is not None else
+                 f"; kernels' GFLOP/s unknown: {t['unknown_reason']}" if t.get("unknown_reason") else "")
         log(f"roofline  peak {r['peak_gflops']:.0f} GFLOP/s, memory {r['bandwidth_gbs']:.1f} GB/s "
             f"({r['threads']} threads, measured){model}")
     return r

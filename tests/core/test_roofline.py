@@ -234,3 +234,19 @@ def test_cache_roofs_read_again_a_disturbed_level_and_merge_one_too_small_to_mea
     # L2 on both threads and on one, read again beside the disturbed L1; the L3 (as big a share) not swept
     assert len([r for r in reads if r[0] == 512 << 10]) == 4
     assert got["dram_sweep"]["gbs"] == 20.0 and got["note"] is None
+
+
+def test_all_kernels_together_is_no_figure_when_most_of_their_time_has_no_known_work(small_cnn_run):
+    from types import SimpleNamespace
+
+    built, res = small_cnn_run
+    known = [SimpleNamespace(name=k.name, calls=k.calls, ms=0.01, binding=k.binding) for k in res.kernels]
+    # an extern whose FLOPs nobody knows takes nearly all the time
+    opaque = SimpleNamespace(name="my_extern_linear", calls=1, ms=10.0, binding=None)
+    r = roofline(built, [*known, opaque], _roofs(1e6, scale=1e4))
+    t = r["total"]
+    assert t["gflops"] is None and t["pct_of_peak"] is None and t["pct_of_roof"] is None
+    assert t["known_share"] < 0.5 and "1 kernel(s) is not known" in t["unknown_reason"]
+    # the same kernels alone: a figure, over all of their time
+    r = roofline(built, known, _roofs(1e6, scale=1e4))
+    assert r["total"]["gflops"] > 0 and r["total"]["known_share"] == 1.0 and r["total"]["unknown_reason"] is None

@@ -212,6 +212,9 @@ def kernel_work(built, kernels) -> dict[str, tuple[float, int] | None]:
 
 
 # ------------------------------------------------------------------------------------ the roofs
+KNOWN_SHARE_FOR_TOTAL = 0.5  # of the kernel time, for a GFLOP/s of all kernels together
+
+
 def _finite_round(x, digits=6):
     """`x` to `digits` significant digits (figures span µs kernels to whole models); None if not finite."""
     return None if x is None or not math.isfinite(x) else float(f"{x:.{digits}g}")
@@ -298,16 +301,24 @@ def roofline(built, kernels, roofs: dict, kernels_reliable=None, kernels_reason=
             for key in ("gflops", "gbs", "intensity", "roof_gflops", "pct_of_roof", "ridge_intensity"):
                 e[key] = _finite_round(e[key])
         entries.append(e)
+    # a figure for "all kernels" that stands on a sliver of their time (the kernels whose work is
+    # known, when the big ones are externs or symbolic) would read as the whole's
+    known_share = known_ms / tot_ms if tot_ms > 0 else 0.0
+    whole = known_ms > 0 and known_share >= KNOWN_SHARE_FOR_TOTAL
     total = {"flops": tot_flops, "bytes": int(tot_bytes), "kernel_ms": _finite_round(tot_ms),
-             "gflops": _finite_round(tot_flops / known_ms / 1e6) if known_ms > 0 else None,
+             "known_ms": _finite_round(known_ms), "known_share": _finite_round(known_share),
+             "gflops": _finite_round(tot_flops / known_ms / 1e6) if whole else None,
              "pct_of_peak": _finite_round(100.0 * tot_flops / known_ms / 1e6 / peak)
-             if known_ms > 0 and peak > 0 else None,
+             if whole and peak > 0 else None,
+             "unknown_reason": None if whole else
+             (f"the work of {sum(1 for e in entries if e['flops'] is None)} kernel(s) is not known "
+              f"(symbolic sizes or a library call), {100 * (1 - known_share):.0f}% of the kernel time"),
              "kernels_without_work": sum(1 for e in entries if e["flops"] is None),
              "intensity": _finite_round(tot_flops / tot_bytes) if tot_bytes > 0 else None,
              # each kernel at its own level's roof: the whole run can go no faster than their sum
              "roof_ms": _finite_round(roof_s * 1e3),
              "roof_gflops": _finite_round(tot_flops / roof_s / 1e9) if roof_s > 0 else None,
-             "pct_of_roof": _finite_round(100.0 * roof_s * 1e3 / known_ms) if known_ms > 0 and roof_s > 0 else None,
+             "pct_of_roof": _finite_round(100.0 * roof_s * 1e3 / known_ms) if whole and roof_s > 0 else None,
              "roof_source": "each kernel's shortest time at the roof of its own level, summed"}
     total["above_roof"] = bool(total["pct_of_roof"] and total["pct_of_roof"] > 100.0)
     total["above_roof_reason"] = ("faster than its kernels' roofs allow: "

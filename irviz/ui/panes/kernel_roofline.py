@@ -125,6 +125,8 @@ def roofs_text(r: dict | None) -> str:
             text += (f", {t['pct_of_roof']:.3g}% of their roofs (each kernel's shortest time at its own "
                      "level's roof, summed)")
         lines.append(text + ".")
+    elif t.get("unknown_reason"):
+        lines.append(f"All kernels together: no figure, as {t['unknown_reason']}.")
     if r.get("kernels_reliable") is False:
         lines.append(f"The kernels' times are not reliable: {r.get('kernels_reason') or 'no reason given'}.")
     above = [e["name"] for e in r.get("kernels") or () if e.get("above_roof")]
