@@ -7,6 +7,7 @@ import json
 import sys
 
 from irviz.cli.common import Failure, add_model_arguments, add_target_argument, open_workspace, write_json
+from irviz.core.views.counts_text import counts_comment, parts_text, widths_compact
 
 # irviz.core modules that load TVM are imported inside the functions (see common).
 
@@ -26,11 +27,6 @@ def add_code_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --kernel: a unified diff of its code on --target against T2 (e.g. "
                         "--target x86-avx2 --diff-target x86-avx512), counts of both above")
     p.add_argument("--json", metavar="PATH", help="write every kernel's counts as JSON ('-' = stdout)")
-
-
-def _widths(bits: dict) -> str:
-    return " ".join(f"{b}:{n}" for b, n in sorted(bits.items(), key=lambda kv: -int(kv[0])
-                                                    if kv[0].isdigit() else 0)) or "-"
 
 
 def _table(code) -> list[str]:
@@ -57,30 +53,15 @@ def _table(code) -> list[str]:
             continue
         callees = ", ".join(f"{f}×{n}" for f, n in list(c.get("callees", {}).items())[:4])
         lines.append(f"{name[:40]:40} {c.get('instructions', 0):6} {c.get('vector', 0):6} "
-                     f"{_widths(c.get('vector_bits', {})):>18} {c.get('fma', 0):5} {c.get('vector_fma', 0):5} "
+                     f"{widths_compact(c.get('vector_bits', {})):>18} {c.get('fma', 0):5} {c.get('vector_fma', 0):5} "
                      f"{c.get('loops', 0):5} {c.get('calls', 0):5}  {callees}")
         if parts:
-            lines.append(f"  {_parts_text(parts)}")
+            lines.append(f"  {parts_text(parts)}")
     return lines
 
 
-def _parts_text(parts: dict) -> str:
-    """'= entry __tvm_ffi_k 512 + body k_compute_ 120 + parallel lambda .L__tvm_parallel_lambda 40
-    instructions': the functions a kernel's counts are summed over."""
-    return "= " + " + ".join(f"{p['role']} {s} {p.get('instructions', 0)}" for s, p in parts.items()) \
-        + " instructions"
-
-
 def _counts_line(code, k) -> str:
-    c = k.counts
-    if code.gpu:
-        shapes = "; ".join(f"{launch.get('function', k.name)} grid {launch['grid']} block {launch['block']}"
-                           for launch in k.launch)
-        return f"{shapes}; {c['shared_bytes']} B shared, {c['barriers']} barriers"
-    return (f"{c['instructions']} instructions, {c['vector']} vector ({_widths(c['vector_bits'])}), "
-            f"{c['fma']} FMA ({c['vector_fma']} vector), {c.get('loops', 0)} loops, {c['calls']} calls out"
-            + (f": {', '.join(f'{f}×{n}' for f, n in c['callees'].items())}" if c["callees"] else "")
-            + (f"\n# {_parts_text(k.parts)}" if k.parts else ""))
+    return counts_comment(code.gpu, k.name, k.counts, k.launch, k.parts)
 
 
 def run_code(args) -> int:

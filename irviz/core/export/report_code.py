@@ -5,24 +5,10 @@ from __future__ import annotations
 import html
 
 from irviz.core.backend.kernel_code import kernel_code
+from irviz.core.views.counts_text import counts_line
 
 SLOWEST = 5  # kernels shown per run
 MAX_LINES = 400  # per kernel: the rest is in the exported NAME.s / NAME.cu
-
-
-def counts_line(kind: str, counts: dict, launch: list | None = None) -> str:
-    """'812 instructions · 240 vector (236×512-bit, 4×128-bit) · 96 FMA · 2 calls out: expf×2'."""
-    c = counts or {}
-    if kind != "llvm":
-        shapes = "; ".join(f"grid {'×'.join(map(str, x['grid']))}, block {'×'.join(map(str, x['block']))}"
-                           for x in launch or [])
-        return f"{shapes or 'no launch'} · {c.get('shared_bytes', 0)} B shared · {c.get('barriers', 0)} barriers"
-    bits = ", ".join(f"{n}×{b}-bit" if str(b).isdigit() else f"{n}×{b}"
-                     for b, n in sorted((c.get("vector_bits") or {}).items(), key=lambda kv: -kv[1]))
-    calls = ", ".join(f"{f}×{n}" for f, n in list((c.get("callees") or {}).items())[:4])
-    return (f"{c.get('instructions', 0)} instructions · {c.get('vector', 0)} vector"
-            + (f" ({bits})" if bits else "") + f" · {c.get('fma', 0)} FMA ({c.get('vector_fma', 0)} vector)"
-            + f" · {c.get('calls', 0)} calls out" + (f": {calls}" if calls else ""))
 
 
 def _code_html(text: str, lexer: str) -> str:

@@ -8,7 +8,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QComboBox, QPushButton
 
 from irviz.ui.panes.kernel_code_tab import HOST, fill_target_box
-from irviz.ui.panes.kernel_counts import is_arm, widths_text
+from irviz.core.views.counts_text import is_arm, widths_text
 from irviz.ui.panes.pipeline_link import PaneLink
 from irviz.ui.result_stamp import ResultStamp
 

@@ -4,41 +4,11 @@ vector instructions and their width, FMAs, calls out.  The counts come from the 
 is no slower; until they come (or when they are for something else) the cells say so."""
 from __future__ import annotations
 
-import json
 
+from irviz.core.views.counts_text import is_arm, widest, width_name, widths_text
 from irviz.ui.panes.kernel_table import Column, Num, text_cell
 
 PENDING = "…"
-
-# x86 names its vector registers by width; AArch64's NEON registers are all 128-bit
-_X86_NAMES = {"128": "xmm", "256": "ymm", "512": "zmm"}
-
-
-def is_arm(target) -> bool:
-    text = json.dumps(target) if isinstance(target, dict) else str(target or "")
-    return "aarch64" in text or "arm" in text
-
-
-def width_name(bits: str, arm: bool) -> str:
-    if bits == "sve":
-        return "SVE"
-    if arm:
-        return "NEON" if bits == "128" else f"{bits}-bit"
-    return _X86_NAMES.get(bits, f"{bits}-bit")
-
-
-def widest(vector_bits: dict) -> str | None:
-    sized = [b for b in vector_bits if str(b).isdigit()]
-    if sized:
-        return max(sized, key=int)
-    return next(iter(vector_bits), None)
-
-
-def widths_text(vector_bits: dict, arm: bool) -> str:
-    """'236 zmm, 4 xmm': every width, most used first."""
-    items = sorted(vector_bits.items(), key=lambda kv: -kv[1])
-    return ", ".join(f"{n} {width_name(str(b), arm)}" for b, n in items)
-
 
 def _state(ctx: dict) -> dict:
     return ctx.get("counts") or {}
