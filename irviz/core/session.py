@@ -48,7 +48,8 @@ import traceback
 import weakref
 from dataclasses import dataclass, field
 
-from irviz.core import passes, schedules
+from irviz.core import passes
+from irviz.core.schedules import rules as schedules
 from irviz.core.errors import IrvizError, PassError
 from irviz.core.tvm_compat import host_target
 from irviz.core.views import diff as diff_mod

@@ -10,7 +10,7 @@ import tvm
 from tvm import s_tir, te, topi, tirx
 
 from irviz.core import passes
-from irviz.core import schedules as S
+from irviz.core.schedules import rules as S
 from irviz.core.backend import build as build_mod
 from irviz.core.backend.run import run_and_compare
 from irviz.core.frontend.capture import capture

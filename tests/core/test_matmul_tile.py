@@ -9,7 +9,7 @@ from tvm import relax, tirx
 from tvm.script import relax as R
 
 import irviz.core.passes  # noqa: F401  (registers the built-in passes)
-from irviz.core import schedules as S
+from irviz.core.schedules import rules as S
 from irviz.core.passes.registry import apply_pass
 
 STEPS = ["LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR", "CPUTileReductions",

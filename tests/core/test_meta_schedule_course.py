@@ -19,7 +19,7 @@ import tvm
 from tvm import relax, s_tir
 
 from irviz.core import passes
-from irviz.core.schedules import with_functions
+from irviz.core.schedules.rules import with_functions
 from irviz.core.tuning import measuring
 from irviz.core.tuning import meta_schedule as M
 from irviz.core.tuning import meta_schedule_space as S
@@ -191,7 +191,7 @@ def test_a_search_that_samples_nothing_says_tvms_reason(tmp_path, monkeypatch):
 
 def test_irviz_tune_searches_a_learners_kernel_from_before_their_schedule(tmp_path):
     from irviz.core.tuning.meta_schedule_space import unscheduled_sources
-    from irviz.core.schedules import user_scheduled
+    from irviz.core.schedules.rules import user_scheduled
     from irviz.core.workspace import Workspace
 
     path, _ = _ir_file(tmp_path, LEARNER_SCHEDULE)

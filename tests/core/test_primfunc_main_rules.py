@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.core import schedules as S
+from irviz.core.schedules import rules as S
 from irviz.core.passes import get_pipeline
 from irviz.core.workspace import Workspace
 

@@ -93,7 +93,7 @@ def test_irviz_rules_leave_the_learners_function_to_them(tmp_path):
     ws.run_to_end()
     scheduled = ws.session.steps[1].mod["mm_relu"]
     after = ws.session.steps[-1].mod["mm_relu"]
-    from irviz.core.schedules import NOTES_ATTR
+    from irviz.core.schedules.rules import NOTES_ATTR
     from irviz.core.views.diff import _without_attrs
 
     assert structural_equal(_without_attrs(after), _without_attrs(scheduled))

@@ -5,7 +5,7 @@ import tvm
 import tvm_ffi
 from tvm import relax, te, topi
 
-from irviz.core import schedules as S
+from irviz.core.schedules import rules as S
 
 
 def _te_matmul(A, B):

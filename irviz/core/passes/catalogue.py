@@ -10,7 +10,7 @@ import irviz.core.passes.fast_math as fast_math
 import irviz.core.passes.fold_batch_norm as fold_batch_norm
 import irviz.core.passes.library_dispatch as dispatch
 import irviz.core.passes.meta_schedule_passes as ms_passes
-from irviz.core import schedules
+from irviz.core.schedules import rules as schedules
 from irviz.core.backend.gpu_schedule import GPU_RULES, default_schedule
 from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
 from irviz.core.passes.registry import PassParam, PassSpec, register_pass

@@ -53,7 +53,7 @@ def machine_key() -> str:
     import tvm
 
     from irviz.core.backend.run import tvm_threads
-    from irviz.core.schedules import RULES_VERSION
+    from irviz.core.schedules.rules import RULES_VERSION
     from irviz.core.target import cpu_info
 
     info = cpu_info()

@@ -18,7 +18,7 @@ import time
 import tvm
 from tvm import relax
 
-from irviz.core import schedules
+from irviz.core.schedules import rules as schedules
 from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
 from irviz.core.backend.timing import add_tune_seconds, tune_seconds
 from irviz.core.frontend.inputs import random_inputs

@@ -305,7 +305,7 @@ def kernel_times(mod) -> dict[str, float]:
 
 def _kernel_ms(mod, gv, func) -> float | None:
     from irviz.core.tuning import measuring
-    from irviz.core.schedules import with_functions
+    from irviz.core.schedules.rules import with_functions
 
     single = measuring.kernel_module(with_functions(mod, {gv: func}), gv)
     if single is None:
@@ -349,7 +349,7 @@ def tune_module(mod, target, db_path, trials: int, kernels=(), top: int = DEFAUL
     `sources`: {kernel name: the kernel before irviz's rules or the learner's schedule() scheduled
     it}. MetaSchedule searches from that (its rules expect unscheduled loops), and "before" is still
     the kernel in `mod`. `authored`: {kernel name: why} for the kernels the learner scheduled."""
-    from irviz.core.schedules import authored as authored_by
+    from irviz.core.schedules.rules import authored as authored_by
 
     check_requirements()
     progress = progress or (lambda text, fraction: None)
@@ -372,13 +372,13 @@ def tune_module(mod, target, db_path, trials: int, kernels=(), top: int = DEFAUL
         rep.pop("new", None)
         reports.append(rep)
     progress("MetaSchedule done", 1.0)
-    from irviz.core.schedules import with_functions
+    from irviz.core.schedules.rules import with_functions
 
     return with_functions(mod, updates), reports
 
 
 def _tune_one(mod, gv, source, target, db, db_path, trials, runner, tune) -> dict:
-    from irviz.core.schedules import user_scheduled
+    from irviz.core.schedules.rules import user_scheduled
 
     name, current = gv.name_hint, mod[gv]
     owner = space.schedule_owner(current, name, NOTE_ATTR)

@@ -26,7 +26,7 @@ def schedule_owner(func, name: str | None, note_attr: str) -> str:
     """Whose schedule `func` has: MetaSchedule's (an earlier tune), the learner's (their schedule()
     changed it, or its loops are parallel, vectorized or split without irviz's rules' mark), irviz's
     rules', or none."""
-    from irviz.core.schedules import DONE_ATTR, user_scheduled
+    from irviz.core.schedules.rules import DONE_ATTR, user_scheduled
 
     attrs = func.attrs or {}
     if note_attr in attrs:

@@ -20,7 +20,7 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 
-from irviz.core import schedules
+from irviz.core.schedules import rules as schedules
 from irviz.core.backend.timing import add_tune_seconds
 from irviz.core.tuning import measuring
 from irviz.core.tuning.decision_cache import DecisionCache
