@@ -5,7 +5,8 @@ The bridge keeps the session *recipe* (spec, importer, applied passes, planned p
 from the last state it saw. When the engine dies (TVM segfaults) it starts a new one, sends
 `replay` with the recipe, re-emits the state and says what happened with `engineRestarted`.
 `cancel()` is the same with a deliberate kill, so it works in the middle of a pass.
-Requests and replies are routed by :class:`irviz.ui.request_routing.RequestRouter`.
+Requests and replies are routed by the :class:`irviz.ui.request_routing.RequestRouter` it owns
+(`router`), the recipe kept by its :class:`irviz.ui.session_replay.SessionReplay` (`replay`).
 """
 from __future__ import annotations
 
@@ -18,14 +19,13 @@ import time
 from collections import deque
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, QTimer
+from PySide6.QtCore import QCoreApplication, QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
+from irviz.protocol.commands import State
 from irviz.protocol.parts import PartJoiner
-from irviz.ui.request_routing import Request
+from irviz.ui.request_routing import Request, RequestRouter, RouterHooks
 from irviz.ui.session_replay import SessionReplay
 
-# Give up replaying after this many engines in a row died while replaying.
-MAX_REPLAY_FAILURES = 2
 # Stop restarting when the engine dies this many times in a row before saying "ready".
 MAX_START_FAILURES = 3
 
@@ -59,13 +59,30 @@ class _Engine:
         self.paused = False       # (spare) stopped with SIGSTOP while the current engine works
 
 
-class EngineBridge(SessionReplay):
+class EngineBridge(QObject):
     """Requests in, signals out. One engine process at a time; restarted and replayed on death."""
+
+    replied = Signal(int, str, object)      # id, cmd, result
+    failed = Signal(int, str, dict)         # id, cmd, error {stage, message, hint, detail}
+    progress = Signal(int, str, float)      # id, text, fraction (-1.0 when unknown)
+    busyChanged = Signal(bool)
+    engineRestarted = Signal(str)           # human-readable reason, says where the user is now
+    stateChanged = Signal(dict)             # every state the engine reports (also after replay)
+    engineReady = Signal(int)               # pid of a freshly started engine
+    logLine = Signal(str)                   # one line of the engine's stderr
 
     def __init__(self, parent: QObject | None = None, *, program: str | None = None,
                  arguments: list[str] | None = None, env: dict | None = None,
                  autostart: bool = True, spare: bool | None = None):
         super().__init__(parent)
+        self.router = RequestRouter(RouterHooks(
+            submit=self._submit, write=self._write, took_state=lambda st: self.replay.remember(st),
+            note_reply=lambda req, res: self.replay.note_reply(req, res),
+            on_internal_reply=lambda *a: self.replay.on_internal_reply(*a),
+            restarting=lambda: self.replay.pending_reason is not None, on_idle=self._schedule_spare), self)
+        self.replay = SessionReplay(self.router, self.engineRestarted.emit)
+        for name in ("replied", "failed", "progress", "busyChanged", "stateChanged"):
+            getattr(self.router, name).connect(getattr(self, name))
         self._program = program or sys.executable
         self._arguments = list(arguments) if arguments is not None else ["-m", "irviz.engine"]
         self._extra_env = dict(env or {})
@@ -78,18 +95,8 @@ class EngineBridge(SessionReplay):
         self._spare_timer.timeout.connect(self._start_spare)
         self.busyChanged.connect(self._pause_spare)
         self._stderr_tail: deque[str] = deque(maxlen=200)
-        self._recipe: dict | None = None
-        self._pass_files: list[str] = []            # loaded with load_pass_file: replayed first
-        self._converter_files: list[str] = []       # loaded with load_converters: replayed too
-        self._pending_reason: str | None = None     # emitted with engineRestarted once replayed
-        self._replay_failures = 0
-        self._crash_repro: dict | None = None       # what died (pass or build): written after replay
-        self._repro_text, self._repro_state = "", None
         self._start_failures = 0
         self._dead_reason: str | None = None
-        self._restarts = 0
-        self.last_restart_seconds: float | None = None
-        self._restart_t0 = 0.0
         self._shutting_down = False
         app = QCoreApplication.instance()
         if app is not None:
@@ -98,6 +105,20 @@ class EngineBridge(SessionReplay):
             self.start()
 
     # ------------------------------------------------------------------------------ public API
+
+    def request(self, cmd: str, supersede: bool | str | None = None, **args) -> int:
+        """Send `cmd` with `args`; returns the request id used in replied/failed/progress
+        (`supersede`: see :meth:`irviz.ui.request_routing.RequestRouter.request`)."""
+        return self.router.request(cmd, supersede, **args)
+
+    @property
+    def busy(self) -> bool:
+        return self.router.busy
+
+    @property
+    def state(self) -> State | None:
+        """The last state the engine reported."""
+        return self.router.state
 
     @property
     def ready(self) -> bool:
@@ -122,19 +143,31 @@ class EngineBridge(SessionReplay):
     def recipe(self) -> dict | None:
         """What `replay` needs to rebuild the last good state: spec, importer, applied, planned,
         cursor (and pass_files / converter_files, the user files loaded so far)."""
-        if self._recipe is None:
-            return None
-        return dict(self._recipe, pass_files=list(self._pass_files),
-                    converter_files=list(self._converter_files))
+        return self.replay.full_recipe()
+
+    @property
+    def _recipe(self) -> dict | None:
+        return self.replay.recipe
+
+    @_recipe.setter
+    def _recipe(self, recipe: dict | None) -> None:
+        self.replay.recipe = recipe
+
+    def _take_state(self, state: State) -> None:
+        self.router.take_state(state)
 
     @property
     def converter_files(self) -> list[str]:
         """Converter files loaded (load_converters) so far, in order; re-sent on replay."""
-        return list(self._converter_files)
+        return list(self.replay.converter_files)
 
     @property
     def restarts(self) -> int:
-        return self._restarts
+        return self.replay.restarts
+
+    @property
+    def last_restart_seconds(self) -> float | None:
+        return self.replay.last_restart_seconds
 
     def stderr_tail(self, lines: int = 40) -> str:
         return "\n".join(list(self._stderr_tail)[-lines:])
@@ -156,9 +189,9 @@ class EngineBridge(SessionReplay):
             QTimer.singleShot(0, self, lambda: self.failed.emit(rid, cmd, err))
             return
         if self._eng is not None and self._eng.accepting:
-            self._send(req)
+            self.router.send(req)
         else:
-            self._queue.append(req)
+            self.router.queue.append(req)
             if self._eng is None:
                 self._shutting_down = False
                 self._spawn()
@@ -167,24 +200,19 @@ class EngineBridge(SessionReplay):
         """Stop whatever the engine is doing: kill it, start a new one, replay to the last state.
 
         Every request sent or queued fails with stage "cancelled". Returns False when idle."""
-        if not self._busy or self._eng is None:
+        rt = self.router
+        if not rt.busy or self._eng is None:
             return False
-        running = next((r for r in self._inflight.values() if not r.stale), None)
-        replaying = any(r.internal for r in self._inflight.values()) or any(r.internal for r in self._queue)
-        what = self._describe(running) if running is not None else "the queued requests"
-        doomed = [r for r in list(self._inflight.values()) + self._queue if not r.internal and not r.stale]
-        self._inflight.clear()
-        self._queue.clear()
-        if replaying:
-            # cancelling the replay itself: come back with no model rather than replay again
-            self._recipe = None
-            self._state = None
-            self._pending_reason = f"Cancelled replaying {self._describe_recipe()}."
-        else:
-            self._pending_reason = f"Cancelled {what}."
+        running = next((r for r in rt.inflight.values() if not r.stale), None)
+        replaying = any(r.internal for r in rt.inflight.values()) or any(r.internal for r in rt.queue)
+        what = rt.describe(running) if running is not None else "the queued requests"
+        doomed = [r for r in list(rt.inflight.values()) + rt.queue if not r.internal and not r.stale]
+        rt.inflight.clear()
+        rt.queue.clear()
+        self.replay.cancelled(what, replaying)
         self._kill_current()
         self._spawn()
-        self._update_busy()
+        rt.update_busy()
         for r in doomed:
             self.failed.emit(r.id, r.cmd, {"stage": "cancelled", "message": f"Cancelled {what}.",
                                            "hint": None, "detail": None})
@@ -192,15 +220,15 @@ class EngineBridge(SessionReplay):
 
     def restart(self, reason: str = "Restarted the engine.") -> None:
         """Kill and restart the engine, replaying the session (queued requests are kept)."""
-        requeue = [r for r in self._inflight.values() if not r.internal and not r.stale]
-        self._inflight.clear()
-        self._queue = [r for r in self._queue if not r.internal]
-        self._queue[0:0] = requeue
-        self._pending_reason = reason
+        rt = self.router
+        requeue = [r for r in rt.inflight.values() if not r.internal and not r.stale]
+        rt.inflight.clear()
+        rt.queue = requeue + [r for r in rt.queue if not r.internal]
+        self.replay.pending_reason = reason
         self._kill_current()
         self._dead_reason = None
         self._spawn()
-        self._update_busy()
+        rt.update_busy()
 
     def shutdown(self, timeout_ms: int = 2000) -> None:
         """Ask the engine (and the spare) to exit (EOF on stdin); kill them if they do not.
@@ -254,7 +282,7 @@ class EngineBridge(SessionReplay):
 
     def _spawn(self) -> None:
         """Make a new current engine: the warm spare when there is one, else a fresh process."""
-        self._restart_t0 = time.perf_counter()
+        self.replay.restart_t0 = time.perf_counter()
         spare, self._spare = self._spare, None
         if spare is not None and spare.qp.state() != QProcess.ProcessState.NotRunning:
             _signal_paused(spare, False)
@@ -286,7 +314,7 @@ class EngineBridge(SessionReplay):
 
     def _schedule_spare(self) -> None:
         if (not self._use_spare or self._spare is not None or self._spare_timer.isActive()
-                or self._recipe is None or self._dead_reason is not None or self._shutting_down):
+                or self.replay.recipe is None or self._dead_reason is not None or self._shutting_down):
             return
         self._spare_timer.start(SPARE_DELAY_MS)
 
@@ -294,7 +322,7 @@ class EngineBridge(SessionReplay):
         if self._spare is not None or self._shutting_down or self._dead_reason is not None \
                 or self._eng is None or not self._use_spare:
             return
-        if self._busy:
+        if self.router.busy:
             self._spare_timer.start(SPARE_DELAY_MS)   # do not compete with real work on 2 cores
             return
         self._spare = self._new_process(spare=True)
@@ -403,28 +431,7 @@ class EngineBridge(SessionReplay):
             self._eng.pid = int(msg.get("pid") or 0)
             self._on_ready(self._eng)
             return
-        self._route(msg)
-
-    def _note_reply(self, req: Request, result) -> None:
-        if req.cmd == "load_pass_file" and req.args.get("path"):
-            path = str(req.args["path"])
-            if path not in self._pass_files:
-                self._pass_files.append(path)
-        if req.cmd == "load_converters":
-            res = result or {}
-            path = str(res.get("path") or req.args.get("path") or "")
-            if path:
-                if path in self._converter_files:
-                    self._converter_files.remove(path)
-                self._converter_files.append(path)   # the engine's order: later files win
-
-    def _on_internal_reply(self, req: Request, ok: bool, msg: dict, state: dict | None) -> None:
-        if req.cmd == "load_pass_file":
-            return  # reloaded after a restart with no model: its error was shown when first loaded
-        if req.cmd == "write_repro":
-            self._on_repro_reply(ok, msg)
-        else:
-            self._on_replay_reply(ok, msg, state)
+        self.router.route(msg)
 
     def _on_ready(self, eng: _Engine) -> None:
         if eng.accepting:
@@ -432,22 +439,11 @@ class EngineBridge(SessionReplay):
         eng.accepting = True
         self._start_failures = 0
         self.engineReady.emit(eng.pid)
-        if self._pending_reason is not None and self._recipe is not None:
-            args = dict(self._recipe)
-            if self._pass_files:
-                args["pass_files"] = list(self._pass_files)
-            if self._converter_files:
-                args["converter_files"] = list(self._converter_files)
-            self._send(Request(self._new_id(), "replay", args, internal=True))
-        elif self._pending_reason is not None:
-            # no session to replay, but the pass files stay loaded: later pipelines may name their passes
-            for path in self._pass_files:
-                self._send(Request(self._new_id(), "load_pass_file", {"path": path}, internal=True))
-            self._finish_restart(self._pending_reason + " Restarted with no model open.", None)
-        queue, self._queue = self._queue, []
+        self.replay.engine_ready()
+        queue, self.router.queue = self.router.queue, []
         for r in queue:
-            self._send(r)
-        self._update_busy()
+            self.router.send(r)
+        self.router.update_busy()
 
     def _on_error(self, eng: _Engine, err) -> None:
         if eng.retired:
@@ -491,44 +487,22 @@ class EngineBridge(SessionReplay):
                 self._declare_dead(f"The engine {how} before it was ready, {self._start_failures} times "
                                    f"in a row. Last log lines:\n{self.stderr_tail(15)}")
                 return
-        inflight = list(self._inflight.values())
-        self._inflight.clear()
+        inflight = list(self.router.inflight.values())
+        self.router.inflight.clear()
         culprit = inflight[0] if inflight else None     # the engine answers in order
-        if culprit is not None and culprit.internal:
-            self._replay_failures += 1
-            if self._replay_failures >= MAX_REPLAY_FAILURES:
-                prev = self._pending_reason or ""
-                self._pending_reason = (f"{prev} The engine {how} again while replaying "
-                                        f"{self._describe_recipe()}; gave up replaying.").strip()
-                self._recipe = None
-            # else: the same reason is kept, and the replay is tried once more
-            reason_set = True
-        else:
-            reason_set = False
+        text = self.replay.engine_died(culprit, how, was_ready)
         culprit_error = None
-        if culprit is not None and culprit.internal and culprit.cmd == "write_repro":
-            self._crash_repro = None  # writing the repro killed it too: replay without one
-        elif culprit is not None and culprit.internal and culprit.cmd == "load_pass_file":
-            # reloading this pass file killed the engine: not again, or it would die on every start
-            self._pass_files = [p for p in self._pass_files if p != culprit.args.get("path")]
-        elif culprit is not None and not culprit.internal:
-            self._crash_repro = self._what_died(culprit)
-        if culprit is not None and not culprit.internal:
-            text = f"The engine {how} while running {self._describe(culprit)}."
-            self._pending_reason = text
-            if not culprit.stale:   # a superseded culprit: nobody waits for it (nor is it re-sent)
-                culprit_error = {
-                    "stage": "engine", "message": text,
-                    "hint": "The engine was restarted and the session replayed to the last good step.",
-                    "detail": self.stderr_tail()}
-        elif culprit is None and not reason_set and self._pending_reason is None:
-            self._pending_reason = f"The engine {how} while idle." if was_ready else \
-                f"The engine {how} while starting."
+        if culprit is not None and text is not None and not culprit.stale:
+            # a superseded culprit: nobody waits for it (nor is it re-sent)
+            culprit_error = {
+                "stage": "engine", "message": text,
+                "hint": "The engine was restarted and the session replayed to the last good step.",
+                "detail": self.stderr_tail()}
         # innocent requests sent after the culprit are sent again once the engine is back
         requeue = [r for r in inflight if r is not culprit and not r.stale and not r.internal]
-        self._queue[0:0] = requeue
+        self.router.queue[0:0] = requeue
         self._spawn()
-        self._update_busy()
+        self.router.update_busy()
         if culprit_error is not None:
             self.failed.emit(culprit.id, culprit.cmd, culprit_error)
 
@@ -539,17 +513,9 @@ class EngineBridge(SessionReplay):
                 self._retire(eng)
         self._eng = None
         self._spare = None
-        self._pending_reason = None
-        self._fail_all({"stage": "engine", "message": reason, "hint": "Check the log; restart the engine.",
+        self.replay.pending_reason = None
+        self.router.fail_all({"stage": "engine", "message": reason, "hint": "Check the log; restart the engine.",
                         "detail": self.stderr_tail()})
-
-    # ------------------------------------------------------------------------------ helpers
-
-    def _restarting(self) -> bool:
-        return self._pending_reason is not None
-
-    def _on_idle(self) -> None:
-        self._schedule_spare()
 
 
 def _signal_paused(eng: _Engine, paused: bool) -> None:

@@ -2,11 +2,12 @@
 queue of requests not sent yet, the replies and progress turned into Qt signals.
 
 :class:`RequestRouter` knows nothing of processes; :class:`irviz.ui.engine_process.EngineBridge`
-builds on it and gives it an engine to write to (the hooks at the bottom)."""
+owns one and gives it an engine to write to (:class:`RouterHooks`)."""
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
@@ -33,6 +34,20 @@ class Request:
         return (json.dumps(msg) + "\n").encode("utf-8")
 
 
+@dataclass(frozen=True)
+class RouterHooks:
+    """What the engine's owner does for the router."""
+
+    submit: Callable[[Request], None]       # send now, queue until an engine takes requests, or fail it
+    write: Callable[[bytes], None]          # one request line to the engine answering requests
+    took_state: Callable[[State], None]     # a state was reported (before it is emitted)
+    note_reply: Callable[[Request, object], None]   # a request succeeded (what a replay must redo)
+    # the reply to a request the bridge sent itself: (request, ok, message, state or None)
+    on_internal_reply: Callable[[Request, bool, dict, State | None], None]
+    restarting: Callable[[], bool]          # a restart is under way: busy until it is announced
+    on_idle: Callable[[], None]             # nothing is sent, queued or restarting
+
+
 class RequestRouter(QObject):
     """Requests in, signals out; the engine answers in the order it was asked."""
 
@@ -40,27 +55,25 @@ class RequestRouter(QObject):
     failed = Signal(int, str, dict)         # id, cmd, error {stage, message, hint, detail}
     progress = Signal(int, str, float)      # id, text, fraction (-1.0 when unknown)
     busyChanged = Signal(bool)
-    engineRestarted = Signal(str)           # human-readable reason, says where the user is now
     stateChanged = Signal(dict)             # every state the engine reports (also after replay)
-    engineReady = Signal(int)               # pid of a freshly started engine
-    logLine = Signal(str)                   # one line of the engine's stderr
 
-    def __init__(self, parent: QObject | None = None):
+    def __init__(self, hooks: RouterHooks, parent: QObject | None = None):
         super().__init__(parent)
+        self._hooks = hooks
         self._next_id = 1
-        self._queue: list[Request] = []            # not sent yet (engine starting)
-        self._inflight: dict[int, Request] = {}    # sent, in order; engine answers in order
+        self.queue: list[Request] = []            # not sent yet (engine starting)
+        self.inflight: dict[int, Request] = {}    # sent, in order; engine answers in order
         self._busy = False
-        self._state: State | None = None
+        self.state: State | None = None           # the last state the engine reported
 
     @property
     def busy(self) -> bool:
         return self._busy
 
-    @property
-    def state(self) -> State | None:
-        """The last state the engine reported."""
-        return self._state
+    def take_state(self, state: State) -> None:
+        """Remember a state the engine reported (before it is emitted); the owner hears of it."""
+        self.state = state
+        self._hooks.took_state(state)
 
     def request(self, cmd: str, supersede: bool | str | None = None, **args) -> int:
         """Send `cmd` with `args`; returns the request id used in replied/failed/progress.
@@ -70,7 +83,7 @@ class RequestRouter(QObject):
         drops the older ones: unsent ones are never sent, the replies of sent ones are dropped
         (and the engine skips them if it has not started them yet).
         """
-        rid = self._new_id()
+        rid = self.new_id()
         if supersede is None:
             group = cmd if cmd in DEFAULT_SUPERSEDE else None
         elif supersede is True:
@@ -81,31 +94,31 @@ class RequestRouter(QObject):
             group = str(supersede)
         req = Request(rid, cmd, dict(args), group)
         if group is not None:
-            self._queue = [r for r in self._queue if r.group != group or r.internal]
-            for r in self._inflight.values():
+            self.queue = [r for r in self.queue if r.group != group or r.internal]
+            for r in self.inflight.values():
                 if r.group == group and not r.internal:
                     r.stale = True
-        self._submit(req)
-        self._update_busy()
+        self._hooks.submit(req)
+        self.update_busy()
         return rid
 
-    def _new_id(self) -> int:
+    def new_id(self) -> int:
         rid = self._next_id
         self._next_id += 1
         return rid
 
-    def _send(self, req: Request) -> None:
+    def send(self, req: Request) -> None:
         req.sent_at = time.perf_counter()
-        self._inflight[req.id] = req
-        self._write(req.line())
+        self.inflight[req.id] = req
+        self._hooks.write(req.line())
 
-    def _route(self, msg: dict) -> None:
+    def route(self, msg: dict) -> None:
         """One message of the engine answering requests: progress, or the reply to the oldest."""
         rid = msg.get("id")
         if not isinstance(rid, int):
             return  # a bad line's reply (id null) answers no request of ours
         if "progress" in msg:
-            req = self._inflight.get(rid)
+            req = self.inflight.get(rid)
             if req is None or req.stale:
                 return
             req.progress_text = str(msg["progress"])
@@ -114,7 +127,7 @@ class RequestRouter(QObject):
             frac = msg.get("fraction")
             self.progress.emit(rid, req.progress_text, float(frac) if frac is not None else -1.0)
             return
-        req = self._inflight.pop(rid, None)
+        req = self.inflight.pop(rid, None)
         if req is None:
             return
         ok = bool(msg.get("ok"))
@@ -124,12 +137,12 @@ class RequestRouter(QObject):
         elif not ok and isinstance(msg.get("state"), dict):
             state = msg["state"]
         if ok:
-            self._note_reply(req, msg.get("result"))
+            self._hooks.note_reply(req, msg.get("result"))
         if req.internal:
-            self._on_internal_reply(req, ok, msg, state)
+            self._hooks.on_internal_reply(req, ok, msg, state)
         else:
             if state is not None:
-                self._take_state(state)
+                self.take_state(state)
             if not req.stale:
                 if ok:
                     self.replied.emit(req.id, req.cmd, msg.get("result"))
@@ -139,24 +152,24 @@ class RequestRouter(QObject):
                         self.failed.emit(req.id, req.cmd, dict(err))
             if state is not None:
                 self.stateChanged.emit(state)
-        self._update_busy()
+        self.update_busy()
 
-    def _fail_all(self, error: dict) -> None:
+    def fail_all(self, error: dict) -> None:
         """Drop every request sent or queued; those someone waits for fail with `error`."""
-        doomed = [r for r in list(self._inflight.values()) + self._queue if not r.internal and not r.stale]
-        self._inflight.clear()
-        self._queue.clear()
-        self._update_busy()
+        doomed = [r for r in list(self.inflight.values()) + self.queue if not r.internal and not r.stale]
+        self.inflight.clear()
+        self.queue.clear()
+        self.update_busy()
         for r in doomed:
             self.failed.emit(r.id, r.cmd, dict(error))
 
-    def _describe(self, req: Request) -> str:
+    def describe(self, req: Request) -> str:
         """"`step` (FuseTIR)" — the command and, when known, the pass or stage it was in."""
         detail = ""
-        if req.cmd == "step" and self._state:
-            planned = self._state.get("planned") or []
-            steps = self._state.get("steps") or []
-            cursor = self._state.get("cursor", 0)
+        if req.cmd == "step" and self.state:
+            planned = self.state.get("planned") or []
+            steps = self.state.get("steps") or []
+            cursor = self.state.get("cursor", 0)
             if steps and cursor < len(steps) - 1:
                 detail = steps[cursor + 1].get("pass", "")
             elif planned:
@@ -170,13 +183,13 @@ class RequestRouter(QObject):
                     break
         return f"`{req.cmd}` ({detail})" if detail else f"`{req.cmd}`"
 
-    def _what_died(self, req: Request) -> dict | None:
+    def what_died(self, req: Request) -> dict | None:
         """write_repro's arguments for a request that killed the engine inside a pass or a build."""
         if req.cmd in ("step", "jump", "run_to_end", "remeasure"):
             name = req.progress_pass
-            if not name and req.cmd == "step" and self._state:
-                steps, cursor = self._state.get("steps") or [], self._state.get("cursor", 0)
-                planned = self._state.get("planned") or []
+            if not name and req.cmd == "step" and self.state:
+                steps, cursor = self.state.get("steps") or [], self.state.get("cursor", 0)
+                planned = self.state.get("planned") or []
                 name = (steps[cursor + 1].get("pass", "") if cursor < len(steps) - 1 else
                         planned[0].get("name", "") if planned else "")
             return {"stage": "pass", "pass_name": name} if name else None
@@ -184,38 +197,10 @@ class RequestRouter(QObject):
             return {"stage": "build", "step": req.args.get("step")}
         return None
 
-    def _update_busy(self) -> None:
-        busy = bool(self._inflight or self._queue or self._restarting())
+    def update_busy(self) -> None:
+        busy = bool(self.inflight or self.queue or self._hooks.restarting())
         if busy != self._busy:
             self._busy = busy
             self.busyChanged.emit(busy)
         if not busy:
-            self._on_idle()
-
-    # -- what the engine's owner provides ------------------------------------------------------------
-
-    def _submit(self, req: Request) -> None:
-        """Send `req` now, queue it until an engine takes requests, or fail it."""
-        raise NotImplementedError
-
-    def _write(self, line: bytes) -> None:
-        """Write one request line to the engine answering requests."""
-        raise NotImplementedError
-
-    def _take_state(self, state: State) -> None:
-        """Remember a state the engine reported (before it is emitted)."""
-        self._state = state
-
-    def _note_reply(self, req: Request, result) -> None:
-        """A request succeeded: remember what a replay must do again."""
-
-    def _on_internal_reply(self, req: Request, ok: bool, msg: dict, state: State | None) -> None:
-        """The reply to a request the bridge sent itself."""
-        raise NotImplementedError
-
-    def _restarting(self) -> bool:
-        """Whether an engine restart is under way (the bridge is busy until it is announced)."""
-        return False
-
-    def _on_idle(self) -> None:
-        """Nothing is sent, queued or restarting."""
+            self._hooks.on_idle()
