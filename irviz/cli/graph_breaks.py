@@ -1,6 +1,6 @@
-"""`irviz check`'s last capture fallback: when nothing captures the whole model, each graph that
-torch.compile cuts it into at its graph breaks is imported, run through the pipeline, built and
-compared with torch on its own (see irviz.core.frontend.graph_breaks)."""
+"""`irviz check`'s and `irviz export`'s last capture fallback: when nothing captures the whole
+model, each graph that torch.compile cuts it into at its graph breaks is checked on its own
+(core.workspace.each_graph does the work; this prints it and writes the export's folders)."""
 from __future__ import annotations
 
 from irviz.cli.common import finite
@@ -11,12 +11,11 @@ def check_graph_breaks(args, failure, summary: dict, log) -> None:
     entry per graph), "capture" and "capture_notes"; the failure is cleared when every graph
     matches torch, else it names the first graph that did not and why.  When torch.compile cannot
     split the model either, the capture error gains that line and stays."""
-    from irviz.core.frontend.graph_breaks import split_quietly, used_note, with_tried_line
-    from irviz.core.frontend.model_file import load_model
-    from irviz.core.workspace import Workspace
+    from irviz.core.frontend.graph_breaks import used_note, with_tried_line
+    from irviz.core.workspace.each_graph import check_graph, split_model
 
     try:
-        pieces = split_quietly(load_model(args.model))
+        pieces = split_model(args.model)
     except Exception as exc:
         head, sep, hint = (failure.error or "").partition("\n  hint: ")
         failure.error = with_tried_line(head, exc) + sep + hint
@@ -26,22 +25,10 @@ def check_graph_breaks(args, failure, summary: dict, log) -> None:
     summary.update(capture="graph breaks", capture_notes=[note], graph_breaks=[])
     first_bad = None
     for k, piece in enumerate(pieces, 1):
-        entry = {"graph": k, "name": piece.name, "ok": False, "failed_stage": None, "error": None,
-                 "fx_nodes": None, "max_abs_error": None, "allclose": None}
-        ws = Workspace(log=lambda _text: None)
-        try:
-            ws.open_loaded(piece, args.importer or "exported_program", planned=args.pipeline)
-            entry["fx_nodes"] = len(ws.captured.graph.nodes)
-            _, res = ws.build_run(repeats=1, func=args.func)
-        except Exception as exc:
-            entry["failed_stage"] = getattr(exc, "stage", None) or ws.stage or "import"
-            entry["error"] = (exc.user_message() if hasattr(exc, "user_message")
-                              else f"{type(exc).__name__}: {exc}").splitlines()[0]
-        else:
-            entry.update(max_abs_error=finite(res.max_abs_error), allclose=res.allclose,
-                         ok=bool(res.allclose))
-            if not res.allclose:
-                entry.update(failed_stage="compare", error=f"max abs error {res.max_abs_error:.3g}")
+        g = check_graph(k, piece, args.pipeline, args.importer, func=args.func)
+        entry = {"graph": k, "name": g.name, "ok": g.ok, "failed_stage": g.failed_stage, "error": g.error,
+                 "fx_nodes": g.fx_nodes, "steps": g.steps, "max_abs_error": finite(g.max_abs_error),
+                 "allclose": g.allclose}
         summary["graph_breaks"].append(entry)
         nodes = f"{entry['fx_nodes']} FX nodes, " if entry["fx_nodes"] is not None else ""
         log(f"graph    {k} of {len(pieces)}: {nodes}"
@@ -68,12 +55,11 @@ def export_graph_breaks(args, failure) -> int:
     import json
     import os
 
-    from irviz.core.frontend.graph_breaks import FALLBACK, ops_of, split_quietly, used_note, with_tried_line
-    from irviz.core.frontend.model_file import load_model
-    from irviz.core.workspace import Workspace
+    from irviz.core.frontend.graph_breaks import FALLBACK, ops_of, used_note, with_tried_line
+    from irviz.core.workspace.each_graph import check_graph, split_model
 
     try:
-        pieces = split_quietly(load_model(args.model))
+        pieces = split_model(args.model)
     except Exception as exc:
         head, sep, hint = (failure.error or "").partition("\n  hint: ")
         failure.error = with_tried_line(head, exc) + sep + hint
@@ -89,22 +75,13 @@ def export_graph_breaks(args, failure) -> int:
     entries, bad = [], 0
     for k, piece in enumerate(pieces, 1):
         folder = f"graph_{k:02d}"
-        entry = {"graph": k, "name": piece.name, "folder": folder, "ops": ops_of(piece),
-                 "inputs": [list(t.shape) for t in piece.example_inputs], "steps": None,
-                 "max_abs_error": None, "allclose": None, "error": None}
-        ws = Workspace(log=lambda _text: None)
-        try:
-            ws.open_loaded(piece, args.importer or "exported_program", planned=args.pipeline)
-            ws.run_to_end()
-            entry["steps"] = len(ws.session.steps)
-            if not args.no_build:
-                _, res = ws.build_run(func=args.func, repeats=1)
-                entry.update(max_abs_error=finite(res.max_abs_error), allclose=res.allclose)
-        except Exception as exc:
-            entry["error"] = (exc.user_message() if hasattr(exc, "user_message")
-                              else f"{type(exc).__name__}: {exc}").splitlines()[0]
-        if ws.session is not None:
-            ws.export(os.path.join(args.out, folder))
+        g = check_graph(k, piece, args.pipeline, args.importer, func=args.func, build=not args.no_build)
+        entry = {"graph": k, "name": g.name, "folder": folder, "ops": ops_of(piece),
+                 "inputs": [list(t.shape) for t in piece.example_inputs], "steps": g.steps,
+                 "max_abs_error": finite(g.max_abs_error), "allclose": g.allclose,
+                 "error": None if g.failed_stage == "compare" else g.error}
+        if g.ws.session is not None:
+            g.ws.export(os.path.join(args.out, folder))
         bad += entry["error"] is not None or entry["allclose"] is False
         what = (f"FAILED: {entry['error']}" if entry["error"] else
                 f"{entry['steps']} steps" + (f", max abs error {entry['max_abs_error']:.3g} against torch"

@@ -53,6 +53,8 @@ def test_check_falls_back_to_graph_breaks(tmp_path, capsys):
     assert all(g["ok"] and g["allclose"] and g["fx_nodes"] for g in graphs)
     assert summary["max_abs_error"] < 1e-5 and summary["verdict"] == f"matches in {len(graphs)} graphs"
     assert "failed" not in capsys.readouterr().err  # a capture the fallback rescued is no failure
+    # each graph went through the whole pipeline (zero: 5 passes after the import), not step 0 alone
+    assert all(g["steps"] == 6 for g in graphs), [g["steps"] for g in graphs]
 
 
 def test_a_graph_that_does_not_import_is_named(tmp_path, capsys):
