@@ -88,11 +88,12 @@ def test_the_passes_run_under_the_chosen_gpu_target(gpt_gpu):
 
 
 def test_a_gpu_rule_with_a_cpu_target_and_a_cpu_schedule_with_a_gpu_target_are_errors():
-    ws = _session("gpu", "x86-avx2", spec="sample:mlp")
+    # refused as the pipeline is planned, before anything loads (as the CLI and the app refuse it)
+    ws = Workspace()
     with pytest.raises(PassError) as e:
-        ws.run_to_end()
+        ws.open("sample:mlp", planned="gpu", target="x86-avx2")
     assert "DlightGPUMatmul schedules kernels for a GPU" in e.value.message and "--target cuda" in e.value.hint
-    assert [s.pass_name for s in ws.session.steps][-1] == "FuseTIR"  # the steps before it stay
+    assert ws.stage == "pipeline" and ws.session is None
     with pytest.raises(PassError) as e:
         passes.check_target(passes.get_pipeline("tir-cpu"), tvm.target.Target(CUDA))
     assert "CPUTuneConv2d schedules for a CPU" in e.value.message and "gpu pipeline" in e.value.hint

@@ -88,12 +88,34 @@ def test_a_module_without_main_gets_a_reason_not_a_crash():
     assert out == {0: {"error": "no Relax function main to plan"}}
 
 
-def test_memory_of_an_ir_file_with_symbolic_sizes_says_why_with_a_hint():
-    """course_mymodule's main takes (n, 784): its storage is n * 4 * ... bytes, not a number."""
+SYMBOLIC_NO_INPUTS = '''
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+
+@I.ir_module
+class Batched:
+    @R.function
+    def main(x: R.Tensor(("n", 16), "float32"), w: R.Tensor((16, 8), "float32")):
+        with R.dataflow():
+            y = R.nn.relu(R.matmul(x, w))
+            R.output(y)
+        return y
+'''
+
+
+def test_memory_of_an_ir_file_with_symbolic_sizes_says_why_with_a_hint(tmp_path):
+    """An IR file whose main takes (n, 16) and no get_inputs(): its storage is n * ... bytes, not a
+    number; course_mymodule's get_inputs() gives n, and its memory is planned at it."""
     import irviz.engine as engine_mod
 
     e = engine_mod.Engine(type("C", (), {"send": lambda self, m: None})())
     assert e.handle({"id": 1, "cmd": "open", "args": {"spec": "sample:course_mymodule"}})["ok"]
+    planned = e.handle({"id": 2, "cmd": "memory", "args": {"step": 0}})
+    assert planned["ok"] and planned["result"]["dims_source"], planned
+    src = tmp_path / "batched.py"
+    src.write_text(SYMBOLIC_NO_INPUTS)
+    assert e.handle({"id": 1, "cmd": "open", "args": {"spec": str(src)}})["ok"]
     reply = e.handle({"id": 2, "cmd": "memory", "args": {"step": 0}})
     assert reply["ok"] is False
     err = reply["error"]
