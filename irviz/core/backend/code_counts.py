@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from irviz.core.backend.machine_loops import asm_functions
+from irviz.core.backend.machine_loops import UNCONDITIONAL_JUMP, asm_functions, instruction
 
 _X86_REG = re.compile(r"%([xyz])mm\d+")
 _X86_BITS = {"x": 128, "y": 256, "z": 512}
@@ -32,7 +32,6 @@ _ARM_Q = re.compile(r"\bq\d+\b")
 _ARM_SVE = re.compile(r"\bz\d+\.[bhsd]\b")
 _ARM_FMA = re.compile(r"^(fmla|fmls|fmadd|fmsub|fnmadd|fnmsub|bfmla\w*)$")
 _ELEM_BITS = {"b": 8, "h": 16, "s": 32, "d": 64}
-_COMMENT = re.compile(r"(^|\s)#(\s|$).*|//.*")
 # where a register gets a symbol's address: `movq __TVMBackendAllocWorkspace@GOTPCREL(%rip), %rax`,
 # `ldr x8, [x8, :got_lo12:__TVMBackendAllocWorkspace]`; or another register's: `movq (%rax), %rcx`
 _X86_LOAD = re.compile(r"^([A-Za-z_][\w.$]*)(?:@GOTPCREL)?\(%rip\),\s*%(\w+)$")
@@ -61,23 +60,14 @@ def _track(loaded: dict, mnemonic: str, operands: str) -> None:
 
 
 _CALL = re.compile(r"^(callq?|bl|blr)$")
-_TAIL = re.compile(r"^(jmpq?|b)$")
 
 
 def _instructions(text: str):
     """(line, mnemonic, operands) of each instruction line; labels, directives, comments dropped."""
     for n, raw in enumerate(text.splitlines(), 1):
-        # x86 comments start "# " (AArch64 immediates are "#16"); AArch64 comments start "//"
-        line = _COMMENT.sub("", raw).strip()
-        if not line or line.endswith(":") or line.startswith("."):
-            continue
-        if ":" in line.split()[0]:  # "label: insn" on one line
-            line = line.split(":", 1)[1].strip()
-            if not line:
-                continue
-        mnemonic, *rest = line.split(None, 1)
-        operands = rest[0] if rest else ""
-        yield n, mnemonic.lower(), operands.strip()
+        ins = instruction(raw)
+        if ins is not None:
+            yield n, *ins
 
 
 def _vector_bits(mnemonic: str, operands: str) -> int | str | None:
@@ -139,7 +129,7 @@ def asm_counts(text: str, own: Iterable[str] = ()) -> dict:
                 reg = re.search(r"%(\w+)|^([xw]\d+)$", operands.strip().lstrip("*").strip("()"))
                 callee = loaded.get(next((g for g in reg.groups() if g), ""), callee) if reg else callee
             called(callee)
-        elif _TAIL.match(mnemonic) and operands and not operands.startswith((".L", "*", "%")) \
+        elif UNCONDITIONAL_JUMP.match(mnemonic) and operands and not operands.startswith((".L", "*", "%")) \
                 and re.match(r"^[A-Za-z_]", operands):
             called(_callee(operands))  # a tail call: jmp expf@PLT / b expf
     return {"instructions": instructions, "vector": vector,

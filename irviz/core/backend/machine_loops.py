@@ -23,7 +23,7 @@ _ASM_COMMENT = re.compile(r"(^|\s)#(\s|$).*|//.*")
 _RET = re.compile(r"^(retq?|retl|ud2|hlt|brk|udf)$")
 _X86_JUMP = re.compile(r"^j(?!mp)[a-z]+$")
 _ARM_COND = re.compile(r"^(b\.[a-z]+|cbn?z|tbn?z)$")
-_UNCOND = re.compile(r"^(jmpq?|b)$")
+UNCONDITIONAL_JUMP = re.compile(r"^(jmpq?|b)$")
 _INDIRECT = re.compile(r"^(br|braa\w*|brab\w*)$")
 _FALLS = "\0falls through"
 _RAISE = re.compile(r"^(\.L)?__tvm_set_raised\w*(@PLT)?$")
@@ -77,10 +77,16 @@ class FunctionLoops:
 # assembly
 
 
-def _instruction(raw: str) -> tuple[str, str] | None:
+def instruction(raw: str) -> tuple[str, str] | None:
+    """(mnemonic, operands) of an assembly line; None for a label, a directive or a comment."""
+    # x86 comments start "# " (AArch64 immediates are "#16"); AArch64 comments start "//"
     line = _ASM_COMMENT.sub("", raw).strip()
     if not line or line.startswith(".") or line.endswith(":"):
         return None
+    if ":" in line.split()[0]:  # "label: insn" on one line
+        line = line.split(":", 1)[1].strip()
+        if not line:
+            return None
     mnemonic, *rest = line.split(None, 1)
     return mnemonic.lower(), (rest[0].strip() if rest else "")
 
@@ -119,7 +125,7 @@ def _asm_blocks(lines: list[str], begin: int, end: int) -> tuple[list[Block], st
         if m:
             open_block, ended = start(m.group(1), n), False
             continue
-        ins = _instruction(lines[n])
+        ins = instruction(lines[n])
         if ins is None:
             continue
         mnemonic, operands = ins
@@ -127,12 +133,12 @@ def _asm_blocks(lines: list[str], begin: int, end: int) -> tuple[list[Block], st
             open_block, ended = start(f"@{n + 1}", n), False
         open_block.last = n + 1
         target = operands.split(",")[-1].strip()
-        if _RAISE.match(target) and (_UNCOND.match(mnemonic) or re.match(r"^(callq?|bl)$", mnemonic)):
+        if _RAISE.match(target) and (UNCONDITIONAL_JUMP.match(mnemonic) or re.match(r"^(callq?|bl)$", mnemonic)):
             open_block.raises = True
         if _RET.match(mnemonic):
             open_block.returns = not mnemonic.startswith(("ud2", "hlt", "brk", "udf"))
             ended = True
-        elif _UNCOND.match(mnemonic):
+        elif UNCONDITIONAL_JUMP.match(mnemonic):
             if target.startswith(("*", "%")) or re.fullmatch(r"[xw]\d+", target):
                 why = why or f"an indirect jump (line {n + 1})"
             else:
