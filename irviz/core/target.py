@@ -16,7 +16,7 @@ import json
 import os
 import platform
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from irviz.core.errors import RequestError, tvm_error_text
 from irviz.core.tvm_compat import as_target, host_target
@@ -89,6 +89,20 @@ def cpu_info() -> CpuInfo:
     mcpu = str(tgt.attrs["mcpu"]) if "mcpu" in tgt.attrs else platform.machine()
     return CpuInfo(model=_model_name(), target=str(tgt), mcpu=mcpu, isa=isa, vector_lanes=lanes,
                    cores=os.cpu_count() or 1)
+
+
+def cpu_info_for(target=None) -> CpuInfo:
+    """The host, with the instruction set and vector width of the code a build for `target` (a
+    CPU target) runs: a speed figure of x86-avx2 code on an AVX-512 host is an 8-lane figure."""
+    info = cpu_info()
+    if target is None:
+        return info
+    tgt = as_target(target)
+    if str(tgt.kind.name) != "llvm":
+        return info
+    isa, lanes = vector_isa(tgt)
+    mcpu = str(tgt.attrs["mcpu"]) if "mcpu" in tgt.attrs else info.mcpu
+    return replace(info, mcpu=mcpu, isa=isa, vector_lanes=lanes)
 
 
 # ---------------------------------------------------------------------------------------------

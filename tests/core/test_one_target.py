@@ -75,3 +75,13 @@ def test_a_pipeline_naming_no_such_target_fails_as_the_pipeline():
     with pytest.raises(IrvizError, match="unknown target 'sparc'") as err:
         ws.open("sample:mlp", planned="target=sparc; zero")
     assert err.value.stage == "pipeline" and ws.session is None
+
+
+def test_a_speed_figure_names_the_vector_width_of_the_code_that_ran():
+    # x86-avx2 code timed on any x86 host is 8-lane code, whatever the host's own width
+    from irviz.core.target import cpu_info, cpu_info_for, resolve_target
+
+    avx2 = cpu_info_for(resolve_target("x86-avx2"))
+    assert (avx2.isa, avx2.vector_lanes, avx2.mcpu) == ("AVX2", 8, "haswell")
+    assert avx2.model == cpu_info().model and cpu_info_for(None) == cpu_info()
+    assert cpu_info_for(resolve_target("cuda")) == cpu_info()  # a GPU's code: the host as it is
