@@ -20,7 +20,7 @@ def test_the_estimate_tab_lists_kernels_by_total_and_says_what_it_left_out(qtbot
     qtbot.addWidget(tab)
     tab.estimate()
     assert asked == [("estimate", "estimate", {"step": 9})] and not tab.button.isEnabled()
-    tab.show(REPLY)
+    tab.show_result(REPLY)
     assert tab.button.isEnabled() and "12.5 ms" in tab.total.text()
     assert [tab.table.item(r, 0).text() for r in range(2)] == ["big", "small"]
     assert tab.table.item(0, 4).text() == "84.0"

@@ -69,7 +69,7 @@ def test_the_table_names_the_kernel_a_node_is_computed_in(qtbot):
 
     tab = IntermediatesTab(ask=lambda *a, **k: None, hub=EventHub(), cursor=lambda: 3)
     qtbot.addWidget(tab)
-    tab.show({"step": 3, "pass": "FuseTIR", "first_divergence": None, "atol": None, "seconds": {},
+    tab.show_result({"step": 3, "pass": "FuseTIR", "first_divergence": None, "atol": None, "seconds": {},
               "nodes": [{"order": 0, "fx_node": "addmm", "relax_var": "lv#1", "kernel": "fused_dense_relu",
                          "compared_as": "relu", "status": "unmatched", "reason": "fused away"},
                         {"order": 1, "fx_node": "relu", "relax_var": "lv#1", "kernel": "fused_dense_relu",

@@ -8,6 +8,7 @@ from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (QAbstractItemView, QLabel, QLineEdit, QSizePolicy, QTableWidget,
                                QWidget)
 
+from irviz.protocol.commands import State
 from irviz.ui import result_stamp, themes
 
 
@@ -31,7 +32,7 @@ class Pane(QWidget):
         self.bridge = bridge
         self.hub = hub
         self.settings = settings            # a QSettings, or None: nothing outlives the window
-        self.state: dict | None = None
+        self.state: State | None = None
         self._pending: dict[int, str] = {}
         self._latest: dict[str, int] = {}
         bridge.replied.connect(self._on_replied)
@@ -74,12 +75,12 @@ class Pane(QWidget):
                 self._forget_shown()  # the replayed state that follows must be fetched again
             self.on_error(purpose, error or {})
 
-    def _on_state(self, state: dict) -> None:
+    def _on_state(self, state: State) -> None:
         prev = self.state
-        self.state = state or {}
-        if self.state.get("model") and getattr(self, "_problem_shown", False):
+        self.state = state
+        if state.get("model") and getattr(self, "_problem_shown", False):
             self._show_problem(None)
-        self.on_state(self.state, prev or {})
+        self.on_state(state, prev)
 
     # -- for subclasses ----------------------------------------------------------------------
     def on_reset(self) -> None:
@@ -92,8 +93,8 @@ class Pane(QWidget):
             if hasattr(self, attr):
                 setattr(self, attr, None)
 
-    def on_state(self, state: dict, prev: dict) -> None:
-        """Show `state` (the engine's whole state; `prev` the one shown before, {} at first)."""
+    def on_state(self, state: State, prev: State | None) -> None:
+        """Show `state` (the engine's whole state; `prev` the one shown before, None at first)."""
         raise NotImplementedError(f"{type(self).__name__} must implement on_state")
 
     def on_reply(self, purpose: str, result) -> None:
@@ -123,15 +124,15 @@ class Pane(QWidget):
         """Show the last state again from scratch (after a failed open said "Opening…")."""
         self._forget_shown()
         if self.state and self.state.get("model"):
-            self.on_state(self.state, {})
+            self.on_state(self.state, None)
         else:
             self.say_no_model()
 
     def say_no_model(self) -> None:
         """"No model open", or why the import failed, in the pane's status line."""
-        err = (self.state or {}).get("import_error")
+        err = self.state.get("import_error") if self.state else None
         self._show_problem(self.no_model_text(self.state) if err else None,
-                           (err or {}).get("hint"))
+                           err.get("hint") if err else None)
         if not err:
             self.show_loading("No model open")
 
@@ -147,9 +148,9 @@ class Pane(QWidget):
             label.setText(text)
 
     @staticmethod
-    def no_model_text(state: dict | None) -> str:
+    def no_model_text(state: State | None) -> str:
         """What a pane that needs the Relax module says without one: why, when an import failed."""
-        err = (state or {}).get("import_error")
+        err = state.get("import_error") if state else None
         if not err:
             return "No model open"
         where = f" at FX node {err['node']}" + (f" ({err['op']})" if err.get("op") else "") \
@@ -174,7 +175,7 @@ class Pane(QWidget):
 
     # -- state helpers -----------------------------------------------------------------------
     @staticmethod
-    def cursor_of(state: dict | None) -> int | None:
+    def cursor_of(state: State | None) -> int | None:
         if not state or not state.get("model"):
             return None
         return int(state.get("cursor", 0))

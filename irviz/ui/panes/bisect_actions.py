@@ -68,7 +68,8 @@ class BisectActions(QObject):
         self._hub.mark_diverging({})
         self._bisect_rid = self._link.ask("bisect", "bisect")
         self._link.info.setText("Find first bad pass: applying the planned passes…")
-        self.update_buttons(bool((self._link.state() or {}).get("model")))
+        state = self._link.state()
+        self.update_buttons(bool(state and state.get("model")))
 
     def on_bisect_reply(self, result: dict | None) -> None:
         self._bisect_rid = None
@@ -148,7 +149,7 @@ class BisectActions(QObject):
 
     def write_repro(self, out_dir: str, step: int | None = None) -> None:
         step = self.repro_step() if step is None else step
-        args = {"out_dir": out_dir}
+        args: dict[str, object] = {"out_dir": out_dir}
         if step is not None:
             args["step"] = int(step)
         self._link.ask("repro", "write_repro", **args)

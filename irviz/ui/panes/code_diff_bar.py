@@ -53,7 +53,9 @@ class CodeDiffBar(QWidget):
         self.format.activated.connect(lambda _i: self.changed.emit())
         for box in (self.target_a, self.target_b):
             box.activated.connect(lambda _i: self.changed.emit())
-            box.lineEdit().returnPressed.connect(self.changed.emit)
+            editor = box.lineEdit()
+            assert editor is not None  # an editable combo box has its line edit
+            editor.returnPressed.connect(self.changed.emit)
         self._what_changed()
 
     def code_mode(self) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QComboBox, QPushButton
 
+from irviz.protocol.commands import StepEntry
 from irviz.ui.panes.kernel_code_tab import HOST, fill_target_box
 from irviz.core.views.counts_text import is_arm, widths_text
 from irviz.ui.panes.pipeline_link import PaneLink
@@ -33,7 +34,7 @@ class CodeTotals(QObject):
         self.code_totals: dict[int, dict] = {}  # step index -> {"totals", "kind", "target"} or {"error"}
         self.code_stamp: ResultStamp | None = None
         self._code_queue: list[int] = []
-        self._code_asked: int | None = None
+        self._code_asked = -1  # the step counted last (-1: none yet)
         self._code_for = "host"
         self.code_target = QComboBox()
         self.code_target.setEditable(True)
@@ -71,7 +72,7 @@ class CodeTotals(QObject):
         self.code_stamp = ResultStamp.of(self._link.state())
         self._code_for = self.code_target.currentText().strip() or "host"
         self._code_queue = [s["index"] for s in steps
-                            if (s.get("size") or {}).get("prim_funcs") and (s.get("changed") or s["index"] == 0)]
+                            if (size := s.get("size")) and size.get("prim_funcs") and (s.get("changed") or s["index"] == 0)]
         self._next_count()
 
     def _next_count(self) -> None:
@@ -106,9 +107,9 @@ class CodeTotals(QObject):
         self.code_totals[self._code_asked] = {"error": error.get("message") or "failed"}
         self._next_count()
 
-    def code_entry(self, step: dict) -> dict | None:
+    def code_entry(self, step: StepEntry) -> dict | None:
         """The step's totals; a step that changed nothing has those of the step before it."""
-        index = step.get("index")
+        index = step.get("index", -1)
         if self.code_stamp is None or self.code_stamp.stale_reason(self._link.state(), index) is not None:
             return None
         e = self.code_totals.get(index)
@@ -117,7 +118,7 @@ class CodeTotals(QObject):
             return self.code_entry(steps[index - 1])
         return e
 
-    def code_cells(self, step: dict, before: dict | None) -> list[tuple[str, str, bool]]:
+    def code_cells(self, step: StepEntry, before: dict | None) -> list[tuple[str, str, bool]]:
         """(text, tooltip, dropped) of the Vec and FMA cells of a step; `before`: the entry of the
         step before it, for the jump."""
         e = self.code_entry(step)

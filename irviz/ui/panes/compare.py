@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QHBoxLayout, QLabe
                                QPushButton, QSplitter, QTableWidgetItem, QTabWidget, QVBoxLayout,
                                QWidget)
 
+from irviz.protocol.commands import State
 from irviz.ui.panes.base import Pane, dim_label, row_table
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
 from irviz.ui.widgets.diff_view import DiffView
@@ -95,7 +96,7 @@ class ComparePane(Pane):
         self.slot = ResultSlot([self.rows, self.steps, right], self.note)
 
     # -- state and requests ----------------------------------------------------------------
-    def on_state(self, state: dict, prev: dict) -> None:
+    def on_state(self, state: State, prev: State | None) -> None:
         text = state.get("pipeline_text") or ""
         self.a_label.setText(f"A: {text}" if text else "A: no model open")
         self.a_label.setToolTip(text)
@@ -240,7 +241,7 @@ class ComparePane(Pane):
 class CompareDialog(QDialog):
     """A window of its own, so the main panes stay as they are while two pipelines are compared."""
 
-    def __init__(self, bridge, hub, state: dict | None = None, parent=None):
+    def __init__(self, bridge, hub, state: State | None = None, parent=None):
         super().__init__(parent)
         self.setWindowTitle("Compare pipelines")
         self.pane = ComparePane(bridge, hub, self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout
 
+from irviz.protocol.commands import State
 from irviz.ui.panes.base import Pane, dim_label
 from irviz.ui.panes.code_diff_bar import CodeDiffBar
 from irviz.ui.result_stamp import step_identity
@@ -50,7 +51,7 @@ class DiffPane(Pane):
         self.follow = QCheckBox("Follow cursor")
         self.follow.setChecked(True)
         self.follow.setToolTip("Show the current step against the previous one")
-        self.follow.toggled.connect(lambda on: on and self._follow_cursor())
+        self.follow.toggled.connect(lambda on: self._follow_cursor() if on else None)
         self.info = dim_label("")
         self.view = DiffView()
         self.code_bar = CodeDiffBar()
@@ -94,7 +95,7 @@ class DiffPane(Pane):
     def _mark(self) -> None:
         self.view.set_marked_bindings(self._marks_here(), self.diverging.get("first"))
 
-    def on_state(self, state: dict, prev: dict) -> None:
+    def on_state(self, state: State, prev: State | None) -> None:
         cursor = self.cursor_of(state)
         if cursor is None:
             self.result = None
@@ -209,9 +210,9 @@ class DiffPane(Pane):
         if self.code_bar.code_mode():
             self.info.setText(code_diff_text(self.result or {}))
             return
-        names = {s.get("index"): s.get("pass") for s in (self.state or {}).get("steps") or []}
+        names = {s.get("index"): s.get("pass") for s in (self.state.get("steps") if self.state else None) or []}
         a, b = self.pair or (0, 0)
-        n = len(self.result.get("functions") or [])
+        n = len((self.result or {}).get("functions") or [])
         text = (f"{names.get(a, a)} → {names.get(b, b)}: "
                 + (f"{n} function{'s' if n != 1 else ''} differ" if n else "no change"))
         cursor = self.cursor_of(self.state)

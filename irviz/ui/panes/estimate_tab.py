@@ -3,10 +3,13 @@ engine's ``estimate``): each distinct kernel timed alone on random inputs of its
 calls. What a model opened without weights offers instead of a run; any model can ask for it."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QPushButton, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
+from irviz.protocol.commands import State
 from irviz.ui.panes.base import dim_label, row_table
 from irviz.ui.panes.kernel_table import Num
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
@@ -62,7 +65,7 @@ class EstimateTab(QWidget):
 
     COLUMNS = ["Kernel", "Calls", "ms each", "total ms", "%", "shapes"]
 
-    def __init__(self, ask, cursor, parent=None, state=lambda: None):
+    def __init__(self, ask, cursor, parent=None, state: Callable[[], State | None] = lambda: None):
         super().__init__(parent)
         self._ask, self._cursor, self._state = ask, cursor, state
         self.result: dict | None = None
@@ -118,7 +121,7 @@ class EstimateTab(QWidget):
         self.button.setEnabled(True)
         self.status.setText(INTRO)
 
-    def show(self, r: dict) -> None:
+    def show_result(self, r: dict) -> None:
         self.result = r
         self.button.setEnabled(True)
         self.total.setText(f"≈ {fmt_total(r.get('estimated_ms') or 0)} per run (estimated)")

@@ -7,6 +7,7 @@ import re
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QTabWidget, QVBoxLayout
 
+from irviz.protocol.commands import ImportErrorFields, State
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, SearchBox, dim_label, shape_text
 from irviz.ui.widgets.graph_view import GraphView
@@ -109,15 +110,15 @@ class FxPane(Pane):
         hub.errorHeatChanged.connect(self._on_error_heat)
 
     # -- data ------------------------------------------------------------------------------------
-    def fx_key(self, state: dict | None):
+    def fx_key(self, state: State | None):
         """What the graph shows: the session's model, or a captured model whose import failed."""
-        err = (state or {}).get("import_error")
-        if err and (state or {}).get("spec"):
+        err = state.get("import_error") if state else None
+        if state and err and state.get("spec"):
             return ("import_error", state.get("spec"), state.get("importer"), err.get("node"),
                     err.get("message"))
         return self.model_key(state)
 
-    def show_import_error(self, err: dict | None) -> None:
+    def show_import_error(self, err: ImportErrorFields | None) -> None:
         if not err:
             self.error_label.hide()
             self.error_label.setText("")
@@ -132,7 +133,7 @@ class FxPane(Pane):
                                        "border-radius: 4px; padding: 4px;")
         self.error_label.show()
 
-    def on_state(self, state: dict, prev: dict) -> None:
+    def on_state(self, state: State, prev: State | None) -> None:
         self.show_import_error(state.get("import_error"))
         if state.get("model") and state.get("importer") == "tvmscript":
             self._show_no_fx(state)
@@ -146,11 +147,12 @@ class FxPane(Pane):
             self._loaded_key = key
             self.graph_dict = None
             self.table_nodes = None
-            name = state.get("model") or (state.get("import_error") or {}).get("model")
+            err = state.get("import_error")
+            name = state.get("model") or (err.get("model") if err else None)
             self.info.setText(f"Loading FX graph of {name}…")
             self.ask("graph", "fx_graph", bookkeeping=self.show_bookkeeping)
 
-    def _show_no_fx(self, state: dict) -> None:
+    def _show_no_fx(self, state: State) -> None:
         """An IR file (or an exported step) was opened as Relax IR: nothing was captured from
         PyTorch, so there is no FX graph to ask the engine for."""
         c = themes.colors()

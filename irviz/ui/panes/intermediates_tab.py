@@ -4,12 +4,14 @@ graphs by error on a log scale, and jump to the first divergence."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
+from irviz.protocol.commands import State
 from irviz.ui import themes
 from irviz.ui.panes.base import dim_label, row_table
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
@@ -32,7 +34,8 @@ def error_t(max_abs: float | None) -> float:
 
 def error_heat(nodes: list[dict]) -> tuple[dict[str, float], dict[str, float]]:
     """({fx node: t}, {relax var: t}) of the compared nodes."""
-    fx, relax = {}, {}
+    fx: dict[str, float] = {}
+    relax: dict[str, float] = {}
     for n in nodes:
         if n.get("status") == "unmatched":
             continue
@@ -79,7 +82,7 @@ class IntermediatesTab(QWidget):
 
     COLUMNS = ["#", "FX node", "Relax var", "kernel", "max abs", "max rel", "status", "why"]
 
-    def __init__(self, ask, hub, cursor, parent=None, state=lambda: None):
+    def __init__(self, ask, hub, cursor, parent=None, state: Callable[[], State | None] = lambda: None):
         super().__init__(parent)
         self._ask, self.hub, self._cursor, self._state = ask, hub, cursor, state
         self.result: dict | None = None
@@ -147,7 +150,7 @@ class IntermediatesTab(QWidget):
         self.compare_button.setEnabled(False)
         self._ask("intermediates", "intermediates", **args)
 
-    def check(self, state: dict | None, bisect: dict | None = None, bisect_stamp=None) -> None:
+    def check(self, state: State | None, bisect: dict | None = None, bisect_stamp=None) -> None:
         """Grey the comparison once it is not for what is open; an "every one within tolerance"
         at a step a later bisect found bad is contradicted, not left standing."""
         stamp = self.slot.stamp
@@ -159,14 +162,14 @@ class IntermediatesTab(QWidget):
         if why and not was:
             self.first_button.setEnabled(False)
         elif was and not why and self.result is not None:
-            self.show(self.result)
+            self.show_result(self.result)
         self._sync_heat()
 
     def _sync_heat(self) -> None:
         """The graphs are coloured by error only at the compared step, while it still holds."""
         r = self.result
         here = r is not None and not self.slot.stale and self._cursor() == r.get("step")
-        heat = error_heat(list(r.get("nodes") or [])) if here else ({}, {})
+        heat = error_heat(list(r.get("nodes") or [])) if r is not None and here else ({}, {})
         if heat != self._heat_sent:
             self._heat_sent = heat
             self.hub.set_error_heat(*heat)
@@ -180,7 +183,7 @@ class IntermediatesTab(QWidget):
         self.status.setText("Compare every FX node's value with its Relax binding at the cursor step.")
         self._sync_heat()
 
-    def show(self, r: dict) -> None:
+    def show_result(self, r: dict) -> None:
         self.result = r
         self.compare_button.setEnabled(True)
         nodes = list(r.get("nodes") or [])
@@ -233,7 +236,7 @@ class IntermediatesTab(QWidget):
         if not first:
             return
         for row in range(self.table.rowCount()):
-            if self.table.item(row, 1).text() == first:
+            if (item := self.table.item(row, 1)) is not None and item.text() == first:
                 self.table.selectRow(row)  # selecting the row selects the node in both graphs
                 break
         self.hub.select_fx(first)
@@ -241,7 +244,8 @@ class IntermediatesTab(QWidget):
     def _row_clicked(self) -> None:
         items = self.table.selectedItems()
         if items:
-            self.hub.select_fx(self.table.item(items[0].row(), 1).text())
+            if (item := self.table.item(items[0].row(), 1)) is not None:
+                self.hub.select_fx(item.text())
 
 
 def _fmt(v) -> str:

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from irviz.protocol.commands import State
 from irviz.ui.panes.base import SearchBox, dim_label
 from irviz.ui.panes.loop_links import code_to_loop, loop_to_code
 from irviz.ui.result_stamp import ResultSlot, ResultStamp, model_key, step_identity
 from irviz.ui.widgets.code_view import CodeView
+from irviz.ui.widgets.tool_button import tool_button
 
 HOST = "host"
 FORMAT_TITLES = {"asm": "Assembly", "ll": "LLVM IR", "cuda": "CUDA C", "opencl": "OpenCL C",
@@ -73,7 +75,7 @@ class KernelCodeTab(QWidget):
         self.nest: list[dict] = []  # the selected kernel's loop nest (tir_functions' loop_nest)
         self.loop: int | None = None
         self.pane = pane  # asks the engine for us; its on_reply hands "code" replies back
-        self.state: dict = {}
+        self.state: State | None = None
         self.step: int | None = None
         self.kernel: str | None = None
         self.result: dict | None = None
@@ -90,7 +92,9 @@ class KernelCodeTab(QWidget):
                                "unless another is picked here; a name, e.g. 'cuda -arch=sm_86', or a "
                                "TVM target as JSON; Enter compiles for it")
         self.target.textActivated.connect(lambda _t: self.refresh())
-        self.target.lineEdit().returnPressed.connect(self.refresh)
+        editor = self.target.lineEdit()
+        assert editor is not None  # an editable combo box has its line edit
+        editor.returnPressed.connect(self.refresh)
         self.format = QComboBox()
         self.format.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.format.currentIndexChanged.connect(lambda _i: self._show_code())
@@ -101,10 +105,10 @@ class KernelCodeTab(QWidget):
         self.counts.setWordWrap(True)
         self.target_note = dim_label("")
         self.target_note.setObjectName("CodeTargetNote")
-        self.follow_button = QToolButton(text="Use the session's")
+        self.follow_button = tool_button("Use the session's")
         self.follow_button.setToolTip("Show the code for the session's target again")
         self.follow_button.clicked.connect(lambda: self.pick(self.session_target()))
-        self.code = CodeView()
+        self.code: CodeView = CodeView()
         # the tab shares the TensorIR dock, whose minimum height sets the first window's: one
         # row of controls and a short least height keep that window within an 800 px screen
         self.code.setMinimumHeight(36)
@@ -140,7 +144,7 @@ class KernelCodeTab(QWidget):
 
     # -- targets -----------------------------------------------------------------------------------
     def session_target(self) -> str:
-        return (self.state or {}).get("target") or HOST
+        return (self.state.get("target") if self.state else None) or HOST
 
     def target_text(self) -> str:
         return self.target.currentText().strip() or self.session_target()
@@ -166,12 +170,12 @@ class KernelCodeTab(QWidget):
         self.follow_button.setVisible(picked)
 
     # -- state ---------------------------------------------------------------------------------------
-    def on_state(self, state: dict) -> None:
+    def on_state(self, state: State) -> None:
         """Every state the engine reports: the box follows the session's target unless another
         was picked here; code for anything else than what is open is greyed."""
         if model_key(state) != model_key(self.state):
             self.forget()
-        self.state = dict(state or {})
+        self.state = state.copy()
         session = self.session_target()
         if self.target.currentText().strip() in ("", self._session_shown):
             self.target.blockSignals(True)
@@ -185,7 +189,7 @@ class KernelCodeTab(QWidget):
         if self.result is None or self._code_for is None:
             return
         step, kernel, target = self._code_for
-        cursor = (self.state or {}).get("cursor")
+        cursor = self.state.get("cursor") if self.state else None
         extra = (f"for step {step}; the cursor is at step {cursor}" if step != cursor else
                  f"for {kernel}, not {self.kernel}" if self.kernel is not None and kernel != self.kernel else
                  f"compiled for {target}, not {self.target_text()}" if target != self.target_text() else None)

@@ -5,10 +5,13 @@ than its roof, so its time or its byte count is off (the tooltip says which roof
 result's ``roofline`` block (``irviz.core.backend.roofline``), given to the table as context."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from irviz.protocol.commands import Kernel
 from irviz.ui import themes
 from irviz.ui.panes.base import dim_label
 from irviz.ui.panes.kernel_table import Column, KernelTable, Num, bindings_of, text_cell
@@ -160,7 +163,7 @@ class RooflineTab(QWidget):
         lay.addWidget(self.chart, 1)
         lay.addWidget(self.note)
 
-    def set_roofline(self, roofline: dict | None, kernels: list[dict] = ()) -> None:
+    def set_roofline(self, roofline: dict | None, kernels: Sequence[Kernel] = ()) -> None:
         self.bindings = {k.get("name"): bindings_of(k) for k in kernels}
         self.chart.set_roofline(roofline)
         self.note.setText(roofs_text(roofline))

@@ -4,7 +4,8 @@ figure per kernel is one ``Column`` added with ``add_column``, nothing else to t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
@@ -36,7 +37,7 @@ def text_cell(text: str, tooltip: str = "") -> QTableWidgetItem:
     return item
 
 
-def bindings_of(kernel: dict) -> list[str]:
+def bindings_of(kernel: Mapping[str, Any]) -> list[str]:
     """A kernel's binding field names one var, or several joined by ', ' (one kernel called from
     several places)."""
     return [b.strip() for b in str(kernel.get("binding") or "").split(",") if b.strip()]
@@ -102,7 +103,8 @@ class KernelTable(QTableWidget):
         self.columns: list[Column] = []
         self.rows: list[dict] = []
         self.context: dict = {}
-        self.reliable, self.reason = True, None
+        self.reliable = True
+        self.reason: str | None = None
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -134,7 +136,7 @@ class KernelTable(QTableWidget):
                 return i
         raise KeyError(header)
 
-    def set_kernels(self, kernels: list[dict], reliable: bool | None = True, reason: str | None = None) -> None:
+    def set_kernels(self, kernels: Sequence[Mapping[str, Any]], reliable: bool | None = True, reason: str | None = None) -> None:
         """`reliable`/`reason`: whether the kernels together can be trusted (they add up to no
         more than the run); when not, the ms and % headers carry the mark and the reason."""
         self.rows = [dict(k) for k in kernels]

@@ -49,7 +49,8 @@ class Link:
         own = [n for n in self.lines if n not in self.copies]
         if not own:
             return "not in this code"
-        runs, start = [], own[0]
+        runs: list[str] = []
+        start: int | None = own[0]
         for a, b in zip(own, own[1:] + [None]):
             if b != a + 1:
                 runs.append(f"{start}–{a}" if a != start else str(start))
@@ -220,7 +221,7 @@ def _by_shape(nest: list[dict], tir_kids, roots: list[int], members: set[int], f
                    for t in ts)
 
     def expand(ts, gone) -> list[_Expanded]:
-        out = []
+        out: list[_Expanded] = []
         for t in ts:
             inner = expand(tir_kids(t), gone)
             out.extend(inner * extent(t) if t in gone else [_Expanded(t, inner)])

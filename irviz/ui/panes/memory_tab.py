@@ -3,8 +3,11 @@ cursor step (the engine's ``memory``), drawn by MemoryView; a step before memory
 planned on a copy. With a symbolic size, the figures at a few values of it come first."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
+from irviz.protocol.commands import State
 from irviz.ui import themes
 from irviz.ui.panes.base import dim_label
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
@@ -29,7 +32,7 @@ class MemoryTab(QWidget):
     """`ask(purpose, cmd, **args)` sends to the engine (the pane's ask); replies come back through
     `show` / `show_error`."""
 
-    def __init__(self, ask, hub, cursor, parent=None, state=lambda: None):
+    def __init__(self, ask, hub, cursor, parent=None, state: Callable[[], State | None] = lambda: None):
         super().__init__(parent)
         self._ask, self._cursor, self._state = ask, cursor, state
         self.button = QPushButton("Plan memory of this step")
@@ -75,7 +78,7 @@ class MemoryTab(QWidget):
         self.status.setText("")
         self.by_length.setText("")
 
-    def show(self, result: dict | None) -> None:
+    def show_result(self, result: dict | None) -> None:
         self.status.setText("")
         self.by_length.setText(by_length_text(result or {}))
         self.view.set_plan(result)

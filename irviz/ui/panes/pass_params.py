@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QGroupBox, QLineEdit, QSpinBox, QWidget
 
+from irviz.protocol.commands import Invocation
 from irviz.ui.panes.base import dim_label
 
 
@@ -25,7 +26,7 @@ class PassParamsBox(QGroupBox):
         self.form.setContentsMargins(6, 4, 6, 4)
         self.setVisible(False)
 
-    def show_pass(self, inv: dict | None, spec: dict, on_change: Callable[[str, object], None]) -> None:
+    def show_pass(self, inv: Invocation | None, spec: dict, on_change: Callable[[str, object], None]) -> None:
         """Edit invocation `inv` ({name, params}) of the pass described by `spec` (its catalogue
         entry); None hides the box."""
         while self.form.rowCount():
@@ -49,33 +50,35 @@ class PassParamsBox(QGroupBox):
         kind = p.get("kind")
         name = p["name"]
         if kind == "bool":
-            w = QCheckBox()
-            w.setChecked(bool(value))
-            w.toggled.connect(lambda v: on_change(name, bool(v)))
-        elif kind == "int":
-            w = QSpinBox()
-            w.setRange(-1_000_000, 1_000_000)
-            w.setValue(int(value or 0))
-            w.editingFinished.connect(lambda: on_change(name, w.value()))
-        elif kind == "choice" and p.get("choices"):
-            w = QComboBox()
+            check = QCheckBox()
+            check.setChecked(bool(value))
+            check.toggled.connect(lambda v: on_change(name, bool(v)))
+            return check
+        if kind == "int":
+            spin = QSpinBox()
+            spin.setRange(-1_000_000, 1_000_000)
+            spin.setValue(int(value or 0))
+            spin.editingFinished.connect(lambda: on_change(name, spin.value()))
+            return spin
+        if kind == "choice" and p.get("choices"):
+            combo = QComboBox()
             for ch in p["choices"]:
-                w.addItem(str(ch), ch)
-            w.setCurrentIndex(max(0, w.findData(value)))
-            w.activated.connect(lambda i: on_change(name, w.itemData(i)))
-        else:
-            w = QLineEdit(json.dumps(value) if kind == "json" else ("" if value is None else str(value)))
+                combo.addItem(str(ch), ch)
+            combo.setCurrentIndex(max(0, combo.findData(value)))
+            combo.activated.connect(lambda i: on_change(name, combo.itemData(i)))
+            return combo
+        w = QLineEdit(json.dumps(value) if kind == "json" else ("" if value is None else str(value)))
 
-            def done():
-                text = w.text()
-                if kind == "json":
-                    try:
-                        v = json.loads(text or "null")
-                    except ValueError:
-                        self.on_invalid(f"{name}: not valid JSON")
-                        return
-                else:
-                    v = text
-                on_change(name, v)
-            w.editingFinished.connect(done)
+        def done():
+            text = w.text()
+            if kind == "json":
+                try:
+                    v = json.loads(text or "null")
+                except ValueError:
+                    self.on_invalid(f"{name}: not valid JSON")
+                    return
+            else:
+                v = text
+            on_change(name, v)
+        w.editingFinished.connect(done)
         return w

@@ -6,6 +6,7 @@ with signals: the planned passes (planned_passes.py), the Target box (target_box
 from __future__ import annotations
 
 import html
+from typing import Literal
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
@@ -13,6 +14,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QPushButton,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from irviz.core.views.latency_chart import fmt_ms
+from irviz.protocol.commands import Invocation, State, StepEntry
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table
 from irviz.ui.panes.bisect_actions import BisectActions
@@ -32,6 +34,10 @@ COLUMNS = [("#", "Step"), ("Pass", "The pass applied"), ("ms", "Time the pass to
            ("Max err", "Largest absolute difference from PyTorch's outputs (Run ▸ Time every step)"),
            *CODE_COLUMNS]
 COL_RUN, COL_ERR, COL_VEC = 7, 8, 9
+# a step's lists of function names, with the mark its column shows them by
+STEP_LISTS: tuple[tuple[Literal["added", "removed", "changed_funcs"], str], ...] = (
+    ("added", "+"), ("removed", "−"), ("changed_funcs", "~"))
+SIZE_KEYS: tuple[Literal["bindings", "prim_funcs", "tir_lines"], ...] = ("bindings", "prim_funcs", "tir_lines")
 PASS_COLUMN_MAX = 150  # px: "#", "Pass" and "ms" fit the dock's default width
 
 
@@ -52,8 +58,8 @@ class PipelinePane(Pane):
 
     def __init__(self, bridge, hub, parent=None, settings=None):
         super().__init__(bridge, hub, parent, settings=settings)
-        self.steps: list[dict] = []
-        self.planned: list[dict] = []
+        self.steps: list[StepEntry] = []
+        self.planned: list[Invocation] = []
         self._kept_message: str | None = None  # shown instead of the next state's summary
         self.info = dim_label("No model open")
         link = PaneLink(state=lambda: self.state, steps=lambda: self.steps, planned=lambda: self.planned,
@@ -89,7 +95,8 @@ class PipelinePane(Pane):
         self.hide_unchanged.toggled.connect(lambda _on: self._filter())
         self.table = row_table([h for h, _tip in COLUMNS])
         for col, (_h, tip) in enumerate(COLUMNS):
-            self.table.horizontalHeaderItem(col).setToolTip(tip)
+            if (head := self.table.horizontalHeaderItem(col)) is not None:
+                head.setToolTip(tip)
         hh = self.table.horizontalHeader()
         # a stretched Pass column as wide as its longest name pushed "ms" and the rest out of
         # a narrow dock: it is capped and elided instead (the whole name is in its tooltip)
@@ -226,7 +233,7 @@ class PipelinePane(Pane):
         self.info.setText(message)
 
     # -- state -----------------------------------------------------------------------------------
-    def on_state(self, state: dict, prev: dict) -> None:
+    def on_state(self, state: State, prev: State | None) -> None:
         self.steps = list(state.get("steps") or [])
         self.planned = list(state.get("planned") or [])
         self._fill_steps(state)
@@ -270,7 +277,7 @@ class PipelinePane(Pane):
         if self.state:
             self._fill_steps(self.state)
 
-    def _fill_steps(self, state: dict) -> None:
+    def _fill_steps(self, state: State) -> None:
         c = themes.colors()
         cursor = self.cursor_of(state)
         self.table.blockSignals(True)
@@ -282,10 +289,10 @@ class PipelinePane(Pane):
         for r, s in enumerate(self.steps):
             changed = s.get("changed", True) or s.get("index") == 0
             details = []
-            for key, word in (("added", "+"), ("removed", "−"), ("changed_funcs", "~")):
+            for key, word in STEP_LISTS:
                 if s.get(key):
                     details.append(f"{word}{len(s[key])}")
-            size = s.get("size") or {}
+            size = s.get("size")
             entry = self._trace_entry(s)
             run_ms = err = ""
             if entry is not None:
@@ -297,8 +304,7 @@ class PipelinePane(Pane):
                      f"{1000 * float(s.get('seconds') or 0):.1f}",
                      ("attributes only" if s.get("changed_what") == "attrs" else ("yes " + " ".join(details)).strip()) if s.get("changed") else
                      ("—" if s.get("index") else "import"),
-                     *(str(size[k]) if size.get(k) is not None else "" for k in
-                       ("bindings", "prim_funcs", "tir_lines")),
+                     *("" if size is None or size.get(k) is None else str(size.get(k)) for k in SIZE_KEYS),
                      run_ms, err]
             code = self.counts.code_cells(s, before)
             before = self.counts.code_entry(s) or before
@@ -322,7 +328,7 @@ class PipelinePane(Pane):
                         tip += f"({params_text(s['params'])})"
                     if r:
                         tip += f"\n{self.planning.origin(s.get('pass', ''))}"
-                    for key in ("added", "removed", "changed_funcs"):
+                    for key, _word in STEP_LISTS:
                         if s.get(key):
                             tip += f"\n{key.replace('_funcs', '')}: {', '.join(s[key][:12])}"
                     item.setToolTip("\n".join([tip, *s.get("notes", [])]))
@@ -359,10 +365,10 @@ class PipelinePane(Pane):
         self.table.horizontalHeader().resizeSection(
             1, min(self.table.sizeHintForColumn(1), PASS_COLUMN_MAX))
         self._filter()
-        if cursor is not None and cursor < self.table.rowCount():
-            self.table.scrollToItem(self.table.item(cursor, 0))
+        if cursor is not None and (cursor_item := self.table.item(cursor, 0)) is not None:
+            self.table.scrollToItem(cursor_item)
 
-    def _trace_entry(self, step: dict) -> dict | None:
+    def _trace_entry(self, step: StepEntry) -> dict | None:
         """The latency trace's entry of a step, while the step is still the same pass."""
         e = self.trace.get(step.get("index"))
         if e is None or self.trace_stamp is None or \
@@ -421,7 +427,8 @@ class PipelinePane(Pane):
 
     def _show_code_columns(self, row: int) -> None:
         # the columns are the table's last: bring them into view
-        self.table.scrollToItem(self.table.item(row, self.table.columnCount() - 1))
+        if (item := self.table.item(row, self.table.columnCount() - 1)) is not None:
+            self.table.scrollToItem(item)
 
     # -- actions ---------------------------------------------------------------------------------
     def step(self) -> None:

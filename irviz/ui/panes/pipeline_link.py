@@ -8,12 +8,14 @@ from dataclasses import dataclass
 
 from PySide6.QtWidgets import QLabel
 
+from irviz.protocol.commands import Invocation, State, StepEntry
+
 
 @dataclass
 class PaneLink:
-    state: Callable[[], dict | None]       # the last state the pane took (None after a reset)
-    steps: Callable[[], list[dict]]        # the applied steps the pane shows
-    planned: Callable[[], list[dict]]      # the passes planned after the cursor
+    state: Callable[[], State | None]      # the last state the pane took (None after a reset)
+    steps: Callable[[], list[StepEntry]]   # the applied steps the pane shows
+    planned: Callable[[], list[Invocation]]  # the passes planned after the cursor
     ask: Callable[..., int]                # Pane.ask: the reply comes back to the pane's on_reply
     waiting: Callable[[str], bool]         # Pane.waiting
     request: Callable[..., int]            # the bridge's request (no purpose: the state answers)

@@ -10,10 +10,12 @@ from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QLabel,
                                QListWidget, QListWidgetItem, QMenu, QToolButton, QVBoxLayout, QWidget)
 
+from irviz.protocol.commands import Invocation
 from irviz.ui import themes
 from irviz.ui.panes.pass_params import PassParamsBox, params_text
 from irviz.ui.panes.pipeline_link import PaneLink
 from irviz.ui.panes.target_box import TargetBox
+from irviz.ui.widgets.tool_button import tool_button
 
 CUSTOM = "(custom)"
 
@@ -33,19 +35,19 @@ class PlannedPasses(QWidget):
         self.planned_list = QListWidget()
         self.planned_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.planned_list.currentRowChanged.connect(self._show_params)
-        self.add_button = QToolButton(text="Add ▾")
+        self.add_button = tool_button("Add ▾")
         self.add_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.add_menu = QMenu(self)
         self.add_button.setMenu(self.add_menu)
-        self.remove_button = QToolButton(text="Remove")
+        self.remove_button = tool_button("Remove")
         self.remove_button.clicked.connect(self.remove_selected)
-        self.up_button = QToolButton(text="↑")
+        self.up_button = tool_button("↑")
         self.up_button.setToolTip("Move up")
         self.up_button.clicked.connect(lambda: self.move_selected(-1))
-        self.down_button = QToolButton(text="↓")
+        self.down_button = tool_button("↓")
         self.down_button.setToolTip("Move down")
         self.down_button.clicked.connect(lambda: self.move_selected(1))
-        self.load_button = QToolButton(text="Load passes…")
+        self.load_button = tool_button("Load passes…")
         self.load_button.setToolTip("Load passes from a Python file: module_pass / function_pass classes, "
                                     "Sequentials, @irviz_pass, IRVIZ_PASSES; a built-in's name becomes "
                                     "the file's, the built-in is then builtin:NAME")
@@ -57,12 +59,12 @@ class PlannedPasses(QWidget):
         edit_bar.addStretch(1)
         edit_bar.addWidget(self.load_button)
         # the engine writes and parses the text: this process has no pass registry
-        self.copy_text_button = QToolButton(text="Copy pipeline as text")
+        self.copy_text_button = tool_button("Copy pipeline as text")
         self.copy_text_button.setToolTip("Copy the applied and planned passes as one line, e.g. "
                                          "LegalizeOps,LibraryDispatch(min_macs=0),FuseOps "
                                          "(irviz check --pipeline takes it)")
         self.copy_text_button.clicked.connect(self.copy_pipeline_text)
-        self.paste_text_button = QToolButton(text="Paste pipeline")
+        self.paste_text_button = tool_button("Paste pipeline")
         self.paste_text_button.setToolTip("Replace the whole pipeline with the text on the clipboard; "
                                           "steps that match its start are kept")
         self.paste_text_button.clicked.connect(self.paste_pipeline_text)
@@ -110,7 +112,8 @@ class PlannedPasses(QWidget):
         self._match_pipeline()
 
     def update_buttons(self, has_model: bool) -> None:
-        self.copy_text_button.setEnabled(has_model and bool((self._link.state() or {}).get("pipeline_text")))
+        state = self._link.state()
+        self.copy_text_button.setEnabled(has_model and bool(state and state.get("pipeline_text")))
         self.paste_text_button.setEnabled(has_model)
 
     def _fill_add_menu(self) -> None:
@@ -160,8 +163,8 @@ class PlannedPasses(QWidget):
 
     def _pass_names(self) -> list[str]:
         """The pipeline's pass names, applied then planned (a schedule()'s primitives are no pass)."""
-        return [s.get("pass") for s in self._link.steps()[1:] if s.get("origin") != "schedule"] + \
-            [p.get("name") for p in self._link.planned()]
+        return [s.get("pass", "") for s in self._link.steps()[1:] if s.get("origin") != "schedule"] + \
+            [p.get("name", "") for p in self._link.planned()]
 
     def _match_pipeline(self) -> None:
         """Show the named pipeline whose passes are exactly applied + planned; else the one chosen
@@ -176,7 +179,7 @@ class PlannedPasses(QWidget):
         chosen = self.chosen
         at = self.pipeline_box.findData(chosen["name"]) if chosen else -1
         spec = next((p for p in self.pipelines if chosen and p["name"] == chosen["name"]), None)
-        if at >= 0 and spec is not None and \
+        if at >= 0 and chosen is not None and spec is not None and \
                 names == chosen["kept"] + [x["name"] for x in spec.get("passes", [])]:
             self.pipeline_box.setCurrentIndex(at)
             self._say_chosen(chosen)
@@ -219,7 +222,7 @@ class PlannedPasses(QWidget):
     def use_pipeline(self, name: str) -> None:
         self._link.request("set_pipeline", pipeline=name)
 
-    def set_planned(self, passes: list[dict]) -> None:
+    def set_planned(self, passes: list[Invocation]) -> None:
         self._link.request("set_pipeline", passes=[{"name": p["name"], "params": dict(p.get("params") or {})}
                                                    for p in passes])
 
@@ -237,7 +240,7 @@ class PlannedPasses(QWidget):
         params = {p["name"]: p.get("default") for p in (spec or {}).get("params") or []}
         at = self.planned_list.currentRow()
         planned = list(self._link.planned())
-        item = {"name": name, "params": params}
+        item: Invocation = {"name": name, "params": params}
         if 0 <= at < len(planned):
             planned.insert(at + 1, item)
         else:
@@ -262,7 +265,8 @@ class PlannedPasses(QWidget):
             self.planned_list.setCurrentRow(to)
 
     def copy_pipeline_text(self) -> str:
-        text = (self._link.state() or {}).get("pipeline_text") or ""
+        state = self._link.state()
+        text = (state.get("pipeline_text") if state else None) or ""
         if text:
             QGuiApplication.clipboard().setText(text)
             self._link.info.setText(f"Copied: {text}")
@@ -301,7 +305,7 @@ class PlannedPasses(QWidget):
                                   lambda name, value: self._set_param(row, name, value))
 
     def _set_param(self, row: int, name: str, value) -> None:
-        planned = [dict(p) for p in self._link.planned()]
+        planned = [p.copy() for p in self._link.planned()]
         if not (0 <= row < len(planned)):
             return
         if (planned[row].get("params") or {}).get(name) == value:

@@ -8,21 +8,22 @@ import re
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QLineEdit, QSplitter,
-                               QToolButton, QVBoxLayout)
+                               QVBoxLayout)
 
-from irviz.protocol.commands import ALL_FUNCTIONS
+from irviz.protocol.commands import ALL_FUNCTIONS, State, StepEntry
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, SearchBox, dim_label
 from irviz.ui.result_stamp import ResultStamp, step_identity
 from irviz.ui.widgets.code_view import CodeView
 from irviz.ui.widgets.graph_view import GraphView
 from irviz.ui.widgets.heat_scale import ERROR, TIME, HeatScale
+from irviz.ui.widgets.tool_button import tool_button
 
 _BINDING = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
 ALL_LABEL = "All functions"   # the function box's entry for every Relax function in one graph
 
 
-def graph_changes(graph: dict, prev: dict | None, step: dict | None) -> tuple[list[str], list[str]]:
+def graph_changes(graph: dict, prev: dict | None, step: StepEntry | None) -> tuple[list[str], list[str]]:
     """Node ids that are new since ``prev`` (added) and nodes whose label/callee changed or that call
     a function the step added or changed."""
     nodes = [n for n in graph.get("nodes", []) if n.get("kind") not in ("param", "output")]
@@ -69,8 +70,8 @@ class RelaxPane(Pane):
         self.mode_buttons = {}
         group = QButtonGroup(self)
         for name in ("Graph", "Split", "Code"):
-            b = QToolButton(text=name, checkable=True)
-            b.toggled.connect(lambda on, n=name: on and self.set_view(n.lower()))
+            b = tool_button(name, checkable=True)
+            b.toggled.connect(lambda on, n=name: self.set_view(n.lower()) if on else None)
             group.addButton(b)
             self.mode_buttons[name.lower()] = b
         self.info = dim_label("No model open")
@@ -83,8 +84,8 @@ class RelaxPane(Pane):
                                   "'*' is any call")
         self.query_box.setMinimumWidth(80)  # the pane shares the top row with three others
         self.query_box.returnPressed.connect(self.run_query)
-        self.query_prev = QToolButton(text="◀")
-        self.query_next = QToolButton(text="▶")
+        self.query_prev = tool_button("◀")
+        self.query_next = tool_button("▶")
         self.query_prev.setToolTip("Previous match")
         self.query_next.setToolTip("Next match")
         self.query_prev.clicked.connect(lambda: self.goto_match(-1))
@@ -166,7 +167,7 @@ class RelaxPane(Pane):
         text = self.func_box.currentText() or "main"
         return ALL_FUNCTIONS if text == ALL_LABEL else text
 
-    def on_state(self, state: dict, prev: dict) -> None:
+    def on_state(self, state: State, prev: State | None) -> None:
         cursor = self.cursor_of(state)
         if cursor is None:
             self.clear()
@@ -190,13 +191,13 @@ class RelaxPane(Pane):
         if self.model_key(state) != self.model_key(prev):
             self._on_heat({})  # colours and legend were the old model's
         self._reload()
-        if self.query_box.text().strip() and (state.get("steps") != (prev or {}).get("steps")
+        if self.query_box.text().strip() and (state.get("steps") != (prev.get("steps") if prev else None)
                                               or self.model_key(state) != self.model_key(prev)):
             self.run_query()
         else:
             self._show_query()
 
-    def _show_prims_only(self, state: dict, cursor: int) -> None:
+    def _show_prims_only(self, state: State, cursor: int) -> None:
         """A module of PrimFuncs only has no Relax graph: say where its functions are."""
         key = ("prims", cursor, self.model_key(state))
         if key == self._shown:
@@ -240,11 +241,11 @@ class RelaxPane(Pane):
             self._graph_func = None     # a new layout: open it like a new graph
             self._reload(force=True)
 
-    def _step_info(self, index: int) -> dict:
-        for s in (self.state or {}).get("steps") or []:
+    def _step_info(self, index: int) -> StepEntry | None:
+        for s in (self.state.get("steps") if self.state else None) or []:
             if s.get("index") == index:
                 return s
-        return {}
+        return None
 
     def clear(self) -> None:
         self._shown = None
@@ -318,7 +319,7 @@ class RelaxPane(Pane):
         self.graph.highlight(self.changed, "changed")
         self.graph.highlight(self._linked, "linked")
         nodes = [n for n in self.graph_dict.get("nodes", []) if n.get("kind") not in ("param", "output")]
-        parts = [f"Step {cursor} · {step.get('pass', '')}", f"{len(nodes)} bindings"]
+        parts = [f"Step {cursor} · {step.get('pass', '') if step else ''}", f"{len(nodes)} bindings"]
         funcs = {n.get("function") for n in self.graph_dict.get("nodes", []) if n.get("function")}
         if len(funcs) > 1:
             parts.append(f"{len(funcs)} functions")
@@ -483,15 +484,16 @@ def match_node_ids(chain: list[str], nodes: list[dict], shown: str) -> list[str]
     it (once per call), and the call's result node stands for the call binding (``binding_id``).
     A binding of a function not shown has no node, though its name may be another binding's."""
     ids = {n["id"] for n in nodes}
-    out = []
+    out: list[str] = []
     for b in chain:
         func, _, var = b.rpartition(":")
         func = func or "main"
+        own: str | None
         if shown == ALL_FUNCTIONS:
             own = var if func == "main" else f"{func}/{var}"
         else:
             own = var if func == shown else None
-        if own in ids:
+        if own is not None and own in ids:
             out.append(own)
             continue
         out += [n["id"] for n in nodes

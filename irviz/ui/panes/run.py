@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QHBoxLayout, Q
                                QVBoxLayout, QWidget)
 
 from irviz.core.views.latency_chart import fmt_ms
+from irviz.protocol.commands import BuildRunResult, State
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label
 from irviz.ui.panes.estimate_tab import EstimateTab
@@ -38,7 +39,7 @@ SIZES_KEY = "run/sizes"   # settings: {spec: {size name: value}}, the sizes give
 class RunPane(Pane):
     def __init__(self, bridge, hub, parent=None, settings=None):
         super().__init__(bridge, hub, parent, settings=settings)
-        self.result: dict | None = None
+        self.result: BuildRunResult | None = None
         self.error: dict | None = None
         self.built_step: int | None = None
         self.built_func: str | None = None
@@ -170,7 +171,7 @@ class RunPane(Pane):
         self.bisect: dict | None = None
         hub.bisectFound.connect(self._on_bisect)
 
-    def on_state(self, state: dict, prev: dict) -> None:
+    def on_state(self, state: State, prev: State | None) -> None:
         cursor = self.cursor_of(state)
         self.run_button.setEnabled(cursor is not None)
         self._structure_only(bool(state.get("structure_only")), cursor, prev)
@@ -197,7 +198,7 @@ class RunPane(Pane):
     def _sync_heat(self) -> None:
         """Kernel times colour the Relax graph only at the step they were measured at, while they
         still hold: another step's bindings may call other kernels."""
-        kernels = (self.result or {}).get("kernels") or []
+        kernels = (self.result.get("kernels") if self.result else None) or []
         here = self.cursor_of(self.state) == self.built_step and not self.run_slot.stale
         self._set_heat(kernel_heat(kernels) if kernels and here else {})
 
@@ -235,7 +236,7 @@ class RunPane(Pane):
         self.memory.clear()
         self.estimate.clear()
         self.verdict.setText("")
-        self.status.setText(STRUCTURE_ONLY if (self.state or {}).get("structure_only") else
+        self.status.setText(STRUCTURE_ONLY if (self.state.get("structure_only") if self.state else None) else
                             "Build & Run the current step (Ctrl+R).")
         for v in self.fields.values():
             v.setText("—")
@@ -252,7 +253,7 @@ class RunPane(Pane):
                                     "with torch eager as a line.")
 
     # -- which function, on which sizes ----------------------------------------------------------
-    def _fill_funcs(self, state: dict) -> None:
+    def _fill_funcs(self, state: State) -> None:
         funcs = list(state.get("run_functions") or (["main"] if state.get("model") else []))
         if [self.func_box.itemText(i) for i in range(self.func_box.count())] != funcs:
             current = self.func_box.currentText()
@@ -273,16 +274,16 @@ class RunPane(Pane):
             self.func_box.setCurrentIndex(i)
 
     @staticmethod
-    def _is_ir(state: dict | None) -> bool:
+    def _is_ir(state: State | None) -> bool:
         """An IR file or an exported step: its inputs may be made up, so sizes may be needed."""
         return bool(state and state.get("model") and state.get("importer") == "tvmscript")
 
     def remembered_sizes(self, spec: str | None = None) -> dict[str, int]:
-        spec = spec if spec is not None else (self.state or {}).get("spec") or ""
+        spec = spec if spec is not None else (self.state.get("spec") if self.state else None) or ""
         return dict(self._all_sizes().get(spec) or {})
 
     def remember_sizes(self, values: dict, spec: str | None = None) -> None:
-        spec = spec if spec is not None else (self.state or {}).get("spec") or ""
+        spec = spec if spec is not None else (self.state.get("spec") if self.state else None) or ""
         table = self._all_sizes()
         table[spec] = {**(table.get(spec) or {}), **{k: int(v) for k, v in values.items()}}
         if self.settings is not None:
@@ -303,7 +304,7 @@ class RunPane(Pane):
         if cursor is None:
             self.status.setText("Open a model first.")
             return
-        if (self.state or {}).get("structure_only"):
+        if (self.state.get("structure_only") if self.state else None):
             self.status.setText(STRUCTURE_ONLY)
             self.tabs.setCurrentWidget(self.estimate)
             self.estimate.estimate()
@@ -346,7 +347,7 @@ class RunPane(Pane):
             return
         known = {**(r.get("dims") or {}), **self.remembered_sizes()}
         if edit or any(n not in known for n in names):
-            values = self.ask_sizes(names, known, func=func, model=(self.state or {}).get("model") or "",
+            values = self.ask_sizes(names, known, func=func, model=(self.state.get("model") if self.state else None) or "",
                                     parent=self)
             if values is None:
                 self.status.setText(f"No sizes given for {func}: nothing was built or run.")
@@ -362,7 +363,7 @@ class RunPane(Pane):
             return
         self.tabs.setCurrentIndex(1)
         self.latency_slot.set(ResultStamp.of(self.state, per_recorded_step=True))
-        n = len((self.state or {}).get("steps") or [])
+        n = len((self.state.get("steps") if self.state else None) or [])
         self.latency_status.setText(f"Building and timing {n} step{'s' if n != 1 else ''}…")
         self.latency_button.setEnabled(False)
         self.ask("latency", "latency_trace", steps="all")
@@ -398,14 +399,14 @@ class RunPane(Pane):
     def plan_memory(self) -> None:
         self.memory.plan()
 
-    def _structure_only(self, only: bool, cursor, prev: dict) -> None:
+    def _structure_only(self, only: bool, cursor, prev: State | None) -> None:
         """A model without weights cannot run: the Run button estimates instead (the Estimate tab)."""
         self.run_button.setText("Estimate" if only else "Build && Run")
         self.run_button.setToolTip("No weights to run with: estimate the step's latency from its "
                                    "kernels timed alone (Ctrl+R)" if only else
                                    "Build the current step, run it, compare with PyTorch (Ctrl+R)")
         self.figures.setVisible(not only)  # errors and run times a model without weights never has
-        if only and cursor is not None and not (prev or {}).get("structure_only"):
+        if only and cursor is not None and not (prev and prev.get("structure_only")):
             self.tabs.setCurrentWidget(self.estimate)
 
     def on_reply(self, purpose: str, result) -> None:
@@ -418,10 +419,10 @@ class RunPane(Pane):
 
     def _show_reply(self, purpose: str, result) -> None:
         if purpose == "memory":
-            self.memory.show(result)
+            self.memory.show_result(result)
             return
         if purpose == "estimate":
-            self.estimate.show(result or {})
+            self.estimate.show_result(result or {})
             return
         if purpose in ("sizes", "sizes_edit"):
             self._on_sizes(result or {}, edit=purpose == "sizes_edit")
@@ -431,16 +432,17 @@ class RunPane(Pane):
             self._show_latency(result or {})
             return
         if purpose == "intermediates":
-            self.intermediates.show(result or {})
+            self.intermediates.show_result(result or {})
             return
         if purpose == "counts":
             r = dict(result or {})
             self.kernels.set_context(counts=dict(r, target_name=short_target(r.get("target_name")) or "host"))
             return
-        if purpose != "run":
-            return
+        if purpose == "run":
+            self._show_run(result)
+
+    def _show_run(self, r: BuildRunResult) -> None:
         c = themes.colors()
-        r = result or {}
         self.result = r
         ok = bool(r.get("allclose", r.get("ok")))
         no_reference = r.get("reference") is False
@@ -486,7 +488,7 @@ class RunPane(Pane):
         self._show_where(self.cursor_of(self.state))
         self._count_kernels(r)
 
-    def _count_kernels(self, r: dict) -> None:
+    def _count_kernels(self, r: BuildRunResult) -> None:
         """The counts of the kernels' code for the run's step and target: a request of its own,
         after the run's reply, so Build & Run shows its figures first."""
         if not r.get("kernels") or self.built_step is None:

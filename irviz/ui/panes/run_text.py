@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
+from irviz.protocol.commands import BuildRunResult, Kernel
 from irviz.ui.panes.kernel_table import bindings_of
 
 
-def timing_note(r: dict) -> str:
+def timing_note(r: BuildRunResult) -> str:
     """How the figures were taken, and on what CPU."""
     parts = [str(r["timing_text"])] if r.get("timing_text") else []
     if r.get("kernels_reliable") is False:  # the Kernels tab's figures are not what the run spent
@@ -19,7 +20,7 @@ def timing_note(r: dict) -> str:
     return " · ".join(parts)
 
 
-def ratio_text(r: dict) -> str:
+def ratio_text(r: BuildRunResult) -> str:
     """TVM / PyTorch as shown, or why no ratio is: one made up by contention misleads more than none."""
     if r.get("reliable") is False:  # the reason is in the timing note below and the tooltip
         return "unreliable"
@@ -39,7 +40,7 @@ def short_target(target) -> str:
     return text
 
 
-def kernel_heat(kernels: list[dict]) -> dict[str, float]:
+def kernel_heat(kernels: list[Kernel]) -> dict[str, float]:
     """binding var -> ms spent in the kernel it calls (a kernel's time shared by its call sites)."""
     heat: dict[str, float] = {}
     for k in kernels:

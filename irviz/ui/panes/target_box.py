@@ -9,6 +9,7 @@ import json
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox
 
+from irviz.protocol.commands import State
 from irviz.ui.panes.pipeline_link import PaneLink
 
 HOST = "host"
@@ -34,7 +35,9 @@ class TargetBox(QComboBox):
                         '"llvm", "mcpu": "znver3"}; Enter applies a typed one')
         self.textActivated.connect(self.choose_target)
         # Enter on a typed target no item matches activates nothing: the line edit says it
-        self.lineEdit().returnPressed.connect(lambda: self.choose_target(self.currentText()))
+        editor = self.lineEdit()
+        assert editor is not None  # an editable combo box has its line edit
+        editor.returnPressed.connect(lambda: self.choose_target(self.currentText()))
 
     def fill_targets(self, targets: list[dict]) -> None:
         """The catalogue's targets this wheel and machine can build for, each with its dict."""
@@ -50,7 +53,8 @@ class TargetBox(QComboBox):
         self.show_target(self._link.state())
 
     def chosen_target(self) -> str:
-        return (self._link.state() or {}).get("target") or HOST
+        state = self._link.state()
+        return (state.get("target") if state else None) or HOST
 
     def choose_target(self, text: str) -> int | None:
         """Ask the engine to run the passes under `text`; None when it is the target already."""
@@ -64,8 +68,8 @@ class TargetBox(QComboBox):
         self._link.info.setText(f"Target {text}: applying the passes again under it…")
         return self._link.ask("target", "set_target", target=text)
 
-    def show_target(self, state: dict | None) -> None:
-        name = (state or {}).get("target") or HOST
+    def show_target(self, state: State | None) -> None:
+        name = (state.get("target") if state else None) or HOST
         self.shown.emit(name)
         self.blockSignals(True)
         at = self.findText(name)
@@ -74,7 +78,8 @@ class TargetBox(QComboBox):
         self.setEditText(name)
         self.blockSignals(False)
         spec = next((t.get("target") for t in self.targets if t.get("name") == name), None)
-        self.lineEdit().setToolTip(f"{name}: {json.dumps(spec)}" if spec else name)
+        if (editor := self.lineEdit()) is not None:
+            editor.setToolTip(f"{name}: {json.dumps(spec)}" if spec else name)
 
     def on_target_error(self, error: dict) -> str:
         """A bad target: say why, with the targets available here, and show the one still in use."""

@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QSplitter, QTabWidget, QTreeWidget, QTreeWidgetItem, QVBoxLayout
 
+from irviz.protocol.commands import State
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, SearchBox, dim_label
 from irviz.ui.panes.kernel_code_tab import KernelCodeTab
@@ -81,7 +82,7 @@ class TirPane(Pane):
         hub.cleared.connect(lambda: self._on_linked(None))
         self.ask("targets", "list_targets")  # the Code tab's targets
 
-    def on_state(self, state: dict, prev: dict) -> None:
+    def on_state(self, state: State, prev: State | None) -> None:
         self.kernel_code.on_state(state)
         cursor = self.cursor_of(state)
         if cursor is None:
@@ -180,9 +181,12 @@ class TirPane(Pane):
         self._paint_linked()
         self._filter(self.search.text())
 
+    def _top_items(self) -> list[QTreeWidgetItem]:
+        # topLevelItem(i) is None only past the end
+        return [it for i in range(self.tree.topLevelItemCount()) if (it := self.tree.topLevelItem(i)) is not None]
+
     def _item_for(self, name: str):
-        for i in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(i)
+        for item in self._top_items():
             if item.data(0, Qt.ItemDataRole.UserRole) == name:
                 return item
         return None
@@ -263,8 +267,7 @@ class TirPane(Pane):
     def _paint_linked(self) -> None:
         c = themes.colors()
         linked = set(self._linked)
-        for i in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(i)
+        for item in self._top_items():
             on = item.data(0, Qt.ItemDataRole.UserRole) in linked
             for col in range(3):
                 item.setBackground(col, QBrush(QColor(c.highlight_line)) if on else QBrush())
@@ -280,8 +283,8 @@ class TirPane(Pane):
 
     def _filter(self, text: str) -> None:
         text = text.strip().lower()
-        for i in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(i)
+        for item in self._top_items():
             hay = " ".join(item.text(c) for c in range(3)).lower()
-            hay += " " + " ".join(item.child(j).text(1).lower() for j in range(item.childCount()))
+            hay += " " + " ".join(child.text(1).lower() for j in range(item.childCount())
+                                  if (child := item.child(j)) is not None)
             item.setHidden(bool(text) and text not in hay)

@@ -5,13 +5,14 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QTextCharFormat
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSplitter,
-                               QStackedWidget, QToolButton, QVBoxLayout, QWidget)
+                               QStackedWidget, QVBoxLayout, QWidget)
 
 import re
 
 from irviz.ui import themes
 from irviz.ui.widgets.code_view import CodeView, line_format, line_mark, span_mark
 from irviz.ui.widgets.idle_work import idle_work
+from irviz.ui.widgets.tool_button import tool_button
 
 ALL = "All changed functions"
 
@@ -93,18 +94,18 @@ class DiffView(QWidget):
         self.function_box.setMinimumContentsLength(12)
         self.function_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.function_box.currentIndexChanged.connect(lambda _i: self._render())
-        self.side_button = QToolButton(text="Side by side", checkable=True, checked=True)
-        self.unified_button = QToolButton(text="Unified", checkable=True)
+        self.side_button = tool_button("Side by side", checkable=True, checked=True)
+        self.unified_button = tool_button("Unified", checkable=True)
         group = QButtonGroup(self)
         group.setExclusive(True)
         group.addButton(self.side_button)
         group.addButton(self.unified_button)
         self.side_button.toggled.connect(lambda on: on and self.set_mode("side"))
         self.unified_button.toggled.connect(lambda on: on and self.set_mode("unified"))
-        self.prev_button = QToolButton(text="▲ Prev hunk")
+        self.prev_button = tool_button("▲ Prev hunk")
         self.prev_button.setToolTip("Previous hunk (Alt+Up)")
         self.prev_button.clicked.connect(self.prev_hunk)
-        self.next_button = QToolButton(text="▼ Next hunk")
+        self.next_button = tool_button("▼ Next hunk")
         self.next_button.setToolTip("Next hunk (Alt+Down)")
         self.next_button.clicked.connect(self.next_hunk)
         self.summary = QLabel("")
