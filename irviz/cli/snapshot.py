@@ -113,9 +113,11 @@ def run(args: argparse.Namespace) -> int:
     win.resize(w, h)
     win.show()
     failure: list[str] = []
-    win.bridge.failed.connect(lambda _i, cmd, err: cmd in ("open", "step", "set_pipeline", "build_run",
-                                                           "load_pass_file")
-                              and failure.append(f"{cmd}: {err.get('stage')}: {err.get('message')}"))
+
+    def failed(_i: int, cmd: str, err: dict) -> None:
+        if cmd in ("open", "step", "set_pipeline", "build_run", "load_pass_file"):
+            failure.append(f"{cmd}: {err.get('stage')}: {err.get('message')}")
+    win.bridge.failed.connect(failed)
     for path in args.passes:  # the engine answers in order: loaded before the open reads the pipeline
         win.pipeline.load_pass_file(path if path.startswith("sample:") else os.path.abspath(path))
 

@@ -15,7 +15,8 @@ def make_app(argv: list[str] | None = None):
 
     from irviz.ui.widgets.code_view import warm_up_lexer
 
-    app = QApplication.instance()
+    running = QApplication.instance()
+    app = running if isinstance(running, QApplication) else None
     if app is None:
         app = QApplication(list(argv) if argv is not None else [sys.argv[0] if sys.argv else "irviz"])
     app.setOrganizationName("irviz")

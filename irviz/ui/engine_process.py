@@ -127,7 +127,7 @@ class EngineBridge(QObject):
     @property
     def pid(self) -> int:
         """pid of the running engine (0 while starting)."""
-        return self._eng.pid if self.ready else 0
+        return self._eng.pid if self._eng is not None and self._eng.ready else 0
 
     @property
     def spare_warm(self) -> bool:
@@ -335,13 +335,14 @@ class EngineBridge(QObject):
             _signal_paused(self._spare, busy)
 
     def _write(self, line: bytes) -> None:
+        assert self._eng is not None  # the router writes only while an engine is ready
         self._eng.qp.write(line)
 
     def _on_stderr(self, eng: _Engine) -> None:
         if eng.retired:
             return
         try:
-            eng.err += bytes(eng.qp.readAllStandardError())
+            eng.err += eng.qp.readAllStandardError().data()
         except RuntimeError:
             return
         *lines, eng.err = eng.err.split(b"\n")
@@ -427,9 +428,11 @@ class EngineBridge(QObject):
 
     def _on_message(self, msg: dict) -> None:
         if msg.get("event") == "ready":
-            self._eng.ready = True
-            self._eng.pid = int(msg.get("pid") or 0)
-            self._on_ready(self._eng)
+            eng = self._eng
+            assert eng is not None  # messages come from the running engine (a retired one's are dropped)
+            eng.ready = True
+            eng.pid = int(msg.get("pid") or 0)
+            self._on_ready(eng)
             return
         self.router.route(msg)
 
@@ -503,7 +506,7 @@ class EngineBridge(QObject):
         self.router.queue[0:0] = requeue
         self._spawn()
         self.router.update_busy()
-        if culprit_error is not None:
+        if culprit is not None and culprit_error is not None:
             self.failed.emit(culprit.id, culprit.cmd, culprit_error)
 
     def _declare_dead(self, reason: str) -> None:

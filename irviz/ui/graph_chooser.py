@@ -12,10 +12,11 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
+from irviz.protocol.commands import GraphInfo, State
 from irviz.ui import themes
 
 
-def graph_item_text(g: dict, count: int) -> str:
+def graph_item_text(g: GraphInfo, count: int) -> str:
     """'graph 2 of 3 · 4 ops · 8×6 float32'."""
     inputs = ", ".join(g.get("inputs") or []) or "no inputs"
     return f"graph {g['graph']} of {count} · {g.get('ops', '?')} ops · {inputs}"
@@ -40,13 +41,12 @@ class CaptureBar(QWidget):
         lay.addWidget(self.combo)
         self._shown_graph: int | None = None
         self.combo.activated.connect(self._on_activated)
-        self.set_state({})
+        self.set_state(None)
 
-    def set_state(self, state: dict | None) -> None:
-        state = state or {}
-        fallback = state.get("capture_fallback")
-        notes = list(state.get("capture_notes") or [])
-        gb = state.get("graph_breaks")
+    def set_state(self, state: State | None) -> None:
+        fallback = state.get("capture_fallback") if state else None
+        notes = list((state.get("capture_notes") if state else None) or [])
+        gb = state.get("graph_breaks") if state else None
         # a toolbar shows or hides its widgets through their actions: the bar stays, its parts go
         self.label.setVisible(bool(fallback))
         self.combo.setVisible(bool(gb))

@@ -13,6 +13,7 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow
 
+from irviz.protocol.commands import ErrorDict, State, empty_state
 from irviz.ui import pane_table, themes
 from irviz.ui.bridge import EngineBridge
 from irviz.ui.events import EventHub
@@ -21,6 +22,7 @@ from irviz.ui.open_dialog import OpenDialog
 from irviz.ui.panes.compare import CompareDialog
 from irviz.ui.result_stamp import ResultStamp
 from irviz.ui.window_chrome import Toast, WindowChrome
+from irviz.ui.window_parts import WindowParts
 
 LAYOUT_VERSION = 1
 # Failures of these commands are worth a notification; others (view requests) go to the status bar.
@@ -30,7 +32,6 @@ CONVERTER_FILTER = "Converter files (*.py);;All files (*)"
 IMPORT_ADVICE = ("Load a converter file for this op (File ▸ Load converters…, Ctrl+Shift+L; "
                  "example: irviz/samples/example_converter.py), then Re-import (Ctrl+Shift+R). "
                  "The FX graph marks the node in red.")
-
 
 
 # what a window's frame (title bar, borders) adds around its client area, at most
@@ -50,7 +51,7 @@ def fit_to(width: int, height: int, available) -> tuple[int, int]:
     return (min(width, available.width() - FRAME_MARGIN[0]),
             min(height, available.height() - FRAME_MARGIN[1]))
 
-class MainWindow(QMainWindow):
+class MainWindow(WindowParts):
     allFilled = Signal()  # every pane shows the current step
 
     def __init__(self, bridge=None, settings: QSettings | None = None, parent=None):
@@ -60,13 +61,13 @@ class MainWindow(QMainWindow):
         self.bridge = bridge
         self.hub = EventHub(self)
         self.settings = settings if settings is not None else QSettings("irviz", "irviz")
-        self.state: dict = {}
+        self.state: State = empty_state()  # the engine's last; no model until the first
         self._own: dict[int, str] = {}  # request id -> purpose, for the window's own requests
         self._pending_open: str | None = None
         self.samples: list[dict] = []
         self.last_error: dict | None = None
         self.messages: list[str] = []  # every notification shown (tests read it)
-        self._toast_stamp = None       # (ResultStamp, cursor) of what the toast is about
+        self._toast_stamp: tuple[ResultStamp, int | None] | None = None  # what the toast is about, and its cursor
 
         self.setWindowTitle("irviz")
         self.setAcceptDrops(True)
@@ -118,7 +119,7 @@ class MainWindow(QMainWindow):
                              | QDockWidget.DockWidgetFeature.DockWidgetClosable)
             self.addDockWidget(area, dock)
             if row.dock.of is not None:
-                self.splitDockWidget(self.docks[row.dock.of], dock, sides[row.dock.side])
+                self.splitDockWidget(self.docks[row.dock.of], dock, sides[str(row.dock.side)])
             self.docks[row.key] = dock
         self._apply_default_sizes()
 
@@ -151,7 +152,7 @@ class MainWindow(QMainWindow):
         self.set_theme(str(s.value("theme", "light")), save=False)
         for p in self.panes:
             p.restore_settings(s)
-        self.act_bookkeeping.setChecked(s.value("graphs/bookkeeping", False, type=bool))
+        self.act_bookkeeping.setChecked(bool(s.value("graphs/bookkeeping", False, type=bool)))
 
     def save_settings(self) -> None:
         s = self.settings
@@ -167,7 +168,8 @@ class MainWindow(QMainWindow):
         super().showEvent(event)
         if not self._layout_restored and not getattr(self, "_sized", False):
             self._sized = True  # dock sizes only stick once the dock layout has its real geometry
-            self.layout().activate()
+            if (layout := self.layout()) is not None:
+                layout.activate()
             self._apply_default_sizes()
 
     def closeEvent(self, event) -> None:
@@ -220,10 +222,10 @@ class MainWindow(QMainWindow):
         start = os.path.dirname(self.recent_files()[0]) if self.recent_files() else ""
         if start.startswith("sample:"):
             start = ""
-        st = self.state or {}
+        st = self.state
         keep = self.settings.value("open/keep_params", False, type=bool)
         dlg = OpenDialog(self, start_dir=start, importer_maps=st.get("importer_maps") or (),
-                         keep_params=keep, no_weights=self.settings.value("open/no_weights", False, type=bool))
+                         keep_params=bool(keep), no_weights=bool(self.settings.value("open/no_weights", False, type=bool)))
         self.open_dialog_widget = dlg  # tests and screenshots reach the dialog through this
         if dlg.exec():
             choice = dlg.choice()
@@ -352,9 +354,9 @@ class MainWindow(QMainWindow):
         return path
 
     # -- bridge signals ------------------------------------------------------------------------------
-    def _on_state(self, state: dict) -> None:
+    def _on_state(self, state: State) -> None:
         prev = self.state
-        self.state = state or {}
+        self.state = state or empty_state()
         self._check_toast()
         self.capture_bar.set_state(self.state)
         model = self.state.get("model")
@@ -395,9 +397,9 @@ class MainWindow(QMainWindow):
             self._resting_status()
         self.chrome.update_actions()
 
-    def _schedule_error(self) -> dict | None:
-        err = self.state.get("error") or {}
-        return err if str(err.get("message") or "").startswith("schedule()") else None
+    def _schedule_error(self) -> ErrorDict | None:
+        err = self.state.get("error")
+        return err if err and str(err.get("message") or "").startswith("schedule()") else None
 
     def _resting_status(self) -> None:
         """The status line when nothing runs: the step, or, while the file's schedule stopped at a
@@ -409,17 +411,17 @@ class MainWindow(QMainWindow):
             self.status(self._step_text())
 
     def _import_error_status(self) -> None:
-        err = self.state.get("import_error") or {}
-        self.status(f"Import failed at FX node {err.get('node') or '?'} ({err.get('op') or '?'}). "
+        err = self.state.get("import_error")
+        self.status(f"Import failed at FX node {err and err.get('node') or '?'} ({err and err.get('op') or '?'}). "
                     + IMPORT_ADVICE, error=True)
 
     def _step_text(self) -> str:
         cursor = int(self.state.get("cursor", 0))
-        step = next((s for s in self.state.get("steps") or [] if s.get("index") == cursor), {})
-        text = f"Step {cursor}: {step.get('pass', '')}"
+        step = next((s for s in self.state.get("steps") or [] if s.get("index") == cursor), None)
+        text = f"Step {cursor}: {step.get('pass', '') if step else ''}"
         if cursor > 0:
-            text += (" — changed only attributes" if step.get("changed_what") == "attrs" else
-                     " — changed the module" if step.get("changed") else " — changed nothing")
+            text += (" — changed only attributes" if step and step.get("changed_what") == "attrs" else
+                     " — changed the module" if step and step.get("changed") else " — changed nothing")
         return text
 
     def _on_replied(self, rid: int, cmd: str, result) -> None:
@@ -427,7 +429,7 @@ class MainWindow(QMainWindow):
         if purpose is None:
             return
         if purpose in ("open", "reimport", "graph"):
-            self.state = {}
+            self.state = empty_state()
             self.hub.sessionReset.emit()  # before the bridge emits the new state
             if purpose == "open" and (result or {}).get("capture_fallback"):
                 gb = result.get("graph_breaks")
@@ -472,11 +474,11 @@ class MainWindow(QMainWindow):
             return
         if purpose == "open" and stage == "import":
             # the model was captured: its state (import_error, FX graph) follows, a new model
-            self.state = {}
+            self.state = empty_state()
             self.hub.sessionReset.emit()
         elif purpose == "open" and stage == "pipeline" and msg.startswith("schedule()"):
             # the file opened and its schedule stopped at a primitive: a new model all the same
-            self.state = {}
+            self.state = empty_state()
             self.hub.sessionReset.emit()
         elif purpose == "graph":
             self.capture_bar.revert()

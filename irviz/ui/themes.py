@@ -115,7 +115,8 @@ QFrame#Toast[kind="info"] {{ border-color: {c.highlight}; }}
 def apply_theme(name: str, app: QApplication | None = None) -> Colors:
     """Switch the application to ``name`` ("light" or "dark"); returns its colours."""
     global _CURRENT, _APPLIED
-    app = app or QApplication.instance()
+    running = QApplication.instance()
+    app = app or (running if isinstance(running, QApplication) else None)  # None: not a GUI yet
     c = DARK if name == "dark" else LIGHT
     _CURRENT = c
     if app is not None and _APPLIED != (id(app), c.name):  # restyling every widget is not free

@@ -11,6 +11,7 @@ from irviz.ui import themes
 from irviz.ui.graph_chooser import CaptureBar
 from irviz.ui.help import HelpDialog
 from irviz.ui.result_stamp import STALE_OPACITY
+from irviz.ui.widgets.tool_button import tool_button
 
 MAX_RECENT = 10
 
@@ -33,15 +34,15 @@ class Toast(QFrame):
         self.body.setWordWrap(True)
         self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.body.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
-        self.scroll = QScrollArea()
-        self.scroll.setWidget(self.body)
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setWidget(self.body)
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.stale_note = QLabel()
         self.stale_note.setWordWrap(True)
         self.stale_note.hide()
-        self.close_button = QToolButton(text="✕")
+        self.close_button = tool_button("✕")
         self.close_button.setAutoRaise(True)
         self.close_button.setToolTip("Close")
         self.close_button.clicked.connect(self.hide)
@@ -52,7 +53,7 @@ class Toast(QFrame):
         lay.setContentsMargins(10, 6, 6, 8)
         lay.addLayout(head)
         lay.addWidget(self.stale_note)
-        lay.addWidget(self.scroll)
+        lay.addWidget(self.scroll_area)
         self.setFixedWidth(420)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -75,8 +76,8 @@ class Toast(QFrame):
     def mark_stale(self, reason: str | None) -> None:
         """Grey the message and say why it is no longer about what is open; None: current."""
         self.stale_reason = reason
-        faded = self.scroll.viewport()  # not the area: see result_stamp.faded_parts
-        faded.setGraphicsEffect(None)
+        faded = self.scroll_area.viewport()  # not the area: see result_stamp.faded_parts
+        faded.setGraphicsEffect(None)  # type: ignore[arg-type]  # None removes the effect; the stubs omit it
         if reason is None:
             self.stale_note.hide()
             self.stale_note.setText("")
@@ -100,15 +101,16 @@ class Toast(QFrame):
         bottom = p.height() - (p.statusBar().height() if hasattr(p, "statusBar") else 0) - 12
         room = max(120, min(bottom - top, int(0.6 * p.height())))  # a corner, not a wall
         lay = self.layout()
+        assert lay is not None  # made in __init__
         m = lay.contentsMargins()
         inner = self.width() - m.left() - m.right()
         head = max(self.title.heightForWidth(inner - self.close_button.sizeHint().width() - lay.spacing()),
                    self.close_button.sizeHint().height())
         note = self.stale_note.heightForWidth(inner) + lay.spacing() if self.stale_note.isVisibleTo(self) else 0
         fixed = m.top() + m.bottom() + head + note + lay.spacing()
-        want = self.body.heightForWidth(inner - self.scroll.verticalScrollBar().sizeHint().width())
-        self.scroll.setFixedHeight(max(20, min(want + 2, room - fixed)))
-        self.setFixedHeight(min(room, fixed + self.scroll.height()))
+        want = self.body.heightForWidth(inner - self.scroll_area.verticalScrollBar().sizeHint().width())
+        self.scroll_area.setFixedHeight(max(20, min(want + 2, room - fixed)))
+        self.setFixedHeight(min(room, fixed + self.scroll_area.height()))
         self.move(p.width() - self.width() - 16, max(top, bottom - self.height()))
 
 

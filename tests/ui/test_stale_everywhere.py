@@ -282,5 +282,5 @@ def test_a_toast_is_marked_once_another_step_is_open(qtbot, win):
     _jump(qtbot, win, 0)
     assert win.toast.isVisible() and win.toast.stale_note.isVisibleTo(win.toast)
     assert "step 2" in win.toast.stale_note.text() and "step 0" in win.toast.stale_note.text()
-    assert is_faded(win.toast.scroll)
+    assert is_faded(win.toast.scroll_area)
     win.toast.grab().save(os.path.join(SHOTS, "stale_toast.png"))
