@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from irviz.protocol.commands import State, empty_state
 from irviz.ui.request_routing import Request, RequestRouter
@@ -211,17 +210,17 @@ class SessionReplay:
         self._restarted(text)
 
 
-def _frontend_recipe(state: Mapping[str, Any]) -> dict:
+def _frontend_recipe(state: State) -> dict:
     """How the model was captured and which course map files it used: a replay needs them to
     rebuild a symbolic_trace session (absent for older engines and for IR files); the target
     chosen, if any; and which graph of a model cut at its graph breaks was open."""
-    out = {}
+    out: dict = {}
     if state.get("capture"):
         out["capture"] = state["capture"]
     if state.get("importer_maps"):
         out["importer_maps"] = list(state["importer_maps"])
     if state.get("target"):  # the passes ran under it: the replayed ones must too
         out["target"] = state["target"]
-    if state.get("graph_breaks"):  # the graph of the model's graph breaks that was open
-        out["graph"] = int(state["graph_breaks"]["graph"])
+    if gb := state.get("graph_breaks"):  # the graph of the model's graph breaks that was open
+        out["graph"] = int(gb["graph"])
     return out

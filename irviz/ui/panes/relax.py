@@ -23,16 +23,16 @@ _BINDING = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
 ALL_LABEL = "All functions"   # the function box's entry for every Relax function in one graph
 
 
-def graph_changes(graph: dict, prev: dict | None, step: StepEntry | None) -> tuple[list[str], list[str]]:
-    """Node ids that are new since ``prev`` (added) and nodes whose label/callee changed or that call
+def graph_changes(graph: dict, prev_graph: dict | None, step: StepEntry | None) -> tuple[list[str], list[str]]:
+    """Node ids that are new since ``prev_graph`` (added) and nodes whose label/callee changed or that call
     a function the step added or changed."""
     nodes = [n for n in graph.get("nodes", []) if n.get("kind") not in ("param", "output")]
     touched = set()
     if step:
         touched = set(step.get("added") or []) | set(step.get("changed_funcs") or [])
-    if prev is None:
+    if prev_graph is None:
         return [], [n["id"] for n in nodes if n.get("callee") in touched]
-    before = {n["id"]: n for n in prev.get("nodes", [])}
+    before = {n["id"]: n for n in prev_graph.get("nodes", [])}
     added, changed = [], []
     for n in nodes:
         old = before.get(n["id"])

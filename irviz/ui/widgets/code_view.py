@@ -124,8 +124,9 @@ def _selection(doc: QTextDocument, mark: Mark) -> QTextEdit.ExtraSelection | Non
             cur.setPosition(tail.position() + max(0, tail.length() - 1), QTextCursor.MoveMode.KeepAnchor)
     else:
         room = block.length() - 1
+        stop = start if end is None else end  # a span marks start..end; one of no end is empty
         cur.setPosition(block.position() + min(start, room))
-        cur.setPosition(block.position() + max(min(start, room), min(end, room)), QTextCursor.MoveMode.KeepAnchor)
+        cur.setPosition(block.position() + max(min(start, room), min(stop, room)), QTextCursor.MoveMode.KeepAnchor)
     sel = QTextEdit.ExtraSelection()
     sel.cursor = cur
     sel.format = fmt

@@ -100,8 +100,8 @@ class DiffView(QWidget):
         group.setExclusive(True)
         group.addButton(self.side_button)
         group.addButton(self.unified_button)
-        self.side_button.toggled.connect(lambda on: on and self.set_mode("side"))
-        self.unified_button.toggled.connect(lambda on: on and self.set_mode("unified"))
+        self.side_button.toggled.connect(lambda on: self.set_mode("side") if on else None)
+        self.unified_button.toggled.connect(lambda on: self.set_mode("unified") if on else None)
         self.prev_button = tool_button("▲ Prev hunk")
         self.prev_button.setToolTip("Previous hunk (Alt+Up)")
         self.prev_button.clicked.connect(self.prev_hunk)
@@ -217,7 +217,8 @@ class DiffView(QWidget):
         name = self.function_box.currentData()
         if name:
             return [f for f in funcs if f["name"] == name]
-        shown, rows = [], 0
+        shown: list[dict] = []
+        rows = 0
         for f in funcs:
             n = len(f.get("rows") or [])
             if shown and rows + n > self.MAX_ALL_ROWS:
@@ -253,8 +254,11 @@ class DiffView(QWidget):
 
     def _render_side(self) -> None:
         c = themes.colors()
-        left, right, llab, rlab = [], [], [], []
-        marks = []  # (block, tag, lranges, rranges)
+        left: list[str] = []
+        right: list[str] = []
+        llab: list[str] = []
+        rlab: list[str] = []
+        marks: list[tuple] = []  # (block, tag, lranges, rranges)
         hunks = []
         diverging = []  # right-side blocks binding a marked var
         for f in self._selected_functions():
@@ -279,7 +283,7 @@ class DiffView(QWidget):
                 llab.append("" if ln is None else str(ln))
                 rlab.append("" if rn is None else str(rn))
                 var = _bound_var(rt) if f["name"] == "main" and rn is not None and self.marked else None
-                if var in self.marked:
+                if var is not None and var in self.marked:
                     diverging.append(len(right) - 1)
                     rlab[-1] = self._mark_label(var, rlab[-1])
         note = self._not_shown_note()

@@ -18,13 +18,13 @@ def render_png(scene: QGraphicsScene, background: QColor, path: str, *, max_side
     s = min(scale, max_side / max(r.width(), r.height()))
     s = min(s, math.sqrt(120e6 / max(1.0, r.width() * r.height())))
     img = QImage(QSize(max(1, int(r.width() * s)), max(1, int(r.height() * s))),
-                 QImage.Format_ARGB32_Premultiplied)
+                 QImage.Format.Format_ARGB32_Premultiplied)
     img.fill(background)
     p = QPainter(img)
-    p.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
+    p.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.TextAntialiasing)
     scene.render(p, QRectF(img.rect()), r)
     p.end()
-    return img.save(str(path), "PNG")
+    return img.save(str(path), "PNG")  # type: ignore[call-overload]  # PySide6 takes the format as str, its stubs say bytes
 
 
 def render_svg(scene: QGraphicsScene, background: QColor, path: str) -> bool:

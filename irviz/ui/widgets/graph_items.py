@@ -27,7 +27,7 @@ class GraphStyle:
 
     def __init__(self, dark: bool):
         self.dark = dark
-        self.kinds: dict[str, tuple[QBrush, QPen, QColor, QColor]] = {}
+        self.kinds: dict[str, tuple[QBrush, QPen, QColor, QBrush]] = {}
         for k in set(pal.LIGHT) | set(pal.ALIASES):
             fill, border, text = pal.kind_colors(k, dark)
             f, b = QColor(fill), QColor(border)
@@ -42,11 +42,11 @@ class GraphStyle:
         self.background = QColor(c["background"])
         self.edge_color = QColor(c["edge"])
         self.edge_pen = QPen(self.edge_color, 1.3)
-        self.edge_pen.setCapStyle(Qt.RoundCap)
+        self.edge_pen.setCapStyle(Qt.PenCapStyle.RoundCap)
         self.edge_pen_hi = QPen(self.roles["selected"], 2.2)
         self.edge_brush = QBrush(self.edge_color)
         self.edge_brush_hi = QBrush(self.roles["selected"])
-        self.group_pen = QPen(QColor(c["group_border"]), 1.0, Qt.DashLine)
+        self.group_pen = QPen(QColor(c["group_border"]), 1.0, Qt.PenStyle.DashLine)
         gf = QColor(c["group_fill"])
         self.group_fills = []
         for depth in range(8):
@@ -84,7 +84,7 @@ _LIGHT_TEXT = QColor("#ffffff")
 
 
 class NodeItem(QGraphicsItem):
-    Type = QGraphicsItem.UserType + 1
+    Type = QGraphicsItem.UserType + 1  # type: ignore[attr-defined]  # in PySide6, not in its stubs
 
     def __init__(self, data: dict, style: GraphStyle, parent: QGraphicsItem | None = None):
         super().__init__(parent)
@@ -102,7 +102,7 @@ class NodeItem(QGraphicsItem):
         self.roles: set[str] = set()
         self.heat: QColor | None = None
         self._elided: tuple[str, str] | None = None
-        self.setFlag(QGraphicsItem.ItemIsSelectable)
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
         self.setPos(float(data.get("x", 0.0)), float(data.get("y", 0.0)))
         self.setZValue(2)
 
@@ -149,21 +149,21 @@ class NodeItem(QGraphicsItem):
             p.drawLine(QPointF(r.right() - 9, r.top() + 5), QPointF(r.right() - 9, r.top() + 11))
         if self._elided is None:
             w = self.rect.width() - 10
-            self._elided = (st.label_fm.elidedText(self.label, Qt.ElideMiddle, w),
-                            st.sub_fm.elidedText(self.sublabel, Qt.ElideMiddle, w))
+            self._elided = (st.label_fm.elidedText(self.label, Qt.TextElideMode.ElideMiddle, w),
+                            st.sub_fm.elidedText(self.sublabel, Qt.TextElideMode.ElideMiddle, w))
         lab, sub = self._elided
         p.setPen(text)
         r = self.rect
         if sub:
             p.setFont(st.label_font)
             p.drawText(QRectF(r.x() + 4, r.y() + 3, r.width() - 8, r.height() * 0.52),
-                       Qt.AlignHCenter | Qt.AlignBottom, lab)
+                       Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom, lab)
             p.setFont(st.sub_font)
             p.drawText(QRectF(r.x() + 4, r.y() + r.height() * 0.55, r.width() - 8, r.height() * 0.42),
-                       Qt.AlignHCenter | Qt.AlignTop, sub)
+                       Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop, sub)
         else:
             p.setFont(st.label_font)
-            p.drawText(r, Qt.AlignCenter, lab)
+            p.drawText(r, Qt.AlignmentFlag.AlignCenter, lab)
 
     def tooltip(self) -> str:
         d = self.data_
@@ -205,7 +205,7 @@ def add_arrow(path: QPainterPath, tx: float, ty: float, s: float) -> None:
 
 
 class GroupItem(QGraphicsItem):
-    Type = QGraphicsItem.UserType + 3
+    Type = QGraphicsItem.UserType + 3  # type: ignore[attr-defined]  # in PySide6, not in its stubs
     HEADER = 20.0
 
     def __init__(self, data: dict, style: GraphStyle, on_fold: Callable[[str], None],
@@ -224,8 +224,8 @@ class GroupItem(QGraphicsItem):
         self._path = QPainterPath()
         self._path.addRect(self.header)
         self.setZValue(0)
-        self.setAcceptedMouseButtons(Qt.LeftButton)
-        self.setCursor(Qt.PointingHandCursor)
+        self.setAcceptedMouseButtons(Qt.MouseButton.LeftButton)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
 
     def type(self):
         return GroupItem.Type
@@ -240,7 +240,7 @@ class GroupItem(QGraphicsItem):
         st = self.style
         lod = option.levelOfDetailFromTransform(p.worldTransform())
         p.setBrush(st.group_fills[min(self.depth, 7)])
-        p.setPen(st.group_pen if lod >= LOD_SHAPE else Qt.NoPen)
+        p.setPen(st.group_pen if lod >= LOD_SHAPE else Qt.PenStyle.NoPen)
         p.drawRoundedRect(self.rect, 6.0, 6.0)
         if lod < LOD_TEXT * 0.8:
             # far zoom: the titles are the map; draw them at a constant on-screen size
@@ -253,15 +253,15 @@ class GroupItem(QGraphicsItem):
                 p.setFont(f)
                 p.setPen(st.group_text)
                 r = self.rect.adjusted(6 / lod, 4 / lod, -4 / lod, 0)
-                p.drawText(r, Qt.AlignLeft | Qt.AlignTop, self.label)
+                p.drawText(r, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, self.label)
             return
-        p.setPen(Qt.NoPen)
+        p.setPen(Qt.PenStyle.NoPen)
         p.setBrush(st.group_header)
         p.drawRoundedRect(self.header.adjusted(0.5, 0.5, -0.5, 0), 6.0, 6.0)
         p.setPen(st.group_text)
         p.setFont(st.group_font)
-        text = st.group_fm.elidedText(f"▾ {self.label}", Qt.ElideMiddle, self.rect.width() - 12)
-        p.drawText(self.header.adjusted(7, 0, -4, 0), Qt.AlignVCenter | Qt.AlignLeft, text)
+        text = st.group_fm.elidedText(f"▾ {self.label}", Qt.TextElideMode.ElideMiddle, self.rect.width() - 12)
+        p.drawText(self.header.adjusted(7, 0, -4, 0), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, text)
 
     def mousePressEvent(self, event):
         if self.header.contains(event.pos()):
@@ -290,8 +290,8 @@ def overview_slices(graph: dict, style: GraphStyle, max_side: int = 4096, per_sl
     W = max(1.0, float(graph.get("width", 1)))
     H = max(1.0, float(graph.get("height", 1)))
     s = min(1.0, max_side / max(W, H))
-    img = QImage(QSize(max(1, int(W * s)), max(1, int(H * s))), QImage.Format_ARGB32_Premultiplied)
-    img.fill(Qt.transparent)
+    img = QImage(QSize(max(1, int(W * s)), max(1, int(H * s))), QImage.Format.Format_ARGB32_Premultiplied)
+    img.fill(Qt.GlobalColor.transparent)
     min_w, min_h = 1.2 / s, 1.2 / s
     pen = QPen(style.edge_color, 0)          # cosmetic 1-px lines
 

@@ -2,9 +2,14 @@
 (not by rendering the scene a second time), the visible rect on top, click or drag to move."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QImage, QPainter, QPen
 from PySide6.QtWidgets import QWidget
+
+if TYPE_CHECKING:  # the graph view imports this module
+    from irviz.ui.widgets.graph_view import GraphView
 
 
 class Minimap(QWidget):
@@ -12,14 +17,14 @@ class Minimap(QWidget):
 
     MAX_W, MAX_H = 170, 210
 
-    def __init__(self, owner: QWidget):
+    def __init__(self, owner: GraphView):
         # owner: the GraphView; read for its graph, style, view and visible rect
         # a child of the GraphView, not of the viewport: viewport scrolling moves its children
         super().__init__(owner)
         self.owner = owner
         self.image: QImage | None = None
         self.sx = self.sy = 1.0
-        self.setCursor(Qt.PointingHandCursor)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.hide()
 
     def rebuild(self) -> None:
@@ -36,7 +41,7 @@ class Minimap(QWidget):
         self.sx, self.sy = mw / W, mh / H
         self.resize(int(mw) + 2, int(mh) + 2)
         st = self.owner._style
-        img = QImage(QSize(int(mw), int(mh)), QImage.Format_ARGB32_Premultiplied)
+        img = QImage(QSize(int(mw), int(mh)), QImage.Format.Format_ARGB32_Premultiplied)
         img.fill(st.minimap_bg)
         p = QPainter(img)
         p.scale(self.sx, self.sy)
@@ -99,5 +104,5 @@ class Minimap(QWidget):
         self._jump(event.position())
 
     def mouseMoveEvent(self, event):
-        if event.buttons() & Qt.LeftButton:
+        if event.buttons() & Qt.MouseButton.LeftButton:
             self._jump(event.position())

@@ -15,7 +15,7 @@ LEGEND = "red: only in A · green: only in B · amber: in both, the function it 
 
 
 def _describe(graph: dict, nid: str) -> str:
-    nd = next((n for n in graph.get("nodes", []) if str(n["id"]) == nid), {})
+    nd: dict = next((n for n in graph.get("nodes", []) if str(n["id"]) == nid), {})
     what = nd.get("callee") or nd.get("label") or ""
     shape = nd.get("sublabel") or ""
     return " · ".join(x for x in (nid, what, shape) if x)

@@ -15,7 +15,7 @@ import contextlib
 import math
 from collections.abc import Iterable
 
-from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal, SignalInstance
 from PySide6.QtGui import QColor, QImage, QPainter, QPainterPath, QPalette, QPen
 from PySide6.QtWidgets import (QApplication, QGraphicsPathItem, QGraphicsScene, QGraphicsView,
                                QMenu, QToolTip, QVBoxLayout, QWidget)
@@ -41,23 +41,23 @@ class _View(QGraphicsView):
     def __init__(self, owner: GraphView):
         super().__init__()
         self.owner = owner
-        self.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
-        self.setDragMode(QGraphicsView.ScrollHandDrag)
-        self.setTransformationAnchor(QGraphicsView.AnchorUnderMouse)
-        self.setResizeAnchor(QGraphicsView.AnchorViewCenter)
-        self.setViewportUpdateMode(QGraphicsView.SmartViewportUpdate)
-        self.setOptimizationFlags(QGraphicsView.DontAdjustForAntialiasing)
-        self.setFrameShape(QGraphicsView.NoFrame)
+        self.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.TextAntialiasing)
+        self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+        self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
+        self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.SmartViewportUpdate)
+        self.setOptimizationFlags(QGraphicsView.OptimizationFlag.DontAdjustForAntialiasing)
+        self.setFrameShape(QGraphicsView.Shape.NoFrame)
 
     def drawBackground(self, painter, rect):
         super().drawBackground(painter, rect)
         ov = self.owner._overview
         if ov is not None and self.owner._overview_on:
-            painter.setRenderHint(QPainter.SmoothPixmapTransform, True)
+            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, True)
             painter.drawImage(ov[1], ov[0])
 
     def wheelEvent(self, event):
-        zoom = bool(event.modifiers() & Qt.ControlModifier) != self.owner.wheel_zooms
+        zoom = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier) != self.owner.wheel_zooms
         if zoom:
             d = event.angleDelta().y() or event.angleDelta().x()
             if d:
@@ -67,7 +67,7 @@ class _View(QGraphicsView):
             super().wheelEvent(event)
 
     def viewportEvent(self, event):
-        if event.type() == QEvent.ToolTip:
+        if event.type() == QEvent.Type.ToolTip:
             text = None
             for item in self.items(event.pos()):
                 if hasattr(item, "tooltip"):
@@ -119,13 +119,13 @@ class _View(QGraphicsView):
 
     def keyPressEvent(self, event):
         k = event.key()
-        if k in (Qt.Key_Plus, Qt.Key_Equal):
+        if k in (Qt.Key.Key_Plus, Qt.Key.Key_Equal):
             self.owner.zoom_by(1.25)
-        elif k == Qt.Key_Minus:
+        elif k == Qt.Key.Key_Minus:
             self.owner.zoom_by(0.8)
-        elif k in (Qt.Key_0, Qt.Key_F):
+        elif k in (Qt.Key.Key_0, Qt.Key.Key_F):
             self.owner.fit_to_view()
-        elif k == Qt.Key_Home:
+        elif k == Qt.Key.Key_Home:
             self.owner.reset_view()
         else:
             super().keyPressEvent(event)
@@ -145,11 +145,11 @@ class GraphView(QWidget):
         super().__init__(parent)
         self.wheel_zooms = False       # plain wheel scrolls, ctrl+wheel zooms (Netron style)
         if dark is None:
-            app = QApplication.instance()
-            dark = bool(app) and app.palette().color(QPalette.Window).lightness() < 128
+            dark = QApplication.instance() is not None and \
+                QApplication.palette().color(QPalette.ColorRole.Window).lightness() < 128
         self._style = GraphStyle(bool(dark))
         self.scene = QGraphicsScene(self)
-        self.scene.setItemIndexMethod(QGraphicsScene.BspTreeIndex)
+        self.scene.setItemIndexMethod(QGraphicsScene.ItemIndexMethod.BspTreeIndex)
         self.view = _View(self)
         self.view.setScene(self.scene)
         self.view.setBackgroundBrush(self._style.background)
@@ -217,9 +217,9 @@ class GraphView(QWidget):
                                                   default=1.0)
         self.scene.setSceneRect(QRectF(0, 0, max(w, 1.0), max(h, 1.0)))
         many = len(self._node_data) > 3000
-        self.view.setRenderHint(QPainter.Antialiasing, True)
-        self.view.setViewportUpdateMode(QGraphicsView.MinimalViewportUpdate if many
-                                        else QGraphicsView.SmartViewportUpdate)
+        self.view.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        self.view.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.MinimalViewportUpdate if many
+                                        else QGraphicsView.ViewportUpdateMode.SmartViewportUpdate)
         self._minimap.rebuild()
         if len(self._node_data) > OVERVIEW_NODES:
             self._start_overview()
@@ -240,6 +240,8 @@ class GraphView(QWidget):
     def _start_overview(self) -> None:
         """Draw the zoomed-out image between events; until it is done, the items stand in for it."""
         graph, key = self._graph, (self, "overview")
+        if graph is None:
+            return
 
         def work():
             for out in overview_slices(graph, self._style):
@@ -279,14 +281,14 @@ class GraphView(QWidget):
         nodes.sort(key=lambda nd: not seen.intersects(QRectF(nd["x"], nd["y"], nd["w"], nd["h"])))
         roles = self._roles
         for k, nd in enumerate(nodes):
-            item = NodeItem(nd, self._style)
+            node = NodeItem(nd, self._style)
             for role, ids in roles.items():
-                if item.nid in ids:
-                    item.roles.add(role)
-            item.heat = self._heat.get(item.nid)
-            item.setVisible(not self._overview_on)
-            add(item)
-            self.nodes[item.nid] = item
+                if node.nid in ids:
+                    node.roles.add(role)
+            node.heat = self._heat.get(node.nid)
+            node.setVisible(not self._overview_on)
+            add(node)
+            self.nodes[node.nid] = node
             if k % 40 == 39:
                 yield
         incident = self._incident
@@ -297,12 +299,12 @@ class GraphView(QWidget):
             pts = e.get("points")
             if not pts or len(pts) < 2:
                 continue
-            item = add_path(edge_path(pts), self._style.edge_pen)
+            edge = add_path(edge_path(pts), self._style.edge_pen)
             k = len(edges)
-            item.setData(0, k)
-            item.setZValue(1)
-            item.setVisible(not self._overview_on)
-            edges.append(item)
+            edge.setData(0, k)
+            edge.setZValue(1)
+            edge.setVisible(not self._overview_on)
+            edges.append(edge)
             src, dst = str(e["src"]), str(e["dst"])
             tx, ty = pts[-1]
             sgn = -1.0 if ty < pts[-2][1] else 1.0
@@ -316,21 +318,21 @@ class GraphView(QWidget):
             if k % 40 == 39:
                 yield
         for band in bands.values():
-            item = add_path(band, QPen(Qt.NoPen), self._style.edge_brush)
-            item.setZValue(1.5)
-            item.setAcceptedMouseButtons(Qt.NoButton)
-            item.setVisible(not self._overview_on)
-            self._arrows.append(item)
+            arrows = add_path(band, QPen(Qt.PenStyle.NoPen), self._style.edge_brush)
+            arrows.setZValue(1.5)
+            arrows.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+            arrows.setVisible(not self._overview_on)
+            self._arrows.append(arrows)
         if self.scene.selectedItems():
             self._on_selection()      # the selected node's edges exist now
 
-    def fold_choices(self, item) -> list[tuple[str, Signal, tuple]]:
+    def fold_choices(self, item) -> list[tuple[str, SignalInstance, tuple]]:
         """Right-click menu of a node or frame: fold the group it is in or any group around it
         (whether or not the layout could draw that group's frame), unfold a folded box, unfold
         all.  ``(text, signal, args)`` entries."""
         if not self.foldable:
             return []
-        out = []
+        out: list[tuple[str, SignalInstance, tuple]] = []
         path = ""
         if isinstance(item, NodeItem):
             if item.kind == "group" and item.data_.get("group_id"):
@@ -381,7 +383,7 @@ class GraphView(QWidget):
         if r.isEmpty():
             return
         self.view.resetTransform()
-        self.view.fitInView(r, Qt.KeepAspectRatio)
+        self.view.fitInView(r, Qt.AspectRatioMode.KeepAspectRatio)
         if self.zoom() > 1.5:
             self.set_zoom(1.5)
             self.view.centerOn(r.center())
@@ -449,9 +451,9 @@ class GraphView(QWidget):
                     _src, _dst, _lab, tx, ty, sgn = self.edge_meta[k]
                     add_arrow(arrows, tx, ty, sgn)
                 self._hi_edges = list(ks)
-                self._hi_arrows = self.scene.addPath(arrows, QPen(Qt.NoPen), st.edge_brush_hi)
+                self._hi_arrows = self.scene.addPath(arrows, QPen(Qt.PenStyle.NoPen), st.edge_brush_hi)
                 self._hi_arrows.setZValue(1.7)
-                self._hi_arrows.setAcceptedMouseButtons(Qt.NoButton)
+                self._hi_arrows.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
             if not self._quiet:
                 self.nodeSelected.emit(nid)
 
@@ -485,7 +487,7 @@ class GraphView(QWidget):
         sel = [i for i in self.scene.selectedItems() if isinstance(i, NodeItem)]
         return sel[0].nid if sel else None
 
-    def find(self, text: str) -> list[str]:
+    def find(self, text: str) -> list[str]:  # type: ignore[override]  # not QWidget.find (a window by id)
         """Ids of nodes whose label, op/target, shape or id contains ``text`` (case-insensitive);
         marks them "found", selects and centres the first."""
         text = (text or "").strip().lower()
@@ -539,10 +541,10 @@ class GraphView(QWidget):
         self._heat = self.heat.set(values, vmax, scale, self._node_data)
         self.heat.place(self.view.viewport())
         for nid, color in self._heat.items():
-            it = self.nodes.get(nid)
-            if it is not None:
-                it.heat = color
-                it.update()
+            hot = self.nodes.get(nid)
+            if hot is not None:
+                hot.heat = color
+                hot.update()
 
     def set_dark(self, dark: bool) -> None:
         self._style = GraphStyle(dark)

@@ -86,12 +86,12 @@ class HeatLegend(QWidget):
         if self.scale is None:
             return
         p = QPainter(self)
-        p.setRenderHint(QPainter.Antialiasing, True)
-        p.setPen(Qt.NoPen)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        p.setPen(Qt.PenStyle.NoPen)
         p.setBrush(QColor(255, 255, 255, 215))
         p.drawRoundedRect(QRectF(0, 0, self.width(), self.height()), 4, 4)
         p.setPen(QColor("#333333"))
-        p.drawText(QRectF(6, 2, self.width() - 12, 14), Qt.AlignLeft | Qt.AlignVCenter, self.scale.title)
+        p.drawText(QRectF(6, 2, self.width() - 12, 14), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.scale.title)
         bar = QRectF(6, 18, self.width() - 12, 9)
         grad = QLinearGradient(bar.topLeft(), bar.topRight())
         n = len(self.scale.ramp) - 1
@@ -101,8 +101,8 @@ class HeatLegend(QWidget):
         p.setPen(QColor("#888888"))
         p.drawRect(bar)
         p.setPen(QColor("#333333"))
-        p.drawText(QRectF(6, 28, 90, 14), Qt.AlignLeft | Qt.AlignVCenter, self.labels[0])
-        p.drawText(QRectF(self.width() - 96, 28, 90, 14), Qt.AlignRight | Qt.AlignVCenter, self.labels[1])
+        p.drawText(QRectF(6, 28, 90, 14), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.labels[0])
+        p.drawText(QRectF(self.width() - 96, 28, 90, 14), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, self.labels[1])
         p.end()
 
 
@@ -137,6 +137,7 @@ class HeatOverlay:
     def place(self, viewport: QWidget) -> None:
         """Bottom left of the graph's viewport (the minimap holds the right)."""
         owner = self.legend.parentWidget()
+        assert owner is not None  # the legend is made inside the graph view
         bl = viewport.mapTo(owner, viewport.rect().bottomLeft())
         self.legend.move(bl.x() + 8, bl.y() - self.legend.height() - 8)
         self.legend.raise_()

@@ -109,8 +109,8 @@ class LatencyChart(QWidget):
 
     def axis(self) -> tuple[float, float, list[float]] | None:
         vals = [v for v in (self.plotted(e) for e in self.trace) if v is not None]
-        if self.line_value():
-            vals.append(self.line_value())
+        if line := self.line_value():
+            vals.append(line)
         if not vals:
             return None
         if self.quantity == "latency":
@@ -219,8 +219,8 @@ class LatencyChart(QWidget):
             p.restore()
 
         # torch eager line
-        if self.line_value():
-            y = self.y_of(self.line_value())
+        if line := self.line_value():
+            y = self.y_of(line)
             pen = QPen(torch_c, 1.6, Qt.PenStyle.DashLine)
             p.setPen(pen)
             p.drawLine(QPointF(r.left(), y), QPointF(r.right(), y))
@@ -230,8 +230,8 @@ class LatencyChart(QWidget):
         path = QPainterPath()
         pen_down = False
         for k, e in enumerate(self.trace):
-            if self.plotted(e) is not None:
-                pt = QPointF(self.x_of(k), self.y_of(self.plotted(e)))
+            if (v := self.plotted(e)) is not None:
+                pt = QPointF(self.x_of(k), self.y_of(v))
                 if pen_down:
                     path.lineTo(pt)
                 else:
@@ -242,8 +242,8 @@ class LatencyChart(QWidget):
         p.drawPath(path)
         for k, e in enumerate(self.trace):
             x = self.x_of(k)
-            if self.plotted(e) is not None:
-                pt = QPointF(x, self.y_of(self.plotted(e)))
+            if (v := self.plotted(e)) is not None:
+                pt = QPointF(x, self.y_of(v))
                 wrong = e.get("allclose") is False
                 rad = 5.0 if k == self._hover else 3.8
                 p.setPen(QPen(bad_c if wrong else tvm_c, 1.6))
@@ -262,8 +262,8 @@ class LatencyChart(QWidget):
     def _paint_legend(self, p, r, fm, c, tvm_c, torch_c, bad_c) -> None:
         items = [("tvm", "TVM" if self.quantity == "latency" else
                   "max |error| vs PyTorch (0 drawn at the bottom)")]
-        if self.line_value():
-            items.append(("torch", f"torch eager {fmt_ms(self.torch_ms)} ms"))
+        if line := self.line_value():
+            items.append(("torch", f"torch eager {fmt_ms(line)} ms"))
         if any(not self.built(e) for e in self.trace):
             items.append(("unbuilt", "not built"))
         if any(e.get("allclose") is False for e in self.trace):

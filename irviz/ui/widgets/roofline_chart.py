@@ -88,11 +88,11 @@ class RooflineChart(QWidget):
 
     def peak(self) -> float | None:
         v = (self.roofline or {}).get("peak_gflops")
-        return float(v) if _pos(v) else None
+        return float(v) if v is not None and _pos(v) else None
 
     def bandwidth(self) -> float | None:
         v = (self.roofline or {}).get("bandwidth_gbs")
-        return float(v) if _pos(v) else None
+        return float(v) if v is not None and _pos(v) else None
 
     def levels(self) -> list[dict]:
         """The memory levels with a bandwidth, fastest first; memory's alone for a block without them."""
@@ -164,12 +164,16 @@ class RooflineChart(QWidget):
                       max(10.0, self.height() - top - 2.6 * fm.height() - 8))
 
     def x_of(self, v: float) -> float:
-        x_lo, x_hi, _, _ = self.axes()
+        ax = self.axes()
+        assert ax is not None  # a point is placed only on a chart that has its axes
+        x_lo, x_hi, _, _ = ax
         r = self.plot_rect()
         return r.left() + (math.log10(v) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo)) * r.width()
 
     def y_of(self, v: float) -> float:
-        _, _, y_lo, y_hi = self.axes()
+        ax = self.axes()
+        assert ax is not None  # as in x_of
+        _, _, y_lo, y_hi = ax
         r = self.plot_rect()
         return r.bottom() - (math.log10(v) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo)) * r.height()
 
@@ -232,7 +236,7 @@ class RooflineChart(QWidget):
         total = self.total_point()
         if total:  # all kernels together: a diamond in the text colour
             at = QPointF(self.x_of(total[0]), self.y_of(total[1]))
-            p.setPen(QPen(QColor(c.bad) if (self.roofline.get("total") or {}).get("above_roof")
+            p.setPen(QPen(QColor(c.bad) if ((self.roofline or {}).get("total") or {}).get("above_roof")
                           else QColor(c.text), 1.5))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawPolygon(QPolygonF([at + QPointF(0, -6), at + QPointF(6, 0), at + QPointF(0, 6), at + QPointF(-6, 0)]))
@@ -247,6 +251,7 @@ class RooflineChart(QWidget):
         then the FMA peak, flat, from the fastest level's ridge on; memory's ridge dotted."""
         x_lo, _, y_lo, _ = ax
         peak = self.peak()
+        assert peak is not None  # axes() are known only with the peak
         roofs = self.roofs()
         for n, (label, bw) in enumerate(roofs):
             col = level_color(label.split("/")[-1], dark)
