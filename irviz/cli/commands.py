@@ -16,6 +16,7 @@ from irviz.cli import (
     check,
     code,
     compare,
+    corpus,
     export,
     gui,
     passes,
@@ -43,6 +44,7 @@ COMMANDS: dict[str, Subcommand] = {
     "passes": Subcommand(passes.HELP, passes.add_arguments, passes.run),
     "pipelines": Subcommand(pipelines.HELP, pipelines.add_arguments, pipelines.run),
     "snapshot": Subcommand(snapshot.HELP, snapshot.add_arguments, snapshot.run, quiet_warnings=False),
+    "corpus": Subcommand(corpus.HELP, corpus.add_arguments, corpus.run),
 }
 
 
