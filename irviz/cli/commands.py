@@ -18,6 +18,7 @@ from irviz.cli import (
     compare,
     corpus,
     export,
+    generate,
     gui,
     passes,
     pipelines,
@@ -44,6 +45,7 @@ COMMANDS: dict[str, Subcommand] = {
     "passes": Subcommand(passes.HELP, passes.add_arguments, passes.run),
     "pipelines": Subcommand(pipelines.HELP, pipelines.add_arguments, pipelines.run),
     "snapshot": Subcommand(snapshot.HELP, snapshot.add_arguments, snapshot.run, quiet_warnings=False),
+    "generate": Subcommand(generate.HELP, generate.add_arguments, generate.run),
     "corpus": Subcommand(corpus.HELP, corpus.add_arguments, corpus.run),
 }
 

@@ -1,0 +1,157 @@
+"""Prefill and decode as two irviz programs: captured, imported, stepped through a pipeline, built.
+
+Both go the way a model file goes (torch.export, run_decompositions, TVM's exported-program importer
+with irviz's converters, a Session whose pipeline applies pass by pass), with the weights kept as
+parameters of main (as --keep-params does): the two programs then take the same weight tensors,
+converted to TVM once, instead of each binding its own copy.
+
+    progs = open_programs(module, example_inputs, spec="sample:hf_llama", max_len=64, pipeline="zero")
+    progs.prefill.session, progs.decode.session   # step either, diff, view
+    progs.build()                                 # BuildResult per program
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from irviz.core.errors import IrvizError
+from irviz.core.generate import static_cache as sc
+
+PROGRAMS = ("prefill", "decode")
+
+
+@dataclass
+class Program:
+    name: str  # "prefill" | "decode"
+    loaded: object  # LoadedModel of the wrapper (Prefill / Decode)
+    captured: object
+    imported: object
+    session: object
+    built: object = None  # BuildResult once built
+    inputs: int = 0  # how many of main's parameters are inputs (the rest are weights)
+
+    def weight_names(self) -> list[str]:
+        from irviz.core.tvm_compat import var_name
+
+        return [var_name(p) for p in self.session.module()["main"].params][self.inputs:]
+
+
+@dataclass
+class Programs:
+    lm: object  # the transformers model
+    prompt: object  # torch (1, S) int64
+    layout: sc.CacheLayout
+    prefill: Program
+    decode: Program
+    target: object  # what plan() chose: a name (None: the host) or a core.target.Target
+    structure_only: bool
+    seconds: dict = field(default_factory=dict)  # stage -> seconds, both programs together
+    log: list = field(default_factory=list)
+
+    def program(self, name: str) -> Program:
+        if name not in PROGRAMS:
+            raise IrvizError(f"no program {name!r}", hint=f"choose one of {', '.join(PROGRAMS)}")
+        return getattr(self, name)
+
+    def params(self) -> dict:
+        """main's weight parameters by name (numpy), shared by both programs."""
+        return dict(self.prefill.imported.params or {})
+
+    def build(self):
+        from irviz.core.backend.build import build
+
+        t = time.perf_counter()
+        for p in (self.prefill, self.decode):
+            if p.built is None:
+                p.built = build(p.session.module(), tvm_target(self.target))
+        self.seconds["build"] = time.perf_counter() - t
+        return self.prefill.built, self.decode.built
+
+
+def _loaded(module, inputs, spec: str, name: str, structure_only: bool):
+    from irviz.core.frontend.model_file import LoadedModel
+
+    return LoadedModel(module=module.eval(), example_inputs=tuple(inputs), spec=f"{spec} ({name})",
+                       name=name, structure_only=structure_only)
+
+
+def _capture_one(loaded, what: str):
+    from irviz.core.errors import CaptureError
+    from irviz.core.frontend.capture import capture
+
+    try:
+        return capture(loaded)
+    except CaptureError as e:
+        raise sc.NotACausalLM(
+            f"torch.export could not capture the {what} with an explicit static KV cache: "
+            f"{e.message}", hint=e.hint, detail=getattr(e, "detail", None)) from None
+
+
+def open_programs(module, example_inputs, *, spec: str = "model", max_len: int | None = None, tokens: int = 32,
+                  pipeline="zero", target: str | None = None, structure_only: bool = False,
+                  log=None) -> Programs:
+    """Both programs of the causal LM in `module` (see static_cache), imported and through `pipeline`.
+    max_len: the static cache's positions (None: the prompt plus `tokens`). NotACausalLM, CaptureError,
+    IRImportError or PassError on failure, each naming the program."""
+    from irviz.core.frontend.importer import import_model
+    from irviz.core.passes.plan import plan
+    from irviz.core.session import Session
+
+    say = log or (lambda _line: None)
+    chosen = plan(pipeline, target)
+    lm = sc.find_causal_lm(module)
+    prompt = sc.prompt_ids(example_inputs)
+    S = int(prompt.shape[1])
+    L = int(max_len) if max_len else S + int(tokens)
+    if L <= S:
+        raise sc.NotACausalLM(f"--max-len {L} leaves no room to generate after the {S}-token prompt",
+                              hint=f"give --max-len above {S} (the prompt plus the tokens to generate)")
+    layout = sc.cache_layout(lm, prompt, L)
+    progs, seconds, lines = {}, {"capture": 0.0, "import": 0.0, "passes": 0.0}, []
+    device = prompt.device
+    for name, wrapper, inputs in (("prefill", sc.Prefill(lm, layout), (prompt,)),
+                                  ("decode", sc.Decode(lm, layout), sc.decode_inputs(layout, S, device))):
+        loaded = _loaded(wrapper, inputs, spec, name, structure_only)
+        t = time.perf_counter()
+        captured = _capture_one(loaded, f"{name} step ({_signature(name, S, layout)})")
+        seconds["capture"] += time.perf_counter() - t
+        imported = import_model(captured, keep_params=True, structure_only=structure_only)
+        seconds["import"] += imported.seconds
+        session = Session(imported, captured)
+        if tvm_target(chosen.target) is not None:
+            session.target = tvm_target(chosen.target)
+        session.set_pipeline(list(chosen.passes))
+        t = time.perf_counter()
+        if session.run_to_end() is None:
+            err = session.error
+            raise type(err)(f"{name}: {err.message}", hint=err.hint, detail=err.detail)
+        seconds["passes"] += time.perf_counter() - t
+        lines.append(f"{name:8s} {len(captured.graph.nodes)} FX nodes, {len(session.steps) - 1} passes")
+        say(lines[-1])
+        progs[name] = Program(name, loaded, captured, imported, session, inputs=len(inputs))
+    return Programs(lm=lm, prompt=prompt, layout=layout, prefill=progs["prefill"], decode=progs["decode"],
+                    target=chosen.target, structure_only=structure_only, seconds=seconds, log=lines)
+
+
+def tvm_target(chosen):
+    """The tvm Target passes and builds take for what plan() chose (None: the host)."""
+    if chosen is None:
+        return None
+    if hasattr(chosen, "for_passes"):
+        return chosen.for_passes
+    from irviz.core.target import Target
+
+    return Target.of(chosen).for_passes
+
+
+def target_name(chosen) -> str:
+    """The target as the JSON stamp names it: "host" or the user's name for it."""
+    name = getattr(chosen, "name", chosen)
+    return name or "host"
+
+
+def _signature(name: str, S: int, layout: sc.CacheLayout) -> str:
+    cache = f"{layout.tensors} cache tensors {tuple(layout.shape)}"
+    if name == "prefill":
+        return f"prompt (1, {S}) -> logits, {cache}"
+    return f"token (1, 1), position (1,), {cache} -> logits, the cache updated"

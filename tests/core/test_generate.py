@@ -1,0 +1,110 @@
+"""Generation over a static KV cache: prefill and decode programs built with TVM generate the same
+tokens (and logits) as transformers' generate(do_sample=False)."""
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from irviz.core.frontend import hf  # noqa: E402
+from irviz.core.generate import generation as g  # noqa: E402
+from irviz.core.generate import static_cache as sc  # noqa: E402
+from irviz.core.generate.programs import open_programs  # noqa: E402
+from irviz.core.tvm_compat import var_name  # noqa: E402
+
+TOKENS = 32
+
+
+def tiny_llama():
+    # grouped-query attention (2 KV heads for 4 query heads), as Llama-family models have
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=48, intermediate_size=96, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=96,
+                                   initializer_range=0.1, bos_token_id=1, eos_token_id=2)
+    return hf.build(transformers.LlamaForCausalLM, cfg, seed=0), hf.token_ids(128, seq=12, seed=1)
+
+
+def tiny_gpt2():
+    # GPT-2's default initialisation at this width repeats one token; larger weights vary the text
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=48, n_head=4, vocab_size=160, n_positions=96,
+                                  initializer_range=0.3, bos_token_id=0, eos_token_id=0)
+    return hf.build(transformers.GPT2LMHeadModel, cfg, seed=0), hf.token_ids(160, seq=12, seed=1)
+
+
+def _generated(make):
+    lm, prompt = make()
+    progs = open_programs(lm, (prompt,), spec="test", tokens=TOKENS, pipeline="zero")
+    gen = g.TvmGenerator(progs)
+    tvm_tokens, tvm_logits = gen.generate(prompt.numpy(), TOKENS)
+    torch_tokens, torch_logits = g.torch_generate(lm, prompt, TOKENS)
+    return progs, g.compare_steps(tvm_tokens, torch_tokens, tvm_logits, torch_logits), tvm_tokens
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return _generated(tiny_llama)
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return _generated(tiny_gpt2)
+
+
+@pytest.mark.parametrize("which", ["llama", "gpt2"])
+def test_tvm_generates_the_tokens_and_logits_of_generate(which, request):
+    progs, result, tokens = request.getfixturevalue(which)
+    assert len(tokens) == TOKENS
+    assert len(set(tokens)) > 3  # a text that varies, or matching would prove little
+    assert result["tokens_match"], result["first_mismatch"]
+    assert result["first_mismatch"] is None
+    assert len(result["logits"]) == TOKENS
+    assert result["logits_allclose"], result["logits_max_abs_error"]
+
+
+def test_decode_takes_the_cache_and_a_position_and_returns_the_cache(llama):
+    progs = llama[0]
+    layout = progs.layout
+    assert layout.layers == 2 and layout.shape == (1, 2, 12 + TOKENS, 12)
+    assert layout.bytes == 2 * 2 * 1 * 2 * (12 + TOKENS) * 12 * 4
+    main = progs.decode.session.module()["main"]
+    names = [var_name(p) for p in main.params]
+    assert names[:2 + layout.tensors] == ["token", "position"] + [f"cache_{i}" for i in range(layout.tensors)]
+    out = main.ret_ty.fields
+    assert len(out) == 1 + layout.tensors
+    assert [int(d) for d in out[1].shape] == list(layout.shape)
+    # one set of weights, taken by both programs
+    assert progs.decode.weight_names() == progs.prefill.weight_names()
+    assert set(progs.decode.weight_names()) == set(progs.params())
+
+
+@pytest.mark.parametrize("which", ["prefill", "decode"])
+def test_each_program_steps_through_the_pipeline_with_diffs(llama, which):
+    session = llama[0].program(which).session
+    assert [s.pass_name for s in session.steps][:2] == ["import", "LegalizeOps"]
+    assert len(session.steps) == 6
+    assert session.diff(0, 1)  # LegalizeOps turned the Relax ops into TensorIR kernels
+
+
+def test_a_model_that_is_not_a_causal_lm_is_refused_naming_what_was_looked_for():
+    with pytest.raises(sc.NotACausalLM) as e:
+        open_programs(torch.nn.Linear(8, 8), (torch.zeros(1, 8, dtype=torch.long),), spec="linear")
+    assert "not a causal language model" in e.value.message
+    assert "AutoModelForCausalLM" in e.value.message and "Linear" in e.value.message
+
+
+def test_an_encoder_is_refused_as_a_model_that_does_not_generate():
+    cfg = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=64)
+    bert = hf.encoder(transformers.BertModel, cfg)
+    with pytest.raises(sc.NotACausalLM) as e:
+        open_programs(bert, (hf.token_ids(64, seq=8),), spec="bert")
+    assert "BertModel" in e.value.message and "do not generate" in e.value.message
+
+
+def test_a_mismatch_names_the_first_differing_token_and_step():
+    logits = [np.zeros(4, "float32") for _ in range(5)]
+    result = g.compare_steps([3, 1, 2, 0, 0], [3, 1, 2, 1, 1], logits, logits)
+    assert not result["tokens_match"]
+    assert result["first_mismatch"] == {"step": 3, "tvm": 0, "torch": 1}
+    assert len(result["logits"]) == 4  # compared up to the first differing token
+    msg = g.mismatch_message(dict(result, prompt_len=10))
+    assert "token 3" in msg and "TVM 0" in msg and "torch generate 1" in msg and "decode step 3" in msg
