@@ -1,0 +1,170 @@
+"""The peer report: Inductor's kernels with their FX nodes, code and times, beside TVM's.
+
+    {"compiler": "inductor", "threads", "compile_seconds", "total_ms", "compiled_ms", "region_ms",
+     "reliable", "reason", "timing", "kernels": [{"name", "kind", "fx_nodes", "ms", "calls",
+     "code", "post_grad_nodes", "unmapped", "fx_nodes_inferred"}], "by_fx_node": [...], "summary": {...},
+     "attribution", "unmapped_kernels"}
+
+A kernel's `fx_nodes` come from Inductor's provenance; where Inductor replaced a subgraph by one op
+of its own (attention by one scaled_dot_product call), provenance names only that op, and the FX
+nodes between its inputs and its users are added and listed in `fx_nodes_inferred` too.
+
+`total_ms` is the sum of the kernels' medians (profiled runs); `compiled_ms` the compiled model's
+whole call timed alone, on the same thread count, without the profiler. Where they are more than
+25% apart, or the block was competed with, `reliable` is False and `reason` says why.
+"""
+from __future__ import annotations
+
+from irviz.core.backend.timing import contention
+from irviz.core.peer.inductor import PeerError, compile_inductor
+from irviz.core.peer.names import inside_inserted, pre_grad_to_fx
+from irviz.core.peer.output_code import call_sequence, kernel_sources
+from irviz.core.peer.profile import time_inductor
+from irviz.core.peer.side_by_side import ATTRIBUTION, by_fx_node, summary
+
+__all__ = ["AGREE", "inductor_peer", "peer_kernels", "peer_lines"]
+
+AGREE = 0.25  # kernels' sum against the whole call: further apart than this is not trusted
+
+
+def peer_kernels(build, graph) -> tuple[list[dict], list[list]]:
+    """(kernel rows without times, each graph's call sequence). A row per generated kernel (its
+    calls counted) and per library call."""
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    rows: dict[str, dict] = {}
+    sequences, seen_lib = [], {}
+    many = len(build.graphs) > 1
+    for gi, g in enumerate(build.graphs):
+        to_fx = pre_grad_to_fx(g.ops, graph)
+        sources = kernel_sources(g.output_code)
+        code_to_post = g.provenance.get("cppCodeToPost", {})
+        post_to_pre = g.provenance.get("postToPre", {})
+        calls = call_sequence(g.output_code)
+        sequences.append(calls)
+        for c in calls:
+            post = list(code_to_post.get(c.handle, [])) if c.handle else []
+            pre = [p for q in post for p in post_to_pre.get(q, ())]
+            fx = {to_fx[p] for p in pre if p in to_fx}
+            unmapped = sorted({p for p in pre if p not in to_fx} | {q for q in post if q not in post_to_pre})
+            prefix = f"graph{gi}." if many else ""
+            if c.generated:
+                name = prefix + c.kernel
+            else:
+                k = seen_lib.get(c.kernel, 0)
+                seen_lib[c.kernel] = k + 1
+                name = prefix + c.kernel + (f"#{k}" if k else "")
+            row = rows.setdefault(name, {"name": name, "kind": "generated" if c.generated else "library",
+                                         "fx_nodes": [], "ms": None, "calls": 0,
+                                         "code": sources.get(c.kernel, c.line) if c.generated else c.line,
+                                         "post_grad_nodes": [], "unmapped": [], "fx_nodes_inferred": []})
+            row["calls"] += 1
+            row["fx_nodes"] = sorted(set(row["fx_nodes"]) | fx, key=lambda n: order.get(n, 1 << 30))
+            row["post_grad_nodes"] += [q for q in post if q not in row["post_grad_nodes"]]
+            row["unmapped"] += [u for u in unmapped if u not in row["unmapped"]]
+            c.row = name
+    _infer_inside(graph, rows, order)
+    return list(rows.values()), sequences
+
+
+def _infer_inside(graph, rows: dict[str, dict], order: dict[str, int]) -> None:
+    """Add the FX nodes inside an op Inductor inserted (names.inside_inserted) to its kernel."""
+    claims: dict[str, set[str]] = {}
+    for r in rows.values():
+        for n in r["fx_nodes"]:
+            claims.setdefault(n, set()).add(r["name"])
+    inserting = {r["name"] for r in rows.values() if r["unmapped"]}  # it computes a node Inductor made
+    for n, k in inside_inserted(graph, claims, inserting).items():
+        rows[k]["fx_nodes_inferred"].append(n)
+    for r in rows.values():
+        if r["fx_nodes_inferred"]:
+            r["fx_nodes"] = sorted(set(r["fx_nodes"]) | set(r["fx_nodes_inferred"]), key=lambda n: order.get(n, 1 << 30))
+
+
+def _fill_times(rows: list[dict], sequences, call_ms) -> list[str]:
+    """Each row's ms: the sum of its calls' medians; names of rows with a call not timed."""
+    by_name = {r["name"]: r for r in rows}
+    untimed = []
+    for calls, times in zip(sequences, call_ms):
+        for c, ms in zip(calls, times):
+            r = by_name[c.row]
+            if ms is None:
+                r["_untimed"] = True
+                untimed.append(r["name"])
+            else:
+                r["ms"] = (r["ms"] or 0.0) + ms
+    for r in rows:
+        if r.pop("_untimed", False):
+            r["ms"] = None
+        elif r["ms"] is not None:
+            r["ms"] = round(r["ms"], 5)
+    return sorted(set(untimed))
+
+
+def inductor_peer(captured, *, threads: int = 1, repeats: int = 10, tvm_kernels: list[dict] | None = None,
+                  tvm_fx: dict[str, list[str]] | None = None, progress=None) -> dict:
+    """Compile `captured` (a frontend Captured) with Inductor, time it on `threads` threads, and
+    put it beside `tvm_kernels` (dicts with "name", "ms"), whose FX nodes `tvm_fx` gives. A model
+    Inductor cannot compile or run: {"compiler": "inductor", "error": why}."""
+    say = progress or (lambda *a, **k: None)
+    graph = captured.graph
+    say("Compiling with torch.compile (inductor)", 0.1)
+    try:
+        build = compile_inductor(captured, threads)
+        rows, sequences = peer_kernels(build, graph)
+        say("Timing Inductor's kernels", 0.6)
+        times = time_inductor(build, sequences, repeats)
+    except PeerError as exc:
+        return {"compiler": "inductor", "error": str(exc)}
+    except Exception as exc:  # a run of the compiled model failing is the peer's failure, not the check's
+        return {"compiler": "inductor", "error": f"the compiled model failed to run: {type(exc).__name__}: {exc}"[:500]}
+    untimed = _fill_times(rows, sequences, times.call_ms)
+    total = sum(r["ms"] for r in rows if r["ms"] is not None)
+    compiled = times.compiled.median_ms
+    reasons = []
+    why = contention(times.compiled, build.threads)
+    if why:
+        reasons.append(f"the compiled call was competed with: {why}")
+    if untimed:
+        reasons.append(f"no profiler event for {', '.join(untimed[:5])}")
+    apart = abs(total - compiled) / compiled if compiled > 0 else 0.0
+    if apart > AGREE:
+        reasons.append(f"the kernels add up to {total:.3f} ms, the compiled call alone takes {compiled:.3f} ms "
+                       f"({apart:.0%} apart): time outside the kernels (Dynamo's guards, the Python "
+                       "wrapper) or the profiler's own cost is large at this size")
+    tvm = [dict(k, fx_nodes=list((tvm_fx or {}).get(k["name"], ()))) for k in (tvm_kernels or ())]
+    side = by_fx_node(graph, tvm, rows)
+    return {"compiler": "inductor", "error": None, "threads": build.threads,
+            "compile_seconds": round(build.seconds, 3), "graphs": len(build.graphs),
+            "total_ms": round(total, 5), "compiled_ms": round(compiled, 5),
+            "region_ms": None if times.region_ms is None else round(times.region_ms, 5),
+            "runs": times.runs, "timing": times.compiled.as_dict(),
+            "reliable": not reasons, "reason": "; ".join(reasons) or None,
+            "kernels": rows, "unmapped_kernels": [r["name"] for r in rows if not r["fx_nodes"]],
+            "by_fx_node": side, "summary": summary(side), "attribution": ATTRIBUTION,
+            "tvm_kernels": tvm}
+
+
+def peer_lines(report: dict, most: int = 10) -> list[str]:
+    """The report as `irviz check` prints it: totals, then the FX nodes where the two differ most."""
+    if report.get("error"):
+        return [f"peer     inductor: not compiled: {report['error']}"]
+    out = [f"peer     inductor: {len(report['kernels'])} kernels add up to {report['total_ms']:.3f} ms; "
+           f"compiled model alone {report['compiled_ms']:.3f} ms ({report['threads']} threads, "
+           f"compiled in {report['compile_seconds']:.1f} s)"]
+    if not report["reliable"]:
+        out.append(f"peer     unreliable: {report['reason']}")
+    s = report["summary"]
+    out.append(f"peer     TVM slower on nodes worth {s['tvm_loses_ms']:.3f} ms, faster on {s['tvm_wins_ms']:.3f} ms "
+               f"({ATTRIBUTION})")
+    rows = {r["fx_node"]: r for r in report["by_fx_node"]}
+    out.append(f"  {'fx node':28} {'TVM kernel':30} {'ms':>8}  {'Inductor kernel':34} {'ms':>8}  faster")
+    for name in s["most_different"][:most]:
+        r = rows[name]
+        t, i = r["tvm"], r["inductor"]
+        out.append(f"  {name[:28]:28} {('+'.join(t['kernels']) or '-')[:30]:30} {_f(t['ms'])}  "
+                   f"{('+'.join(i['kernels']) or '-')[:34]:34} {_f(i['ms'])}  {r['faster']}")
+    return out
+
+
+def _f(x) -> str:
+    return f"{'-':>8}" if x is None else f"{x:8.3f}"
