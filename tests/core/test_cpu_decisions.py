@@ -367,7 +367,7 @@ def test_a_tiled_kernel_finds_the_measurement_of_the_call_it_computes():
 
 def test_the_measured_tensorir_side_runs_the_pipelines_steps():
     # tuning builds its TensorIR side from the passes directly (it sits below the registry)
-    from irviz.core.passes import CPU_SCHEDULE_STEPS, ZERO_STEPS
+    from irviz.core.passes import CPU_SCHEDULE_STEPS, CPU_ZERO_STEPS
     from irviz.core.tuning.library_or_tir import TIR_STEPS
 
-    assert tuple(name for name, _ in TIR_STEPS) == ZERO_STEPS + CPU_SCHEDULE_STEPS
+    assert tuple(name for name, _ in TIR_STEPS) == CPU_ZERO_STEPS + CPU_SCHEDULE_STEPS

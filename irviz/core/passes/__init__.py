@@ -27,6 +27,7 @@ from irviz.core.passes.registry import (
 from irviz.core.passes.user_files import irviz_pass, load_params_file, load_pass_file
 from irviz.core.passes.pipelines import (
     CPU_SCHEDULE_STEPS,
+    CPU_ZERO_STEPS,
     DEFAULT_BUILD_STEPS,
     GPU_SCHEDULE_STEPS,
     PIPELINES,
@@ -42,6 +43,7 @@ __all__ = [
     "as_invocation",
     "BUILTIN_PREFIX",
     "CPU_SCHEDULE_STEPS",
+    "CPU_ZERO_STEPS",
     "DEFAULT_BUILD_STEPS",
     "GPU_SCHEDULE_STEPS",
     "PIPELINES",

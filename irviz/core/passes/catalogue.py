@@ -10,6 +10,7 @@ import irviz.core.passes.fast_math as fast_math
 import irviz.core.passes.fold_batch_norm as fold_batch_norm
 import irviz.core.passes.library_dispatch as dispatch
 import irviz.core.passes.meta_schedule_passes as ms_passes
+from irviz.core.schedules import layout_fusion
 from irviz.core.schedules import rules as schedules
 from irviz.core.backend.gpu_schedule import GPU_RULES, default_schedule
 from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
@@ -278,6 +279,13 @@ def _builtin_specs() -> list[PassSpec]:
             "cpu",
             params=[PassParam("db", "str", "", "database directory (empty: the decision cache's, per target)"),
                     PassParam("kernels", "str", "", "only these kernels (empty: every kernel with records)")],
+        ),
+        _spec(
+            "CPUFuseLayoutOps",
+            "Mark reshape/transpose kernels (data movement only) elementwise, so FuseOps puts them into "
+            "the matmul before them (its write-back) instead of a launch of their own; after AnnotateTIROpPattern",
+            layout_fusion.fuse_layout_ops,
+            "cpu",
         ),
         _spec(
             "CPUPrepackWeights",

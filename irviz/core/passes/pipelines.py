@@ -18,6 +18,9 @@ def _inv(*names) -> list[PassInvocation]:
 
 
 ZERO_STEPS = ("LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR")
+# the zero pipeline with reshapes and transposes fusable into the kernel before them: on a CPU each
+# one left alone is a parallel launch and a pass over memory (a transformer has four per layer)
+CPU_ZERO_STEPS = ("LegalizeOps", "AnnotateTIROpPattern", "CPUFuseLayoutOps", "FoldConstant", "FuseOps", "FuseTIR")
 
 GPU_SCHEDULE_STEPS = tuple(name for name, _, _ in GPU_RULES)
 
@@ -45,15 +48,15 @@ PIPELINES: dict[str, tuple[str, list[PassInvocation]]] = {
     ),
     "fast-cpu": (
         "Each conv2d/matmul timed on this machine as a torch call and as TensorIR; the faster kept "
-        "(torch through call_dps_packed); the rest fused and scheduled TensorIR, conv2d tiles measured",
+        "(torch through call_dps_packed); the rest fused (reshapes and transposes into the kernel before them) and scheduled TensorIR, conv2d tiles measured",
         [*_inv(*CPU_PRE_STEPS), PassInvocation("LibraryDispatch", {"measure": True}),
-         *_inv(*ZERO_STEPS, *CPU_SCHEDULE_STEPS)],
+         *_inv(*CPU_ZERO_STEPS, *CPU_SCHEDULE_STEPS)],
     ),
     "tir-cpu": (
         "All TensorIR, no library: batch norm folded into the conv's weights, exp/tanh/erf as "
-        "vectorizable arithmetic, the zero pipeline, then CPU schedule rules (blocked and depthwise conv2d with "
+        "vectorizable arithmetic, the zero pipeline (reshapes and transposes fused into the kernel before them), then CPU schedule rules (blocked and depthwise conv2d with "
         "prepacked weights and tiles measured on this machine, tiled reductions, parallel + vectorized loops)",
-        _inv(*CPU_PRE_STEPS, *ZERO_STEPS, *CPU_SCHEDULE_STEPS),
+        _inv(*CPU_PRE_STEPS, *CPU_ZERO_STEPS, *CPU_SCHEDULE_STEPS),
     ),
     "gpu": (
         "TVM's GPU flow (relax.backend.cuda legalize_passes): legalize and fuse as zero does, then "

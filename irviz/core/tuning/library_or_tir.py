@@ -18,6 +18,7 @@ import time
 import tvm
 from tvm import relax
 
+from irviz.core.schedules import layout_fusion
 from irviz.core.schedules import rules as schedules
 from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
 from irviz.core.backend.timing import add_tune_seconds, tune_seconds
@@ -35,6 +36,7 @@ RT = relax.transform
 TIR_STEPS = (
     ("LegalizeOps", lambda: RT.LegalizeOps(customize_legalize_map=dict(CUSTOM_LEGALIZE_MAP))),
     ("AnnotateTIROpPattern", RT.AnnotateTIROpPattern),
+    ("CPUFuseLayoutOps", layout_fusion.fuse_layout_ops),
     ("FoldConstant", RT.FoldConstant),
     ("FuseOps", lambda: RT.FuseOps(-1)),
     ("FuseTIR", RT.FuseTIR),
