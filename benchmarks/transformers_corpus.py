@@ -1,24 +1,30 @@
-"""Every model type the installed transformers ships, at a small size: irviz and bare TVM side by side.
+"""Every model type the installed transformers ships, at a small size: irviz and bare TVM side by side,
+each type × pipeline a row of an `irviz corpus` run (Ray tasks, local workers or a cluster).
 
-    python benchmarks/transformers_corpus.py [--types bert,siglip,...] [--limit N] [--shard I/N]
-        [--side both|irviz|tvm] [--timeout 300] [--json OUT [--resume]] [--keep DIR]
-    python benchmarks/transformers_corpus.py --merge OUT1 OUT2 ...   # the tables of shards' rows
+    python benchmarks/transformers_corpus.py --json OUT [--html PAGE] [--types bert,siglip,...]
+        [--limit N] [--side both|irviz|tvm] [--pipeline P]... [--workers N] [--address ADDR]
+        [--timeout 300] [--memory-gb G] [--logs DIR]
+
+Run it again with the same --json to go on where it stopped (Ctrl-C keeps the rows that finished);
+the tables are printed from the file, so a rerun with nothing left to do just prints them.
 
 Each model type of ``transformers``' ``MODEL_MAPPING_NAMES`` is built from its own config class
 with the sizes shrunk (hidden size 32, 2 layers, 4 heads, vocabulary 256, images 32x32; nested
 text/vision/audio configs likewise), random weights from a fixed seed, no download, and run in
 eager torch on small example inputs (token ids, pixels, audio samples, whatever its forward()
 names first; the main input alone, else every input it names).  A type that does not build or
-run in eager torch is skipped with the reason.  The others go, each in its own process with a
-timeout, through
+run in eager torch is skipped with the reason (one process tries them in turn, most do not
+build; the reasons are kept in the JSON's "types").  The others are the rows, each in its own
+process with a timeout and a memory cap:
 
-* **irviz**: ``irviz check`` on a model file that builds the same model (its verdict and stage);
-* **bare TVM**: ``torch.export`` (non-strict) + ``from_exported_program`` + ``tvm.compile(mod,
-  "llvm")`` + the VM, compared with eager torch with irviz's tolerances.
+* **irviz**: ``irviz check benchmarks/transformers_corpus.py:TYPE`` (this file is the model file:
+  its factory for TYPE builds that type), once per --pipeline;
+* **bare TVM** (pipeline ``bare-tvm``): ``torch.export`` (non-strict) + ``from_exported_program``
+  + ``tvm.compile(mod, "llvm")`` + the VM, compared with eager torch with irviz's tolerances.
 
-The tables: pass / graceful failure (a stage and a message) / crash (the process died or hung) per
-side, the types bare TVM passes and irviz fails, and where irviz stops (stage and first line of
-its message) per type.
+The tables: ok / graceful failure (a stage and a message) / crash, timeout or memory per side,
+the types bare TVM passes and irviz fails, and where irviz stops (stage and first line of its
+message) per type.
 """
 from __future__ import annotations
 
@@ -31,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # irviz from this checkout
 
 REPO = Path(__file__).resolve().parents[1]
 SEQ, IMAGE, AUDIO = 16, 32, 1600
@@ -206,11 +214,6 @@ def _Wrapper(model, names):
     return _wrapper_class()(model, names)
 
 
-def get_model():
-    """The model-file entry irviz check calls: the type comes from IRVIZ_CORPUS_TYPE."""
-    return build_case(os.environ["IRVIZ_CORPUS_TYPE"])
-
-
 def bare_tvm(module, inputs) -> dict:
     import torch
     import tvm
@@ -243,14 +246,12 @@ def bare_tvm(module, inputs) -> dict:
     return {"status": "FAIL", "stage": "compare", "reason": f"max abs error {worst:.3g}"}
 
 
-def worker(model_type: str, out, tvm_side: bool = True) -> dict:
+def worker(model_type: str, out) -> dict:
     """Build and run in eager torch (or say why not), then bare TVM: one JSON line on stdout."""
     try:
         module, inputs = build_case(model_type)
     except Exception as e:
         return {"type": model_type, "skip": _first_line(f"{type(e).__name__}: {e}")}
-    if not tvm_side:
-        return {"type": model_type, "built": True}
     out.write(json.dumps({"type": model_type, "built": True}) + "\n")  # bare TVM may crash next
     out.flush()
     return {"type": model_type, "tvm": bare_tvm(module, inputs)}
@@ -315,79 +316,23 @@ def buildable(types: list[str], timeout: float):
         left = [t for t in left if t not in answered]
 
 
-# ============================================================================================
-# the driver
-
-
 def _first_line(text: str, width: int = 160) -> str:
     line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
-def _reason(error: str) -> str:
-    """A capture error's list of attempts ("... tried:") as its first attempt, on one line."""
-    lines = [ln.strip() for ln in error.splitlines() if ln.strip()]
-    if len(lines) > 1 and lines[0].endswith("tried:"):
-        return f"{lines[0]} {lines[1]}"
-    return error
+def __getattr__(name: str):
+    """The model-file factory `irviz check transformers_corpus.py:TYPE` calls: TYPE built small."""
+    if name.startswith("_") or name not in _known_types():
+        raise AttributeError(name)
+    return lambda: build_case(name)
 
 
-def _run(cmd, env, timeout):
+def _known_types() -> set[str]:
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
-    except subprocess.TimeoutExpired as e:  # what it printed so far says where it was
-        out, err = (x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
-                    for x in (e.stdout, e.stderr))
-        return subprocess.CompletedProcess(cmd, -9, out, err), f"timed out after {timeout:.0f} s"
-    return p, None
-
-
-def run_type(model_type: str, timeout: float, keep: Path | None, side: str = "both") -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "IRVIZ_CORPUS_TYPE": model_type, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
-    if side == "irviz":
-        row = {"type": model_type, "tvm": {"status": "NOT RUN"}}
-    else:
-        p, timed_out = _run([sys.executable, __file__, "--worker", model_type], env, timeout)
-        answers = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
-        if not answers:
-            why = timed_out or f"exit code {p.returncode}: {_first_line(p.stderr[-2000:])}"
-            return {"type": model_type, "skip": f"building it died ({why})"}
-        row = answers[-1]
-        if "skip" in row:
-            return row
-        if "tvm" not in row:  # built, then bare TVM died or hung
-            why = timed_out or f"exit code {p.returncode}: {_first_line(p.stderr[-2000:])}"
-            row = {"type": model_type, "tvm": {"status": "CRASH", "reason": why}}
-        if side == "tvm":
-            return row
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "check.json"
-        cmd = [sys.executable, "-m", "irviz", "check", f"{__file__}:get_model", "--repeats", "1",
-               "--json", str(out)]
-        p, timed_out = _run(cmd, env, timeout)
-        if timed_out:
-            last = [ln for ln in p.stdout.splitlines() if ln.strip()]
-            row["irviz"] = {"status": "CRASH", "reason": timed_out + (
-                f", its last line: {_first_line(last[-1], 100)}" if last else "")}
-        elif not out.exists():
-            row["irviz"] = {"status": "CRASH", "reason": f"exit code {p.returncode}, no verdict: "
-                                                         f"{_first_line(p.stderr[-2000:])}"}
-        else:
-            s = json.loads(out.read_text())
-            if s.get("ok"):
-                row["irviz"] = {"status": "PASS"}
-            else:
-                row["irviz"] = {"status": "FAIL", "stage": s.get("failed_stage"),
-                                "reason": _first_line(_reason(s.get("error") or ""))}
-            notes = s.get("capture_notes") or [  # no session (a later stage failed): the log's
-                ln[9:] for ln in p.stdout.splitlines() if ln.startswith("note     captured with")]
-            if notes:  # "captured with X (...)": the fallback that captured it
-                row["irviz"]["capture"] = notes[0].split(" (")[0]
-        if keep is not None:
-            keep.mkdir(parents=True, exist_ok=True)
-            (keep / f"{model_type}.log").write_text(p.stdout + p.stderr)
-    return row
+        return set(all_types())
+    except ImportError:  # no transformers: no factories
+        return set()
 
 
 def all_types() -> list[str]:
@@ -396,77 +341,134 @@ def all_types() -> list[str]:
     return sorted(MODEL_MAPPING_NAMES)
 
 
-def tables(rows: list[dict]) -> str:
-    ran = [r for r in rows if "skip" not in r]
-    skipped = [r for r in rows if "skip" in r]
+# ============================================================================================
+# the rows, as Ray tasks (this file's functions travel by value: run as a script, it is __main__)
 
-    def count(side, status):
-        n = sum(1 for r in ran if r.get(side, {"status": "NOT RUN"}).get("status") == status)
-        return "—" if status != "NOT RUN" and all(
-            r.get(side, {"status": "NOT RUN"})["status"] == "NOT RUN" for r in ran) and ran else n
+BARE = "bare-tvm"  # the pipeline column of the bare TVM rows
+MODEL_FILE = "benchmarks/transformers_corpus.py"
 
-    lines = [f"| {len(ran)} architectures | irviz | bare TVM |", "|---|---|---|"]
-    lines += [f"| pass (matches torch) | {count('irviz', 'PASS')} | {count('tvm', 'PASS')} |",
-              f"| graceful failure | {count('irviz', 'FAIL')} | {count('tvm', 'FAIL')} |",
-              f"| crash | {count('irviz', 'CRASH')} | {count('tvm', 'CRASH')} |"]
-    regress = [r["type"] for r in ran
-               if r["tvm"]["status"] == "PASS" and r.get("irviz", {}).get("status", "PASS") != "PASS"]
-    lines.append(f"| bare passes, irviz fails | {len(regress)} | |")
-    if regress:
-        lines.append(f"\nbare TVM passes, irviz fails: {', '.join(regress)}")
-    lines += ["", "| type | irviz | bare TVM |", "|---|---|---|"]
-    for r in ran:
-        lines.append(f"| {r['type']} | {_cell(r.get('irviz', {'status': 'NOT RUN'}))} | {_cell(r['tvm'])} |")
+
+def model_spec(model_type: str) -> str:
+    return f"{MODEL_FILE}:{model_type}"
+
+
+def type_of(spec: str) -> str:
+    return spec.rpartition(":")[2]
+
+
+def row(job: dict, opts: dict) -> dict:
+    """One row: bare TVM in a worker of this file, or irviz check (the corpus's own row)."""
+    from irviz.core.corpus.rows import check_row
+
+    if job["pipeline"] == BARE:
+        return bare_row(job, opts)
+    return check_row(job, opts)
+
+
+def bare_row(job: dict, opts: dict) -> dict:
+    from irviz.core.corpus.isolate import run_isolated
+    from irviz.core.corpus.rows import base_row, classify
+
+    t = type_of(job["model"])
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = run_isolated([sys.executable, str(REPO / MODEL_FILE), "--worker", t], cwd=str(REPO), env=env,
+                           timeout=opts["timeout"], memory_bytes=opts.get("memory_bytes"),
+                           log_dir=opts.get("log_dir") or tmp, log_name=f"{t}_{BARE}")
+    r = base_row(job, out)
+    answers = [json.loads(ln) for ln in out.stdout.splitlines() if ln.startswith("{")]
+    tvm = answers[-1].get("tvm") if answers else None
+    if out.timed_out or out.over_memory or tvm is None:  # killed, or died: as the corpus says it
+        r.update(classify(out, None, opts["timeout"], opts.get("memory_bytes")))
+        if answers and "skip" in answers[-1]:
+            r.update(result="graceful", stage="build", error=answers[-1]["skip"])
+        elif r["result"] == "crash":
+            r["stage"] = "bare TVM" if answers else "build"
+    elif tvm["status"] == "PASS":
+        r.update(result="ok", stage=None, error=None)
+    else:
+        r.update(result="graceful", stage=tvm.get("stage"), error=tvm.get("reason"))
+    return r
+
+
+def probe(types: list[str], store, timeout: float) -> dict:
+    """{type: None if it builds and runs in eager torch, else why not}, kept in the file's "types"
+    (so a rerun probes only the new ones)."""
+    known = store.data.setdefault("types", {})
+    # a worker that died before answering said nothing about the types themselves: ask again
+    todo = [t for t in types if t not in known or str(known[t]).startswith("the build worker died")]
+    t0 = time.monotonic()
+    answers = buildable(todo, timeout) if len(todo) > 1 else ((t, None) for t in todo)
+    for k, (t, reason) in enumerate(answers, 1):
+        known[t] = reason
+        print(f"[build {k}/{len(todo)} {time.monotonic() - t0:.0f} s] {t}: "
+              + ("builds" if reason is None else f"skipped ({reason})"), file=sys.stderr, flush=True)
+        if k % 20 == 0:
+            store.write()
+    store.write()
+    return {t: known[t] for t in types}
+
+
+# ============================================================================================
+# the tables
+
+
+def tables(store, types: list[str], sides: list[str]) -> str:
+    by = {(type_of(r["model"]), r["pipeline"]): r for r in store.rows}
+    built = [t for t in types if store.data["types"].get(t) is None]
+    skipped = [t for t in types if store.data["types"].get(t) is not None]
+
+    def count(side, results):
+        return sum(1 for t in built if by.get((t, side), {}).get("result") in results)
+
+    lines = [f"| {len(built)} architectures | " + " | ".join(sides) + " |", "|---" * (len(sides) + 1) + "|"]
+    for label, results in (("pass (matches torch)", ("ok",)), ("graceful failure", ("graceful",)),
+                           ("crash", ("crash",)), ("timeout or memory", ("timeout", "memory")),
+                           ("not run yet", (None,))):
+        lines.append(f"| {label} | " + " | ".join(str(count(s, results)) for s in sides) + " |")
+    if BARE in sides:
+        regress = [t for t in built if by.get((t, BARE), {}).get("result") == "ok"
+                   and any(by.get((t, s), {}).get("result") not in ("ok", None) for s in sides if s != BARE)]
+        lines.append(f"\nbare TVM passes, irviz fails ({len(regress)}): {', '.join(regress) or 'none'}")
+    lines += ["", "| type | " + " | ".join(sides) + " |", "|---" * (len(sides) + 1) + "|"]
+    lines += [f"| {t} | " + " | ".join(_cell(by.get((t, s))) for s in sides) + " |" for t in built]
     if skipped:
         lines += ["", f"skipped ({len(skipped)}, do not build or run in eager torch at this size):"]
-        lines += [f"  {r['type']}: {r['skip']}" for r in skipped]
+        lines += [f"  {t}: {store.data['types'][t]}" for t in skipped]
     return "\n".join(lines)
 
 
-def _cell(v: dict) -> str:
-    status = v.get("status", "?")
-    how = f" ({v['capture']})" if v.get("capture") else ""  # a capture fallback's name
-    if status == "PASS":
-        return "pass" + how
-    if status == "NOT RUN":
+def _cell(r: dict | None) -> str:
+    if r is None:
         return "not run"
-    at = f" at {v['stage']}" if v.get("stage") else ""
-    text = f"{status.lower()}{at}{how}: {v.get('reason')}"
-    return text.replace("|", "\\|")
+    how = f" ({r['capture']})" if r.get("capture") not in (None, "export") else ""  # a fallback's name
+    if r["result"] == "ok":
+        return "pass" + how
+    at = f" at {r['stage']}" if r.get("stage") else ""
+    return f"{r['result']}{at}{how}: {_first_line(r.get('error') or '')}".replace("|", "\\|")
 
 
-def _shard(text: str) -> tuple[int, int]:
-    try:
-        i, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--shard takes I/N, e.g. 1/2, not {text!r}") from None
-    if not 1 <= i <= n:
-        raise argparse.ArgumentTypeError(f"--shard {text}: I must be between 1 and N")
-    return i, n
-
-
-def _load_rows(paths) -> list[dict]:
-    rows: dict[str, dict] = {}
-    for path in paths:
-        for r in json.loads(Path(path).read_text())["rows"]:
-            rows[r["type"]] = r
-    return [rows[t] for t in sorted(rows)]
+# ============================================================================================
+# the driver
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--types", help="comma-separated model types (default: every one)")
     ap.add_argument("--limit", type=int, help="only the first N types")
-    ap.add_argument("--shard", type=_shard, metavar="I/N",
-                    help="only every N-th type from the I-th (run N of these side by side)")
     ap.add_argument("--side", choices=("both", "irviz", "tvm"), default="both",
                     help="run irviz check, bare TVM or both (default)")
-    ap.add_argument("--timeout", type=float, default=300, help="seconds per type and side")
-    ap.add_argument("--json", metavar="OUT", help="write every row as JSON (rewritten after each type)")
-    ap.add_argument("--resume", action="store_true", help="keep the rows already in --json OUT and "
-                                                          "run only the other types")
-    ap.add_argument("--keep", metavar="DIR", help="keep each irviz check log in DIR")
-    ap.add_argument("--merge", nargs="+", metavar="OUT", help="print the tables of these --json files")
+    ap.add_argument("--pipeline", action="append", metavar="P",
+                    help="irviz's pipeline (repeat for several; default: check's)")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="local Ray workers")
+    ap.add_argument("--address", help="an existing Ray cluster instead of a local instance")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per row (and per type's build)")
+    ap.add_argument("--memory-gb", type=float, default=None,
+                    help="resident memory per row (default: this machine's divided by --workers)")
+    ap.add_argument("--json", metavar="OUT",
+                    help="the corpus's results file, required (rewritten after each row; a rerun resumes it)")
+    ap.add_argument("--html", metavar="PAGE", help="the rows as a sortable HTML table")
+    ap.add_argument("--logs", metavar="DIR", help="keep each row's output in DIR")
     ap.add_argument("--worker", metavar="TYPE", help=argparse.SUPPRESS)
     ap.add_argument("--build-worker", metavar="TYPES", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -479,13 +481,10 @@ def main(argv=None) -> int:
         if args.build_worker:
             build_worker(args.build_worker.split(","), out, int(args.timeout))
             return 0
-        out.write(json.dumps(worker(args.worker, out, args.side != "irviz")) + "\n")
+        out.write(json.dumps(worker(args.worker, out)) + "\n")
         out.flush()
         return 0
-    if args.merge:
-        rows = _load_rows(args.merge)
-        print(tables(rows))
-        return 0
+
     known = all_types()
     types = [t.strip() for t in args.types.split(",")] if args.types else known
     unknown = [t for t in types if t not in known]
@@ -493,31 +492,41 @@ def main(argv=None) -> int:
         print(f"unknown model types: {', '.join(unknown)} (transformers' MODEL_MAPPING_NAMES has "
               f"{len(known)}, e.g. {', '.join(known[:5])})", file=sys.stderr)
         return 2
+    clash = sorted(set(types) & set(globals()))
+    if clash:  # this file's own function would be called instead of the factory
+        print(f"model types named like this file's functions: {', '.join(clash)}", file=sys.stderr)
+        return 2
+    if not args.json:
+        ap.error("--json OUT is required: the rows go there as they finish")
+    from irviz.cli.corpus import default_pipeline, memory_cap, progress
+    from irviz.core.corpus.html_table import write_html
+    from irviz.core.corpus.pool import run_jobs
+    from irviz.core.corpus.store import Store
+
     types = types[: args.limit] if args.limit else types
-    if args.shard:
-        i, n = args.shard
-        types = types[i - 1::n]
-    rows = _load_rows([args.json]) if args.resume and args.json and Path(args.json).exists() else []
-    done = {r["type"] for r in rows}
-    todo = [t for t in types if t not in done]
+    store = Store(args.json)
     t0 = time.perf_counter()
-    # one process tries to build them in turn: a type that does not build costs no process
-    answers = buildable(todo, args.timeout) if len(todo) > 1 else ((t, None) for t in todo)
-    for k, (t, reason) in enumerate(answers, 1):
-        if reason is not None:
-            row = {"type": t, "skip": reason}
-        else:
-            row = run_type(t, args.timeout, Path(args.keep) if args.keep else None, args.side)
-        rows.append(row)
-        print(f"[{k}/{len(todo)} {time.perf_counter() - t0:.0f} s] {t}: " + (
-            f"skipped ({row['skip']})" if "skip" in row else
-            f"irviz {_cell(row.get('irviz', {'status': 'NOT RUN'}))}; bare TVM {_cell(row['tvm'])}"),
-            file=sys.stderr, flush=True)
-        if args.json:
-            Path(args.json).write_text(json.dumps({"rows": rows}, indent=1))
-    print(tables(rows))
-    print(f"\n{len(todo)} types in {time.perf_counter() - t0:.0f} s")
-    return 0
+    builds = probe(types, store, args.timeout)
+    pipelines = args.pipeline or [default_pipeline()]
+    sides = (pipelines if args.side != "tvm" else []) + ([BARE] if args.side != "irviz" else [])
+    jobs = [{"model": model_spec(t), "pipeline": s, "target": None}
+            for t in types if builds[t] is None for s in sides]
+    opts = {"timeout": args.timeout, "memory_bytes": memory_cap(args), "repeats": 1, "cwd": str(REPO),
+            "env": {"TOKENIZERS_PARALLELISM": "false"}, "python": sys.executable,
+            "log_dir": os.path.abspath(args.logs) if args.logs else None}
+    todo = store.todo(jobs)
+    print(f"{len(jobs)} rows ({sum(b is None for b in builds.values())} types build, sides {', '.join(sides)}): "
+          f"{len(jobs) - len(todo)} already in {args.json}, {len(todo)} to run", file=sys.stderr, flush=True)
+    res = run_jobs(jobs, store, opts, workers=args.workers, address=args.address, task=row,
+                   on_row=progress(time.monotonic()))
+    store.write()
+    if args.html:
+        write_html(args.html, store.rows, store.summary(), title="transformers corpus: irviz and bare TVM")
+    print(tables(store, types, sides))
+    print(f"\n{res.finished} rows run in {time.perf_counter() - t0:.0f} s"
+          + (f" (Ray started in {res.startup_seconds:.1f} s)" if res.finished else "")
+          + ("; interrupted: run the same command again to go on" if res.interrupted else ""))
+    return 130 if res.interrupted else 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""benchmarks/transformers_corpus.py on two small transformers types: both sides, the tables."""
+"""benchmarks/transformers_corpus.py, a recipe over `irviz corpus`: two small transformers types on both
+sides, the tables of a finished run, the small values some types need."""
 from __future__ import annotations
 
 import json
@@ -16,20 +17,23 @@ SCRIPT = REPO / "benchmarks" / "transformers_corpus.py"
 
 @pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
 def test_corpus_subset_prints_the_tables(tmp_path):
+    pytest.importorskip("ray", reason="pip install 'irviz[corpus]'")
     out = tmp_path / "corpus.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--types", "bert,siglip", "--json", str(out)],
-                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--types", "bert,siglip", "--json", str(out),
+                           "--workers", "2"], capture_output=True, text=True, cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    rows = {r["type"]: r for r in json.loads(out.read_text())["rows"]}
-    assert rows["bert"]["irviz"]["status"] == rows["bert"]["tvm"]["status"] == "PASS"
+    data = json.loads(out.read_text())
+    assert data["types"] == {"bert": None, "siglip": None}  # both build in eager torch
+    rows = {(r["model"].rpartition(":")[2], r["pipeline"]): r for r in data["models"]}
+    assert rows["bert", "zero"]["result"] == rows["bert", "bare-tvm"]["result"] == "ok"
     # SigLIP's last-token pooling (x[:, -1]): bare TVM reads before the tensor, irviz does not
-    assert rows["siglip"]["irviz"]["status"] == "PASS"
-    assert rows["siglip"]["tvm"]["status"] == "FAIL" and rows["siglip"]["tvm"]["stage"] == "compare"
+    assert rows["siglip", "zero"]["result"] == "ok"
+    assert rows["siglip", "bare-tvm"]["result"] == "graceful" and rows["siglip", "bare-tvm"]["stage"] == "compare"
     text = proc.stdout
-    assert "| 2 architectures | irviz | bare TVM |" in text
+    assert "| 2 architectures | zero | bare-tvm |" in text
     assert "| pass (matches torch) | 2 | 1 |" in text
-    assert "| bare passes, irviz fails | 0 | |" in text
-    assert "| siglip | pass | fail at compare: max abs error " in text
+    assert "bare TVM passes, irviz fails (0): none" in text
+    assert "| siglip | pass | graceful at compare: max abs error " in text
 
 
 def test_unknown_type_is_named():
@@ -38,20 +42,26 @@ def test_unknown_type_is_named():
     assert proc.returncode == 2 and "unknown model types: no_such_model" in proc.stderr
 
 
-def test_shards_merge_into_one_table(tmp_path):
-    one, two = tmp_path / "1.json", tmp_path / "2.json"
-    one.write_text(json.dumps({"rows": [
-        {"type": "bert", "irviz": {"status": "PASS"}, "tvm": {"status": "PASS"}},
-        {"type": "dpt", "skip": "ValueError: no"}]}))
-    two.write_text(json.dumps({"rows": [
-        {"type": "albert", "irviz": {"status": "FAIL", "stage": "build", "reason": "x"},
-         "tvm": {"status": "PASS"}}]}))
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--merge", str(one), str(two)],
+def _row(model_type, pipeline, result, stage=None, error=None):
+    return {"model": f"benchmarks/transformers_corpus.py:{model_type}", "pipeline": pipeline, "target": None,
+            "result": result, "stage": stage, "error": error}
+
+
+@pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
+def test_a_finished_corpus_prints_its_tables_without_running_anything(tmp_path):
+    out = tmp_path / "corpus.json"
+    out.write_text(json.dumps({"format": "irviz-corpus/1", "types": {"bert": None, "albert": None, "dpt": "ValueError: no"},
+                               "models": [_row("bert", "zero", "ok"), _row("bert", "bare-tvm", "ok"),
+                                          _row("albert", "zero", "crash", "build", "killed by SIGSEGV"),
+                                          _row("albert", "bare-tvm", "ok")]}))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--types", "albert,bert,dpt", "--json", str(out)],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "| 2 architectures | irviz | bare TVM |" in proc.stdout
-    assert "| pass (matches torch) | 1 | 2 |" in proc.stdout
-    assert "bare TVM passes, irviz fails: albert" in proc.stdout
+    assert "0 to run" in proc.stderr and "Ray started" not in proc.stdout
+    assert "| 2 architectures | zero | bare-tvm |" in proc.stdout
+    assert "| pass (matches torch) | 1 | 2 |" in proc.stdout and "| crash | 1 | 0 |" in proc.stdout
+    assert "bare TVM passes, irviz fails (1): albert" in proc.stdout
+    assert "| albert | crash at build: killed by SIGSEGV | pass |" in proc.stdout
     assert "  dpt: ValueError: no" in proc.stdout
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("ray", reason="pip install 'irviz[corpus]'")
+from irviz.core.corpus.isolate import Outcome
+from irviz.core.corpus.rows import classify
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 75  # a check of a tiny MLP takes 20-40 s on 2 busy cores; the hang costs this much
@@ -87,6 +88,7 @@ def _ran(folder: Path) -> set:
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
+    pytest.importorskip("ray", reason="pip install 'irviz[corpus]'")
     folder = tmp_path_factory.mktemp("corpus")
     for name, body in MODELS.items():
         _write(folder, name, body)
@@ -175,3 +177,23 @@ def test_bad_arguments_are_refused_before_ray_starts(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "irviz", "corpus", "m.py", "--json", "other.json"],
                           cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "not a corpus results file" in proc.stderr
+
+
+def test_the_exit_code_and_the_json_decide_the_result():
+    """check's exit codes (0 passed, 1 failed with a verdict, 3 built and not run here, 2 arguments
+    refused) against what its JSON says; a process that dies after its verdict still crashed."""
+    passed, failed = {"ok": True}, {"ok": False, "failed_stage": "import", "error": "no converter for aten.x"}
+    assert classify(Outcome(0, 1.0), passed)["result"] == "ok"
+    assert classify(Outcome(3, 1.0), passed)["result"] == "ok"
+    assert classify(Outcome(1, 1.0), failed) == {"result": "graceful", "stage": "import",
+                                                 "error": "no converter for aten.x"}
+    late = classify(Outcome(-signal.SIGSEGV, 1.0, stderr="!!!!!!! Segfault encountered !!!!!!!\n  File x\n"), passed)
+    assert late["result"] == "crash" and late["stage"] == "exit"
+    assert "SIGSEGV after its verdict (passed): !!!!!!! Segfault encountered" in late["error"]
+    usage = classify(Outcome(2, 0.5, stderr="usage: irviz check ...\nirviz check: error: unknown pipeline\n"), None)
+    assert usage == {"result": "graceful", "stage": "arguments", "error": "irviz check: error: unknown pipeline"}
+    died = classify(Outcome(1, 9.0, stdout="load        2.1 s  m\ncapture     1.0 s  9 FX nodes\n",
+                            stderr="Traceback (most recent call last):\n  File x\nRuntimeError: boom\n"), None)
+    assert died["result"] == "crash" and died["stage"] == "import" and "exit code 1, no verdict: RuntimeError: boom" in died["error"]
+    killed = classify(Outcome(-9, 30.0, over_memory=True, stdout="   2 FuseOps  0.1 s\n"), None, 60, 3 * 2**30)
+    assert killed["result"] == "memory" and killed["stage"] == "pipeline" and "over 3 GB" in killed["error"]
