@@ -32,6 +32,9 @@ def add_check_arguments(p: argparse.ArgumentParser) -> None:
                    help="estimate the latency without running: each distinct kernel timed alone on "
                         "random inputs of its shapes (cached per CPU), times its calls; default: on "
                         "for a model without weights, off otherwise")
+    p.add_argument("--peer", choices=["inductor"], default=None,
+                   help="also compile the model with torch.compile (inductor, CPU): its kernels, the FX "
+                        "nodes each computes and their times beside TVM's, per FX node")
     add_target_argument(p, help_more=f"; built for T, and run only where T's device is here (exit "
                                      f"{EXIT_NOT_RUN} when it is not: built, not run)")
 
@@ -331,6 +334,7 @@ def _check(args, out) -> int:
             if not res.reliable:
                 log(f"timing   unreliable: {res.reason}")
             summary.update(kernel_fields(res, log))
+            _kernel_fx_nodes(ws, summary)
             summary["roofline"] = _roofline_fields(built, res, log)
             # "ran" would read like a result: with nothing to compare with, the numbers are unjudged
             summary.update(verdict="not judged" if res.verdict == "ran" else res.verdict,
@@ -352,6 +356,11 @@ def _check(args, out) -> int:
         log("nodes    not run here: intermediates not compared")
     elif getattr(args, "intermediates", False) and ws is not None and ws.session is not None:
         _check_intermediates(ws, args, failure, summary, log)
+    if getattr(args, "peer", None) and ws is not None and ws.captured is not None:
+        _peer(ws, args, summary, log)
+    elif getattr(args, "peer", None):
+        summary["peer"] = {"compiler": args.peer, "error": "no PyTorch model captured to compile"}
+        log(f"peer     {args.peer}: not compiled: no PyTorch model captured to compile")
     if ws is not None and ws.session is not None:
         from irviz.core.passes import pipeline_text
 
@@ -420,3 +429,40 @@ def _check_intermediates(ws, args, failure: Failure, summary: dict, log) -> None
         log(f"  {n.fx_node[:32]:32} {str(n.relax_var)[:12]:12} {n.max_abs:10.3g} {n.max_rel:10.3g}  {n.status}")
     if res.first_divergence is not None and failure.stage is None:
         failure.mismatch(f"intermediates diverge from torch first at {res.first_divergence}")
+
+
+def _kernel_fx_nodes(ws, summary: dict) -> None:
+    """Each TVM kernel's FX nodes (provenance at the step that ran); None where unknown."""
+    fx = {}
+    if ws.captured is not None and ws.session is not None:
+        try:
+            from irviz.core.peer import kernel_fx_nodes
+
+            fx = kernel_fx_nodes(ws.step_at(), ws.captured.graph)
+        except Exception:  # the mapping is extra; a kernel without it says None
+            fx = None
+    for k in summary["kernels"]:
+        k["fx_nodes"] = None if fx is None else list(fx.get(k["name"], ()))
+
+
+def _peer(ws, args, summary: dict, log) -> None:
+    """summary["peer"]: torch.compile (inductor) beside TVM; its failure is kept in
+    summary["peer"]["error"] and never fails the check."""
+    from irviz.core.peer.report import inductor_peer, peer_lines
+
+    threads = summary.get("threads")
+    if not threads:
+        from irviz.core.backend.run import tvm_threads
+
+        threads = tvm_threads()
+    log(f"peer     compiling with torch.compile (inductor) on {threads} threads")
+    try:
+        report = inductor_peer(ws.captured, threads=threads, repeats=args.repeats,
+                               tvm_kernels=summary.get("kernels") or [],
+                               tvm_fx={k["name"]: k.get("fx_nodes") or [] for k in summary.get("kernels") or []})
+    except Exception as exc:  # the peer is extra; the check stands without it
+        report = {"compiler": "inductor", "error": f"{type(exc).__name__}: {exc}"[:500]}
+    report.pop("tvm_kernels", None)  # summary["kernels"] already holds them
+    summary["peer"] = report
+    for line in peer_lines(report):
+        log(line)

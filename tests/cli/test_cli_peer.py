@@ -1,0 +1,55 @@
+"""irviz check --peer inductor: torch.compile's kernels beside TVM's in the JSON and the text, and
+a model Inductor cannot compile gets the reason while the check goes on."""
+from __future__ import annotations
+
+import json
+
+from irviz.cli.commands import main
+
+CNN = """
+import torch
+from torch import nn
+
+
+def get_model():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1),
+                        nn.ReLU(), nn.Flatten(), nn.Linear(16 * 16 * 16, 10)).eval()
+    return net, (torch.randn(1, 3, 16, 16),)
+"""
+
+
+def _check(capsys, model, *argv):
+    code = main(["check", str(model), "--peer", "inductor", "--json", "-", "--repeats", "3", *argv])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_peer_json_has_inductor_kernels_and_tvm_kernels_have_fx_nodes(capsys, tmp_model_file):
+    code, out = _check(capsys, tmp_model_file(CNN))
+    assert code == 0 and out["ok"]
+    fx_ops = {"convolution", "relu", "convolution_1", "relu_1", "view", "permute", "addmm"}
+    assert out["kernels"] and all(isinstance(k["fx_nodes"], list) for k in out["kernels"])
+    assert {n for k in out["kernels"] for n in k["fx_nodes"]} >= {"convolution", "addmm"}
+    peer = out["peer"]
+    assert peer["compiler"] == "inductor" and peer["error"] is None
+    assert peer["total_ms"] > 0 and peer["compiled_ms"] > 0 and peer["threads"] == out["threads"]
+    for k in peer["kernels"]:
+        assert set(k) >= {"name", "fx_nodes", "ms", "calls", "code"}
+        assert k["fx_nodes"] and set(k["fx_nodes"]) <= fx_ops
+    rows = {r["fx_node"]: r for r in peer["by_fx_node"]}
+    assert set(rows) == fx_ops
+    conv = rows["convolution"]
+    assert conv["tvm"]["kernels"] and conv["inductor"]["kernels"]
+    assert conv["faster"] in ("tvm", "inductor", "same")
+
+
+def test_a_model_inductor_cannot_compile_gets_the_reason_and_check_goes_on(capsys, tmp_model_file, monkeypatch):
+    import torch._inductor.config as inductor_config
+
+    # Inductor's own fault injection: its C++ for relu does not compile
+    monkeypatch.setattr(inductor_config.cpp, "inject_relu_bug_TESTING_ONLY", "compile_error")
+    code, out = _check(capsys, tmp_model_file(CNN))
+    assert code == 0 and out["ok"] and out["allclose"]
+    assert out["peer"]["compiler"] == "inductor"
+    assert "torch.compile (inductor) failed" in out["peer"]["error"]
+    assert "kernels" not in out["peer"]
