@@ -18,6 +18,9 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--latency", action="store_true",
                    help="build and time every step; report.html gets a latency-per-step chart")
     p.add_argument("--repeats", type=int, default=10, help="timed runs per step for --latency")
+    p.add_argument("--peer", choices=["inductor"], default=None,
+                   help="also compile with torch.compile (inductor, CPU): its kernels' code in peer/ and "
+                        "the FX nodes side by side with TVM's in report.html")
     add_target_argument(p)
 
 
@@ -74,5 +77,24 @@ def run_export(args) -> int:
         bad = [n for n, k in code["kernels"].items() if k["error"]]
         print(f"wrote {len(code['kernels']) - len(bad)} kernels' code for {args.target} in {out}/{code['dir']}"
               + (f"; not compiled: {', '.join(bad)}" if bad else ""))
+    if getattr(args, "peer", None) and not _write_peer(ws, out, args):
+        return 1
     print(f"wrote {out}")
     return 0 if failure.stage is None else 1
+
+
+def _write_peer(ws, out, args) -> bool:
+    """peer/ and report.html's peer section; a model Inductor cannot compile is written with the
+    reason (and is no failure of the export)."""
+    from irviz.core.export.peer_files import write_peer
+    from irviz.core.peer.report import inductor_peer_for, peer_lines
+
+    report = inductor_peer_for(ws, repeats=args.repeats)
+    for line in peer_lines(report):
+        print(line)
+    try:
+        write_peer(out, report)
+    except Exception as exc:
+        print(f"FAILED at export: {exc}")
+        return False
+    return True

@@ -21,6 +21,7 @@ from irviz.engine.build import BuildCommands
 from irviz.engine.catalogue import CatalogueCommands
 from irviz.engine.code_diff import CodeDiffCommands
 from irviz.engine.parts import EngineContext
+from irviz.engine.peer import PeerCommands
 from irviz.engine.session import SessionCommands
 from irviz.protocol.commands import BadRequest, Command, Reply, State, clean, error_dict
 
@@ -45,7 +46,7 @@ class Engine:
         self.ctx = EngineContext(self.ws, self.views, self.progress)
         self.session_commands = SessionCommands(self.ctx)
         self.handlers = (self.session_commands, BuildCommands(self.ctx), AnalysisCommands(self.ctx),
-                         CatalogueCommands(self.ctx), CodeDiffCommands(self.ctx))
+                         CatalogueCommands(self.ctx), CodeDiffCommands(self.ctx), PeerCommands(self.ctx))
         self.table = command_table(test_commands_enabled() if test_commands is None else test_commands)
         self.commands = self._bind(self.table)
 

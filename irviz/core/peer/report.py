@@ -22,7 +22,7 @@ from irviz.core.peer.output_code import call_sequence, kernel_sources
 from irviz.core.peer.profile import time_inductor
 from irviz.core.peer.side_by_side import ATTRIBUTION, by_fx_node, summary
 
-__all__ = ["AGREE", "inductor_peer", "peer_kernels", "peer_lines"]
+__all__ = ["AGREE", "inductor_peer", "inductor_peer_for", "peer_kernels", "peer_lines"]
 
 AGREE = 0.25  # kernels' sum against the whole call: further apart than this is not trusted
 
@@ -168,3 +168,29 @@ def peer_lines(report: dict, most: int = 10) -> list[str]:
 
 def _f(x) -> str:
     return f"{'-':>8}" if x is None else f"{x:8.3f}"
+
+
+def inductor_peer_for(ws, step=None, repeats: int = 10, progress=None) -> dict:
+    """The peer report for a workspace's model beside the TVM run of `step` (the cursor by
+    default), if that step was run; without a run, Inductor's side alone on TVM's thread count.
+    The report carries the step it was put beside ("step"), so a later step reads it as stale."""
+    from irviz.core.backend.run import tvm_threads
+
+    if ws.captured is None:
+        return {"compiler": "inductor", "error": "no PyTorch model captured to compile", "step": None}
+    st = ws.step_at(step)
+    run = ws.runs.get(st.index)
+    res = run[1] if run is not None and run[0] is st else None
+    tvm = [{"name": k.name, "ms": k.ms, "calls": k.calls} for k in (getattr(res, "kernels", None) or ())]
+    from irviz.core.peer.side_by_side import kernel_fx_nodes
+
+    try:
+        fx = kernel_fx_nodes(st, ws.captured.graph) if tvm else {}
+    except Exception:  # a step provenance cannot follow: TVM's side without FX nodes
+        fx = {}
+    threads = getattr(res, "threads", None) or tvm_threads() or 1
+    report = inductor_peer(ws.captured, threads=threads, repeats=repeats, tvm_kernels=tvm, tvm_fx=fx,
+                           progress=progress)
+    report["step"] = st.index
+    report["tvm_ran"] = res is not None
+    return report

@@ -1,0 +1,31 @@
+"""The peer compiler's command: torch.compile (inductor, CPU) beside the TVM run of a step."""
+from __future__ import annotations
+
+from irviz.engine.parts import EngineContext
+from irviz.protocol.commands import BadRequest
+
+# irviz.core.peer loads torch: imported in the handler (see irviz.engine.session).
+
+COMPILERS = ("inductor",)
+
+
+class PeerCommands:
+    def __init__(self, ctx: EngineContext):
+        self.ctx = ctx
+
+    def peer(self, step=None, compiler="inductor", repeats=10) -> dict:
+        """Inductor's kernels (code, FX nodes, times) and the FX nodes side by side with the TVM run
+        of `step` (run it first with build_run for TVM's side); stamped with the model, pipeline
+        and step it was put beside."""
+        if compiler not in COMPILERS:
+            raise BadRequest(f"no peer compiler {compiler!r}; the peers: {', '.join(COMPILERS)}")
+        from irviz.core.peer.report import inductor_peer_for
+
+        ws = self.ctx.ws
+        ws.need_session()
+        st = ws.step_at(step)
+        report = inductor_peer_for(ws, st.index, repeats=int(repeats), progress=self.ctx.progress)
+        report["stamp"] = {"model": ws.session.name, "pipeline": [s.pass_name for s in ws.session.steps[1:st.index + 1]],
+                           "step": st.index, "pass": st.pass_name, "target": str(ws.session.target)}
+        self.ctx.progress("Compared with torch.compile (inductor)", 1.0)
+        return report
