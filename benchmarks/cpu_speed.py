@@ -18,10 +18,18 @@ this machine (library or TensorIR, conv2d and matmul tiles): the first run, then
 again, read from the cache, with that second run's whole time in brackets. ``--fresh-cache`` measures into an empty cache (the first-time figure).
 
 ``--real-size`` times what users compile instead of the samples: BERT-base (128 tokens), GPT-2 small
-(a 128-token prefill), ResNet-18 (224²), MobileNet-V2 (224²) and ViT-base/16 (224², 197 tokens), at
-their published sizes with random weights (``benchmarks/real_size/``; also ``real:qwen2_4layers``, a
-Llama-family decoder at Qwen2-0.5B's width). A name in ``--models`` is a sample, ``real:NAME`` or a
-model file.
+(a 128-token prefill), ResNet-18 (224²), MobileNet-V2 (224²), ViT-base/16 (224², 197 tokens) and
+ConvNeXt-T (224²), at their published sizes with random weights (``benchmarks/real_size/``; also
+``real:qwen2_4layers``, a Llama-family decoder at Qwen2-0.5B's width). A name in ``--models`` is a
+sample, ``real:NAME`` or a model file.
+
+Share of the peak, which carries over between CPUs where a ratio against torch does not (torch's
+matmuls are MKL's AVX-512 code on Intel, AVX2 code on AMD): the header gives the float32 FMA peak
+irviz measures on this CPU at the threads used (``machine_peak.compute_peak``), and each row the
+model's GFLOP (the sum of its kernels' work, as ``roofline`` counts it: TVM's FLOP estimate of each
+TensorIR kernel, operand shapes for a library call), its GFLOP/s at the timed median against that
+peak, and the kernel launches one run makes. ``--kernels K`` prints the K slowest kernels with
+their time per call, GFLOP/s and % of the peak.
 
 ``--isa avx2`` runs the same comparison as on an AVX2 machine, on this one: torch restricted to
 AVX2 (``ATEN_CPU_CAPABILITY=avx2`` for ATen and inductor's generated code, ``DNNL_MAX_CPU_ISA=AVX2``
@@ -31,9 +39,11 @@ the ``x86-avx2`` target (``IRVIZ_HOST_TARGET``; its decisions are cached apart, 
 The script checks what torch reports and stops if it does not use AVX2. Same CPU, same caches and
 clock: an honest proxy for AVX2 code, not a measurement of another CPU.
 
-Targets (issue: speed on the user's CPU): fast-cpu ≤ 0.9× eager on every model and ≤ 1.0×
-torch.compile on ResNet-18; tir-cpu ≤ 1.3× eager on ResNet-18; tuning ResNet-18 ≤ 60 s the first
-time, ≤ 2 s from the cache.
+Targets (quiet machine, 2 threads): fast-cpu ≤ 0.85× eager and ≤ 0.95× torch.compile on ResNet-18,
+BERT-base, GPT-2 small and ConvNeXt-T; tir-cpu ≤ 1.1× eager; BERT-base and GPT-2 small at ≥ 75% of
+the measured peak, their big matmuls at ≥ 88%; tuning ResNet-18 ≤ 60 s the first time, ≤ 2 s from
+the cache. Figures taken while the load average is above the cores are marked: on a shared 2-core
+machine torch's threads wait for descheduled peers, and both columns read slow by different amounts.
 """
 from __future__ import annotations
 
@@ -91,7 +101,8 @@ def _isa_check(isa: str) -> str:
     return text
 
 
-REAL_SIZE = ["real:bert_base", "real:gpt2_small", "resnet18", "real:mobilenet_v2", "real:vit_base"]
+REAL_SIZE = ["real:bert_base", "real:gpt2_small", "resnet18", "real:mobilenet_v2", "real:vit_base",
+             "real:convnext_tiny"]
 
 
 def _model_source(name: str) -> str:
@@ -104,7 +115,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18,mlp,gpt,small_cnn,hf_bert")
     ap.add_argument("--real-size", action="store_true",
-                    help="BERT-base, GPT-2 small, ResNet-18, MobileNet-V2 and ViT-base at their published sizes")
+                    help="BERT-base, GPT-2 small, ResNet-18, MobileNet-V2, ViT-base and ConvNeXt-T at their published sizes")
     ap.add_argument("--pipelines", default="fast-cpu,tir-cpu")
     ap.add_argument("--repeats", type=int, default=20, help="timed runs per block")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of blocks")
@@ -134,6 +145,8 @@ def main() -> int:
     from tvm import relax
 
     from irviz.core.backend import build as build_mod
+    from irviz.core.backend.machine_peak import compute_peak
+    from irviz.core.backend.roofline import kernel_work
     from irviz.core.target import cpu_info
     from irviz.core.backend.run import run_and_compare
     from irviz.core.backend.timing import time_alone, tune_seconds
@@ -151,9 +164,12 @@ def main() -> int:
           f"torch.set_num_threads); {args.rounds} interleaved rounds of blocks of at least {args.repeats} runs and 0.2 s, "
           f"each runtime timed alone; load average {_load()}")
     print(_isa_check(args.isa))
+    peak = compute_peak(args.threads)
+    print(f"measured float32 FMA peak {peak['gflops']:.1f} GFLOP/s at {args.threads} threads ({peak['per_core_gflops']:.1f} "
+          f"per core; all threads together read {peak['measured_all_threads']:.1f}; load {peak['load']}): {peak['source']}")
     print()
     cols = ["eager ms", "compile ms", "tvm ms", "tvm/eager", "tvm/compile", "spread", "max err",
-            "build s", "tune s (pipeline s)"]
+            "build s", "tune s (pipeline s)", "GFLOP", "% peak", "launches"]
     print(f"{'model':12} {'pipeline':9} " + " ".join(f"{c:>11}" for c in cols))
     summary = []
     models = REAL_SIZE if args.real_size else args.models.split(",")
@@ -202,7 +218,8 @@ def main() -> int:
                 main_fn = relax.VirtualMachine(built.executable, tvm.cpu())["main"]
                 tvm_in = [tvm.runtime.tensor(x.detach().numpy()) for x in example if isinstance(x, torch.Tensor)]
                 runners[pipeline] = (lambda f=main_fn, a=tvm_in: f(*a))
-                built_rows.append((pipeline, res, build_s, tuned_first, tuned_again, cached_s))
+                built_rows.append((pipeline, res, build_s, tuned_first, tuned_again, cached_s,
+                                   kernel_work(built, res.kernels)))
             except Exception as exc:
                 print(f"{name:12} {pipeline:9} failed: {getattr(exc, 'message', exc)}"[:200])
         blocks: dict[str, list] = {k: [] for k in runners}
@@ -213,30 +230,47 @@ def main() -> int:
         med = {k: statistics.median(t.median_ms for t in ts) for k, ts in blocks.items()}
         spread = {k: max(t.spread for t in ts) for k, ts in blocks.items()}
         eager, comp = med["eager"], med.get("compile")
-        for pipeline, res, build_s, tuned_first, tuned_again, cached_s in built_rows:
+        for pipeline, res, build_s, tuned_first, tuned_again, cached_s, work in built_rows:
             tvm_ms = med[pipeline]
+            known = [w for w in work.values() if w is not None]
+            gflop = sum(f for f, _ in known) / 1e9
+            launches = sum(k.calls for k in res.kernels)
+            unknown = len(work) - len(known)
+            pct = 100 * gflop / (tvm_ms / 1e3) / peak["gflops"]
             cells = [f"{eager:11.3f}", f"{comp:11.3f}" if comp else f"{'-':>11}", f"{tvm_ms:11.3f}",
                      f"{tvm_ms / eager:10.2f}×", f"{tvm_ms / comp:10.2f}×" if comp else f"{'-':>11}",
                      f"{100 * max(spread[pipeline], spread['eager']):10.0f}%",
-                     f"{res.max_abs_error:11.2e}", f"{build_s:11.1f}", f"{tuned_first:5.1f}/{tuned_again:.1f} ({cached_s:.1f})"]
+                     f"{res.max_abs_error:11.2e}", f"{build_s:11.1f}", f"{tuned_first:5.1f}/{tuned_again:.1f} ({cached_s:.1f})",
+                     f"{gflop:11.3f}" + ("+" if unknown else " "), f"{pct:10.1f}%", f"{launches:11d}"]
             print(f"{name:12} {pipeline:9} " + " ".join(cells) + ("" if res.allclose else "  WRONG"), flush=True)
             summary.append((name, pipeline, tvm_ms / eager, tvm_ms / comp if comp else None, tuned_first,
-                            cached_s, res.allclose))
+                            cached_s, res.allclose, pct))
+            if unknown:
+                print(f"{'':23}GFLOP+: the work of {unknown} kernel(s) is not known (symbolic sizes); left out")
             for k in sorted(res.kernels, key=lambda k: -k.ms)[:args.kernels]:
-                print(f"{'':23}{k.ms / max(k.calls, 1):8.3f} ms × {k.calls:<3} {k.name}")
-        if compile_note:
-            print(f"{'':23}{compile_note}")
+                w = work.get(k.name)
+                rate = (f"{w[0] / (k.ms / 1e3) / 1e9:7.1f} GFLOP/s {100 * w[0] / (k.ms / 1e3) / 1e9 / peak['gflops']:5.1f}%"
+                        if w is not None and w[0] > 0 and k.ms > 0 else f"{'-':>7} GFLOP/s {'-':>5} ")
+                print(f"{'':23}{k.ms / max(k.calls, 1):8.3f} ms × {k.calls:<3} {rate}  {k.name}")
+        load = _load()
+        busy = float(load.split()[0]) > (os.cpu_count() or 1) if load != "?" else False
+        print(f"{'':23}load average {load}" + (" (above the cores: these timings are not reliable)" if busy else "")
+              + (f"; {compile_note}" if compile_note else ""))
     print(f"\nload average after: {_load()}")
     print("tune s: seconds measuring decisions in the pipeline's first run / in the same pipeline run "
           "again (decisions from the cache), and in brackets how long that whole second run took")
-    for pipeline, target, scope in (("fast-cpu", 0.9, "every model"), ("tir-cpu", 1.3, "resnet18")):
-        got = [r for r in summary if r[1] == pipeline and (scope == "every model" or r[0] == scope)]
+    for pipeline, target in (("fast-cpu", 0.85), ("tir-cpu", 1.1)):
+        got = [r for r in summary if r[1] == pipeline]
         if got:
             worst = max(got, key=lambda r: r[2])
-            print(f"{pipeline}: worst {worst[2]:.2f}× eager ({worst[0]}); target ≤ {target}× on {scope}")
+            print(f"{pipeline}: worst {worst[2]:.2f}× eager ({worst[0]}); target ≤ {target}×")
+    got = [r for r in summary if r[1] == "fast-cpu" and r[3] is not None]
+    if got:
+        worst = max(got, key=lambda r: r[3])
+        print(f"fast-cpu: worst {worst[3]:.2f}× torch.compile ({worst[0]}); target ≤ 0.95×")
     for r in summary:
-        if r[0] == "resnet18" and r[1] == "fast-cpu" and r[3] is not None:
-            print(f"fast-cpu on resnet18: {r[3]:.2f}× torch.compile; target ≤ 1.0×")
+        if r[0] in ("bert_base", "gpt2_small"):
+            print(f"{r[0]} {r[1]}: {r[7]:.0f}% of the measured peak; target ≥ 75%")
     if any(not r[6] for r in summary):
         print("WRONG numbers in: " + ", ".join(f"{r[0]}/{r[1]}" for r in summary if not r[6]))
         return 1
