@@ -512,7 +512,7 @@ def main(argv=None) -> int:
     jobs = [{"model": model_spec(t), "pipeline": s, "target": None}
             for t in types if builds[t] is None for s in sides]
     opts = {"timeout": args.timeout, "memory_bytes": memory_cap(args), "repeats": 1, "cwd": str(REPO),
-            "env": {"TOKENIZERS_PARALLELISM": "false"}, "python": sys.executable,
+            "env": {"TOKENIZERS_PARALLELISM": "false"},
             "log_dir": os.path.abspath(args.logs) if args.logs else None}
     todo = store.todo(jobs)
     print(f"{len(jobs)} rows ({sum(b is None for b in builds.values())} types build, sides {', '.join(sides)}): "

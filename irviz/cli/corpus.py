@@ -85,7 +85,7 @@ def jobs_for(models: list[str], pipelines: list[str], targets: list[str | None])
 
 def options(args) -> dict:
     return {"timeout": args.timeout, "memory_bytes": memory_cap(args), "repeats": args.repeats,
-            "check_args": list(args.check_arg), "cwd": os.getcwd(), "python": sys.executable,
+            "check_args": list(args.check_arg), "cwd": os.getcwd(),
             "log_dir": os.path.abspath(args.logs) if args.logs else None}
 
 

@@ -40,6 +40,7 @@ def key(job: dict) -> tuple[str, str, str]:
 
 
 def check_command(job: dict, opts: dict, json_path: str) -> list[str]:
+    # the Python of the process running the row (a Ray worker on whichever node), not the driver's
     cmd = [opts.get("python") or sys.executable, "-m", "irviz", "check", job["model"],
            "--json", json_path, "--repeats", str(opts.get("repeats", 1))]
     if job.get("pipeline"):
