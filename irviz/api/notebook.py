@@ -352,6 +352,6 @@ def report(obj, inputs=None, *, pipeline="zero", build: bool = True, expected=No
     session, runs = ws.session, ws.current_runs()
     last = runs[max(runs)] if runs else None
     return Report(html=html_report(session, runs or None, name=ws.model_name), file=path, error=error,
-                  target=ws.target_name or "host",
+                  target=ws.builds_for.name or "host",
                   steps=[(s.pass_name, bool(s.changed)) for s in session.steps[1:]],
                   allclose=getattr(last, "allclose", None), max_abs_error=_compared(last))

@@ -251,10 +251,8 @@ def estimate_lines(est: dict, most: int = 8) -> list[str]:
 
 
 def _target_fields(ws) -> dict:
-    from irviz.core.target import target_spec
-
-    name, spec = target_spec(ws.target_name)
-    return {"target": name, "target_dict": spec}
+    target = ws.builds_for
+    return {"target": target.shown, "target_dict": target.as_dict()}
 
 
 def _decisions(ws, log) -> list[dict]:

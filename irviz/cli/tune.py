@@ -113,6 +113,6 @@ def _ms(x) -> str:
 
 
 def _target(text):
-    from irviz.core.target import resolve_target
+    from irviz.core.target import Target
 
-    return resolve_target(text)
+    return Target.of(text).tvm

@@ -5,9 +5,14 @@ the float32 vector width, read from the target's features rather than assumed.
                                #         mcpu="znver3", isa="AVX2", vector_lanes=8)
     vector_lanes(target)       # 16 with avx512f, 8 with avx/avx2, 4 with sse/neon
 
-and the targets a user names: `resolve_target("x86-avx2")`, `resolve_target("cuda -arch=sm_86")`,
-`resolve_target('{"kind": "llvm", "mcpu": "znver3"}')` (TVM 0.27 parses only the dict form of a
-target, so irviz keeps the friendly names and `-key=value` options and turns them into dicts).
+and the target a user names, as one value that knows the rest: `Target.of("x86-avx2")`,
+`Target.of("cuda -arch=sm_86")`, `Target.of('{"kind": "llvm", "mcpu": "znver3"}')`, `Target.of(None)`
+(the host). TVM 0.27 parses only the dict form of a target, so irviz keeps the friendly names and
+`-key=value` options and turns them into dicts. Only this module turns a name into a TVM
+target; the planner (passes/plan.py) and everything after it ask a `Target`.
+
+Importing this module loads no TVM (the Workspace holds a Target before anything is open); the
+functions that need TVM import it when called.
 """
 from __future__ import annotations
 
@@ -16,10 +21,22 @@ import json
 import os
 import platform
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from irviz.core.errors import RequestError, tvm_error_text
-from irviz.core.tvm_compat import as_target, host_target
+
+
+def host_target():
+    from irviz.core.tvm_compat import host_target as read  # lazy: see the module docstring
+
+    return read()
+
+
+def as_target(target):
+    from irviz.core.tvm_compat import as_target as convert  # lazy: see the module docstring
+
+    return convert(target)
 
 # (feature LLVM names it by, ISA shown to the user, float32 lanes per vector register); first match wins
 _VECTOR_FEATURES = (
@@ -144,6 +161,7 @@ def host_target_dict() -> dict:
 
 
 def _build_func_present(kind: str) -> bool:
+    import tvm  # noqa: F401 - importing TVM registers its code generators
     import tvm_ffi
 
     return tvm_ffi.get_global_func(f"target.build.{kind}", allow_missing=True) is not None
@@ -218,24 +236,6 @@ def target_spec(text: str | dict | None) -> tuple[str, dict]:
     return name, spec
 
 
-def resolve_target(text: str | dict | None):
-    """The tvm.target.Target for what the user typed (see :func:`target_spec`)."""
-    import tvm
-
-    name, spec = target_spec(text)
-    if name == "host":
-        return host_target()  # today's default, features read from the device as before
-    try:
-        return tvm.target.Target(spec)
-    except Exception as e:  # TVM's own check of the attributes (an unknown -key, a bad value)
-        raise RequestError(f"TVM rejects target {name!r} {json.dumps(spec)}: {tvm_error_text(e)}",
-                           hint="see `irviz targets` for the targets and their attributes") from e
-
-
-def is_gpu(target) -> bool:
-    return str(as_target(target).kind.name) in GPU_KINDS
-
-
 def normalised_target(text: str | None) -> str | None:
     """The name a session keeps for the target the user wrote: None for the host ("host", empty)."""
     if text is None or not str(text).strip() or str(text).strip() == "host":
@@ -243,11 +243,121 @@ def normalised_target(text: str | None) -> str | None:
     return str(text).strip()
 
 
-def pass_target(text: str | None):
-    """The target passes run under when the user chose `text` (None: none chosen): that CPU or GPU,
-    as TVM's GPU flow legalizes and fuses under the GPU target (CPU schedule passes refuse a GPU
-    target, dlight's GPU passes a CPU one; see passes.registry.target_for)."""
-    return None if text is None else resolve_target(text)
+def _tvm_target(shown: str, spec: dict):
+    import tvm
+
+    try:
+        return tvm.target.Target(spec)
+    except Exception as e:  # TVM's own check of the attributes (an unknown -key, a bad value)
+        raise RequestError(f"TVM rejects target {shown!r} {json.dumps(spec)}: {tvm_error_text(e)}",
+                           hint="see `irviz targets` for the targets and their attributes") from e
+
+
+@dataclass(frozen=True, eq=False)
+class Target:
+    """A target as a session holds it: what the user wrote, checked once by `Target.of`, and what
+    the passes, the builds, the runs and the figures need of it.
+
+        Target.of(None)                 # the host: name None, label "host (znver4)"
+        Target.of("x86-avx2")           # name "x86-avx2", for_passes a tvm Target (mcpu haswell)
+        Target.of("sparc")              # RequestError naming the targets this machine builds for
+
+    Two Targets are equal when they name the same TVM target dict ("x86-avx2" and its JSON);
+    `name` tells which spelling a session keeps and shows."""
+
+    name: str | None = None  # the user's text, stripped; None: the host
+    shown: str = "host"      # the name in messages: a JSON target's kind
+    spec: dict | None = field(default=None, repr=False)  # the TVM target dict; None: the host's
+    _tvm: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, text: Target | str | dict | None = None) -> Target:
+        """The target the user chose by `text` (a name as `irviz targets` lists, with -key=value
+        options; a TVM target as JSON or a dict; "host", empty or None: the host). Raises
+        RequestError for a target this TVM cannot build for, or one TVM rejects."""
+        if isinstance(text, Target):
+            return text
+        name = normalised_target(json.dumps(text) if isinstance(text, dict) else text)
+        if name is None:
+            return cls()  # the host's TVM target is read on first use: choosing it loads no TVM
+        shown, spec = target_spec(name)
+        return cls(name, shown, spec, _tvm_target(shown, spec))
+
+    @property
+    def is_host(self) -> bool:
+        return self.name is None
+
+    @property
+    def tvm(self):
+        """The tvm.target.Target (the host's, with the features read from this machine)."""
+        if self._tvm is None:
+            object.__setattr__(self, "_tvm", host_target())
+        return self._tvm
+
+    @property
+    def for_passes(self):
+        """The tvm Target the passes run under; None for the host: none chosen, so GPU passes take
+        their default GPU (see passes.registry.target_for)."""
+        return None if self.is_host else self.tvm
+
+    @property
+    def kind(self) -> str:
+        return "llvm" if self.spec is None else str(self.spec["kind"])
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind in GPU_KINDS
+
+    def as_dict(self) -> dict:
+        """The TVM target dict (the host's kind, triple and CPU)."""
+        return host_target_dict() if self.spec is None else dict(self.spec)
+
+    @property
+    def not_runnable_here(self) -> str | None:
+        """Why this target's code cannot run on this machine; None when it can (the host)."""
+        return None if self.is_host else not_runnable_here(self.tvm)
+
+    @property
+    def device(self):
+        """The tvm Device its code runs on here; None for the host (the CPU, the default) and for a
+        target whose device is not here (see `not_runnable_here`)."""
+        return None if self.is_host else run_device(self.tvm)
+
+    @property
+    def cpu_info(self) -> CpuInfo:
+        """This machine, with the instruction set and vector width of the code built for this target."""
+        return cpu_info_for(self.for_passes)
+
+    @property
+    def label(self) -> str:
+        """Short text for a person: "host (znver4)", "x86-avx2", "cuda -arch=sm_86"."""
+        return f"host ({cpu_info().mcpu})" if self.is_host else self.shown
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Target):
+            return NotImplemented
+        return self.name == other.name or self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash(self.kind)  # equal targets have equal dicts, so equal kinds
+
+    def __str__(self) -> str:
+        return self.shown
+
+
+def resolve_target(text: str | dict | None):
+    """The tvm.target.Target for what the user typed: `Target.of(text).tvm`."""
+    return Target.of(text).tvm
+
+
+def is_gpu(target) -> bool:
+    return str(as_target(target).kind.name) in GPU_KINDS
+
+
+def pass_target(text: Target | str | None):
+    """The target passes run under when the user chose `text` (None or the host: none chosen):
+    `Target.of(text).for_passes`."""
+    return Target.of(text).for_passes
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 
-from irviz.core.target import cpu_info_for
 from irviz.core.backend.timing import describe
 from irviz.core.frontend.ir_file import parse_dims
 from irviz.core.views.latency_chart import torch_ms_of
@@ -48,7 +47,7 @@ class BuildCommands:
                          "alone_ms": k.alone_ms} for k in res.kernels],
             "kernels_reliable": res.kernels_reliable, "kernels_reason": res.kernels_reason,
             "tvm_timing": res.tvm_timing, "torch_timing": res.torch_timing,
-            "reliable": res.reliable, "reason": res.reason, "cpu": cpu_info_for(built.target).as_dict(),
+            "reliable": res.reliable, "reason": res.reason, "cpu": self.ctx.ws.builds_for.cpu_info.as_dict(),
             "timing_text": describe({"TVM": res.tvm_timing, "PyTorch": res.torch_timing}, res.threads),
             "roofline": roofline,
         }
@@ -88,7 +87,7 @@ class BuildCommands:
         """The step's latency estimated without running it (Workspace.estimate), one progress
         message per kernel timed."""
         est = self.ctx.ws.estimate(self.ctx.ws.step_at(step).index, func=func)
-        return dict(est, cpu=cpu_info_for(self.ctx.ws.build_target()).as_dict())
+        return dict(est, cpu=self.ctx.ws.builds_for.cpu_info.as_dict())
 
     def latency_trace(self, steps="all", repeats=10) -> dict:
         """Build and time every recorded step (or `steps`); one progress message per step."""

@@ -21,13 +21,13 @@ class SessionCommands:
         planned = [protocol.invocation(i.name, i.params) for i in ws.planned()]
         if s is None:
             if ws.import_error is None:
-                return protocol.make_state(spec=ws.spec, importer=ws.importer, target=ws.target)
+                return protocol.make_state(spec=ws.spec, importer=ws.importer, target=ws.target.name)
             err = error_dict(ws.import_error)
             return protocol.make_state(
                 spec=ws.spec, importer=ws.importer, error=err, planned=planned,
                 import_error=import_error_fields(ws.import_error, ws.loaded), converter_files=ws.converter_files,
                 capture=ws.capture, importer_maps=ws.importer_maps, keep_params=ws.keep_params,
-                structure_only=bool(getattr(ws.loaded, "structure_only", False)), target=ws.target,
+                structure_only=bool(getattr(ws.loaded, "structure_only", False)), target=ws.target.name,
                 **_capture_fields(ws))
         self.ctx.views.prune()
         steps = [protocol.step_entry(st.index, st.pass_name, st.params, st.seconds, st.changed,
@@ -41,9 +41,9 @@ class SessionCommands:
             error=error_dict(s.error) if s.error is not None else None, steps=steps,
             planned=planned, relax_functions=relax_names, tir_functions=tir_names,
             converter_files=ws.converter_files, run_functions=self.ctx.views.run_functions(s.steps[s.cursor]),
-            capture=ws.capture, importer_maps=ws.importer_maps, pipeline_text=pipeline_text(s, ws.target),
+            capture=ws.capture, importer_maps=ws.importer_maps, pipeline_text=pipeline_text(s, ws.target.name),
             keep_params=ws.keep_params, params_file=ws.params_file, structure_only=ws.structure_only,
-            target=ws.target, **_capture_fields(ws))
+            target=ws.target.name, **_capture_fields(ws))
 
     def open(self, spec, importer=None, pipeline="zero", capture=None, importer_maps=None,
              keep_params=False, no_weights=False, graph=1) -> State:

@@ -50,7 +50,7 @@ def test_a_cpu_target_reapplies_the_passes_with_its_vector_width_to_the_same_ste
                       ('{"kind": "vulkan"}', "cannot build for target 'vulkan'")):
         rep = _ask(eng, "set_target", target=bad)
         assert not rep["ok"] and says in rep["error"]["message"], rep["error"]
-        assert eng.ws.target == "aarch64" and _tile_lanes(eng) == {"4"}  # unchanged
+        assert eng.ws.target.name == "aarch64" and _tile_lanes(eng) == {"4"}  # unchanged
     planned = _ask(eng, "state")["result"]["planned"]
     rep = _ask(eng, "set_pipeline", pipeline="gpu")  # dlight's GPU rules under a CPU target
     assert not rep["ok"] and "GPU" in rep["error"]["message"] and rep["state"]["planned"] == planned
@@ -61,7 +61,7 @@ def test_a_cpu_target_reapplies_the_passes_with_its_vector_width_to_the_same_ste
 def test_a_pasted_text_with_a_target_sets_both_and_a_replay_restores_the_target():
     eng = _engine()
     assert _ask(eng, "open", spec="sample:mlp", pipeline="target=x86-avx2; zero")["ok"]
-    assert eng.ws.target == "x86-avx2"
+    assert eng.ws.target.name == "x86-avx2"
     st = _ask(eng, "run_to_end")["result"]
     rep = _ask(eng, "set_pipeline", text="target=aarch64; zero")
     assert rep["ok"], rep
@@ -87,4 +87,4 @@ def test_the_gpu_pipeline_runs_its_rules_again_under_a_chosen_gpu_target():
     assert [s["pass"] for s in rep["result"]["steps"]] == [s["pass"] for s in st["steps"]]
     assert str(eng.ws.session.target.attrs["arch"]) == "sm_86"
     rep = _ask(eng, "set_target", target="aarch64")  # dlight's GPU rules refuse a CPU target
-    assert not rep["ok"] and eng.ws.target == "cuda -arch=sm_86"
+    assert not rep["ok"] and eng.ws.target.name == "cuda -arch=sm_86"

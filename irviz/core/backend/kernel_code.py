@@ -26,7 +26,7 @@ from irviz.core.backend.code_counts import asm_counts, gpu_counts, total_counts
 from irviz.core.backend.gpu_schedule import default_schedule
 from irviz.core.backend.lower_errors import failing_line
 from irviz.core.errors import BuildError, RequestError, tvm_error_text
-from irviz.core.target import is_gpu, resolve_target
+from irviz.core.target import Target, is_gpu
 
 # device module kind -> (format key, file suffix, pygments lexer)
 GPU_LANGUAGES = {"cuda": ("cuda", ".cu", "cuda"), "opencl": ("opencl", ".cl", "c"),
@@ -98,7 +98,7 @@ def kernel_code(mod, target=None, only: str | None = None) -> StepCode:
 
     `only`: just that kernel, compiled alone unless the whole step is cached already (what the app
     asks when a kernel is selected: the largest ResNet-18 kernel alone takes a tenth of the step)."""
-    tgt = target if isinstance(target, tvm.target.Target) else resolve_target(target)
+    tgt = target if isinstance(target, tvm.target.Target) else Target.of(target).tvm
     name = target if isinstance(target, str) else ("host" if target is None else str(tgt.kind.name))
     whole = (id(mod), str(tgt))
     for key in (whole, (*whole, only)) if only is not None else (whole,):

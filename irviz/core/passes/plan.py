@@ -2,7 +2,7 @@
 breaks) hands the Workspace what the user wrote, and this turns it into the passes and the target
 they run under, or says what is wrong before anything loads.
 
-    plan("target=x86-avx2; zero")            # Plan(passes=[...zero...], target="x86-avx2")
+    plan("target=x86-avx2; zero")            # Plan(passes=[...zero...], target=Target("x86-avx2"))
     plan("zero", target="cuda")              # the --target option, the text naming none
     plan("target=cuda; gpu", target="host")  # PassError: the two name different targets
     plan("target=sparc; zero")               # PassError (stage "pipeline"): no such target
@@ -15,13 +15,13 @@ from irviz.core.errors import PassError, RequestError
 from irviz.core.passes.pipeline_text import Pipeline, parse_pipeline
 from irviz.core.passes.pipelines import check_target
 from irviz.core.passes.registry import as_invocation
-from irviz.core.target import normalised_target, pass_target, target_spec
+from irviz.core.target import Target
 
 
 @dataclass
 class Plan:
     passes: list = field(default_factory=list)
-    target: str | None = None  # the name as the user wrote it; None: the host
+    target: Target = field(default_factory=Target)  # its name as the user wrote it; None: the host
 
 
 def _passes(pipeline) -> tuple[list, str | None]:
@@ -33,11 +33,11 @@ def _passes(pipeline) -> tuple[list, str | None]:
     return [as_invocation(x) for x in pipeline], getattr(pipeline, "target", None)
 
 
-def same_target(a: str, b: str) -> bool:
-    return target_spec(a)[1] == target_spec(b)[1]
+def same_target(a: Target | str, b: Target | str) -> bool:
+    return Target.of(a) == Target.of(b)
 
 
-def plan(pipeline=None, target: str | None = None, default: str | None = None) -> Plan:
+def plan(pipeline=None, target: Target | str | None = None, default: Target | str | None = None) -> Plan:
     """The passes of `pipeline` (a name, a pipeline text, a Pipeline or a list of invocations) and
     the target they run under: `target` (the user's --target or the pane's choice) or the one the
     text names; both, when they differ, is an error naming both. With neither, `default` (the
@@ -48,10 +48,8 @@ def plan(pipeline=None, target: str | None = None, default: str | None = None) -
         if target and in_text and not same_target(target, in_text):
             raise PassError(f"the target {target!r} and the pipeline text's target={in_text} differ",
                             "name the target once: as the target or at the start of the pipeline text")
-        named = target or in_text
-        name = normalised_target(named if named else default)
-        tgt = pass_target(name)
+        chosen = Target.of(target or in_text or default)
     except RequestError as exc:  # a bad target is a bad pipeline: nothing opens with it
         raise PassError(exc.message, exc.hint) from exc
-    check_target(passes, tgt)
-    return Plan(passes, name)
+    check_target(passes, chosen.for_passes)
+    return Plan(passes, chosen)

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from irviz.core.target import Target
+
 
 class WorkspaceHost(Protocol):
     # what is open (see Workspace.__init__ for each)
@@ -18,7 +20,7 @@ class WorkspaceHost(Protocol):
     captured: Any
     imported: Any
     session: Any
-    target: str | None
+    target: Target
     keep_params: bool
     params_dir: Any
     # how it is going: progress(text, fraction=None, pass_name=None), log(line), the stage running
@@ -40,7 +42,7 @@ class WorkspaceHost(Protocol):
 
     def planned(self) -> list: ...
 
-    def set_target(self, text: str | None, whole: Any = None) -> None: ...
+    def set_target(self, text: Target | str | None, whole: Any = None) -> None: ...
 
     def build_step(self, step: Any = None) -> Any: ...
 

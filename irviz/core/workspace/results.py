@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from irviz.core.errors import RequestError, RunError, traceback_text
+from irviz.core.target import Target
 from irviz.core.user_code import exception_line
 from irviz.core.workspace.host import WorkspaceHost
 
@@ -29,38 +30,30 @@ class Results:
     # -- the target -----------------------------------------------------------------------------
 
     @property
-    def target_name(self) -> str | None:
-        """The target builds are for: the one chosen by name (`self.ws.target`); with none chosen,
-        "cuda" (sm_80, where the GPU passes ran) for a pipeline with dlight's GPU passes, else
-        None: the host."""
-        if self.ws.target is not None:
-            return self.ws.target
-        if self.ws.session is not None:
+    def builds_for(self) -> Target:
+        """The target builds are for: the one chosen (`self.ws.target`); with none chosen, "cuda"
+        (sm_80, where the GPU passes ran) for a pipeline with dlight's GPU passes, else the host."""
+        if self.ws.target.is_host and self.ws.session is not None:
             from irviz.core.passes import find_pass
 
             if any(getattr(find_pass(inv.name), "category", None) == "gpu"
                    for inv in self.ws.session.full_pipeline()):
-                return "cuda"
-        return None
+                return Target.of("cuda")
+        return self.ws.target
+
+    @property
+    def target_name(self) -> str | None:
+        """The name of the target builds are for (see `builds_for`); None: the host."""
+        return self.builds_for.name
 
     def build_target(self):
-        """The tvm Target builds are for (see `target_name`); None: the host."""
-        name = self.target_name
-        if name is None:
-            return None
-        from irviz.core.target import resolve_target
-
-        return resolve_target(name)
+        """The tvm Target builds are for (see `builds_for`); None: the host."""
+        return self.builds_for.for_passes
 
     def not_run_reason(self) -> str | None:
         """Why a build for the target cannot run on this machine (no such CPU features, no such
         GPU); None when it can (always for the host)."""
-        tgt = self.build_target()
-        if tgt is None:
-            return None
-        from irviz.core.target import not_runnable_here
-
-        return not_runnable_here(tgt)
+        return self.builds_for.not_runnable_here
 
     def runnable_target(self, what: str):
         """The target to build for when `what` must run every build (a bisect): None for the host;
@@ -75,53 +68,50 @@ class Results:
         """The tvm Device runs go to (None: the CPU). When the target's device is not here, the
         step is built (a build error says so first) and the run refused with a RunError."""
         from irviz.core.backend import prim_run
-        from irviz.core.target import run_device
 
-        tgt = self.build_target()
-        if tgt is None:
+        target = self.builds_for
+        if target.is_host:
             return None
-        if prim_run.is_prim_func(st.mod, func) and str(tgt.kind.name) != "llvm":
-            raise RequestError(f"the PrimFunc {func} runs alone on the CPU only, not on {self.target_name}",
+        if prim_run.is_prim_func(st.mod, func) and target.kind != "llvm":
+            raise RequestError(f"the PrimFunc {func} runs alone on the CPU only, not on {target.name}",
                                "run main, or choose a CPU target")
-        why = self.not_run_reason()
+        why = target.not_runnable_here
         if why is not None:
             if prim_run.is_prim_func(st.mod, func):
                 self.ws.stage = "build"
-                prim_run.build_prim(st.mod, func, tgt)
+                prim_run.build_prim(st.mod, func, target.for_passes)
             else:
                 self.build_step(st)
             self.ws.stage = "run"
-            err = RunError(f"built for {self.target_name}; no such device here, not run ({why})",
+            err = RunError(f"built for {target.name}; no such device here, not run ({why})",
                            "build only (`irviz check --target` stops after the build), or run on a "
                            "machine that has it")
-            err.not_run = self.target_name  # the build worked: no failure of the model
+            err.not_run = target.name  # the build worked: no failure of the model
             raise err
-        return run_device(tgt)
+        return target.device
 
-    def set_target(self, text: str | None, whole=None) -> None:
+    def set_target(self, text: Target | str | None, whole=None) -> None:
         """Choose the target by name ("host" or None: the default) and apply the passes again under
         it, back to the same step, as a change of pipeline does; `whole`: a new whole pipeline
         (a pasted text that names its target) instead of today's. A bad target, or a pass that
         cannot run or fails under it, raises and changes nothing."""
         from irviz.core.passes import check_target
         from irviz.core.session import Session
-        from irviz.core.target import normalised_target, pass_target
 
-        name = normalised_target(text)
-        tgt = pass_target(name)  # a bad name or JSON: target_spec's RequestError
+        target = Target.of(text)  # a bad name or JSON: target_spec's RequestError
         if self.ws.session is None:
-            self.ws.target = name
+            self.ws.target = target
             return
         old_session, old_target = self.ws.session, self.ws.target
         invs = list(whole) if whole is not None else self.ws.applied() + self.ws.planned()
-        check_target(invs, tgt)
-        if name == old_target and whole is None:
+        check_target(invs, target.for_passes)
+        if target.name == old_target.name and whole is None:
             return
-        session = Session(self.ws.imported, self.ws.captured, target=tgt)
+        session = Session(self.ws.imported, self.ws.captured, target=target.for_passes)
         session.set_pipeline(invs)
         session.cursor = len(session.steps) - 1  # past the learner's schedule steps
         want = min(old_session.cursor, session.cursor + len(invs)) if whole is not None else None
-        self.ws.session, self.ws.target = session, name
+        self.ws.session, self.ws.target = session, target
         try:
             with self.ws.reporting_passes(len(old_session.pass_steps()) if whole is None
                                         else want - session.cursor):

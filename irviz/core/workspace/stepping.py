@@ -27,7 +27,7 @@ class Stepping:
 
         s = self.ws.need_session()
         chosen = plan(pipeline, default=self.ws.target)
-        if chosen.target != self.ws.target:
+        if chosen.target.name != self.ws.target.name:  # by name: the session shows the spelling the text uses
             if not whole:
                 raise RequestError("a pipeline that names another target replaces the whole pipeline",
                                    "set it as the whole pipeline (a pipeline text), or choose the target first")

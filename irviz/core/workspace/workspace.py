@@ -11,6 +11,7 @@ import time
 from irviz.core.errors import CaptureError, IrvizError, RequestError, RunError
 from irviz.core.export import step_files
 from irviz.core.frontend.converters import load_converter_file
+from irviz.core.target import Target
 from irviz.core.workspace.frontend_choice import DEFAULT_IMPORTER, choose_frontend
 from irviz.core.workspace.graph_breaks import GraphBreakOpening, GraphBreakSplit
 from irviz.core.workspace.ir_files import IRFileOpening
@@ -42,8 +43,7 @@ class Workspace:
         self.captured = None
         self.imported = None
         self.session = None
-        # the target chosen by name (`irviz targets`); a CPU one is also the passes' target
-        self.target: str | None = None
+        self._target = Target()  # chosen by name (`irviz targets`); the passes run under it
         self._target_on_replace = _KEEP
         self.converter_files: list[str] = []
         self.importer_maps: list[str] = []  # course map files of the open model (symbolic_trace)
@@ -60,6 +60,16 @@ class Workspace:
         self._graph_breaks = GraphBreakOpening(self)
 
     # -- what is open ---------------------------------------------------------------------------
+
+    @property
+    def target(self) -> Target:
+        """The target chosen for the passes and the builds (the host when none was)."""
+        return self._target
+
+    @target.setter
+    def target(self, value: Target | str | None) -> None:
+        # a name is taken as Target.of takes it: a bad one raises and changes nothing
+        self._target = Target.of(value)
 
     @property
     def capture(self) -> str | None:
@@ -138,7 +148,7 @@ class Workspace:
 
     def open(self, spec: str, importer: str | None = None, planned=(), fraction_span=(0.0, 1.0),
              capture: str | None = None, importer_maps=None, keep_params: bool = False,
-             no_weights: bool = False, graph: int | None = None, target: str | None = None):
+             no_weights: bool = False, graph: int | None = None, target: Target | str | None = None):
         """Load, capture and import `spec`; a new Session with `planned` as its pipeline.
 
         `planned`: a pipeline name or text (which may name its target), a Pipeline or a list of
@@ -317,10 +327,8 @@ class Workspace:
         self.loaded, self.captured, self.imported, self.session = loaded, captured, imported, session
         if self._target_on_replace is not _KEEP:
             self.target = self._target_on_replace
-        if self.target is not None and session is not None:  # lazy: the target module loads TVM
-            from irviz.core.target import pass_target
-
-            session.target = pass_target(self.target)
+        if not self.target.is_host and session is not None:
+            session.target = self.target.for_passes
         self.import_error = None
         self.import_planned = []
         self.keep_params = False  # _import sets it once its session is in place
@@ -420,6 +428,10 @@ class Workspace:
     # -- the target, builds, runs, measurements, export (Results) -------------------------------
 
     @property
+    def builds_for(self) -> Target:
+        return self._results.builds_for
+
+    @property
     def target_name(self) -> str | None:
         return self._results.target_name
 
@@ -432,7 +444,7 @@ class Workspace:
     def runnable_target(self, what: str):
         return self._results.runnable_target(what)
 
-    def set_target(self, text: str | None, whole=None) -> None:
+    def set_target(self, text: Target | str | None, whole=None) -> None:
         self._results.set_target(text, whole)
 
     def build_run(self, step=None, repeats: int = 10, inputs=None, func: str = "main", dims=None):
