@@ -54,9 +54,14 @@ def call_sequence(output_code: str) -> list[KernelCall]:
     defined = set(kernel_sources(output_code))
     out: list[KernelCall] = []
     pending: tuple[str, str] | None = None
+    def unmatched() -> None:  # a handle whose call was not recognised: kept, with no line
+        if pending is not None:
+            out.append(KernelCall(pending[0], pending[1], "", pending[0] in defined))
+
     for l in _call_body(output_code):
         h = _HANDLE.match(l)
         if h:
+            unmatched()
             pending = (h.group(1), f"{h.group(1)}:{h.group(2)}")
             continue
         s = l.strip()
@@ -70,6 +75,7 @@ def call_sequence(output_code: str) -> list[KernelCall]:
             pending = None
         elif callee in defined:
             out.append(KernelCall(callee, None, s, True))
+    unmatched()
     return out
 
 

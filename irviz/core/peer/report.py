@@ -157,7 +157,8 @@ def peer_lines(report: dict, most: int = 10) -> list[str]:
     out.append(f"peer     TVM slower on nodes worth {s['tvm_loses_ms']:.3f} ms, faster on {s['tvm_wins_ms']:.3f} ms "
                f"({ATTRIBUTION})")
     rows = {r["fx_node"]: r for r in report["by_fx_node"]}
-    out.append(f"  {'fx node':28} {'TVM kernel':30} {'ms':>8}  {'Inductor kernel':34} {'ms':>8}  faster")
+    # the ms columns are the node's share of its kernels' time (ATTRIBUTION)
+    out.append(f"  {'fx node':28} {'TVM kernel':30} {'node ms':>8}  {'Inductor kernel':34} {'node ms':>8}  faster")
     for name in s["most_different"][:most]:
         r = rows[name]
         t, i = r["tvm"], r["inductor"]
