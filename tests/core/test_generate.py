@@ -6,11 +6,11 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from irviz.core.frontend import hf  # noqa: E402
-from irviz.core.generate import generation as g  # noqa: E402
-from irviz.core.generate import static_cache as sc  # noqa: E402
-from irviz.core.generate.programs import open_programs  # noqa: E402
-from irviz.core.tvm_compat import var_name  # noqa: E402
+from irviz.core.frontend import hf
+from irviz.core.generate import generation as g
+from irviz.core.generate import static_cache as sc
+from irviz.core.generate.programs import open_programs
+from irviz.core.tvm_compat import var_name
 
 TOKENS = 32
 

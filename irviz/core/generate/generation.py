@@ -27,6 +27,20 @@ def torch_generate(lm, prompt: torch.Tensor, tokens: int) -> tuple[list[int], li
     return sc.torch_reference(lm, prompt, tokens, with_logits=True)
 
 
+def _entry(program, shared: dict, dev):
+    """(main, the weights main takes): the shared weights, or what TRANSFORM_PARAMS made of them,
+    computed here once."""
+    from tvm import relax
+
+    from irviz.core.generate.programs import TRANSFORM_PARAMS
+
+    vm = relax.VirtualMachine(program.built.executable, dev)
+    weights = [shared[n] for n in program.weight_names()]
+    if program.lifted:
+        weights = list(vm[TRANSFORM_PARAMS](weights))
+    return vm["main"], weights
+
+
 def _tvm_tensors(arrays, dev):
     import tvm
 
@@ -38,17 +52,14 @@ class TvmGenerator:
 
     def __init__(self, progs, device=None):
         import tvm
-        from tvm import relax
 
         self.progs = progs
         self.dev = device or tvm.cpu()
         params = progs.params()
         shared = dict(zip(params, _tvm_tensors(params.values(), self.dev)))
-        prefill_built, decode_built = progs.build()
-        self.prefill_fn = relax.VirtualMachine(prefill_built.executable, self.dev)["main"]
-        self.decode_fn = relax.VirtualMachine(decode_built.executable, self.dev)["main"]
-        self.prefill_weights = [shared[n] for n in progs.prefill.weight_names()]
-        self.decode_weights = [shared[n] for n in progs.decode.weight_names()]
+        progs.build()
+        self.prefill_fn, self.prefill_weights = _entry(progs.prefill, shared, self.dev)
+        self.decode_fn, self.decode_weights = _entry(progs.decode, shared, self.dev)
 
     def prefill(self, ids: np.ndarray):
         out = self.prefill_fn(*_tvm_tensors([ids.astype("int64")], self.dev), *self.prefill_weights)

@@ -29,6 +29,7 @@ class Program:
     session: object
     built: object = None  # BuildResult once built
     inputs: int = 0  # how many of main's parameters are inputs (the rest are weights)
+    lifted: bool = False  # built with the weights' transforms in main_transform_params
 
     def weight_names(self) -> list[str]:
         from irviz.core.tvm_compat import var_name
@@ -58,14 +59,38 @@ class Programs:
         return dict(self.prefill.imported.params or {})
 
     def build(self):
+        """Both programs built. What a program computes from its weights alone (the re-layouts the
+        CPU schedules put on a weight, CPUPrepackWeights' kernels) is lifted into its
+        `main_transform_params`, run once before generating, not at every token."""
         from irviz.core.backend.build import build
 
         t = time.perf_counter()
         for p in (self.prefill, self.decode):
             if p.built is None:
-                p.built = build(p.session.module(), tvm_target(self.target))
+                mod, p.lifted = lift_weight_transforms(p.session.module(), p.inputs)
+                p.built = build(mod, tvm_target(self.target))
         self.seconds["build"] = time.perf_counter() - t
         return self.prefill.built, self.decode.built
+
+
+TRANSFORM_PARAMS = "main_transform_params"
+
+
+def lift_weight_transforms(mod, inputs: int):
+    """(module, lifted): with main's weight-only computations moved into TRANSFORM_PARAMS (TVM's
+    LiftTransformParams) when there are any; else `mod` unchanged and lifted False."""
+    import tvm
+    from tvm import relax
+
+    copy = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+    copy["main"] = mod["main"].with_attr("num_input", inputs)
+    try:
+        lifted = relax.transform.LiftTransformParams()(copy)
+    except Exception:  # a module it cannot take still builds, transforming its weights at each call
+        return mod, False
+    if TRANSFORM_PARAMS not in [g.name_hint for g in lifted.get_global_vars()]:
+        return mod, False
+    return lifted, True
 
 
 def _loaded(module, inputs, spec: str, name: str, structure_only: bool):
