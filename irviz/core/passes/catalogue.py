@@ -7,6 +7,7 @@ from tvm import relax
 import irviz.core.passes.bind_params as bind_params
 import irviz.core.passes.course as course_passes
 import irviz.core.passes.fast_math as fast_math
+import irviz.core.passes.fold_constant as fold_constant
 import irviz.core.passes.fold_batch_norm as fold_batch_norm
 import irviz.core.passes.library_dispatch as dispatch
 import irviz.core.passes.meta_schedule_passes as ms_passes
@@ -80,7 +81,9 @@ def _builtin_specs() -> list[PassSpec]:
             ],
         ),
         _spec("AnnotateTIROpPattern", "Tag each PrimFunc with its op pattern kind for FuseOps", RT.AnnotateTIROpPattern),
-        _spec("FoldConstant", "Evaluate calls whose inputs are all constants at compile time", RT.FoldConstant),
+        _spec("FoldConstant", "Evaluate calls whose inputs are all constants at compile time (small "
+              "injective ones with numpy, bit-identical; the rest with TVM's LLVM build)",
+              fold_constant.fold_constant),
         _spec(
             "FuseOps",
             "Group bindings into Primitive sub-functions by op pattern (needs AnnotateTIROpPattern)",

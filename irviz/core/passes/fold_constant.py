@@ -1,0 +1,128 @@
+"""FoldConstant with the small injective calls evaluated by numpy instead of LLVM builds.
+
+TVM's FoldConstant compiles and JIT-loads every PrimFunc it folds (about 0.1 s each here, even for
+sixteen elements). A small Longformer or LED after LegalizeOps has some 250 distinct such functions
+on its constant masks and window indices, so the step took 24-45 s. This pass first replaces the
+`call_tir`s whose arguments are all constants (directly or through calls folded before them) by
+their values, computed by `tir_numpy` where it reproduces the compiled code bit for bit, then runs
+TVM's FoldConstant, which inlines those constants, folds what numpy refused (with LLVM, as
+before) and removes the dead bindings. The result is the module TVM's pass gives, constant for
+constant.
+"""
+from __future__ import annotations
+
+import tvm
+from tvm import relax, tirx
+
+from irviz.core.passes.registry import pass_note
+from irviz.core.passes.tir_numpy import Unsupported, run_prim_func
+from irviz.core.tvm_compat import GenericConst, RuntimeTensor
+
+_CALL_TIR = tvm.ir.Op.get("relax.call_tir")
+
+
+class FoldStats:
+    """What the last run did: calls folded with numpy, calls left to TVM's LLVM fold."""
+
+    numpy_folds = 0
+    left_to_llvm = 0
+
+
+def _static_tensor_shape(ty):
+    shape = getattr(ty, "shape", None)
+    values = getattr(shape, "values", None)
+    if values is None or not all(isinstance(v, tirx.IntImm) for v in values):
+        return None
+    return tuple(int(v.value) for v in values)
+
+
+class _Prefold:
+    def __init__(self, mod):
+        self.mod = mod
+        self.known: dict = {}  # relax Var -> numpy value
+        self.folded = 0
+        self.refused = 0
+
+    def _arg(self, a):
+        if isinstance(a, GenericConst) and isinstance(a.value, RuntimeTensor):
+            return a.value.numpy()
+        return self.known.get(a) if isinstance(a, relax.Var) else None
+
+    def _try(self, call):
+        if not (isinstance(call, relax.Call) and call.op.same_as(_CALL_TIR) and len(call.args) == 2):
+            return None
+        callee, args = call.args
+        func = self.mod.functions.get(callee) if isinstance(callee, tvm.ir.GlobalVar) else None
+        if not isinstance(func, tirx.PrimFunc) or not isinstance(args, relax.Tuple):
+            return None
+        values = [self._arg(a) for a in args.fields]
+        if any(v is None for v in values) or _static_tensor_shape(call.ty) is None:
+            return None
+        try:
+            out = run_prim_func(func, values)
+        except Unsupported:
+            self.refused += 1
+            return None
+        self.folded += 1
+        return out
+
+    def block(self, block):
+        bindings = []
+        changed = False
+        for b in block.bindings:
+            if isinstance(b, relax.VarBinding):
+                bound = self._arg(b.value)
+                if bound is not None:  # a constant or an alias of one, bound as it was
+                    self.known[b.var] = bound
+                    bindings.append(b)
+                    continue
+                out = self._try(b.value)
+                if out is not None:
+                    self.known[b.var] = out
+                    b = relax.VarBinding(b.var, relax.const(out, str(out.dtype)))
+                    changed = True
+            bindings.append(b)
+        if not changed:
+            return block
+        if isinstance(block, relax.DataflowBlock):
+            return relax.DataflowBlock(bindings)
+        return relax.BindingBlock(bindings)
+
+    def function(self, func):
+        body = func.body
+        if not isinstance(body, relax.SeqExpr):
+            return func
+        blocks = [self.block(b) for b in body.blocks]
+        if all(new.same_as(old) for new, old in zip(blocks, body.blocks)):
+            return func
+        new_body = relax.SeqExpr(blocks, body.body)
+        return relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs)
+
+
+def prefold(mod) -> tuple:
+    """`mod` with the constant call_tirs numpy can evaluate exactly bound to their values; the
+    number folded so and the number refused (left to TVM's FoldConstant)."""
+    folder = _Prefold(mod)
+    updates = {}
+    for gv, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            new = folder.function(func)
+            if not new.same_as(func):
+                updates[gv] = new
+    if updates:
+        mod = tvm.IRModule({**dict(mod.functions), **updates}, attrs=mod.attrs)
+    return mod, folder.folded, folder.refused
+
+
+def _fold(mod, _ctx=None):
+    mod, folded, refused = prefold(mod)
+    FoldStats.numpy_folds, FoldStats.left_to_llvm = folded, refused
+    if folded:
+        pass_note(f"{folded} calls on constants evaluated with numpy (bit-identical to their "
+                  f"compiled code); {refused} left to LLVM builds")
+    return relax.transform.FoldConstant()(mod)
+
+
+def fold_constant():
+    """The FoldConstant step: numpy for what it reproduces exactly, TVM's pass for the rest."""
+    return tvm.ir.transform.module_pass(_fold, opt_level=0, name="FoldConstant")
