@@ -108,3 +108,33 @@ def test_a_mismatch_names_the_first_differing_token_and_step():
     assert len(result["logits"]) == 4  # compared up to the first differing token
     msg = g.mismatch_message(dict(result, prompt_len=10))
     assert "token 3" in msg and "TVM 0" in msg and "torch generate 1" in msg and "decode step 3" in msg
+
+
+def test_what_a_program_computes_from_its_weights_alone_is_lifted_out_and_run_once():
+    import tvm
+    from tvm import relax
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    from irviz.core.backend.build import build
+    from irviz.core.generate.programs import TRANSFORM_PARAMS, lift_weight_transforms
+
+    @I.ir_module
+    class Linear:
+        @R.function
+        def main(x: R.Tensor((1, 4), "float32"), w: R.Tensor((8, 4), "float32")):
+            with R.dataflow():
+                wt = R.permute_dims(w)  # the weight's transpose depends on the weight alone
+                y = R.matmul(x, wt)
+                R.output(y)
+            return y
+
+    mod, lifted = lift_weight_transforms(Linear, inputs=1)
+    assert lifted and TRANSFORM_PARAMS in [g.name_hint for g in mod.get_global_vars()]
+    vm = relax.VirtualMachine(build(mod).executable, tvm.cpu())
+    rng = np.random.default_rng(0)
+    x, w = rng.random((1, 4), "float32"), rng.random((8, 4), "float32")
+    packed = vm[TRANSFORM_PARAMS]([tvm.runtime.tensor(w)])
+    np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x), *packed).numpy(), x @ w.T, rtol=1e-5)
+    # nothing to lift: the module as it was
+    assert lift_weight_transforms(Linear, inputs=2) == (Linear, False)

@@ -114,11 +114,12 @@ def compare_steps(tvm_tokens, torch_tokens, tvm_logits, torch_logits) -> dict:
 def mismatch_message(result: dict) -> str:
     m = result["first_mismatch"]
     step = m["step"]
-    where = "the prefill (first generated token)" if step == 0 else f"decode step {step} (position {result['prompt_len'] + step - 1})"
+    program = "prefill" if step == 0 else "decode"
+    where = ("the prefill (the first generated token)" if step == 0
+             else f"decode step {step} (position {result['prompt_len'] + step - 1})")
     return (f"generated token {step} differs: TVM {m['tvm']}, torch generate {m['torch']}, at {where}; "
-            f"tokens before it matched (logits max abs error up to there "
-            f"{result['logits_max_abs_error']:.3g}); bisect that step's graph: "
-            f"irviz bisect on the {'prefill' if step == 0 else 'decode'} program")
+            f"the tokens before it matched, with logits max abs error {result['logits_max_abs_error']:.3g} "
+            f"up to it; the {program} program's graph is the one to bisect")
 
 
 def time_generation(gen: TvmGenerator, lm, prompt: torch.Tensor, repeats: int = 10) -> dict:

@@ -82,15 +82,27 @@ def lift_weight_transforms(mod, inputs: int):
     import tvm
     from tvm import relax
 
+    if len(mod["main"].params) <= inputs:
+        return mod, False
     copy = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
     copy["main"] = mod["main"].with_attr("num_input", inputs)
     try:
         lifted = relax.transform.LiftTransformParams()(copy)
     except Exception:  # a module it cannot take still builds, transforming its weights at each call
         return mod, False
-    if TRANSFORM_PARAMS not in [g.name_hint for g in lifted.get_global_vars()]:
+    if TRANSFORM_PARAMS not in [g.name_hint for g in lifted.get_global_vars()] or \
+            not _computes(lifted[TRANSFORM_PARAMS]):
         return mod, False
     return lifted, True
+
+
+def _computes(func) -> bool:
+    """Whether a Relax function calls anything (a transform that only passes its weights on does not)."""
+    from tvm import relax
+
+    body = func.body
+    blocks = body.blocks if isinstance(body, relax.SeqExpr) else []
+    return any(isinstance(b.value, relax.Call) for block in blocks for b in block.bindings)
 
 
 def _loaded(module, inputs, spec: str, name: str, structure_only: bool):
