@@ -195,13 +195,14 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("peer", (_STEP, opt("compiler", str, "inductor", '"inductor": torch.compile on the CPU'),
                      opt("repeats", int, 10, "profiled runs for the kernels' medians")),
             '`{compiler, error, step, stamp: {model, pipeline, step, pass, target}, tvm_ran, threads, '
-            'compile_seconds, total_ms, compiled_ms, region_ms, reliable, reason, kernels: [{name, kind, '
+            'compile_seconds, total_ms, compiled_ms, region_ms, runs, timing, profiled_timing, reliable, reason, '
+            'kernels: [{name, kind, '
             'fx_nodes, fx_nodes_inferred, ms, calls, code, post_grad_nodes, unmapped}], by_fx_node: '
             '[{fx_node, target, tvm: {kernels, kernel_ms, ms}, inductor: {kernels, kernel_ms, ms}, faster, '
             'diff_ms}], summary: {tvm_loses, tvm_wins, tvm_loses_ms, tvm_wins_ms, most_different}, '
             'attribution, tvm_kernels}`: the peer compiler beside the TVM run of the step (build_run it '
             'first); a model it cannot compile: `{compiler, error}`',
-            stage="run", supersede=True, section="build"),
+            stage="run", section="build"),
     Command("run_sizes", (_STEP, opt("func", str, "main")),
             '`{"func", "sizes": [name], "inputs": "model|get_inputs|random", "dims": {name: int}}`',
             stage="run", section="build"),

@@ -15,8 +15,9 @@ from irviz.core.peer.output_code import call_sequence, kernel_sources, profiler_
 from irviz.core.peer.side_by_side import computing_nodes
 from irviz.core.workspace import Workspace
 
-# Sizes where the kernels' time dominates the compiled call's fixed cost (Dynamo's guards, the
-# wrapper: ~0.1 ms), so their sum can be held to the whole call's.
+# Sizes where the kernels' time (several ms on one thread) dominates the compiled call's own cost
+# (Dynamo's guards, the Python wrapper, the profiler's events: a fraction of a ms), so their sum
+# can be held to the whole call's.
 CNN = """
 import torch
 from torch import nn
@@ -25,10 +26,10 @@ from torch import nn
 class CNN(nn.Module):
     def __init__(self):
         super().__init__()
-        self.c1 = nn.Conv2d(3, 32, 3, padding=1)
-        self.bn = nn.BatchNorm2d(32)
-        self.c2 = nn.Conv2d(32, 32, 3, padding=1)
-        self.fc = nn.Linear(32, 10)
+        self.c1 = nn.Conv2d(3, 64, 3, padding=1)
+        self.bn = nn.BatchNorm2d(64)
+        self.c2 = nn.Conv2d(64, 64, 3, padding=1)
+        self.fc = nn.Linear(64, 10)
 
     def forward(self, x):
         y = torch.relu(self.bn(self.c1(x)))
@@ -41,7 +42,7 @@ def get_model():
     m = CNN().eval()
     with torch.no_grad():
         m.bn.running_var.uniform_(0.5, 1.5)
-    return m, (torch.randn(1, 3, 64, 64),)
+    return m, (torch.randn(1, 3, 96, 96),)
 """
 
 BLOCK = """
@@ -67,7 +68,7 @@ class Block(nn.Module):
 
 def get_model():
     torch.manual_seed(0)
-    return Block().eval(), (torch.randn(1, 128, 256),)
+    return Block().eval(), (torch.randn(1, 256, 256),)
 """
 
 
@@ -130,7 +131,7 @@ def test_kernel_times_add_up_to_the_compiled_call_or_say_why(model):
     assert all(k["ms"] is not None and k["ms"] >= 0 for k in report["kernels"])
     total, whole = report["total_ms"], report["compiled_ms"]
     assert total == pytest.approx(sum(k["ms"] for k in report["kernels"]), abs=1e-3)
-    busy = contention(report["timing"], report["threads"])
+    busy = contention(report["timing"], report["threads"]) or contention(report["profiled_timing"], report["threads"])
     if busy is None:
         assert abs(total - whole) <= 0.25 * whole, report["reason"]
         assert report["reliable"] is True

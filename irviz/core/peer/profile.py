@@ -27,6 +27,7 @@ _REGION = "## Call CompiledFxGraph"
 class PeerTimes:
     call_ms: list[list[float | None]]  # per graph, per call of its call(): median ms per run
     compiled: Timing                   # the compiled model's whole call, timed alone
+    profiled: Timing                   # the profiled calls' block (its contention, not its times)
     region_ms: float | None            # Inductor's call() as the profiler saw it (median per run)
     runs: int                          # profiled runs
 
@@ -60,8 +61,8 @@ def time_inductor(build, calls: list[list[KernelCall]], repeats: int = 10) -> Pe
         for _ in range(3):
             build()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            for _ in range(runs):
-                build()
+            # through time_alone for its account of who else had the cores meanwhile
+            profiled = time_alone(build, repeats=runs, warmup=0, min_seconds=0.0, warmup_seconds=0.0)
     finally:
         torch.set_num_threads(before)
     regions = sorted((e for e in prof.events() if e.name.startswith(_REGION)),
@@ -79,6 +80,6 @@ def time_inductor(build, calls: list[list[KernelCall]], repeats: int = 10) -> Pe
     call_ms = [[statistics.median(xs) if xs else None for xs in g] for g in per_call]
     # one run calls every graph once: the run's region time is the sum over its graphs
     per_run = [sum(region_runs[i:i + n]) for i in range(0, len(region_runs) - n + 1, n)]
-    return PeerTimes(call_ms=call_ms, compiled=compiled,
+    return PeerTimes(call_ms=call_ms, compiled=compiled, profiled=profiled,
                      region_ms=statistics.median(per_run) if per_run else None, runs=len(per_run))
 

@@ -1,7 +1,7 @@
 """The peer report: Inductor's kernels with their FX nodes, code and times, beside TVM's.
 
     {"compiler": "inductor", "threads", "compile_seconds", "total_ms", "compiled_ms", "region_ms",
-     "reliable", "reason", "timing", "kernels": [{"name", "kind", "fx_nodes", "ms", "calls",
+     "reliable", "reason", "timing", "profiled_timing", "kernels": [{"name", "kind", "fx_nodes", "ms", "calls",
      "code", "post_grad_nodes", "unmapped", "fx_nodes_inferred"}], "by_fx_node": [...], "summary": {...},
      "attribution", "unmapped_kernels"}
 
@@ -121,9 +121,10 @@ def inductor_peer(captured, *, threads: int = 1, repeats: int = 10, tvm_kernels:
     total = sum(r["ms"] for r in rows if r["ms"] is not None)
     compiled = times.compiled.median_ms
     reasons = []
-    why = contention(times.compiled, build.threads)
-    if why:
-        reasons.append(f"the compiled call was competed with: {why}")
+    for what, t in (("the compiled call", times.compiled), ("the profiled calls", times.profiled)):
+        why = contention(t, build.threads)
+        if why:
+            reasons.append(f"{what} {'was' if what.endswith('call') else 'were'} competed with: {why}")
     if untimed:
         reasons.append(f"no profiler event for {', '.join(untimed[:5])}")
     apart = abs(total - compiled) / compiled if compiled > 0 else 0.0
@@ -137,7 +138,7 @@ def inductor_peer(captured, *, threads: int = 1, repeats: int = 10, tvm_kernels:
             "compile_seconds": round(build.seconds, 3), "graphs": len(build.graphs),
             "total_ms": round(total, 5), "compiled_ms": round(compiled, 5),
             "region_ms": None if times.region_ms is None else round(times.region_ms, 5),
-            "runs": times.runs, "timing": times.compiled.as_dict(),
+            "runs": times.runs, "timing": times.compiled.as_dict(), "profiled_timing": times.profiled.as_dict(),
             "reliable": not reasons, "reason": "; ".join(reasons) or None,
             "kernels": rows, "unmapped_kernels": [r["name"] for r in rows if not r["fx_nodes"]],
             "by_fx_node": side, "summary": summary(side), "attribution": ATTRIBUTION,
