@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from irviz.core.errors import LoadError
 from irviz.core.frontend import builtin_converters as builtin
-from irviz.core.frontend import select_converters
+from irviz.core.frontend import repeat_converters, select_converters
 from irviz.core.user_code import exception_line, exec_file
 
 __all__ = [
@@ -51,7 +51,7 @@ _counter = itertools.count()
 
 
 def builtin_converters() -> dict[str, Callable]:
-    return {**builtin.BUILTIN_CONVERTERS, **select_converters.CONVERTERS}
+    return {**builtin.BUILTIN_CONVERTERS, **select_converters.CONVERTERS, **repeat_converters.CONVERTERS}
 
 
 def converter_origin(fn) -> str:

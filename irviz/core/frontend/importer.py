@@ -197,6 +197,7 @@ def _import_exported_program(captured, custom_convert_map, keep_params=False,
     custom = {**builtin_converters(), **user}  # irviz's own converters, the user's on top
     cls = _make_importer_class()
     imp = (no_weights.structure_only_importer(cls) if structure_only else cls)()
+    imp.exported = ep  # converters that need a buffer's value at import (constant repeats)
     nodes = list(ep.graph.nodes)
 
     # 1. ops irviz cannot express (complex tensors beyond the few it carries as float pairs), then
