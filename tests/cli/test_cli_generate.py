@@ -47,6 +47,8 @@ def test_generate_writes_matching_tokens_and_both_runtimes_figures(tmp_path, cap
     assert s["tokens_per_s"]["tvm"] == pytest.approx(1e3 / s["decode_ms_per_token"]["tvm"])
     # 2 layers x (keys, values) x (1, 2 KV heads, 10 + 8 positions, head 8) float32
     assert s["kv_cache_bytes"] == 4 * 2 * 18 * 8 * 4 and s["max_len"] == 18
+    assert s["kv_cache_bytes_by_length"]["18"] == s["kv_cache_bytes"]
+    assert s["kv_cache_bytes_by_length"]["8"] == 4 * 2 * 8 * 8 * 4  # 8 of the 18 positions filled
     assert isinstance(s["reliable"], bool) and (s["reason"] is None) == s["reliable"]
     assert s["model"].endswith("model.py") and s["pipeline"] == "zero" and s["target"] == "host"
     assert s["programs"]["decode"]["signature"].startswith("main(token, position, cache_0")

@@ -25,7 +25,7 @@ def empty_report(model: str, pipeline, tokens: int, max_len, no_weights: bool) -
     """Every key, None until known: a failed stage still gives a complete JSON."""
     out = {"ok": False, "failed_stage": None, "error": None, "model": model, "pipeline": pipeline,
            "target": None, "cpu": None, "no_weights": bool(no_weights), "tokens": int(tokens),
-           "max_len": max_len, "prompt_len": None, "kv_cache_bytes": None,
+           "max_len": max_len, "prompt_len": None, "kv_cache_bytes": None, "kv_cache_bytes_by_length": None,
            "kv_cache_shape": None, "programs": None, "reliable": None, "reason": None, "seconds": {}}
     out.update({k: None for k in RUN_KEYS + ESTIMATE_KEYS})
     return out
@@ -58,6 +58,13 @@ def _params_text(p) -> str:
     return f"main({', '.join(names)}, <{len(p.weight_names())} weights>)"
 
 
+def by_length(layout) -> dict:
+    """{context length: bytes the filled part of the cache holds}, at powers of two up to max_len and
+    at max_len: what a cache that grows with the context would take (the static one takes all)."""
+    lengths = sorted({n for n in (2 ** k for k in range(20)) if n < layout.max_len} | {layout.max_len})
+    return {str(n): layout.bytes_at(n) for n in lengths}
+
+
 def fill_from_programs(out: dict, progs) -> None:
     from irviz.core.generate.programs import target_name
     from irviz.core.target import cpu_info
@@ -66,7 +73,7 @@ def fill_from_programs(out: dict, progs) -> None:
                prompt_len=int(progs.prompt.shape[1]), kv_cache_bytes=progs.layout.bytes,
                kv_cache_shape={"tensors": progs.layout.tensors, "each": list(progs.layout.shape),
                                "dtype": str(progs.layout.dtype).replace("torch.", "")},
-               programs=describe_programs(progs))
+               kv_cache_bytes_by_length=by_length(progs.layout), programs=describe_programs(progs))
     out["seconds"].update({k: round(v, 3) for k, v in progs.seconds.items()})
 
 
