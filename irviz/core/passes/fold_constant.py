@@ -1,13 +1,14 @@
 """FoldConstant with the small injective calls evaluated by numpy instead of LLVM builds.
 
 TVM's FoldConstant compiles and JIT-loads every PrimFunc it folds (about 0.1 s each here, even for
-sixteen elements). A small Longformer or LED after LegalizeOps has some 250 distinct such functions
+sixteen elements). A small Longformer or LED after LegalizeOps has 250-350 distinct such functions
 on its constant masks and window indices, so the step took 24-45 s. This pass first replaces the
 `call_tir`s whose arguments are all constants (directly or through calls folded before them) by
-their values, computed by `tir_numpy` where it reproduces the compiled code bit for bit, then runs
-TVM's FoldConstant, which inlines those constants, folds what numpy refused (with LLVM, as
-before) and removes the dead bindings. The result is the module TVM's pass gives, constant for
-constant.
+their values: computed by `tir_numpy` where it reproduces the compiled code bit for bit, else by
+building and running that one function as TVM's pass does (cached by structure), so a refused
+call in the middle of a chain does not hand the rest of the chain to LLVM. TVM's FoldConstant then
+inlines those constants, folds what is left (calls that are not call_tir) and removes the dead
+bindings. The result is the module TVM's pass gives, constant for constant.
 """
 from __future__ import annotations
 
@@ -16,16 +17,16 @@ from tvm import relax, tirx
 
 from irviz.core.passes.registry import pass_note
 from irviz.core.passes.tir_numpy import Unsupported, run_prim_func
-from irviz.core.tvm_compat import GenericConst, RuntimeTensor
+from irviz.core.tvm_compat import GenericConst, RuntimeTensor, structural_equal, structural_hash
 
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
 
 
 class FoldStats:
-    """What the last run did: calls folded with numpy, calls left to TVM's LLVM fold."""
+    """What the last run did: calls folded with numpy, calls folded by an LLVM build."""
 
     numpy_folds = 0
-    left_to_llvm = 0
+    llvm_folds = 0
 
 
 def _static_tensor_shape(ty):
@@ -42,6 +43,7 @@ class _Prefold:
         self.known: dict = {}  # relax Var -> numpy value
         self.folded = 0
         self.refused = 0
+        self.builds: dict = {}  # structural hash -> [(PrimFunc, runtime function or None)]
 
     def _arg(self, a):
         if isinstance(a, GenericConst) and isinstance(a.value, RuntimeTensor):
@@ -61,10 +63,30 @@ class _Prefold:
         try:
             out = run_prim_func(func, values)
         except Unsupported:
-            self.refused += 1
-            return None
+            out = self._llvm(func, values, call.ty)
+            if out is not None:
+                self.refused += 1
+            return out
         self.folded += 1
         return out
+
+    def _llvm(self, func, values, ty):
+        """What TVM's FoldConstant does for one call: build the function for plain "llvm", run
+        it on the constants into an uninitialised output; None when it does not build."""
+        func = func.with_attr("global_symbol", "tir_function")
+        entries = self.builds.setdefault(structural_hash(func), [])
+        fn = next((f for g, f in entries if structural_equal(g, func)), False)
+        if fn is False:
+            try:
+                fn = tvm.tirx.build(func, target=tvm.target.Target("llvm"))["tir_function"]
+            except Exception:  # TVM's pass skips what does not build, so do we
+                fn = None
+            entries.append((func, fn))
+        if fn is None:
+            return None
+        out = tvm.runtime.empty(_static_tensor_shape(ty), str(ty.dtype), tvm.cpu())
+        fn(*[tvm.runtime.tensor(v) for v in values], out)
+        return out.numpy()
 
     def block(self, block):
         bindings = []
@@ -100,8 +122,8 @@ class _Prefold:
 
 
 def prefold(mod) -> tuple:
-    """`mod` with the constant call_tirs numpy can evaluate exactly bound to their values; the
-    number folded so and the number refused (left to TVM's FoldConstant)."""
+    """`mod` with its constant call_tirs bound to their values; the number numpy evaluated and
+    the number built with LLVM."""
     folder = _Prefold(mod)
     updates = {}
     for gv, func in mod.functions.items():
@@ -116,10 +138,10 @@ def prefold(mod) -> tuple:
 
 def _fold(mod, _ctx=None):
     mod, folded, refused = prefold(mod)
-    FoldStats.numpy_folds, FoldStats.left_to_llvm = folded, refused
+    FoldStats.numpy_folds, FoldStats.llvm_folds = folded, refused
     if folded:
         pass_note(f"{folded} calls on constants evaluated with numpy (bit-identical to their "
-                  f"compiled code); {refused} left to LLVM builds")
+                  f"compiled code), {refused} with an LLVM build each")
     return relax.transform.FoldConstant()(mod)
 
 
