@@ -48,20 +48,22 @@ class WindowMasks(nn.Module):
 
 @contextlib.contextmanager
 def _counting_builds():
-    """Counts the LLVM builds FoldConstant asks for (it builds each function it folds through
-    the global "tirx.build")."""
-    orig = tvm.get_global_func("tirx.build")
+    """Counts LLVM builds of PrimFuncs: TVM's FoldConstant asks for them through the global
+    "tirx.build", irviz's through tvm.tirx.build."""
+    orig_global, orig_attr = tvm.get_global_func("tirx.build"), tvm.tirx.build
     calls = []
 
-    def counted(*args):
+    def counted(*args, **kwargs):
         calls.append(1)
-        return orig(*args)
+        return orig_attr(*args, **kwargs)
 
     tvm.register_global_func("tirx.build", counted, override=True)
+    tvm.tirx.build = counted
     try:
         yield calls
     finally:
-        tvm.register_global_func("tirx.build", orig, override=True)
+        tvm.register_global_func("tirx.build", orig_global, override=True)
+        tvm.tirx.build = orig_attr
 
 
 def _before_fold():
