@@ -40,15 +40,19 @@ def _static_tensor_shape(ty):
 class _Prefold:
     def __init__(self, mod):
         self.mod = mod
-        self.known: dict = {}  # relax Var -> numpy value
+        self.known: dict = {}  # relax Var -> numpy value, or the constant it is bound to
         self.folded = 0
         self.refused = 0
         self.builds: dict = {}  # structural hash -> [(PrimFunc, runtime function or None)]
 
+    def _is_const(self, a) -> bool:
+        if isinstance(a, GenericConst):
+            return isinstance(a.value, RuntimeTensor)
+        return isinstance(a, relax.Var) and a in self.known
+
     def _arg(self, a):
-        if isinstance(a, GenericConst) and isinstance(a.value, RuntimeTensor):
-            return a.value.numpy()
-        return self.known.get(a) if isinstance(a, relax.Var) else None
+        value = self.known.get(a) if isinstance(a, relax.Var) else a
+        return value.value.numpy() if isinstance(value, GenericConst) else value
 
     def _try(self, call):
         if not (isinstance(call, relax.Call) and call.op.same_as(_CALL_TIR) and len(call.args) == 2):
@@ -57,9 +61,10 @@ class _Prefold:
         func = self.mod.functions.get(callee) if isinstance(callee, tvm.ir.GlobalVar) else None
         if not isinstance(func, tirx.PrimFunc) or not isinstance(args, relax.Tuple):
             return None
-        values = [self._arg(a) for a in args.fields]
-        if any(v is None for v in values) or _static_tensor_shape(call.ty) is None:
+        # checked before any constant is copied out: a matmul on a bound weight is no candidate
+        if not all(self._is_const(a) for a in args.fields) or _static_tensor_shape(call.ty) is None:
             return None
+        values = [self._arg(a) for a in args.fields]
         try:
             out = run_prim_func(func, values)
         except Unsupported:
@@ -93,9 +98,10 @@ class _Prefold:
         changed = False
         for b in block.bindings:
             if isinstance(b, relax.VarBinding):
-                bound = self._arg(b.value)
-                if bound is not None:  # a constant or an alias of one, bound as it was
-                    self.known[b.var] = bound
+                if self._is_const(b.value):  # a constant or an alias of one, bound as it was
+                    # a constant is copied out only when a call folds on it
+                    v = b.value
+                    self.known[b.var] = self.known[v] if isinstance(v, relax.Var) else v
                     bindings.append(b)
                     continue
                 out = self._try(b.value)
