@@ -147,7 +147,7 @@ def _fold(mod, _ctx=None):
     FoldStats.numpy_folds, FoldStats.llvm_folds = folded, refused
     if folded:
         pass_note(f"{folded} calls on constants evaluated with numpy (bit-identical to their "
-                  f"compiled code), {refused} with an LLVM build each")
+                  f"compiled code), {refused} run by LLVM builds of their functions")
     return relax.transform.FoldConstant()(mod)
 
 
