@@ -152,15 +152,32 @@ def test_side_by_side_covers_every_computing_fx_node(model):
     assert tvm_rows, "no TVM kernel mapped to an FX node"
     for r in rows:
         if r["tvm"]["ms"] is not None and r["inductor"]["ms"] is not None:
-            assert r["faster"] in ("tvm", "inductor", "same")
             assert r["diff_ms"] == pytest.approx(r["tvm"]["ms"] - r["inductor"]["ms"], abs=1e-4)
-        else:
-            assert r["faster"] is None
     # a fused kernel's time is split among its nodes: the nodes' shares add up to the kernels'
     assert sum(r["inductor"]["ms"] or 0 for r in rows) == pytest.approx(report["total_ms"], rel=1e-3, abs=1e-3)
+    # the verdict is per group: whole kernels on both sides, so one side's fusion does not tilt it
+    grouped = {n: g for g in report["groups"] for n in g["fx_nodes"]}
+    assert set(grouped) == set(by)
+    for g in report["groups"]:
+        for side in ("tvm", "inductor"):
+            inside = [k for k in (report["tvm_kernels"] if side == "tvm" else report["kernels"])
+                      if k["name"] in g[f"{side}_kernels"]]
+            for k in inside:  # a node and its input computed by one kernel are in one group
+                mine = set(k["fx_nodes"]) & set(by)
+                for n in mine & set(g["fx_nodes"]):
+                    assert {a for a in graph.node(n).args if a in mine} <= set(g["fx_nodes"])
+        if g["tvm_ms"] is not None and g["inductor_ms"] is not None:
+            assert g["faster"] == ("tvm" if g["tvm_ms"] < g["inductor_ms"] else "inductor"
+                                   if g["tvm_ms"] > g["inductor_ms"] else "same")
+        else:
+            assert g["faster"] is None
+        assert all(by[n]["faster"] == g["faster"] for n in g["fx_nodes"])
+    first = next(n.name for n in computing_nodes(graph)
+                 if n.target in ("aten.convolution.default", "aten.addmm.default"))
+    assert grouped[first]["tvm_kernels"] and grouped[first]["inductor_kernels"]
+    assert grouped[first]["faster"] is not None
     s = report["summary"]
-    assert set(s["most_different"]) <= set(by)
-
+    assert s["most_different"] and all(set(g["fx_nodes"]) <= set(by) for g in s["most_different"])
 
 OUTPUT_CODE = '''
 cpp_fused_relu_0 = async_compile.cpp_pybinding(['float*'], r\'\'\'

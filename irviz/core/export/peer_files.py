@@ -46,13 +46,15 @@ def peer_html(report: dict, files: dict[str, str] | None = None) -> str:
                f"and faster on nodes worth {s['tvm_wins_ms']:.3f} ms.</p><ul>")
     out += [f"<li>TVM loses: {e(x['text'])}</li>" for x in s["tvm_loses"][:5]]
     out += [f"<li>TVM wins: {e(x['text'])}</li>" for x in s["tvm_wins"][:5]]
-    out.append("</ul><h3>Per FX node</h3><table><tr><th>FX node</th><th>op</th><th>TVM kernel</th>"
-               "<th>TVM ms</th><th>Inductor kernel</th><th>Inductor ms</th><th>faster</th></tr>")
+    out.append("</ul><h3>Per FX node</h3><p>ms: the node's share of its kernels' time; faster: its "
+               "group's verdict (the FX nodes whole kernels compute on both sides).</p><table><tr>"
+               "<th>FX node</th><th>op</th><th>group</th><th>TVM kernel</th><th>TVM ms</th>"
+               "<th>Inductor kernel</th><th>Inductor ms</th><th>faster</th></tr>")
     for r in report["by_fx_node"]:
         t, i = r["tvm"], r["inductor"]
         links = ", ".join(f'<a href="peer/kernels/{e(files[k])}">{e(k)}</a>' if k in files else e(k)
                           for k in i["kernels"]) or "–"
-        out.append(f"<tr><td>{e(r['fx_node'])}</td><td>{e(str(r['target']))}</td>"
+        out.append(f"<tr><td>{e(r['fx_node'])}</td><td>{e(str(r['target']))}</td><td>{e(r['group'])}</td>"
                    f"<td>{e(', '.join(t['kernels']) or '–')}</td><td>{_ms(t['ms'])}</td><td>{links}</td>"
                    f"<td>{_ms(i['ms'])}</td><td>{e(r['faster'] or '–')}</td></tr>")
     out.append("</table><h3>Inductor's kernels</h3><table><tr><th>kernel</th><th>kind</th><th>calls</th>"

@@ -2,7 +2,8 @@
 
     {"compiler": "inductor", "threads", "compile_seconds", "total_ms", "compiled_ms", "region_ms",
      "reliable", "reason", "timing", "profiled_timing", "kernels": [{"name", "kind", "fx_nodes", "ms", "calls",
-     "code", "post_grad_nodes", "unmapped", "fx_nodes_inferred"}], "by_fx_node": [...], "summary": {...},
+     "code", "post_grad_nodes", "unmapped", "fx_nodes_inferred"}], "by_fx_node": [...], "groups": [...],
+     "summary": {...},
      "attribution", "unmapped_kernels"}
 
 A kernel's `fx_nodes` come from Inductor's provenance; where Inductor replaced a subgraph by one op
@@ -20,7 +21,7 @@ from irviz.core.peer.inductor import PeerError, compile_inductor
 from irviz.core.peer.names import inside_inserted, pre_grad_to_fx
 from irviz.core.peer.output_code import call_sequence, kernel_sources
 from irviz.core.peer.profile import time_inductor
-from irviz.core.peer.side_by_side import ATTRIBUTION, by_fx_node, summary
+from irviz.core.peer.side_by_side import ATTRIBUTION, by_fx_node, groups, summary
 
 __all__ = ["AGREE", "inductor_peer", "inductor_peer_for", "peer_kernels", "peer_lines"]
 
@@ -141,7 +142,7 @@ def inductor_peer(captured, *, threads: int = 1, repeats: int = 10, tvm_kernels:
             "runs": times.runs, "timing": times.compiled.as_dict(), "profiled_timing": times.profiled.as_dict(),
             "reliable": not reasons, "reason": "; ".join(reasons) or None,
             "kernels": rows, "unmapped_kernels": [r["name"] for r in rows if not r["fx_nodes"]],
-            "by_fx_node": side, "summary": summary(side), "attribution": ATTRIBUTION,
+            "by_fx_node": side, "groups": groups(side), "summary": summary(side), "attribution": ATTRIBUTION,
             "tvm_kernels": tvm}
 
 
@@ -157,14 +158,13 @@ def peer_lines(report: dict, most: int = 10) -> list[str]:
     s = report["summary"]
     out.append(f"peer     TVM slower on nodes worth {s['tvm_loses_ms']:.3f} ms, faster on {s['tvm_wins_ms']:.3f} ms "
                f"({ATTRIBUTION})")
-    rows = {r["fx_node"]: r for r in report["by_fx_node"]}
-    # the ms columns are the node's share of its kernels' time (ATTRIBUTION)
-    out.append(f"  {'fx node':28} {'TVM kernel':30} {'node ms':>8}  {'Inductor kernel':34} {'node ms':>8}  faster")
-    for name in s["most_different"][:most]:
-        r = rows[name]
-        t, i = r["tvm"], r["inductor"]
-        out.append(f"  {name[:28]:28} {('+'.join(t['kernels']) or '-')[:30]:30} {_f(t['ms'])}  "
-                   f"{('+'.join(i['kernels']) or '-')[:34]:34} {_f(i['ms'])}  {r['faster']}")
+    # per group of FX nodes computed by whole kernels on both sides (side_by_side)
+    out.append(f"  {'FX nodes':34} {'TVM kernels':30} {'ms':>8}  {'Inductor kernels':34} {'ms':>8}  faster")
+    for g in s["most_different"][:most]:
+        nodes = g["fx_nodes"]
+        what = nodes[0] if len(nodes) == 1 else f"{nodes[0]}..{nodes[-1]} ({len(nodes)})"
+        out.append(f"  {what[:34]:34} {'+'.join(g['tvm_kernels'])[:30]:30} {_f(g['tvm_ms'])}  "
+                   f"{'+'.join(g['inductor_kernels'])[:34]:34} {_f(g['inductor_ms'])}  {g['faster']}")
     return out
 
 

@@ -2,20 +2,27 @@
 side is faster; and where TVM loses and wins most.
 
 A fused kernel computes several FX nodes; its time is split evenly among the FX nodes it computes
-(``attribution``), so a node's figures add up to its kernels' and the nodes' to the total. A node
+(``ATTRIBUTION``), so a node's figures add up to its kernels' and the nodes' to the total. A node
 computed by several kernels (Inductor's layout copy of a convolution's input, then the convolution)
 gets its share of each. A node no kernel computes on a side (a view, a reshape folded into its
 neighbour, a weight transform done once at build, or a node provenance lost) has no time there:
-None, not 0, and the row gives no verdict.
+None, not 0.
+
+A node's share is no fair verdict where the two fuse differently: TVM's conv+bias+relu kernel gives
+the conv a third of its time, Inductor's library convolution gives it all. So the verdict is taken
+per group: FX nodes joined where one kernel computes two neighbours, on either side, so each group
+is computed by whole kernels on both; its time on a side is the sum of its nodes' shares. A row's
+"faster" is its group's; the summary ranks groups.
 """
 from __future__ import annotations
 
 from irviz.core.backend.intermediates_match import match_values
 
-__all__ = ["ATTRIBUTION", "by_fx_node", "computing_nodes", "kernel_fx_nodes", "summary"]
+__all__ = ["ATTRIBUTION", "by_fx_node", "computing_nodes", "groups", "kernel_fx_nodes", "summary"]
 
-ATTRIBUTION = ("a fused kernel's time is split evenly among the FX nodes it computes; a node "
-               "computed by several kernels gets its share of each")
+ATTRIBUTION = ("a fused kernel's time is split evenly among the FX nodes it computes (a node computed by "
+               "several kernels gets its share of each); who is faster is judged per group of FX nodes "
+               "that whole kernels compute on both sides")
 
 _SKIP = {"parameter", "buffer", "constant", "input", "output"}
 
@@ -49,43 +56,88 @@ def _side(node: str, kernels: list[dict]) -> dict:
             "ms": None if share is None else round(share, 5)}
 
 
+def _group_of(graph, nodes: list[str], sides: list[list[dict]]) -> dict[str, str]:
+    """FX node -> its group's first node: neighbours (an edge of the FX graph) that one kernel
+    computes are joined, on either side. A kernel called twice (one fused function for two layers)
+    computes two separate neighbourhoods, which stay apart."""
+    parent = {n: n for n in nodes}
+
+    def find(n):
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    by = {n.name: n for n in graph.nodes}
+    order = {n: i for i, n in enumerate(nodes)}
+    for kernels in sides:
+        for k in kernels:
+            mine = set(k.get("fx_nodes") or ()) & parent.keys()
+            for n in mine:
+                for a in by[n].args:
+                    if a in mine:
+                        ra, rb = find(a), find(n)
+                        if ra != rb:
+                            first, other = (ra, rb) if order[ra] < order[rb] else (rb, ra)
+                            parent[other] = first
+    return {n: find(n) for n in nodes}
+
+
+def _verdict(tvm_ms, ind_ms):
+    if tvm_ms is None or ind_ms is None:
+        # with no kernel on one side the nodes may be free there (views) or only unmapped
+        # (provenance lost them): no verdict rather than a guessed one
+        return None, None
+    diff = round(tvm_ms - ind_ms, 5)
+    return diff, "tvm" if diff < 0 else "inductor" if diff > 0 else "same"
+
+
+def groups(rows: list[dict]) -> list[dict]:
+    """The groups of `rows` (by_fx_node's), in FX order: their nodes, kernels and summed shares."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        g = out.setdefault(r["group"], {"group": r["group"], "fx_nodes": [], "tvm_kernels": [],
+                                        "inductor_kernels": [], "tvm_ms": None, "inductor_ms": None})
+        g["fx_nodes"].append(r["fx_node"])
+        for side, key in (("tvm", "tvm_kernels"), ("inductor", "inductor_kernels")):
+            g[key] += [k for k in r[side]["kernels"] if k not in g[key]]
+            if r[side]["ms"] is not None:
+                g[f"{side}_ms"] = round((g[f"{side}_ms"] or 0.0) + r[side]["ms"], 5)
+    for g in out.values():
+        g["diff_ms"], g["faster"] = _verdict(g["tvm_ms"], g["inductor_ms"])
+    return list(out.values())
+
+
 def by_fx_node(graph, tvm_kernels: list[dict], peer_kernels: list[dict]) -> list[dict]:
     """A row per computing FX node (FX order): {"fx_node", "target", "tvm": side, "inductor":
-    side, "faster", "diff_ms"}; `*_kernels` are dicts with "name", "ms", "fx_nodes"."""
+    side, "diff_ms" (the node's shares), "group", "faster" (its group's)}; `*_kernels` are dicts
+    with "name", "ms", "fx_nodes"."""
+    nodes = computing_nodes(graph)
+    group = _group_of(graph, [n.name for n in nodes], [tvm_kernels, peer_kernels])
     rows = []
-    for n in computing_nodes(graph):
+    for n in nodes:
         tvm, ind = _side(n.name, tvm_kernels), _side(n.name, peer_kernels)
-        diff = faster = None
-        if tvm["ms"] is not None and ind["ms"] is not None:
-            diff = round(tvm["ms"] - ind["ms"], 5)
-            faster = "tvm" if diff < 0 else "inductor" if diff > 0 else "same"
-        # with no kernel on one side the node may be free there (a view) or only unmapped
-        # (provenance lost it): no verdict rather than a guessed one
         rows.append({"fx_node": n.name, "target": n.target, "tvm": tvm, "inductor": ind,
-                     "faster": faster, "diff_ms": diff})
+                     "diff_ms": _verdict(tvm["ms"], ind["ms"])[0], "group": group[n.name]})
+    faster = {g["group"]: g["faster"] for g in groups(rows)}
+    for r in rows:
+        r["faster"] = faster[r["group"]]
     return rows
 
 
 def summary(rows: list[dict], most: int = 10) -> dict:
-    """Where TVM loses and wins most, by the node's time difference (TVM - Inductor)."""
-    judged = [r for r in rows if r["diff_ms"] is not None]
-    loses = sorted((r for r in judged if r["diff_ms"] > 0), key=lambda r: -r["diff_ms"])
-    wins = sorted((r for r in judged if r["diff_ms"] < 0), key=lambda r: r["diff_ms"])
-
-    def line(r):
-        t, i = r["tvm"], r["inductor"]
-        return {"fx_node": r["fx_node"], "diff_ms": r["diff_ms"],
-                "text": f"{r['fx_node']}: TVM {_k(t)} {_ms(t['ms'])} vs Inductor {_k(i)} {_ms(i['ms'])}"}
-
-    return {"tvm_loses": [line(r) for r in loses[:most]], "tvm_wins": [line(r) for r in wins[:most]],
-            "tvm_loses_ms": round(sum(r["diff_ms"] for r in loses), 5),
-            "tvm_wins_ms": round(-sum(r["diff_ms"] for r in wins), 5),
-            "most_different": [r["fx_node"] for r in sorted(judged, key=lambda r: -abs(r["diff_ms"]))[:most]]}
+    """Where TVM loses and wins most: the groups by their time difference (TVM - Inductor)."""
+    judged = [g for g in groups(rows) if g["diff_ms"] is not None]
+    loses = sorted((g for g in judged if g["diff_ms"] > 0), key=lambda g: -g["diff_ms"])
+    wins = sorted((g for g in judged if g["diff_ms"] < 0), key=lambda g: g["diff_ms"])
+    return {"tvm_loses": [_line(g) for g in loses[:most]], "tvm_wins": [_line(g) for g in wins[:most]],
+            "tvm_loses_ms": round(sum(g["diff_ms"] for g in loses), 5),
+            "tvm_wins_ms": round(-sum(g["diff_ms"] for g in wins), 5),
+            "most_different": [_line(g) for g in sorted(judged, key=lambda g: -abs(g["diff_ms"]))[:most]]}
 
 
-def _k(side: dict) -> str:
-    return "+".join(side["kernels"]) if side["kernels"] else "(no kernel)"
-
-
-def _ms(x) -> str:
-    return "-" if x is None else f"{x:.3f} ms"
+def _line(g: dict) -> dict:
+    nodes = g["fx_nodes"]
+    what = nodes[0] if len(nodes) == 1 else f"{nodes[0]}..{nodes[-1]} ({len(nodes)} nodes)"
+    return {**g, "text": f"{what}: TVM {'+'.join(g['tvm_kernels'])} {g['tvm_ms']:.3f} ms vs Inductor "
+                         f"{'+'.join(g['inductor_kernels'])} {g['inductor_ms']:.3f} ms"}
