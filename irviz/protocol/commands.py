@@ -198,8 +198,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             'compile_seconds, total_ms, compiled_ms, region_ms, runs, timing, profiled_timing, reliable, reason, '
             'kernels: [{name, kind, '
             'fx_nodes, fx_nodes_inferred, ms, calls, code, post_grad_nodes, unmapped}], by_fx_node: '
-            '[{fx_node, target, tvm: {kernels, kernel_ms, ms}, inductor: {kernels, kernel_ms, ms}, faster, '
-            'diff_ms}], summary: {tvm_loses, tvm_wins, tvm_loses_ms, tvm_wins_ms, most_different}, '
+            '[{fx_node, target, tvm: {kernels, kernel_ms, ms}, inductor: {kernels, kernel_ms, ms}, diff_ms, '
+            'group, faster}], groups: [{group, fx_nodes, tvm_kernels, inductor_kernels, tvm_ms, inductor_ms, '
+            'diff_ms, faster}], summary: {tvm_loses, tvm_wins, tvm_loses_ms, tvm_wins_ms, most_different}, '
             'attribution, tvm_kernels}`: the peer compiler beside the TVM run of the step (build_run it '
             'first); a model it cannot compile: `{compiler, error}`',
             stage="run", section="build"),
