@@ -255,6 +255,27 @@ def test_random_operands_are_drawn_into_the_tensor_without_a_numpy_copy(monkeypa
     assert b.shape == (64, 8) and 0 < np.abs(b).max() < 1 and len(np.unique(b)) > 100  # drawn, not zeros
 
 
+def test_a_tensor_of_one_row_at_a_narrow_dtype_is_drawn_in_chunks_too(monkeypatch):
+    """Shaped like SAM's 1 x heads x tokens x tokens attention mask: a leading size of 1 and a
+    dtype numpy draws through float64."""
+    import tracemalloc
+
+    import numpy as np
+
+    from irviz.core.tuning import measuring
+
+    monkeypatch.setattr(measuring, "_CHUNK_BYTES", 1 << 20)
+    tracemalloc.start()
+    try:
+        t = measuring.random_tensor((1, 4, 1024, 1024), "float16", 5)  # 8 MB; 64 MB of float64 at once
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    a = t.numpy()
+    assert peak < 4 << 20
+    assert a.shape == (1, 4, 1024, 1024) and a.dtype == np.float16 and len(np.unique(a[0, 3])) > 100
+
+
 @I.ir_module
 class BigTranspose:
     @T.prim_func(private=True, s_tir=True)

@@ -49,14 +49,14 @@ def random_array(shape, dtype, seed) -> np.ndarray:
     return (rng.standard_normal(shape) * 0.1).astype(str(dtype))
 
 
-# rows drawn at a time by random_tensor: its scratch stays this small whatever the tensor's size
+# drawn at a time by random_tensor: its scratch stays near this whatever the tensor's size
 _CHUNK_BYTES = 64 << 20
 
 
 def random_tensor(shape, dtype, seed) -> tvm.runtime.Tensor:
-    """A TVM tensor of random values, as random_array draws them, allocated once: the rows are drawn
-    into it in chunks through a numpy view of its memory, so a 2 GB LM head takes 2 GB, not 2 GB
-    of numpy and 2 GB of its copy."""
+    """A TVM tensor of random values, as random_array draws them, allocated once: its elements are
+    drawn into it in chunks through a numpy view of its memory, so a 2 GB LM head takes 2 GB, not
+    2 GB of numpy and 2 GB of its copy."""
     shape = tuple(int(d) for d in shape)
     t = tvm.runtime.empty(shape, str(dtype), tvm.cpu())
     bits = None
@@ -73,10 +73,12 @@ def random_tensor(shape, dtype, seed) -> tvm.runtime.Tensor:
     if view.ndim == 0 or view.size == 0:
         view[...] = draw(shape, seed)
         return t
-    row_bytes = max(1, view[0].nbytes)
-    step = max(1, _CHUNK_BYTES // row_bytes)
-    for k, start in enumerate(range(0, view.shape[0], step)):
-        part = view[start:start + step]
+    # chunks of the flat tensor, not of its rows: SAM's 1 x 16 x 4096 x 4096 attention has one
+    # row, and a draw at a dtype other than float32/64 goes through float64 (8 bytes an element)
+    flat = view.reshape(-1)
+    step = max(1, _CHUNK_BYTES // max(view.itemsize, 8))
+    for k, start in enumerate(range(0, flat.size, step)):
+        part = flat[start:start + step]
         part[...] = draw(part.shape, seed * 100003 + k)
     return t
 
