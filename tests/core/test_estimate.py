@@ -426,3 +426,30 @@ def test_what_main_runs_besides_its_kernel_calls_is_counted_in_vm_instructions(c
     assert est["vm_other_instructions"] > 0
     assert est["estimated_ms"] == pytest.approx(sum(r["total_ms"] for r in est["kernels"]) + est["vm_entry_ms"]
                                                 + est["vm_other_instructions"] * vm["instr_ms"])
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return int(f.read().split("VmRSS:")[1].split()[0]) / 1024
+
+
+def test_the_outputs_of_kernels_timed_alone_are_not_kept_after_their_timing(cache_dir):
+    """The VM's pooled allocator keeps each output size it allocated; kernels of distinct output
+    sizes (as a ViT's are) must not add up in the engine."""
+    from tvm import tirx
+
+    n = 1 << 24  # 64 MB of float32 per output
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((n + 4 * 1024,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            outs = [bb.emit(relax.op.strided_slice(x, [0], [tirx.IntImm("int64", 0)],
+                                                   [tirx.IntImm("int64", n + k * 1024)]))
+                    for k in range(4)]
+            gv = bb.emit_output(relax.Tuple(outs))
+        bb.emit_func_output(gv)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    before = _rss_mb()
+    est = estimate_latency(mod, fresh=True)
+    assert est["measured"] == 4
+    assert _rss_mb() - before < 128  # four 64 MB outputs were held before
