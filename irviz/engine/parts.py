@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from irviz.core.compare import Comparison
@@ -23,3 +23,5 @@ class EngineContext:
     comparison: Comparison | None = None
     # the last bisect: (its passes, {step index: that step's check})
     last_bisect: tuple[list, dict[int, dict]] | None = None
+    # a causal LM opened for generation: irviz.engine.generate.OpenGeneration
+    generation: Any = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 from irviz.protocol import commands as protocol
 from irviz.protocol.commands import BadRequest, State, error_dict, import_error_fields
 from irviz.engine.catalogue import list_passes
+from irviz.engine.generate import generation_info
 from irviz.engine.parts import EngineContext
 
 # Imports of irviz.core modules that load torch or TVM stay inside the handlers: the engine says
@@ -43,7 +44,7 @@ class SessionCommands:
             converter_files=ws.converter_files, run_functions=self.ctx.views.run_functions(s.steps[s.cursor]),
             capture=ws.capture, importer_maps=ws.importer_maps, pipeline_text=pipeline_text(s, ws.target.name),
             keep_params=ws.keep_params, params_file=ws.params_file, structure_only=ws.structure_only,
-            target=ws.target.name, **_capture_fields(ws))
+            target=ws.target.name, generation=generation_info(self.ctx), **_capture_fields(ws))
 
     def open(self, spec, importer=None, pipeline="zero", capture=None, importer_maps=None,
              keep_params=False, no_weights=False, graph=1) -> State:

@@ -18,6 +18,8 @@ from typing import Any, Literal, TypedDict, cast
 
 from irviz.core.errors import IrvizError, RequestError, tvm_error_text
 from irviz.protocol.argtypes import describe, matches, type_text
+# the results' shapes live in results.py; named here too, where the GUI and the engine import them
+from irviz.protocol.results import BuildRunResult, GenerateResult, GenerationInfo, Kernel  # noqa: F401
 
 if sys.version_info >= (3, 11):
     from typing import NotRequired
@@ -153,6 +155,19 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "`state`: that graph of the open model's graph breaks opened instead, at step 0 with "
             "the same passes (applied and planned) planned; a graph that fails to capture changes "
             "nothing", returns_state=True, stage="capture"),
+    Command("generate_open", (
+        req("spec", str, "a model file or `sample:NAME` whose model is a transformers causal LM with prompt ids"),
+        opt("pipeline", str | None, "zero", "a name or a pipeline text, planned for both programs"),
+        opt("tokens", int, 16, "tokens a `generate` makes by default (the cache holds the prompt and these)"),
+        opt("max_len", int | None, None, "positions of the static KV cache; null: the prompt plus `tokens`"),
+        opt("no_weights", bool, False, "structure only: graphs, passes and the cache's bytes; nothing runs")),
+        "`state` with `generation`: the causal LM captured as two programs over one static KV cache, "
+        "prefill and decode (each its own session, the weights shared); the prefill shown, at step 0 "
+        "(a model that is no causal LM, or that torch cannot export with a cache, changes nothing)",
+        returns_state=True, stage="load"),
+    Command("choose_program", (req("program", str, '"prefill" or "decode"'),),
+            "`state`: the views, steps, diffs and builds are that program's from now on; each program "
+            "keeps its own steps and cursor", returns_state=True),
     Command("reimport", (), "`state`: the kept capture imported again with the converter files; step 0, "
                             "the old applied + planned passes planned", returns_state=True, stage="import"),
     Command("remeasure", (), "`state`: the applied passes again with the CPU decisions measured afresh "
@@ -204,6 +219,13 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             'attribution, tvm_kernels}`: the peer compiler beside the TVM run of the step (build_run it '
             'first); a model it cannot compile: `{compiler, error}`',
             stage="run", section="build"),
+    Command("generate", (opt("tokens", int | None, None, "default: the `tokens` it was opened with"),
+                         opt("repeats", int, 10, "timed runs per figure (at least)")),
+            "`GenerateResult`: both programs built at their cursors, tokens generated greedily in TVM "
+            "against `generate(do_sample=False)` (ids, first mismatch, logits per step), prefill ms, "
+            "decode ms per token and tokens/s of TVM and torch eager, `reliable`/`reason` (the keys of "
+            "`irviz generate --json`) + `stamp: {model, program, steps: {prefill, decode}, passes: "
+            "{prefill, decode}, target}`", stage="build", section="build"),
     Command("run_sizes", (_STEP, opt("func", str, "main")),
             '`{"func", "sizes": [name], "inputs": "model|get_inputs|random", "dims": {name: int}}`',
             stage="run", section="build"),
@@ -396,60 +418,13 @@ class State(TypedDict):
     capture_fallback: str | None
     capture_notes: list[str]
     graph_breaks: GraphBreaks | None
+    # a causal LM opened for generation (generate_open): its two programs and the KV cache
+    generation: NotRequired[GenerationInfo | None]
 
 
 # "pass": the pass being applied, so a reader never parses the English text for it
 ProgressMessage = TypedDict("ProgressMessage", {
     "id": Any, "progress": str, "fraction": NotRequired[float], "pass": NotRequired[str]})
-
-
-class Kernel(TypedDict):
-    name: str
-    calls: int
-    ms: float  # per run of the function: the median over the instrumented runs
-    binding: str | None
-    decision: str | None  # what chose its code (core.views.decisions.kernel_decisions)
-    # False when its time in the run and its time alone (`alone_ms`, per run; None when it was not
-    # timed alone) disagree; `reason` gives both
-    reliable: bool
-    reason: str | None
-    alone_ms: float | None
-
-
-class BuildRunResult(TypedDict):
-    func: str
-    ok: bool
-    max_abs_error: float | None
-    max_rel_error: float | None
-    allclose: bool | None
-    verdict: str | None
-    not_comparable: str | None
-    reference: bool
-    reference_name: str | None
-    tvm_ms: float
-    torch_ms: float | None
-    threads: int | None
-    torch_threads: int | None
-    build_seconds: float
-    target: str
-    outputs: Any
-    per_output: list
-    kernels: list[Kernel]
-    # False when the kernels add up to more than the run allows or their runs were competed with;
-    # `kernels_reason` says which, with the figures
-    kernels_reliable: bool
-    kernels_reason: str | None
-    tvm_timing: dict | None
-    torch_timing: dict | None
-    # False when something competed for the cores while a shown figure was timed; `reason` says
-    # what (the views show it instead of a ratio)
-    reliable: bool
-    reason: str | None
-    cpu: dict
-    timing_text: str
-    # per kernel FLOPs and bytes (from the TIR) against this CPU's measured peak and bandwidth:
-    # core.backend.roofline.roofline(); None when the roofs could not be measured
-    roofline: dict | None
 
 
 class Reply(TypedDict):
@@ -490,7 +465,7 @@ def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=N
                converter_files=(), run_functions=None, capture=None, importer_maps=(),
                pipeline_text="", keep_params=False, params_file=None,
                structure_only=False, target=None, capture_fallback=None, capture_notes=(),
-               graph_breaks=None) -> State:
+               graph_breaks=None, generation=None) -> State:
     """The whole session as the GUI sees it. `error`: the error of the last failed pass or import;
     `import_error`: set while a model is captured but its import failed (then `steps` is empty);
     `capture`: "export" | "symbolic_trace" (None without an FX graph); `importer_maps`: the course
@@ -500,7 +475,8 @@ def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=N
     device): builds and memory work, runs answer that there are no weights to run with.
     `target`: the target chosen (`set_target`; null: the host, the default); `pipeline_text` then
     starts with it. `graph_breaks`: the model could only be captured in pieces, at torch.compile's
-    graph breaks; one graph of them is open (`choose_graph` opens another)."""
+    graph breaks; one graph of them is open (`choose_graph` opens another). `generation`: a causal
+    LM opened for generation, one of its two programs open (`choose_program` opens the other)."""
     return {"model": model, "spec": spec, "importer": importer, "cursor": int(cursor),
             "error": error, "steps": list(steps), "planned": list(planned),
             "relax_functions": list(relax_functions), "tir_functions": list(tir_functions),
@@ -512,7 +488,7 @@ def make_state(*, model=None, spec=None, importer=None, cursor: int = 0, error=N
             "pipeline_text": pipeline_text, "keep_params": bool(keep_params), "params_file": params_file,
             "structure_only": bool(structure_only), "target": target,
             "capture_fallback": capture_fallback, "capture_notes": [str(n) for n in capture_notes],
-            "graph_breaks": graph_breaks}
+            "graph_breaks": graph_breaks, "generation": generation}
 
 
 def empty_state() -> State:
