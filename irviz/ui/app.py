@@ -26,7 +26,8 @@ def make_app(argv: list[str] | None = None):
     return app
 
 
-def run_app(spec: str | None = None, pipeline: str = "zero", no_weights: bool = False) -> int:
+def run_app(spec: str | None = None, pipeline: str = "zero", no_weights: bool = False,
+            generate: bool = False, tokens: int = 16) -> int:
     """The app's exit code; 2, with what to do, when Qt could not open a window here."""
     # before QApplication: Qt's answer to a missing display or library is abort() and a core dump
     problem = display_problem()
@@ -43,7 +44,9 @@ def run_app(spec: str | None = None, pipeline: str = "zero", no_weights: bool = 
     themes.apply_theme(str(QSettings("irviz", "irviz").value("theme", "light")), app)
     window = MainWindow()
     window.show()
-    if spec:
+    if spec and generate:
+        window.generation.open(spec, pipeline=pipeline, tokens=tokens, no_weights=no_weights)
+    elif spec:
         window.open_spec(spec, pipeline=pipeline, no_weights=no_weights)
     return app.exec()
 

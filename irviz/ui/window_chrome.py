@@ -8,6 +8,7 @@ from PySide6.QtWidgets import (QFrame, QGraphicsOpacityEffect, QHBoxLayout, QLab
                                QPushButton, QScrollArea, QToolButton, QVBoxLayout, QWidget)
 
 from irviz.ui import themes
+from irviz.ui.generation import GenerationOpening
 from irviz.ui.graph_chooser import CaptureBar
 from irviz.ui.help import HelpDialog
 from irviz.ui.result_stamp import STALE_OPACITY
@@ -123,6 +124,7 @@ class WindowChrome(QObject):
         super().__init__(window)
         self._w = window
         self._build_actions()
+        self.generation = GenerationOpening(window)  # a causal LM as prefill and decode programs
         self._build_menus()
         self._build_toolbar()
         self._build_status()
@@ -198,6 +200,7 @@ class WindowChrome(QObject):
         mb = self._w.menuBar()
         m = mb.addMenu("&File")
         m.addAction(self.act_open)
+        m.addAction(self.generation.act_open)
         self.samples_menu = m.addMenu("Samples")
         self.samples_menu.addAction("(asking the engine…)").setEnabled(False)
         self.recent_menu = m.addMenu("Open &Recent")
@@ -266,6 +269,7 @@ class WindowChrome(QObject):
         self.capture_bar = CaptureBar(self._w)  # which capture fallback, and which graph of graph breaks
         self.capture_bar.graphChosen.connect(self._w.choose_graph)
         tb.addWidget(self.capture_bar)
+        tb.addWidget(self.generation.bar)
         self.toolbar = tb
 
     def _build_status(self) -> None:

@@ -10,6 +10,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel, QMainWindow, QMenu, QProgressBar, QPushButton
 
 if TYPE_CHECKING:  # the window imports the pane table, which imports these, at run time
+    from irviz.ui.generation import GenerationOpening
     from irviz.ui.graph_chooser import CaptureBar
     from irviz.ui.panes.diff import DiffPane
     from irviz.ui.panes.fx import FxPane
@@ -36,6 +37,7 @@ class WindowParts(QMainWindow):
     recent_menu: QMenu
     samples_menu: QMenu
     capture_bar: CaptureBar
+    generation: GenerationOpening
     status_label: QLabel
     step_label: QLabel
     progress: QProgressBar

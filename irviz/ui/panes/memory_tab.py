@@ -8,6 +8,7 @@ from collections.abc import Callable
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from irviz.protocol.commands import State
+from irviz.protocol.results import GenerationInfo
 from irviz.ui import themes
 from irviz.ui.panes.base import dim_label
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
@@ -28,6 +29,21 @@ def by_length_text(plan: dict) -> str:
             + " · ".join(parts) + f". Drawn below at {by.get('dim')} = {by.get('drawn')}.")
 
 
+def kv_cache_text(gen: GenerationInfo | None) -> str:
+    """'KV cache: 12.0 KiB, static (4 tensors of (1, 2, 24, 16) float32, 24 positions), … by context
+    length — 1: 512 B · 2: 1.0 KiB · …' for a model open for generation, else ''."""
+    if not gen:
+        return ""
+    shape = gen["kv_cache_shape"]
+    # JSON objects may come back with their keys sorted as text ("16" before "2")
+    by = sorted((gen.get("kv_cache_bytes_by_length") or {}).items(), key=lambda kv: int(kv[0]))
+    rows = " · ".join(f"{n}: {human_bytes(b)}" for n, b in by)
+    return (f"KV cache: {human_bytes(gen['kv_cache_bytes'])}, static ({shape['tensors']} tensors of "
+            f"{tuple(shape['each'])} {shape['dtype']}, {gen['max_len']} positions), held whole all through "
+            f"generation and read by both programs. Its filled part by context length — {rows}. The "
+            f"activations below are the {gen['program']} program's alone.")
+
+
 class MemoryTab(QWidget):
     """`ask(purpose, cmd, **args)` sends to the engine (the pane's ask); replies come back through
     `show` / `show_error`."""
@@ -45,6 +61,10 @@ class MemoryTab(QWidget):
         self.by_length = dim_label("")
         self.by_length.setWordWrap(True)
         self.by_length.setObjectName("MemoryByLength")
+        self.kv = dim_label("")
+        self.kv.setWordWrap(True)
+        self.kv.setObjectName("MemoryKvCache")
+        self.kv.setVisible(False)
         self.note = dim_label("")
         self.view = MemoryView()
         self.view.tensorSelected.connect(hub.select_relax)
@@ -57,10 +77,17 @@ class MemoryTab(QWidget):
         row.addWidget(self.button)
         row.addWidget(self.status, 1)
         lay.addLayout(row)
+        lay.addWidget(self.kv)
         lay.addWidget(self.by_length)
         lay.addWidget(self.note)
         lay.addWidget(scroll, 1)
         self.slot = ResultSlot([self.view, self.by_length], self.note)
+
+    def show_kv(self, state: State) -> None:
+        """The static KV cache of a causal LM open for generation, beside the step's activations."""
+        text = kv_cache_text(state.get("generation"))
+        self.kv.setText(text)
+        self.kv.setVisible(bool(text))
 
     def plan(self) -> None:
         cursor = self._cursor()
