@@ -31,7 +31,7 @@ from PySide6.QtCore import QObject, Signal
 
 @dataclass
 class Selection:
-    source: str  # "fx" | "relax" | "tir"
+    source: str  # "fx" | "relax" | "tir" | "fx_nodes" (several FX nodes, key: their names joined by newlines)
     key: str  # what the user picked
     fx: list[str] = field(default_factory=list)
     relax: list[str] = field(default_factory=list)
@@ -72,6 +72,12 @@ class Provenance:
         fx = _unique(f for v in relax for f in self.relax_to_fx.get(v, []))
         return Selection("tir", name, fx, relax, [name])
 
+    def from_fx_nodes(self, names: list[str]) -> Selection:
+        """Several FX nodes as one selection (a row that stands for a group of them)."""
+        parts = [self.from_fx(n) for n in names]
+        return Selection("fx_nodes", "\n".join(names), list(names), _unique(v for p in parts for v in p.relax),
+                         _unique(t for p in parts for t in p.tir))
+
 
 def _unique(items) -> list:
     return list(dict.fromkeys(items))
@@ -105,6 +111,13 @@ class EventHub(QObject):
         self.fxNodeSelected.emit(name)
         self._relink("fx", name)
 
+    def select_fx_nodes(self, names: list[str]) -> None:
+        """Several FX nodes at once, linked together (their Relax bindings and TensorIR functions)."""
+        names = list(dict.fromkeys(names))
+        if names:
+            self.fxNodeSelected.emit(names[0])
+            self._relink("fx_nodes", "\n".join(names))
+
     def select_relax(self, var: str) -> None:
         self.relaxBindingSelected.emit(var)
         self._relink("relax", var)
@@ -131,6 +144,7 @@ class EventHub(QObject):
 
     def _relink(self, source: str, key: str) -> None:
         sel = {"fx": self.provenance.from_fx, "relax": self.provenance.from_relax,
-               "tir": self.provenance.from_tir}[source](key)
+               "tir": self.provenance.from_tir,
+               "fx_nodes": lambda k: self.provenance.from_fx_nodes(k.split("\n"))}[source](key)
         self.selection = sel
         self.linked.emit(sel)

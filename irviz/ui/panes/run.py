@@ -25,6 +25,7 @@ from irviz.ui.panes.kernel_counts import add_count_columns
 from irviz.ui.panes.kernel_roofline import RooflineTab, add_roofline_columns, set_roofline
 from irviz.ui.panes.kernel_table import KernelTable
 from irviz.ui.panes.memory_tab import MemoryTab
+from irviz.ui.panes.peer_tab import PeerTab
 from irviz.ui.panes.run_text import (error_text, fmt_figure, kernel_heat, outputs_that_differ, ratio_text,
                                      short_target, timing_note)
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
@@ -139,7 +140,12 @@ class RunPane(Pane):
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.kernels, "Kernels")
+        self.peer = PeerTab(self.ask, hub, lambda: self.cursor_of(self.state), self._ran_at, self.build_run,
+                            state=lambda: self.state)
+        self.tabs.addTab(self.peer, "Peer")
+        bridge.progress.connect(self.peer.on_progress)
         self.tabs.addTab(self.roofline, "Roofline")
+        self.latency_page = lat_page
         self.tabs.addTab(lat_page, "Latency per step")
         self.intermediates = IntermediatesTab(self.ask, hub, lambda: self.cursor_of(self.state),
                                               state=lambda: self.state)
@@ -184,6 +190,10 @@ class RunPane(Pane):
         self._check_results()
         self._show_where(cursor)
 
+    def _ran_at(self) -> int | None:
+        """The step of the run shown, while it holds (the peer puts its kernels beside it)."""
+        return self.built_step if self.result is not None and not self.run_slot.stale else None
+
     def _show_where(self, cursor: int | None) -> None:
         """The run's status line says which step its results are for whenever the cursor is
         elsewhere, on every move (stale or not: the stale note says why they no longer hold)."""
@@ -220,6 +230,7 @@ class RunPane(Pane):
         self.latency_slot.check(self.state)
         self.memory_slot.check(self.state)
         self.estimate.slot.check(self.state)
+        self.peer.check(self.state)
         self.intermediates.check(self.state, bisect, b_stamp)
         self._sync_heat()
 
@@ -235,6 +246,7 @@ class RunPane(Pane):
             slot.clear()
         self.memory.clear()
         self.estimate.clear()
+        self.peer.clear()
         self.verdict.setText("")
         self.status.setText(STRUCTURE_ONLY if (self.state.get("structure_only") if self.state else None) else
                             "Build & Run the current step (Ctrl+R).")
@@ -361,7 +373,7 @@ class RunPane(Pane):
         if self.cursor_of(self.state) is None:
             self.latency_status.setText("Open a model first.")
             return
-        self.tabs.setCurrentIndex(1)
+        self.tabs.setCurrentWidget(self.latency_page)
         self.latency_slot.set(ResultStamp.of(self.state, per_recorded_step=True))
         n = len((self.state.get("steps") if self.state else None) or [])
         self.latency_status.setText(f"Building and timing {n} step{'s' if n != 1 else ''}…")
@@ -438,8 +450,11 @@ class RunPane(Pane):
             r = dict(result or {})
             self.kernels.set_context(counts=dict(r, target_name=short_target(r.get("target_name")) or "host"))
             return
+        if purpose == "peer":
+            self.peer.show_result(result or {})
         if purpose == "run":
             self._show_run(result)
+            self.peer.run_done(True)
 
     def _show_run(self, r: BuildRunResult) -> None:
         c = themes.colors()
@@ -512,6 +527,11 @@ class RunPane(Pane):
         if purpose == "estimate":
             self.estimate.show_error(error)
             return
+        if purpose == "peer":
+            self.peer.show_error(error)
+            return
+        if purpose == "run":
+            self.peer.run_done(False)
         if purpose == "latency":
             self.latency_button.setEnabled(self.cursor_of(self.state) is not None)
             msg = error.get("message", "failed")
