@@ -78,32 +78,65 @@ def generation_info(ctx: EngineContext) -> GenerationInfo | None:
             "target": target_name(progs.target)})
 
 
+def open_generation(ctx: EngineContext, spec, pipeline="zero", tokens=16, max_len=None,
+                    no_weights=False) -> OpenGeneration:
+    """Open `spec`'s prefill and decode programs, the prefill installed as the open model."""
+    from irviz.core.generate.report import open_for_generation
+
+    if int(tokens) < 1:
+        raise BadRequest(f"`tokens` is {tokens}: generate at least one token")
+    ctx.progress(f"Capturing {spec} as a prefill and a decode program over a static KV cache", 0.05)
+    done = []
+
+    def log(line: str) -> None:
+        done.append(line)
+        ctx.progress(f"Opened {line}", 0.45 * len(done))
+
+    progs = open_for_generation(spec, tokens=int(tokens), max_len=max_len, pipeline=pipeline or "zero",
+                                no_weights=bool(no_weights), log=log)
+    name = model_name(spec)
+    for p in (progs.prefill, progs.decode):
+        p.loaded.name = f"{name} {p.name}"
+    ctx.ws.target = progs.target
+    g = OpenGeneration(progs, spec, pipeline or "zero", int(tokens))
+    install(ctx, g, "prefill")
+    return g
+
+
+def install(ctx: EngineContext, g: OpenGeneration, program: str) -> None:
+    """`program` becomes the open model: every view, step and build command works on it."""
+    p = g.progs.program(program)
+    ctx.ws.replace_open(g.spec, "exported_program", p.loaded, p.captured, p.imported, p.session)
+    g.program = program
+    ctx.generation = g
+
+
+def replay_generation(ctx: EngineContext, spec, generation: dict, no_weights=False, cursor=None,
+                      pass_files=()) -> None:
+    """A restarted engine's replay of a model open for generation: opened again as it was, the
+    program that was shown installed, its cursor where it was (within the steps its pipeline
+    records)."""
+    from irviz.core.passes import load_pass_file
+
+    for path in pass_files or ():
+        load_pass_file(path)
+    g = open_generation(ctx, spec, generation.get("pipeline") or "zero", generation.get("tokens") or 16,
+                        generation.get("max_len"), no_weights)
+    install(ctx, g, str(generation.get("program") or "prefill"))
+    s = ctx.ws.need_session()
+    if cursor is not None:
+        c = max(0, min(int(cursor), len(s.steps) - 1))
+        if c != s.cursor:
+            s.jump(c)
+
+
 class GenerateCommands:
     def __init__(self, ctx: EngineContext, state):
         self.ctx = ctx
         self._state = state  # the session commands' state(): what these answer with
 
     def generate_open(self, spec, pipeline="zero", tokens=16, max_len=None, no_weights=False) -> State:
-        from irviz.core.generate.report import open_for_generation
-
-        if int(tokens) < 1:
-            raise BadRequest(f"`tokens` is {tokens}: generate at least one token")
-        ws = self.ctx.ws
-        self.ctx.progress(f"Capturing {spec} as a prefill and a decode program over a static KV cache", 0.05)
-        done = []
-
-        def log(line: str) -> None:
-            done.append(line)
-            self.ctx.progress(f"Opened {line}", 0.45 * len(done))
-
-        progs = open_for_generation(spec, tokens=int(tokens), max_len=max_len, pipeline=pipeline or "zero",
-                                    no_weights=bool(no_weights), log=log)
-        name = model_name(spec)
-        for p in (progs.prefill, progs.decode):
-            p.loaded.name = f"{name} {p.name}"
-        ws.target = progs.target
-        g = OpenGeneration(progs, spec, pipeline or "zero", int(tokens))
-        self._install(g, "prefill")
+        open_generation(self.ctx, spec, pipeline, tokens, max_len, no_weights)
         self.ctx.progress("Ready", 1.0)
         return self._state()
 
@@ -112,14 +145,8 @@ class GenerateCommands:
         if g is None:
             raise BadRequest("No model is open for generation: open a causal LM for generation first")
         g.progs.program(program)  # an unknown name fails here, naming the two
-        self._install(g, str(program))
+        install(self.ctx, g, str(program))
         return self._state()
-
-    def _install(self, g: OpenGeneration, program: str) -> None:
-        p = g.progs.program(program)
-        self.ctx.ws.replace_open(g.spec, "exported_program", p.loaded, p.captured, p.imported, p.session)
-        g.program = program
-        self.ctx.generation = g
 
     def generate(self, tokens=None, repeats=10) -> GenerateResult:
         from irviz.core.generate import report

@@ -112,7 +112,14 @@ class SessionCommands:
 
     def replay(self, spec, importer=None, applied=(), planned=(), cursor=None, pass_files=(),
                converter_files=(), capture=None, importer_maps=(), keep_params=False,
-               no_weights=False, target=None, graph=1) -> State:
+               no_weights=False, target=None, graph=1, generation=None) -> State:
+        if generation:
+            from irviz.engine.generate import replay_generation
+
+            replay_generation(self.ctx, spec, dict(generation), no_weights=bool(no_weights), cursor=cursor,
+                              pass_files=pass_files)
+            self.ctx.progress("Replayed", 1.0)
+            return self.state()
         self.ctx.ws.replay(spec, importer, invocations(applied), invocations(planned), cursor,
                        pass_files, converter_files, capture=capture, importer_maps=importer_maps,
                        keep_params=bool(keep_params), no_weights=bool(no_weights), graph=graph,

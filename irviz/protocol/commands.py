@@ -148,7 +148,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         opt("converter_files", list[str], ()), opt("capture", str | None, None),
         opt("importer_maps", list[str], ()), opt("keep_params", bool, False),
         opt("no_weights", bool, False), opt("target", str | None, None, "as `set_target`"),
-        _GRAPH),
+        _GRAPH, opt("generation", dict | None, None, "a causal LM open for generation: `{pipeline, tokens, "
+                                                     "max_len, program}`, opened again so and `cursor` "
+                                                     "taken by that program")),
         "`state`: the session rebuilt (how the bridge recovers after a crash)",
         returns_state=True, stage="load"),
     Command("choose_graph", (req("graph", int, "from 1 to `graph_breaks.count`"),),

@@ -213,7 +213,8 @@ class SessionReplay:
 def _frontend_recipe(state: State) -> dict:
     """How the model was captured and which course map files it used: a replay needs them to
     rebuild a symbolic_trace session (absent for older engines and for IR files); the target
-    chosen, if any; and which graph of a model cut at its graph breaks was open."""
+    chosen, if any; which graph of a model cut at its graph breaks was open; and, for a causal LM
+    opened for generation, how it was opened and which program was shown."""
     out: dict = {}
     if state.get("capture"):
         out["capture"] = state["capture"]
@@ -223,4 +224,7 @@ def _frontend_recipe(state: State) -> dict:
         out["target"] = state["target"]
     if gb := state.get("graph_breaks"):  # the graph of the model's graph breaks that was open
         out["graph"] = int(gb["graph"])
+    if gen := state.get("generation"):  # a causal LM opened for generation: opened so again
+        out["generation"] = {"pipeline": gen["pipeline"], "tokens": gen["tokens"], "max_len": gen["max_len"],
+                             "program": gen["program"]}
     return out

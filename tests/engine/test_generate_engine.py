@@ -104,3 +104,15 @@ def test_opening_another_model_ends_the_generation(engine):
     assert st["generation"] is None and st["model"] == "mul_add"
     reply = _call(e, "choose_program", program="decode")
     assert not reply["ok"] and reply["state"]["model"] == "mul_add"
+
+
+def test_replay_opens_the_program_that_was_shown_at_its_cursor():
+    e = engine_mod.Engine(_Chan())
+    reply = _call(e, "replay", spec="sample:hf_llama", cursor=3,
+                  generation={"pipeline": "zero", "tokens": 4, "max_len": 24, "program": "decode"})
+    assert reply["ok"], reply
+    st = reply["result"]
+    assert st["model"] == "hf_llama decode" and st["cursor"] == 3
+    gen = st["generation"]
+    assert (gen["program"], gen["tokens"], gen["max_len"]) == ("decode", 4, 24)
+    assert gen["programs"]["decode"]["cursor"] == 3

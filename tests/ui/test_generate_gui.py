@@ -97,3 +97,17 @@ def test_the_memory_tab_shows_the_kv_cache_by_context_length(qtbot, opened):
     mem.plan()
     qtbot.waitUntil(lambda: mem.view.plan is not None or "failed" in mem.status.text(), timeout=T)
     w.grab().save(os.path.join(SHOTS, "generate_memory.png"))
+
+
+def test_the_replay_recipe_and_the_launch_option_open_for_generation(monkeypatch, opened):
+    from irviz.cli.commands import main
+    from irviz.ui import app
+    from irviz.ui.session_replay import _frontend_recipe
+
+    gen = opened.state["generation"]
+    assert _frontend_recipe(opened.state)["generation"] == {
+        "pipeline": "zero", "tokens": 8, "max_len": gen["max_len"], "program": gen["program"]}
+    launched = {}
+    monkeypatch.setattr(app, "run_app", lambda spec, **kw: launched.update(spec=spec, **kw) or 0)
+    assert main(["sample:hf_llama", "--generate", "--tokens", "4"]) == 0
+    assert launched["spec"] == "sample:hf_llama" and launched["generate"] and launched["tokens"] == 4
