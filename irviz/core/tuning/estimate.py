@@ -232,9 +232,9 @@ def _time(mod, kind: str, call) -> tuple[float, bool, bool]:
         ms, _ = measuring.build_and_time(*small, budget_seconds=BUDGET_SECONDS, output=False,
                                          release_inputs=True, timings=timings)
     finally:
-        # the VM's pooled allocator keeps every output it allocated, for reuse at the same size:
-        # a hundred kernels of distinct sizes held 3.6 GB of them (SAM ViT-H). Only the free
-        # blocks go; what a live VM holds stays.
+        # the VM's pooled allocator keeps every output it allocated, for reuse at the same size,
+        # so kernels of distinct output sizes would add up in the engine. Only the free blocks
+        # go; what a live VM holds stays.
         tvm.get_global_func("vm.builtin.memory_manager.clear")()
     contended = bool(timings) and contention(timings[-1], tvm_threads()) is not None
     return ms, in_place is not None, contended
