@@ -22,10 +22,10 @@ class PeerCommands:
         from irviz.core.peer.report import inductor_peer_for
 
         ws = self.ctx.ws
-        ws.need_session()
+        session = ws.need_session()
         st = ws.step_at(step)
         report = inductor_peer_for(ws, st.index, repeats=int(repeats), progress=self.ctx.progress)
-        report["stamp"] = {"model": ws.session.name, "pipeline": [s.pass_name for s in ws.session.steps[1:st.index + 1]],
-                           "step": st.index, "pass": st.pass_name, "target": str(ws.session.target)}
+        report["stamp"] = {"model": session.name, "pipeline": [s.pass_name for s in session.steps[1:st.index + 1]],
+                           "step": st.index, "pass": st.pass_name, "target": str(session.target)}
         self.ctx.progress("Compared with torch.compile (inductor)", 1.0)
         return report
