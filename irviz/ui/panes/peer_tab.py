@@ -94,7 +94,7 @@ class PeerTab(QWidget):
         self.status.setWordWrap(True)
         self.status.setObjectName("PeerStatus")
         self.mark = QLabel("")
-        self.mark.setWordWrap(True)
+        # one line, the reason in full in its tooltip: a short Run pane keeps its rows for the table
         self.mark.setObjectName("PeerUnreliable")
         self.mark.setSizePolicy(self.status.sizePolicy())
         self.mark.setVisible(False)
@@ -244,7 +244,7 @@ class PeerTab(QWidget):
         self.mark.setVisible(not reliable)
         self.mark.setStyleSheet(f"color: {themes.colors().bad};")
         why = str(r.get("reason") or "no reason given")
-        self.mark.setText(f"{UNRELIABLE} Times unreliable: {short(why)}")
+        self.mark.setText(f"{UNRELIABLE} Times unreliable: {short(why, 110)}")
         self.mark.setToolTip(why)
         self._fill(list(r.get("groups") or []))
 

@@ -143,7 +143,8 @@ class RunPane(Pane):
         self.peer = PeerTab(self.ask, hub, lambda: self.cursor_of(self.state), self._ran_at, self.build_run,
                             state=lambda: self.state)
         self.tabs.addTab(self.peer, "Peer")
-        bridge.progress.connect(self.peer.on_progress)
+        if hasattr(bridge, "progress"):  # a stand-in bridge may send no progress
+            bridge.progress.connect(self.peer.on_progress)
         self.tabs.addTab(self.roofline, "Roofline")
         self.latency_page = lat_page
         self.tabs.addTab(lat_page, "Latency per step")
