@@ -138,3 +138,24 @@ def test_what_numpy_cannot_reproduce_is_left_to_llvm_and_the_result_is_tvms():
     assert FoldStats.numpy_folds == 1 and FoldStats.llvm_folds == 2 and len(builds) == 2
     assert tvm_ffi.structural_equal(got, relax.transform.FoldConstant()(mod))
 
+
+
+def test_a_weight_sized_transpose_is_folded_exactly_and_a_double_write_is_refused():
+    @T.prim_func(private=True, s_tir=True)
+    def transpose(a: T.Buffer((768, 1536), "float32"), out: T.Buffer((1536, 768), "float32")):
+        for i, j in T.grid(1536, 768):
+            with T.sblock("t"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                out[vi, vj] = a[vj, vi]
+
+    @T.prim_func(private=True, s_tir=True)
+    def twice(a: T.Buffer((8,), "float32"), out: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.sblock("w"):
+                vi = T.axis.spatial(8, i)
+                out[vi // 2] = a[vi]
+
+    a = np.random.default_rng(0).standard_normal((768, 1536)).astype("float32")
+    assert np.array_equal(run_prim_func(transpose, [a]), a.T)
+    with pytest.raises(Unsupported, match="twice"):
+        run_prim_func(twice, [np.arange(8, dtype="float32")])
