@@ -1,3 +1,3 @@
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 raise SystemExit(main())

@@ -40,7 +40,7 @@ def _bisect(args, out) -> int:
         summary["error"] = failure.error
         _write(args, summary, out)
         return 2
-    from irviz.core.backend.bisect import bisect, reference_for
+    from irviz.core.backend.step_bisect import bisect, reference_for
 
     def progress(text, fraction=None, pass_name=None):
         if text.startswith("Bisect:"):

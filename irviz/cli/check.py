@@ -446,7 +446,7 @@ def _kernel_fx_nodes(ws, summary: dict) -> None:
 def _peer(ws, args, summary: dict, log) -> None:
     """summary["peer"]: torch.compile (inductor) beside TVM; its failure is kept in
     summary["peer"]["error"] and never fails the check."""
-    from irviz.core.peer.report import inductor_peer, peer_lines
+    from irviz.core.peer.peer_report import inductor_peer, peer_lines
 
     threads = summary.get("threads")
     if not threads:

@@ -25,7 +25,7 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
 def run_compare(args) -> int:
     """Open MODEL with pipeline A (its session is A), run B on the same import, write the pages."""
     # lazy: these load TVM, which `irviz MODEL` must not
-    from irviz.core import compare as compare_mod
+    from irviz.core import pipeline_compare as compare_mod
     from irviz.core.export.compare_report import write_compare
 
     failure = Failure(args.verbose)

@@ -87,7 +87,7 @@ def _write_peer(ws, out, args) -> bool:
     """peer/ and report.html's peer section; a model Inductor cannot compile is written with the
     reason (and is no failure of the export)."""
     from irviz.core.export.peer_files import write_peer
-    from irviz.core.peer.report import inductor_peer_for, peer_lines
+    from irviz.core.peer.peer_report import inductor_peer_for, peer_lines
 
     report = inductor_peer_for(ws, repeats=args.repeats)
     for line in peer_lines(report):

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args, out) -> int:
-    from irviz.core.generate import report
+    from irviz.core.generate import generation_report as report
 
     log = log_for(args)
     failure = Failure(args.verbose)

@@ -11,7 +11,7 @@ def check_graph_breaks(args, failure, summary: dict, log) -> None:
     entry per graph), "capture" and "capture_notes"; the failure is cleared when every graph
     matches torch, else it names the first graph that did not and why.  When torch.compile cannot
     split the model either, the capture error gains that line and stays."""
-    from irviz.core.frontend.graph_breaks import used_note, with_tried_line
+    from irviz.core.frontend.break_capture import used_note, with_tried_line
     from irviz.core.workspace.each_graph import check_graph, split_model
 
     try:
@@ -55,7 +55,7 @@ def export_graph_breaks(args, failure) -> int:
     import json
     import os
 
-    from irviz.core.frontend.graph_breaks import FALLBACK, ops_of, used_note, with_tried_line
+    from irviz.core.frontend.break_capture import FALLBACK, ops_of, used_note, with_tried_line
     from irviz.core.workspace.each_graph import check_graph, split_model
 
     try:

@@ -19,7 +19,7 @@ def add_query_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_query(args) -> int:
-    from irviz.core.views import query
+    from irviz.core.views import graph_query as query
 
     failure = Failure(args.verbose)
     log = log_for(args)

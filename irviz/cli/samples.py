@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from irviz.core.frontend.samples import list_samples
+from irviz.core.frontend.sample_files import list_samples
 
 HELP = "list sample models (use as sample:NAME)"
 

@@ -52,7 +52,7 @@ from irviz.core import passes
 from irviz.core.schedules import rules as schedules
 from irviz.core.errors import IrvizError, PassError
 from irviz.core.tvm_compat import host_target
-from irviz.core.views import diff as diff_mod
+from irviz.core.views import module_diff as diff_mod
 from irviz.core.views.provenance import carry_provenance, clear_caches, relax_to_callee
 
 log = logging.getLogger(__name__)

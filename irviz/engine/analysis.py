@@ -4,15 +4,15 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
-from irviz.core.backend.bisect import bisect, reference_for
+from irviz.core.backend.step_bisect import bisect, reference_for
 from irviz.core.backend.diverging import diverging_at
 from irviz.core.export import repro
-from irviz.core import compare as compare_mod
-from irviz.engine.session import pipeline_text
+from irviz.core import pipeline_compare as compare_mod
+from irviz.engine.session_commands import pipeline_text
 from irviz.protocol.commands import BadRequest, error_dict
-from irviz.engine.parts import EngineContext
+from irviz.engine.handler_context import EngineContext
 
-# irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
+# irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session_commands).
 
 
 class AnalysisCommands:
@@ -113,7 +113,7 @@ class AnalysisCommands:
         return {"path": os.fspath(path), "files": sorted(p.name for p in path.iterdir())}
 
     def query(self, pattern) -> dict:
-        """The pattern's matches at every recorded step (irviz.core.views.query)."""
-        from irviz.core.views.query import query_steps
+        """The pattern's matches at every recorded step (irviz.core.views.graph_query)."""
+        from irviz.core.views.graph_query import query_steps
 
         return query_steps(self.ctx.ws.need_session().steps, pattern)

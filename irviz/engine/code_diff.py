@@ -1,7 +1,7 @@
 """One kernel's code compared between two steps or two targets (the Diff pane's code mode)."""
 from __future__ import annotations
 
-from irviz.engine.parts import EngineContext
+from irviz.engine.handler_context import EngineContext
 
 
 class CodeDiffCommands:

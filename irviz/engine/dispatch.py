@@ -17,13 +17,13 @@ from irviz.engine.views import StepViews
 from irviz.core.workspace import Workspace
 import irviz.engine.testing as testing
 from irviz.engine.analysis import AnalysisCommands
-from irviz.engine.build import BuildCommands
-from irviz.engine.catalogue import CatalogueCommands
+from irviz.engine.build_commands import BuildCommands
+from irviz.engine.catalogue_commands import CatalogueCommands
 from irviz.engine.code_diff import CodeDiffCommands
-from irviz.engine.generate import GenerateCommands
-from irviz.engine.parts import EngineContext
-from irviz.engine.peer import PeerCommands
-from irviz.engine.session import SessionCommands
+from irviz.engine.generate_commands import GenerateCommands
+from irviz.engine.handler_context import EngineContext
+from irviz.engine.peer_commands import PeerCommands
+from irviz.engine.session_commands import SessionCommands
 from irviz.protocol.commands import BadRequest, Command, Reply, State, clean, error_dict
 
 

@@ -19,7 +19,7 @@ import threading
 from collections import deque
 
 from irviz.protocol import commands as protocol
-from irviz.engine.catalogue import prewarm
+from irviz.engine.catalogue_commands import prewarm
 from irviz.engine.dispatch import Engine
 from irviz.protocol.commands import error_dict
 from irviz.protocol.parts import reply_lines

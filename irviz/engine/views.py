@@ -194,7 +194,7 @@ class StepViews:
         st = self._step(step)
 
         def compute():
-            from irviz.core.views import diff as diff_mod
+            from irviz.core.views import module_diff as diff_mod
             from irviz.core.views.graph import ALL_FUNCTIONS, module_relax_digraph
 
             if name == ALL_FUNCTIONS:   # every function the all-functions graph shows
@@ -217,7 +217,7 @@ class StepViews:
         sb = self._step(b if b is not None else s.cursor)
 
         def compute():
-            from irviz.core.views import diff as diff_mod
+            from irviz.core.views import module_diff as diff_mod
 
             return {"unified": diff_mod.unified_diff(sa.mod, sb.mod),
                     "functions": [fd.to_dict() for fd in diff_mod.side_by_side(sa.mod, sb.mod)]}

@@ -19,7 +19,7 @@ from typing import Any, Literal, TypedDict, cast
 from irviz.core.errors import IrvizError, RequestError, tvm_error_text
 from irviz.protocol.argtypes import describe, matches, type_text
 # the results' shapes live in results.py; named here too, where the GUI and the engine import them
-from irviz.protocol.results import BuildRunResult, GenerateResult, GenerationInfo, Kernel  # noqa: F401
+from irviz.protocol.result_types import BuildRunResult, GenerateResult, GenerationInfo, Kernel  # noqa: F401
 
 if sys.version_info >= (3, 11):
     from typing import NotRequired

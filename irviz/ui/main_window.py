@@ -19,7 +19,7 @@ from irviz.ui.bridge import EngineBridge
 from irviz.ui.events import EventHub
 from irviz.ui.launch_pipeline import refused_pipeline, reopen_with_zero
 from irviz.ui.open_dialog import OpenDialog
-from irviz.ui.panes.compare import CompareDialog
+from irviz.ui.panes.compare_window import CompareDialog
 from irviz.ui.result_stamp import ResultStamp
 from irviz.ui.window_chrome import Toast, WindowChrome
 from irviz.ui.window_parts import WindowParts

@@ -17,7 +17,7 @@ from irviz.ui.panes.diff import DiffPane
 from irviz.ui.panes.fx import FxPane
 from irviz.ui.panes.pipeline import PipelinePane
 from irviz.ui.panes.relax import RelaxPane
-from irviz.ui.panes.run import RunPane
+from irviz.ui.panes.build_run import RunPane
 from irviz.ui.panes.tir import TirPane
 
 

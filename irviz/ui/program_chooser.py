@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
 from irviz.protocol.commands import State
-from irviz.protocol.results import GenerationInfo
+from irviz.protocol.result_types import GenerationInfo
 
 PROGRAMS = ("prefill", "decode")
 WHAT = {"prefill": "the prompt, filling the KV cache", "decode": "one token, reading and writing the KV cache"}

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import (QFrame, QGraphicsOpacityEffect, QHBoxLayout, QLab
                                QPushButton, QScrollArea, QToolButton, QVBoxLayout, QWidget)
 
 from irviz.ui import themes
-from irviz.ui.generation import GenerationOpening
+from irviz.ui.generation_dialog import GenerationOpening
 from irviz.ui.graph_chooser import CaptureBar
 from irviz.ui.help import HelpDialog
 from irviz.ui.result_stamp import STALE_OPACITY

@@ -10,13 +10,13 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel, QMainWindow, QMenu, QProgressBar, QPushButton
 
 if TYPE_CHECKING:  # the window imports the pane table, which imports these, at run time
-    from irviz.ui.generation import GenerationOpening
+    from irviz.ui.generation_dialog import GenerationOpening
     from irviz.ui.graph_chooser import CaptureBar
     from irviz.ui.panes.diff import DiffPane
     from irviz.ui.panes.fx import FxPane
     from irviz.ui.panes.pipeline import PipelinePane
     from irviz.ui.panes.relax import RelaxPane
-    from irviz.ui.panes.run import RunPane
+    from irviz.ui.panes.build_run import RunPane
     from irviz.ui.panes.tir import TirPane
 
 

@@ -117,7 +117,7 @@ def test_show_refuses_a_misspelt_pass_before_starting_anything(offscreen):
 
 
 def test_the_app_command_takes_the_pipeline_show_plans(monkeypatch):
-    from irviz.cli import commands as cli
+    from irviz.cli import main as cli
 
     asked = []
     monkeypatch.setitem(cli.COMMANDS, "gui", cli.COMMANDS["gui"]._replace(

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 SAMPLES = ["mlp", "matmul_relu", "mul_add", "small_cnn", "gpt", "dynamic_mlp",
            pytest.param("resnet18", marks=pytest.mark.slow)]

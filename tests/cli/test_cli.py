@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 STAGES = {None, "load", "capture", "import", "pipeline", "build", "run", "compare"}
 
@@ -101,7 +101,7 @@ def test_entry_point_exit_code_and_stderr_message(tmp_path):
 
 def _fake_gui(monkeypatch):
     """Replace the app by a recorder: these tests must never open a window."""
-    from irviz.cli import commands as cli
+    from irviz.cli import main as cli
 
     opened = []
     monkeypatch.setitem(cli.COMMANDS, "gui", cli.COMMANDS["gui"]._replace(
@@ -110,7 +110,7 @@ def _fake_gui(monkeypatch):
 
 
 def test_an_unknown_first_word_is_an_error_listing_the_commands(capsys, monkeypatch):
-    from irviz.cli import commands as cli
+    from irviz.cli import main as cli
 
     opened = _fake_gui(monkeypatch)
     assert main(["chekc", "sample:mlp"]) == 2
@@ -131,7 +131,7 @@ def test_a_model_as_first_word_opens_the_app(monkeypatch, tmp_path):
 
 
 def test_every_command_in_the_table_has_help(capsys):
-    from irviz.cli import commands as cli
+    from irviz.cli import main as cli
 
     with pytest.raises(SystemExit) as exc:
         main(["--help"])
@@ -156,12 +156,12 @@ def test_entry_point_refuses_an_unknown_word_and_lists_samples():
 
 
 def test_each_command_is_a_module_that_imports_what_the_commands_share_never_the_table():
-    """irviz/cli/commands.py holds the table and imports every command's module; a command module
+    """irviz/cli/main.py holds the table and imports every command's module; a command module
     imports the shared helpers (common, graph_breaks), core, and (the app's) ui, never the table;
     every command that opens a model does so through common."""
     import ast
 
-    from irviz.cli.commands import COMMANDS
+    from irviz.cli.main import COMMANDS
 
     root = Path(__file__).resolve().parents[2] / "irviz" / "cli"
     modules = {p.stem for p in root.glob("*.py")} - {"__init__", "__main__", "commands", "common", "graph_breaks"}

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 
 def test_check_dynamic_mlp_reports_alt_sizes(tmp_path):

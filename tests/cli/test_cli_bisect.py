@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 PASSES = str(Path(__file__).resolve().parents[1] / "core" / "data" / "bisect_passes.py")
 # the wrong pass needs high-level R.add, so it goes before LegalizeOps: 3rd of 8

@@ -3,7 +3,7 @@ compiled for one (a table of counts, or one kernel's code), and the code written
 import json
 import re
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 
 def test_targets_lists_names_as_tvm_dicts_and_what_builds_here(capsys):
@@ -18,7 +18,7 @@ def test_code_prints_one_kernels_neon_assembly_with_its_counts(capsys):
                  "--kernel", "fused_matmul_add_relu_prepacked"]) == 0
     out = capsys.readouterr().out
     head, counts, body = out.split("\n", 2)
-    from irviz.core.passes.pipelines import PIPELINES
+    from irviz.core.passes.named_pipelines import PIPELINES
 
     last = [inv.name for inv in PIPELINES["tir-cpu"][1]].index("CPUPrepackWeights") + 1  # step 0 is the import
     assert "fused_matmul_add_relu_prepacked on aarch64" in head and f"step {last} (CPUPrepackWeights)" in head

@@ -2,7 +2,7 @@
 compare.html, and a clear non-zero exit on bad input."""
 import json
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 NO_FOLD = "LegalizeOps,AnnotateTIROpPattern,FuseOps,FuseTIR"
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 
 def test_check_json_names_the_cpu_the_timing_the_stages_and_the_decisions(capsys):

@@ -2,7 +2,7 @@
 the same numbers as irviz.core.backend.memory, and a row per step in report.html."""
 import json
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core.passes import parse_pipeline
 from irviz.core.backend import memory
 from irviz.core.workspace import Workspace

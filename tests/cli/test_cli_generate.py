@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 pytest.importorskip("transformers")
 

@@ -6,7 +6,7 @@ import json
 import re
 import textwrap
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.cli.check import EXIT_NOT_RUN
 from irviz.core.target import not_runnable_here, resolve_target
 

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 SORTED_ROWS = textwrap.dedent('''
     import torch

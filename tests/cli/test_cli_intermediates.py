@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 WRONG_PASS = str(Path(__file__).resolve().parents[2] / "examples" / "subtract_one_add.py")
 

@@ -2,7 +2,7 @@
 as it does at a PyTorch model's example inputs, without --dim."""
 import json
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 SYMBOLIC = '''
 import numpy as np

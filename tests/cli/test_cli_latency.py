@@ -1,7 +1,7 @@
 """irviz export --latency: every step built and timed, report.html carries the chart."""
 import json
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 
 def test_export_latency_writes_the_chart(tmp_path, capsys):

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core import passes as P
 
 CHAPTER = "sample:course_chapter_passes"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 CNN = """
 import torch

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 
 def _check(capsys, *argv):

@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli.commands import main
-from irviz.core.frontend.samples import sample_path
+from irviz.cli.main import main
+from irviz.core.frontend.sample_files import sample_path
 
 PRIMITIVES = ["split", "reorder", "reverse_compute_at", "parallel", "vectorize", "decompose_reduction"]
 

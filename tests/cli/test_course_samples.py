@@ -2,9 +2,9 @@
 (course_fx_mlp); all of them in one test, so the one-time costs are paid once."""
 import json
 
-from irviz.cli.commands import main
-from irviz.core.frontend.samples import is_ir_sample, list_samples
-from irviz.core.passes.pipelines import CPU_PRE_STEPS
+from irviz.cli.main import main
+from irviz.core.frontend.sample_files import is_ir_sample, list_samples
+from irviz.core.passes.named_pipelines import CPU_PRE_STEPS
 
 COURSE = ["course_te", "course_emit_te", "course_mymodule", "course_extern", "course_mixture",
           "course_bind_params", "course_bind_params_mixture", "course_primfunc_only", "course_fx_mlp",
@@ -43,7 +43,7 @@ def test_the_bind_params_and_primfunc_samples_pass_with_their_pipelines(capsys):
 
 
 def test_every_step_of_the_bind_params_mixture_sample_matches_its_reference():
-    from irviz.core.backend.bisect import check_module, reference_for
+    from irviz.core.backend.step_bisect import check_module, reference_for
     from irviz.core.passes import parse_pipeline
     from irviz.core.workspace import Workspace
 

@@ -12,8 +12,8 @@ pytest.importorskip("tvm")
 
 from test_ir_files import INPUTS, MY_MODULE, REFERENCE, _write
 
-from irviz.cli.commands import main
-from irviz.core.backend.bisect import bisect, check_module, reference_for
+from irviz.cli.main import main
+from irviz.core.backend.step_bisect import bisect, check_module, reference_for
 from irviz.core.errors import RunError
 from irviz.core.passes import parse_pipeline
 from irviz.core.workspace import Workspace

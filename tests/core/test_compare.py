@@ -1,9 +1,9 @@
-"""irviz.core.compare: two pipelines on one import, step-aligned, diffed and measured."""
+"""irviz.core.pipeline_compare: two pipelines on one import, step-aligned, diffed and measured."""
 import pytest
 
 from irviz.core.errors import RequestError
 from irviz.core.passes.pipeline_text import PipelineTextError
-from irviz.core import compare as C
+from irviz.core import pipeline_compare as C
 
 NO_FOLD = "LegalizeOps,AnnotateTIROpPattern,FuseOps,FuseTIR"
 

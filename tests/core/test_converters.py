@@ -17,7 +17,7 @@ from irviz.core.frontend.converters import load_converter_file, normalize_key
 from irviz.core.errors import IRImportError, LoadError
 from irviz.core.frontend.importer import import_model
 from irviz.core.frontend.model_file import LoadedModel, load_model
-from irviz.core.frontend.samples import sample_path
+from irviz.core.frontend.sample_files import sample_path
 from irviz.core.session import Session
 
 EXAMPLE = sample_path("example_converter")

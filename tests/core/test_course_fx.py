@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core.errors import IRImportError, LoadError
 from irviz.core.frontend.capture import capture
 from irviz.core.frontend.model_file import load_model

@@ -21,7 +21,7 @@ from irviz.core.frontend.capture import capture
 from irviz.core.frontend.converters import load_converter_file
 from irviz.core.frontend.importer import import_model
 from irviz.core.frontend.model_file import load_model
-from irviz.core.frontend.samples import is_ir_sample, list_samples, sample_path
+from irviz.core.frontend.sample_files import is_ir_sample, list_samples, sample_path
 from irviz.core.session import Session
 
 NOT_MODELS = {"example_converter"}  # a converter file, not a model

@@ -1,7 +1,7 @@
-"""irviz.core.views.diff on small hand-written modules."""
+"""irviz.core.views.module_diff on small hand-written modules."""
 import tvm
 
-from irviz.core.views import diff
+from irviz.core.views import module_diff as diff
 from irviz.core.tvm_compat import I, R, T
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from irviz.core import passes
-from irviz.core.backend.bisect import bisect, reference_for
+from irviz.core.backend.step_bisect import bisect, reference_for
 from irviz.core.backend.diverging import diverging_at
 from irviz.core.tvm_compat import relax, var_name
 from irviz.core.workspace import Workspace

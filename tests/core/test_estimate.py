@@ -10,7 +10,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core.errors import BuildError
 from irviz.core.tuning.decision_cache import DecisionCache
 from irviz.core.frontend.inputs import example_dims

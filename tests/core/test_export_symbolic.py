@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core.export.script_names import distinct_size_names
 from irviz.core.export.step_files import load_exported, module_script, parse_script
 from irviz.core.tvm_compat import structural_equal

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from irviz.core.frontend.graph_breaks import split_at_graph_breaks
+from irviz.core.frontend.break_capture import split_at_graph_breaks
 from irviz.core.frontend.model_file import LoadedModel
 
 

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core.errors import RunError
 from irviz.core.workspace import Workspace
 

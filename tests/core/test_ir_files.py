@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core.errors import LoadError, RunError
 from irviz.core.passes import get_pipeline
 from irviz.core.workspace import Workspace

@@ -4,7 +4,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from irviz.core.views import diff as diff_mod
+from irviz.core.views import module_diff as diff_mod
 from irviz.core.views.ir_size import ir_size, main_binding_count
 
 

@@ -55,7 +55,7 @@ def test_keep_params_is_refused_for_ir_modules(tmp_path):
 def test_course_from_fx_keeps_the_weights_and_bind_params_binds_them(tmp_path):
     """The chapter's from_fx with its own map_param (constants), weights lifted into main's
     parameters; run, intermediates and bisect work before and after the BindParams step."""
-    from irviz.core.backend.bisect import bisect, check_module, reference_for
+    from irviz.core.backend.step_bisect import bisect, check_module, reference_for
 
     w = Workspace()
     w.params_dir = tmp_path

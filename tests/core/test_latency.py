@@ -10,7 +10,7 @@ from irviz.core.frontend import model_file
 from irviz.core import passes
 from irviz.core.errors import BuildError
 from irviz.core.backend.latency import latency_trace
-from irviz.core.views.latency_chart import latency_svg, log_ticks, torch_ms_of
+from irviz.core.views.latency_svg import latency_svg, log_ticks, torch_ms_of
 from irviz.core.session import Session
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import tvm
 
-from irviz.cli.commands import main as cli_main
+from irviz.cli.main import main as cli_main
 from irviz.core.backend.build import build
 from irviz.core.backend.kernel_code import kernel_code
 from irviz.core.backend.lower_errors import failing_kernel, failing_line
 from irviz.core.errors import BuildError
 from irviz.core.tvm_compat import I, R, T
-from irviz.core.views.diff import function_text
+from irviz.core.views.module_diff import function_text
 
 
 @I.ir_module

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core.passes import parse_pipeline
 from irviz.core.backend import memory
 from irviz.core.workspace import Workspace

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core.backend.memory import LENGTHS, memory_by_length
 from irviz.core.errors import BuildError
 from irviz.core.passes import parse_pipeline

@@ -108,7 +108,7 @@ def _learner_scheduled(tmp_path):
 
 
 def test_irviz_tune_finds_and_tunes_a_primfunc_only_main(tmp_path, capsys):
-    from irviz.cli import commands as cli
+    from irviz.cli import main as cli
     from irviz.core.workspace import Workspace
 
     path, _ = _ir_file(tmp_path)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import irviz
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core.errors import IrvizError
 from irviz.core.workspace import Workspace
 from irviz.engine import Engine

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli.commands import main
-from irviz.core.backend.bisect import bisect, check_module, reference_for
+from irviz.cli.main import main
+from irviz.core.backend.step_bisect import bisect, check_module, reference_for
 from irviz.core.errors import RunError
 from irviz.core.passes import get_pipeline
 from irviz.core.workspace import Workspace

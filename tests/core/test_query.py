@@ -5,9 +5,9 @@ import pytest
 from tvm import relax
 from tvm.relax import dpl
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core.passes import parse_pipeline
-from irviz.core.views import query
+from irviz.core.views import graph_query as query
 from irviz.core.workspace import Workspace
 
 

@@ -9,9 +9,9 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core.passes import parse_pipeline
-from irviz.core.views import query
+from irviz.core.views import graph_query as query
 from irviz.core.views.graph import relax_digraph
 from irviz.core.workspace import Workspace
 

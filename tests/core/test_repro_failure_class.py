@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli.commands import main
+from irviz.cli.main import main
 
 # a course-style pattern rewrite whose author swapped the multiplier and the addend
 PASS_FILE = '''

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 from irviz.core import passes as P
-from irviz.core.backend.bisect import reference_for
+from irviz.core.backend.step_bisect import reference_for
 from irviz.core.export.repro import write_repro
 from irviz.core.workspace import Workspace
 

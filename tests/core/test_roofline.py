@@ -8,7 +8,7 @@ pytest.importorskip("tvm")
 
 from irviz.core.backend import machine_peak
 from irviz.core.backend.roofline import kernel_work, roofline
-from irviz.core.passes.pipelines import get_pipeline
+from irviz.core.passes.named_pipelines import get_pipeline
 from irviz.core.passes.registry import PassInvocation
 from irviz.core.workspace import Workspace
 

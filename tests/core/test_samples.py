@@ -9,7 +9,7 @@ import torch
 import irviz.samples
 from irviz.core.errors import LoadError
 from irviz.core.frontend.model_file import load_model
-from irviz.core.frontend.samples import list_samples, sample_path
+from irviz.core.frontend.sample_files import list_samples, sample_path
 
 NAMES = ["mlp", "matmul_relu", "mul_add", "small_cnn", "resnet18", "gpt"]
 OUT_SHAPES = {
@@ -42,7 +42,7 @@ def test_samples_are_found_as_files_not_imported():
     import subprocess
     import sys
 
-    code = ("import sys; from irviz.core.frontend.samples import list_samples, sample_path; "
+    code = ("import sys; from irviz.core.frontend.sample_files import list_samples, sample_path; "
             "from irviz.core.frontend.model_file import load_model; "
             "assert list_samples() and sample_path('mlp').is_file(); load_model('sample:mul_add'); "
             "print(sorted(m for m in sys.modules if m.startswith('irviz.samples')))")

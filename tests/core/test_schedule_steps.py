@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.core.frontend.samples import sample_path
+from irviz.core.frontend.sample_files import sample_path
 from irviz.core.tvm_compat import structural_equal
 from irviz.core.workspace import Workspace
 
@@ -94,7 +94,7 @@ def test_irviz_rules_leave_the_learners_function_to_them(tmp_path):
     scheduled = ws.session.steps[1].mod["mm_relu"]
     after = ws.session.steps[-1].mod["mm_relu"]
     from irviz.core.schedules.rules import NOTES_ATTR
-    from irviz.core.views.diff import _without_attrs
+    from irviz.core.views.module_diff import _without_attrs
 
     assert structural_equal(_without_attrs(after), _without_attrs(scheduled))
     notes = {str(k): str(v) for k, v in after.attrs[NOTES_ATTR].items()}

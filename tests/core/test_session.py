@@ -259,7 +259,7 @@ def test_relax_to_callee_kinds():
 def test_caches_released_with_the_session():
     import gc
 
-    from irviz.core.views import diff
+    from irviz.core.views import module_diff as diff
 
     s = Session(Imported(mod=_small_module(), provenance={}, importer="test", seconds=0.0))
     s.set_pipeline(["LegalizeOps"])

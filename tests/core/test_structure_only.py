@@ -99,7 +99,7 @@ def test_passes_build_and_runs_say_structure_only(ws):
 
 
 def test_check_reports_structure_only_with_exit_0(llama_file, capsys):
-    from irviz.cli.commands import main
+    from irviz.cli.main import main
 
     code = main(["check", llama_file, "--no-weights", "--pipeline", "zero", "--json", "-"])
     out = capsys.readouterr()
@@ -190,7 +190,7 @@ def test_full_size_samples_have_the_published_sizes_and_no_weights(name, paramet
 @pytest.mark.slow
 def test_llama3_8b_shape_passes_check(capsys):
     """The full-size graph (about 35 s on 2 busy cores, well under 1 GB of RSS)."""
-    from irviz.cli.commands import main
+    from irviz.cli.main import main
 
     # the estimate times the full-size kernels (minutes the first time on this CPU): not here
     assert main(["check", "sample:llama3_8b_shape", "--no-estimate", "--json", "-"]) == 0
@@ -201,7 +201,7 @@ def test_llama3_8b_shape_passes_check(capsys):
 
 
 def test_compare_builds_both_pipelines_without_running(llama_file, tmp_path, capsys):
-    from irviz.cli.commands import main
+    from irviz.cli.main import main
 
     code = main(["compare", llama_file, "--no-weights", "--pipeline", "zero", "--pipeline",
                  "LegalizeOps", "--out", str(tmp_path)])

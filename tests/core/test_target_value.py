@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import irviz
-from irviz.cli.commands import main
+from irviz.cli.main import main
 from irviz.core.errors import IrvizError, RequestError
 from irviz.core.passes.plan import plan
 from irviz.core.target import Target, cpu_info

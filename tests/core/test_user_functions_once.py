@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from irviz.cli.commands import main
-from irviz.core.backend.bisect import bisect, reference_for
+from irviz.cli.main import main
+from irviz.core.backend.step_bisect import bisect, reference_for
 from irviz.core.passes import PassInvocation
 from irviz.core.workspace import Workspace
 

@@ -11,7 +11,7 @@ pytest.importorskip("tvm")
 
 import irviz.engine as engine_mod
 from irviz.engine import views as step_views
-from irviz.core.frontend.samples import sample_path
+from irviz.core.frontend.sample_files import sample_path
 
 EXAMPLE = str(sample_path("example_converter"))
 
@@ -194,7 +194,7 @@ def test_big_real_graph_folds_by_module_and_unfolds(tmp_model_file):
 
 
 def test_samples_list_only_openable_files():
-    from irviz.core.frontend.samples import list_samples
+    from irviz.core.frontend.sample_files import list_samples
 
     names = [n for n, _ in list_samples()]
     assert "example_converter" not in names
@@ -206,7 +206,7 @@ def test_samples_list_only_openable_files():
 
 
 def test_cli_samples_output_lists_models_only(capsys):
-    from irviz.cli.commands import main
+    from irviz.cli.main import main
 
     assert main(["samples"]) == 0
     listed = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]

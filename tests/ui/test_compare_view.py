@@ -5,7 +5,7 @@ import os
 from fake_bridge import FakeBridge
 
 from irviz.ui.events import EventHub
-from irviz.ui.panes.compare import ONLY_A, ComparePane
+from irviz.ui.panes.compare_window import ONLY_A, ComparePane
 
 
 def test_compare_view_rows_and_pairs(qtbot):

@@ -16,7 +16,7 @@ if importlib.util.find_spec("tvm") is None:
     pytest.skip("needs TVM in the engine", allow_module_level=True)
 
 
-from irviz.core.frontend.samples import sample_path
+from irviz.core.frontend.sample_files import sample_path
 
 T = 300_000  # ms
 EXAMPLE = str(sample_path("example_converter"))

@@ -100,7 +100,7 @@ def test_the_memory_tab_shows_the_kv_cache_by_context_length(qtbot, opened):
 
 
 def test_the_replay_recipe_and_the_launch_option_open_for_generation(monkeypatch, opened):
-    from irviz.cli.commands import main
+    from irviz.cli.main import main
     from irviz.ui import app
     from irviz.ui.session_replay import _frontend_recipe
 

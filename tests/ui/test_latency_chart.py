@@ -69,7 +69,7 @@ def test_run_pane_asks_for_a_latency_trace_and_shows_it(qtbot):
     from PySide6.QtCore import QObject, QTimer, Signal
 
     from irviz.ui.events import EventHub
-    from irviz.ui.panes.run import RunPane
+    from irviz.ui.panes.build_run import RunPane
 
     class Bridge(QObject):
         replied = Signal(int, str, object)

@@ -217,7 +217,7 @@ def test_diff_view_hunks(qtbot):
 
 
 def test_kernel_heat_shares_time_between_call_sites():
-    from irviz.ui.panes.run import kernel_heat
+    from irviz.ui.panes.build_run import kernel_heat
 
     heat = kernel_heat([{"name": "conv2d1", "calls": 2, "ms": 4.0, "binding": "lv8, lv12"},
                         {"name": "relu", "calls": 1, "ms": 1.0, "binding": "lv9"},

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from irviz.core.frontend.samples import sample_path
+from irviz.core.frontend.sample_files import sample_path
 
 T = 180_000
 

@@ -3,7 +3,7 @@ fused functions inlined, a fused function on its own, and all functions at once.
 import pytest
 
 from irviz.core.passes import parse_pipeline
-from irviz.core.views import query
+from irviz.core.views import graph_query as query
 from irviz.core.workspace import Workspace
 from irviz.protocol.commands import ALL_FUNCTIONS
 from irviz.engine.views import StepViews

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from fake_bridge import FakeBridge, open_mlp
 
-from irviz.ui.panes.run import ratio_text
+from irviz.ui.panes.build_run import ratio_text
 
 
 def _show(qtbot, win, **extra):

@@ -191,7 +191,7 @@ def test_latency_trace_and_comparison_go_stale_with_the_pipeline(qtbot, win):
     from fake_bridge import FakeBridge
 
     from irviz.ui.events import EventHub
-    from irviz.ui.panes.compare import ComparePane
+    from irviz.ui.panes.compare_window import ComparePane
 
     open_mlp(qtbot, win)
     _to_end(qtbot, win)

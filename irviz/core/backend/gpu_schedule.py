@@ -14,7 +14,7 @@ import tvm
 from irviz.core.errors import BuildError, traceback_text, tvm_error_text
 from irviz.core.backend.lower_errors import failing_line
 from irviz.core.tvm_compat import shallow_copy
-from irviz.core.views.diff import function_text
+from irviz.core.views.module_diff import function_text
 
 # (pass name, dlight rule class name, what it takes), in the order TVM applies them
 GPU_RULES = (

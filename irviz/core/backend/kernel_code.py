@@ -133,7 +133,7 @@ def kernel_code(mod, target=None, only: str | None = None) -> StepCode:
 def _locate_errors(per_kernel: dict[str, KernelCode], mod, lowered, kind: str) -> None:
     """Each failed kernel's error names the line of its TensorIR (as the TensorIR pane prints it,
     from the step when the kernel is the step's) the failure points at, where one can be found."""
-    from irviz.core.views.diff import function_text
+    from irviz.core.views.module_diff import function_text
 
     in_step = {gv.name_hint for gv in mod.get_global_vars()}
     for name, k in per_kernel.items():

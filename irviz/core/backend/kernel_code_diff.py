@@ -1,5 +1,5 @@
 """One kernel's code on one side against the other: between two steps, or between two targets of
-one step (AVX2 against AVX-512), in the shape of a step diff (irviz.core.views.diff) so the Diff
+one step (AVX2 against AVX-512), in the shape of a step diff (irviz.core.views.module_diff) so the Diff
 pane shows it as it shows TVMScript.
 
     d = kernel_code_diff(step_a.mod, step_b.mod, "fused_matmul_add", "x86-avx2", "x86-avx512")
@@ -11,7 +11,7 @@ import difflib
 
 from irviz.core.backend.kernel_code import kernel_code
 from irviz.core.errors import RequestError
-from irviz.core.views.diff import function_rows
+from irviz.core.views.module_diff import function_rows
 
 
 def _side(mod, kernel: str, target, fmt: str | None) -> tuple[dict, str | None, str]:

@@ -23,7 +23,7 @@ import math
 from irviz.core.backend import prim_run
 from irviz.core.backend.run import build_and_run
 from irviz.core.errors import IrvizError, tvm_error_text
-from irviz.core.views import diff as diff_mod
+from irviz.core.views import module_diff as diff_mod
 
 __all__ = ["latency_trace", "module_key"]
 

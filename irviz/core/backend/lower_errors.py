@@ -63,7 +63,7 @@ def failing_kernel(lowered, target) -> str | None:
     import tvm
 
     from irviz.core.errors import tvm_error_text
-    from irviz.core.views.diff import function_text
+    from irviz.core.views.module_diff import function_text
 
     kind = str(target.kind.name)
     for gv, func in lowered.functions.items():

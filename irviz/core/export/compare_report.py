@@ -1,4 +1,4 @@
-"""compare.html and compare.json: two pipelines on one model (irviz.core.compare), as one
+"""compare.html and compare.json: two pipelines on one model (irviz.core.pipeline_compare), as one
 self-contained page (inline CSS, like report.html) and the JSON scripts read."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import os
 
 from irviz.core.export.report import _CSS, _JS, _e, _fmt, _render_rows
 from irviz.core.export.step_files import jsonable
-from irviz.core import compare as compare_mod
-from irviz.core.views.diff import FunctionDiff
+from irviz.core import pipeline_compare as compare_mod
+from irviz.core.views.module_diff import FunctionDiff
 from irviz.core.views.highlight import html_style_defs
 
 __all__ = ["compare_html", "write_compare"]

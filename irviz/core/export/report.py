@@ -11,10 +11,10 @@ from irviz.core.backend.timing import describe
 from irviz.core.export.report_code import slowest_kernels_html
 from irviz.core.export.step_files import jsonable
 from irviz.core.target import cpu_info
-from irviz.core.views import diff as diff_mod
+from irviz.core.views import module_diff as diff_mod
 from irviz.core.views.highlight import highlighted_html, html_style_defs
 from irviz.core.views.ir_size import ir_size
-from irviz.core.views.latency_chart import fmt_ms, latency_svg, torch_ms_of
+from irviz.core.views.latency_svg import fmt_ms, latency_svg, torch_ms_of
 
 __all__ = ["html_report", "results_by_step", "run_dict"]
 

@@ -37,8 +37,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from irviz.core.backend import bisect as bisect_mod
-from irviz.core.backend.bisect import reference_for
+from irviz.core.backend import step_bisect as bisect_mod
+from irviz.core.backend.step_bisect import reference_for
 from irviz.core.backend.build import DEFAULT_BUILD_PASSES, default_build_progress
 from irviz.core.errors import ExportError, RequestError
 from irviz.core.export import repro_carry

@@ -49,7 +49,7 @@ from irviz.core.export.step_files import (
     write_step_file,
 )
 from irviz.core.passes import find_pass, pipeline_text
-from irviz.core.views import diff as diff_mod
+from irviz.core.views import module_diff as diff_mod
 
 __all__ = ["export_trace"]
 

@@ -44,7 +44,7 @@ from irviz.core.frontend.files import (
     parse_spec,
     shown_path,
 )
-from irviz.core.frontend.samples import is_ir_sample, samples_dir
+from irviz.core.frontend.sample_files import is_ir_sample, samples_dir
 from irviz.core.user_code import CalledOnce, exception_line
 
 INPUTS_FUNC = "get_inputs"

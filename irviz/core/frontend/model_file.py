@@ -30,7 +30,7 @@ from irviz.core.frontend.files import (
     shown_path,
 )
 from irviz.core.frontend import structure_only as no_weights_mod
-from irviz.core.frontend.samples import list_samples, sample_path
+from irviz.core.frontend.sample_files import list_samples, sample_path
 from irviz.core.user_code import exception_line, importable_folder
 
 DEFAULT_FACTORY = "get_model"

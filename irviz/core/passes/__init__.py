@@ -25,7 +25,7 @@ from irviz.core.passes.registry import (
     unregister_pass,
 )
 from irviz.core.passes.user_files import irviz_pass, load_params_file, load_pass_file
-from irviz.core.passes.pipelines import (
+from irviz.core.passes.named_pipelines import (
     CPU_SCHEDULE_STEPS,
     CPU_ZERO_STEPS,
     DEFAULT_BUILD_STEPS,

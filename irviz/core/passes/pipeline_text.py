@@ -25,7 +25,7 @@ import math
 import re
 
 from irviz.core.errors import PassError
-from irviz.core.passes.pipelines import PIPELINES, get_pipeline
+from irviz.core.passes.named_pipelines import PIPELINES, get_pipeline
 from irviz.core.passes.registry import BUILTIN_PREFIX, PassInvocation, coerce_param, find_pass, list_passes
 
 __all__ = ["Pipeline", "PipelineTextError", "parse_pipeline", "pipeline_text"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from irviz.core.errors import PassError, RequestError
 from irviz.core.passes.pipeline_text import Pipeline, parse_pipeline
-from irviz.core.passes.pipelines import check_target
+from irviz.core.passes.named_pipelines import check_target
 from irviz.core.passes.registry import as_invocation
 from irviz.core.target import Target
 

@@ -16,7 +16,7 @@ import numpy as np
 import tvm
 
 from irviz.core.errors import LoadError, PassError, traceback_text
-from irviz.core.frontend.samples import sample_path
+from irviz.core.frontend.sample_files import sample_path
 from irviz.core.passes.file_passes import params_from_signature, tvm_passes_of
 from irviz.core.passes.registry import PassSpec, replace_user_passes
 from irviz.core.user_code import exec_file

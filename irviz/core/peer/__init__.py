@@ -8,7 +8,7 @@ A model Inductor cannot compile gives ``{"compiler": "inductor", "error": why}``
 """
 from __future__ import annotations
 
-from irviz.core.peer.report import inductor_peer
+from irviz.core.peer.peer_report import inductor_peer
 from irviz.core.peer.side_by_side import kernel_fx_nodes
 
 __all__ = ["inductor_peer", "kernel_fx_nodes"]

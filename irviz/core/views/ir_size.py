@@ -10,7 +10,7 @@ structural hash), so a prim_func that later passes leave alone is printed once f
 from __future__ import annotations
 
 from irviz.core.tvm_compat import PrimFunc, relax
-from irviz.core.views import diff as diff_mod
+from irviz.core.views import module_diff as diff_mod
 
 __all__ = ["ir_size", "main_binding_count"]
 

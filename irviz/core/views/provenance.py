@@ -6,7 +6,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from irviz.core.tvm_compat import callee_name, relax, var_name
-from irviz.core.views import diff as diff_mod
+from irviz.core.views import module_diff as diff_mod
 
 __all__ = ["binding_ids", "carry_provenance", "clear_caches", "relax_to_callee", "unique_id"]
 

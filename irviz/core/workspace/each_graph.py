@@ -30,7 +30,7 @@ class GraphCheck:
 def split_model(model: str) -> list:
     """The model cut at torch.compile's graph breaks: one LoadedModel per graph. Raises what
     load_model or the split raised (the caller adds it to the capture error as one more try)."""
-    from irviz.core.frontend.graph_breaks import split_quietly
+    from irviz.core.frontend.break_capture import split_quietly
     from irviz.core.frontend.model_file import load_model
 
     return split_quietly(load_model(model))

@@ -13,7 +13,7 @@ from irviz.core.export import step_files
 from irviz.core.frontend.converters import load_converter_file
 from irviz.core.target import Target
 from irviz.core.workspace.frontend_choice import DEFAULT_IMPORTER, choose_frontend
-from irviz.core.workspace.graph_breaks import GraphBreakOpening, GraphBreakSplit
+from irviz.core.workspace.open_in_pieces import GraphBreakOpening, GraphBreakSplit
 from irviz.core.workspace.ir_files import IRFileOpening
 from irviz.core.workspace.results import Results
 from irviz.core.workspace.stepping import Stepping
@@ -503,7 +503,7 @@ class Workspace:
     def has_reference(self) -> bool:
         return self.reference_name is not None
 
-    # what irviz.core.compare and irviz.core.backend.bisect run an IR file with
+    # what irviz.core.pipeline_compare and irviz.core.backend.step_bisect run an IR file with
     def _build_run_prim(self, mod, func: str, repeats: int, dims=None):
         return self._results.build_run_prim(mod, func, repeats, dims)
 

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QHeaderView, QLabel, QPushBu
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from irviz.protocol.commands import State, empty_state
-from irviz.protocol.results import GenerateResult
+from irviz.protocol.result_types import GenerateResult
 from irviz.ui import themes
 from irviz.ui.panes.base import dim_label, row_table
 from irviz.ui.result_stamp import ResultSlot, ResultStamp

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from irviz.protocol.commands import State
-from irviz.protocol.results import GenerationInfo
+from irviz.protocol.result_types import GenerationInfo
 from irviz.ui import themes
 from irviz.ui.panes.base import dim_label
 from irviz.ui.result_stamp import ResultSlot, ResultStamp

@@ -13,7 +13,7 @@ from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QPushButton, QSplitter,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from irviz.core.views.latency_chart import fmt_ms
+from irviz.core.views.latency_svg import fmt_ms
 from irviz.protocol.commands import Invocation, State, StepEntry
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label, row_table

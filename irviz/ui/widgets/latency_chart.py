@@ -17,7 +17,7 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from irviz.core.views.latency_chart import fmt_ms, log_ticks, tick_label, torch_ms_of
+from irviz.core.views.latency_svg import fmt_ms, log_ticks, tick_label, torch_ms_of
 from irviz.ui import themes
 
 __all__ = ["LatencyChart"]

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from irviz.protocol import commands as protocol
 from irviz.protocol.commands import BadRequest, State, error_dict, import_error_fields
-from irviz.engine.catalogue import list_passes
-from irviz.engine.generate import generation_info
-from irviz.engine.parts import EngineContext
+from irviz.engine.catalogue_commands import list_passes
+from irviz.engine.generate_commands import generation_info
+from irviz.engine.handler_context import EngineContext
 
 # Imports of irviz.core modules that load torch or TVM stay inside the handlers: the engine says
 # `ready` at once and imports them on a prewarm thread while the GUI is still drawing.
@@ -114,7 +114,7 @@ class SessionCommands:
                converter_files=(), capture=None, importer_maps=(), keep_params=False,
                no_weights=False, target=None, graph=1, generation=None) -> State:
         if generation:
-            from irviz.engine.generate import replay_generation
+            from irviz.engine.generate_commands import replay_generation
 
             replay_generation(self.ctx, spec, dict(generation), no_weights=bool(no_weights), cursor=cursor,
                               pass_files=pass_files)

@@ -2,7 +2,7 @@
 graph at a time.
 
 When torch.export and irviz's other fallbacks all fail, `open(..., graph=k)` cuts the model at
-torch.compile's graph breaks (irviz.core.frontend.graph_breaks) and opens graph k as a model of
+torch.compile's graph breaks (irviz.core.frontend.break_capture) and opens graph k as a model of
 its own: its FX graph, its Relax module, its passes, and builds compared with eager torch on the
 inputs that graph was first called with. `choose_graph(j)` opens another graph of the same cut
 (no second torch.compile run) with the same passes planned. `graph_breaks` says which graph is
@@ -32,7 +32,7 @@ class GraphBreakSplit:
 
     def describe(self) -> dict:
         """What the state says: {graph, count, note, graphs: [{graph, name, ops, inputs}]}."""
-        from irviz.core.frontend.graph_breaks import ops_of
+        from irviz.core.frontend.break_capture import ops_of
 
         graphs = [{"graph": k, "name": p.name, "ops": ops_of(p),
                    "inputs": [f"{'×'.join(str(d) for d in t.shape) or 'scalar'} "
@@ -78,7 +78,7 @@ class GraphBreakOpening:
                            planned, keep_params, at) -> None:
         """After every whole-model capture failed with `error`: cut the model at its graph breaks
         and open graph `graph`; else one CaptureError listing everything tried."""
-        from irviz.core.frontend.graph_breaks import nothing_captured, split_quietly, used_note
+        from irviz.core.frontend.break_capture import nothing_captured, split_quietly, used_note
 
         self.ws.stage = "capture"
         self.ws.progress(f"Nothing captures {loaded.name} whole: cutting it at torch.compile's graph "

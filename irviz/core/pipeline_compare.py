@@ -33,7 +33,7 @@ from irviz.core.errors import IrvizError, RequestError
 from irviz.core.passes import PassInvocation, parse_pipeline, pipeline_text
 from irviz.core.session import Session
 from irviz.core.tvm_compat import relax
-from irviz.core.views import diff as diff_mod
+from irviz.core.views import module_diff as diff_mod
 from irviz.core.views import layout
 from irviz.core.views.bookkeeping import without_bookkeeping
 from irviz.core.views.graph import relax_digraph

@@ -80,7 +80,7 @@ class GenerationInfo(TypedDict):
 
 
 class GenerateResult(TypedDict, total=False):
-    """`generate`: the dict `irviz generate --json` writes (irviz.core.generate.report), and the
+    """`generate`: the dict `irviz generate --json` writes (irviz.core.generate.generation_report), and the
     stamp of the two programs' steps it was run at."""
     ok: bool
     tokens_match: bool | None

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from irviz.core.compare import Comparison
+    from irviz.core.pipeline_compare import Comparison
     from irviz.core.workspace import Workspace
     from irviz.engine.views import StepViews
 
@@ -23,5 +23,5 @@ class EngineContext:
     comparison: Comparison | None = None
     # the last bisect: (its passes, {step index: that step's check})
     last_bisect: tuple[list, dict[int, dict]] | None = None
-    # a causal LM opened for generation: irviz.engine.generate.OpenGeneration
+    # a causal LM opened for generation: irviz.engine.generate_commands.OpenGeneration
     generation: Any = None

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from irviz.engine.parts import EngineContext
+from irviz.engine.handler_context import EngineContext
 from irviz.protocol.commands import BadRequest, GenerateResult, GenerationInfo, State
 
-# irviz.core.generate loads torch and TVM: imported in the handlers (see irviz.engine.session).
+# irviz.core.generate loads torch and TVM: imported in the handlers (see irviz.engine.session_commands).
 
 
 @dataclass
@@ -59,7 +59,7 @@ def passes_at(session) -> list[str]:
 
 def generation_info(ctx: EngineContext) -> GenerationInfo | None:
     from irviz.core.generate.programs import target_name
-    from irviz.core.generate.report import by_length, describe_programs
+    from irviz.core.generate.generation_report import by_length, describe_programs
 
     g = current(ctx)
     if g is None:
@@ -81,7 +81,7 @@ def generation_info(ctx: EngineContext) -> GenerationInfo | None:
 def open_generation(ctx: EngineContext, spec, pipeline="zero", tokens=16, max_len=None,
                     no_weights=False) -> OpenGeneration:
     """Open `spec`'s prefill and decode programs, the prefill installed as the open model."""
-    from irviz.core.generate.report import open_for_generation
+    from irviz.core.generate.generation_report import open_for_generation
 
     if int(tokens) < 1:
         raise BadRequest(f"`tokens` is {tokens}: generate at least one token")
@@ -149,7 +149,7 @@ class GenerateCommands:
         return self._state()
 
     def generate(self, tokens=None, repeats=10) -> GenerateResult:
-        from irviz.core.generate import report
+        from irviz.core.generate import generation_report as report
         from irviz.core.generate.generation import mismatch_message
         from irviz.core.generate.programs import target_name
 

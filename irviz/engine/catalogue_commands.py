@@ -5,12 +5,12 @@ import os
 import time
 
 from irviz.protocol import commands as protocol
-from irviz.core.frontend.samples import list_samples
+from irviz.core.frontend.sample_files import list_samples
 from irviz.core.workspace import Workspace
 from irviz.protocol.commands import clean
-from irviz.engine.parts import EngineContext
+from irviz.engine.handler_context import EngineContext
 
-# irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
+# irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session_commands).
 
 
 class CatalogueCommands:

@@ -5,11 +5,11 @@ import os
 
 from irviz.core.backend.timing import describe
 from irviz.core.frontend.ir_file import parse_dims
-from irviz.core.views.latency_chart import torch_ms_of
+from irviz.core.views.latency_svg import torch_ms_of
 from irviz.protocol.commands import BadRequest, BuildRunResult
-from irviz.engine.parts import EngineContext
+from irviz.engine.handler_context import EngineContext
 
-# irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session).
+# irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session_commands).
 
 
 class BuildCommands:

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QHBoxLayout, Q
                                QPushButton, QSizePolicy, QTabWidget,
                                QVBoxLayout, QWidget)
 
-from irviz.core.views.latency_chart import fmt_ms
+from irviz.core.views.latency_svg import fmt_ms
 from irviz.protocol.commands import BuildRunResult, State
 from irviz.ui import themes
 from irviz.ui.panes.base import Pane, dim_label

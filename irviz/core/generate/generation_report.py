@@ -95,7 +95,7 @@ def run_generation(out: dict, progs, tokens: int, repeats: int = 10) -> None:
 
 
 def estimate_generation(out: dict, progs) -> None:
-    from irviz.core.generate.estimate import estimate_generation as estimate
+    from irviz.core.generate.decode_estimate import estimate_generation as estimate
 
     t = time.perf_counter()
     est = estimate(progs)

@@ -1,10 +1,10 @@
 """The peer compiler's command: torch.compile (inductor, CPU) beside the TVM run of a step."""
 from __future__ import annotations
 
-from irviz.engine.parts import EngineContext
+from irviz.engine.handler_context import EngineContext
 from irviz.protocol.commands import BadRequest
 
-# irviz.core.peer loads torch: imported in the handler (see irviz.engine.session).
+# irviz.core.peer loads torch: imported in the handler (see irviz.engine.session_commands).
 
 COMPILERS = ("inductor",)
 
@@ -19,7 +19,7 @@ class PeerCommands:
         and step it was put beside."""
         if compiler not in COMPILERS:
             raise BadRequest(f"no peer compiler {compiler!r}; the peers: {', '.join(COMPILERS)}")
-        from irviz.core.peer.report import inductor_peer_for
+        from irviz.core.peer.peer_report import inductor_peer_for
 
         ws = self.ctx.ws
         session = ws.need_session()
