@@ -20,7 +20,7 @@ def main() -> int:
     ap.add_argument("--model", default="sample:resnet18")
     args = ap.parse_args()
     from irviz.core import passes
-    from irviz.core.backend.bisect import bisect, reference_for
+    from irviz.core.backend.step_bisect import bisect, reference_for
     from irviz.core.backend.build import DEFAULT_BUILD_STEPS
     from irviz.core.workspace import Workspace
 

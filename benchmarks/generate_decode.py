@@ -19,8 +19,8 @@ import transformers
 
 from irviz.core.backend.machine_peak import memory_bandwidth
 from irviz.core.frontend import hf
-from irviz.core.generate import report
-from irviz.core.generate.estimate import weight_bytes
+from irviz.core.generate import generation_report as report
+from irviz.core.generate.decode_estimate import weight_bytes
 from irviz.core.generate.programs import open_programs
 from irviz.core.target import cpu_info
 

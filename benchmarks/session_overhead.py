@@ -34,7 +34,7 @@ from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
 from irviz.core import passes
-from irviz.core.views import diff as diff_mod
+from irviz.core.views import module_diff as diff_mod
 from irviz.core.frontend.capture import build_fx_graph, capture
 from irviz.core.frontend.importer import import_model
 from irviz.core.frontend.model_file import load_model
