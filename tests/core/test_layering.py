@@ -55,9 +55,13 @@ def test_importing_the_ui_loads_neither_torch_nor_tvm():
 ALLOWED_CYCLES: list[set[str]] = []
 
 
+def _type_checking_only(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+
+
 def import_graph(root: Path) -> dict[str, set[str]]:
-    """{module: irviz modules it imports}, every import statement counted wherever it sits,
-    relative imports resolved; `from pkg import name` counts pkg, and pkg.name when a module."""
+    """{module: irviz modules it imports}, every import statement counted wherever it sits (but
+    under `if TYPE_CHECKING:`), relative imports resolved; `from pkg import name` counts pkg, and pkg.name when a module."""
     mods = {}
     for p in root.rglob("*.py"):
         parts = list(p.relative_to(root.parent).with_suffix("").parts)
@@ -74,7 +78,11 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     for m, p in mods.items():
         pkg = m if p.name == "__init__.py" else m.rpartition(".")[0]
         deps = set()
-        for node in ast.walk(ast.parse(p.read_text(), filename=str(p))):
+        tree = ast.parse(p.read_text(), filename=str(p))
+        for node in ast.walk(tree):
+            if _type_checking_only(node):  # read by the type checker, never run
+                node.body = []
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -168,6 +176,9 @@ def test_the_cycle_check_sees_lazy_and_relative_imports(tmp_path):
     (pkg / "core" / "b.py").write_text("from irviz.core.a.x import f\n")
     assert core_module_cycles(pkg) == [{"irviz.core.a.x", "irviz.core.b"}]
     assert core_room_cycles(pkg) == [{"irviz.core.a", "irviz.core.b"}]
+    # an import only the type checker reads is no cycle
+    (pkg / "core" / "a" / "x.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..b import y\n")
+    assert core_module_cycles(pkg) == []
 
 
 MAX_LINES = 600          # a module past this has two jobs; split it by job
