@@ -135,16 +135,19 @@ def test_rerun_resumes_and_ctrl_c_keeps_what_finished(first_run):
     for p in folder.glob("*.ran"):
         p.unlink()
     _write(folder, "hang_too.py", MODELS["hang.py"])
-    proc = subprocess.Popen(_corpus_cmd(folder, ["hang_too.py", *MODELS]), cwd=folder, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the hang's own timeout well past the wait below, so it is still running when Ctrl-C comes
+    # however long a loaded machine takes to start its check
+    proc = subprocess.Popen(_corpus_cmd(folder, ["hang_too.py", *MODELS], "--timeout", "400"), cwd=folder,
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 300
         while "bad_inputs.py" not in _rows(folder) and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(1)
         assert proc.poll() is None, proc.communicate()
         assert "bad_inputs.py" in _rows(folder)
-        while not (folder / "hang_too.ran").exists() and time.monotonic() < deadline:
+        while not (folder / "hang_too.ran").exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.5)
+        assert proc.poll() is None and (folder / "hang_too.ran").exists(), proc.communicate()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
