@@ -137,8 +137,11 @@ def test_rerun_resumes_and_ctrl_c_keeps_what_finished(first_run):
     _write(folder, "hang_too.py", MODELS["hang.py"])
     # the hang's own timeout well past the wait below, so it is still running when Ctrl-C comes
     # however long a loaded machine takes to start its check
+    # Ctrl-C as a terminal delivers it: a shell runs a background job (nohup ... &, as CI may run
+    # the suite) with SIGINT ignored, and a child inherits that
     proc = subprocess.Popen(_corpus_cmd(folder, ["hang_too.py", *MODELS], "--timeout", "400"), cwd=folder,
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 300
         while "bad_inputs.py" not in _rows(folder) and time.monotonic() < deadline and proc.poll() is None:
