@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from irviz.cli.common import Failure, add_model_arguments, add_target_argument, finite, log_for, \
-    open_workspace, with_json_stdout, write_json
+from irviz.cli.common import Failure, add_model_arguments, add_peer_freezing_argument, add_target_argument, \
+    finite, log_for, open_workspace, peer_arguments_ok, with_json_stdout, write_json
 
 # irviz.core modules that load torch or TVM are imported inside the functions (see common).
 
@@ -35,11 +35,14 @@ def add_check_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--peer", choices=["inductor"], default=None,
                    help="also compile the model with torch.compile (inductor, CPU): its kernels, the FX "
                         "nodes each computes and their times beside TVM's, per FX node")
+    add_peer_freezing_argument(p)
     add_target_argument(p, help_more=f"; built for T, and run only where T's device is here (exit "
                                      f"{EXIT_NOT_RUN} when it is not: built, not run)")
 
 
 def run_check(args) -> int:
+    if not peer_arguments_ok(args):
+        return 2
     return with_json_stdout(args, lambda out: _check(args, out))
 
 
@@ -357,7 +360,8 @@ def _check(args, out) -> int:
     if getattr(args, "peer", None) and ws is not None and ws.captured is not None:
         _peer(ws, args, summary, log)
     elif getattr(args, "peer", None):
-        summary["peer"] = {"compiler": args.peer, "error": "no PyTorch model captured to compile"}
+        summary["peer"] = {"compiler": args.peer, "freezing": args.peer_freezing,
+                           "error": "no PyTorch model captured to compile"}
         log(f"peer     {args.peer}: not compiled: no PyTorch model captured to compile")
     if ws is not None and ws.session is not None:
         from irviz.core.passes import pipeline_text
@@ -453,13 +457,14 @@ def _peer(ws, args, summary: dict, log) -> None:
         from irviz.core.backend.run import tvm_threads
 
         threads = tvm_threads()
-    log(f"peer     compiling with torch.compile (inductor) on {threads} threads")
+    freezing = bool(args.peer_freezing)
+    log(f"peer     compiling with torch.compile (inductor{', freezing' if freezing else ''}) on {threads} threads")
     try:
-        report = inductor_peer(ws.captured, threads=threads, repeats=args.repeats,
+        report = inductor_peer(ws.captured, threads=threads, repeats=args.repeats, freezing=freezing,
                                tvm_kernels=summary.get("kernels") or [],
                                tvm_fx={k["name"]: k.get("fx_nodes") or [] for k in summary.get("kernels") or []})
     except Exception as exc:  # the peer is extra; the check stands without it
-        report = {"compiler": "inductor", "error": f"{type(exc).__name__}: {exc}"[:500]}
+        report = {"compiler": "inductor", "freezing": freezing, "error": f"{type(exc).__name__}: {exc}"[:500]}
     report.pop("tvm_kernels", None)  # summary["kernels"] already holds them
     summary["peer"] = report
     for line in peer_lines(report):

@@ -163,6 +163,23 @@ def add_target_argument(sp: argparse.ArgumentParser, default: str | None = None,
                          "CPU schedules need a CPU target, the gpu pipeline a GPU one)" + help_more)
 
 
+def add_peer_freezing_argument(sp: argparse.ArgumentParser) -> None:
+    # a flag of its own, not a second peer name: freezing is an Inductor option (its config's name),
+    # the compiler stays "inductor" in the JSON, and further options would not multiply the names
+    sp.add_argument("--peer-freezing", action="store_true",
+                    help="with --peer inductor: compile with Inductor's freezing=True (the weights "
+                         "constants, folded and prepacked for mkldnn), as torch.compile for inference "
+                         "is usually run")
+
+
+def peer_arguments_ok(args) -> bool:
+    """--peer-freezing without --peer is an error that says so (exit 2), not a silent no-op."""
+    if getattr(args, "peer_freezing", False) and not getattr(args, "peer", None):
+        print("irviz: --peer-freezing is an option of the peer compiler: add --peer inductor", file=sys.stderr)
+        return False
+    return True
+
+
 def finite(x):
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 

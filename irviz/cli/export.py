@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from irviz.cli.common import Failure, add_model_arguments, add_target_argument, open_workspace
+from irviz.cli.common import Failure, add_model_arguments, add_peer_freezing_argument, add_target_argument, \
+    open_workspace, peer_arguments_ok
 
 EXPORT_HELP = "write step scripts, parameters, diffs, steps.json, report.html"
 
@@ -21,10 +22,13 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--peer", choices=["inductor"], default=None,
                    help="also compile with torch.compile (inductor, CPU): its kernels' code in peer/ and "
                         "the FX nodes side by side with TVM's in report.html")
+    add_peer_freezing_argument(p)
     add_target_argument(p)
 
 
 def run_export(args) -> int:
+    if not peer_arguments_ok(args):
+        return 2
     failure = Failure(args.verbose)
     graph_breaks = not getattr(args, "no_weights", False) and getattr(args, "capture", None) in (None, "export")
     if graph_breaks:  # nothing captures the whole model: each graph of its graph breaks, one folder each
@@ -89,7 +93,7 @@ def _write_peer(ws, out, args) -> bool:
     from irviz.core.export.peer_files import write_peer
     from irviz.core.peer.peer_report import inductor_peer_for, peer_lines
 
-    report = inductor_peer_for(ws, repeats=args.repeats)
+    report = inductor_peer_for(ws, repeats=args.repeats, freezing=bool(args.peer_freezing))
     for line in peer_lines(report):
         print(line)
     try:

@@ -8,6 +8,7 @@ from irviz.core.frontend.ir_file import parse_dims
 from irviz.core.views.latency_svg import torch_ms_of
 from irviz.protocol.commands import BadRequest, BuildRunResult
 from irviz.engine.handler_context import EngineContext
+from irviz.engine.peer_commands import COMPILERS, peer_report
 
 # irviz.core imports that load torch or TVM stay in the handlers (see irviz.engine.session_commands).
 
@@ -110,10 +111,25 @@ class BuildCommands:
             out["code"] = dict(code.kernels[kernel].code)
         return out
 
-    def export(self, out_dir, steps="all") -> dict:
+    def export(self, out_dir, steps="all", peer=None, peer_freezing=False) -> dict:
+        """`peer`: torch.compile beside the cursor step's TVM run too, written as `irviz export
+        --peer` writes it; a peer that cannot compile is written with its reason, no failure."""
+        if peer_freezing and not peer:
+            raise BadRequest("`peer_freezing` is an option of the peer: give `peer` too")
+        if peer and peer not in COMPILERS:  # before anything is written
+            raise BadRequest(f"no peer compiler {peer!r}; the peers: {', '.join(COMPILERS)}")
+
         sel = None if steps in (None, "all") else [int(i) for i in steps]
         path = os.fspath(self.ctx.ws.export(out_dir, steps=sel))
         root = path if os.path.isdir(path) else os.path.dirname(path)
+        written = None
+        if peer:
+            from irviz.core.export.peer_files import write_peer
+
+            report = peer_report(self.ctx, None, peer, freezing=peer_freezing)
+            files = write_peer(root, report)
+            written = {"compiler": peer, "freezing": bool(peer_freezing), "error": report.get("error"),
+                       "step": report.get("step"), "json": files["json"], "kernels": len(files["kernels"])}
         files = sorted(os.path.relpath(os.path.join(d, f), root)
                        for d, _, fs in os.walk(root) for f in fs)
-        return {"path": path, "files": files}
+        return {"path": path, "files": files, "peer": written}

@@ -210,8 +210,11 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
                           opt("dims", dict[str, int] | None, None, "sizes for made-up inputs, kept")),
             "`build_run` (below)", stage="build", section="build"),
     Command("peer", (_STEP, opt("compiler", str, "inductor", '"inductor": torch.compile on the CPU'),
-                     opt("repeats", int, 10, "profiled runs for the kernels' medians")),
-            '`{compiler, error, step, stamp: {model, pipeline, step, pass, target}, tvm_ran, threads, '
+                     opt("repeats", int, 10, "profiled runs for the kernels' medians"),
+                     opt("freezing", bool, False, "Inductor's freezing=True: the weights constants (folded, "
+                                                  "prepacked for mkldnn), as torch.compile for inference runs")),
+            '`{compiler, freezing, options, error, step, stamp: {model, pipeline, step, pass, target, freezing}, '
+            'tvm_ran, threads, '
             'compile_seconds, total_ms, compiled_ms, region_ms, runs, timing, profiled_timing, reliable, reason, '
             'kernels: [{name, kind, '
             'fx_nodes, fx_nodes_inferred, ms, calls, code, post_grad_nodes, unmapped}], by_fx_node: '
@@ -268,8 +271,13 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         '"language": pygments name, "kernel", "a"/"b": {step, target_name, target, kind, counts, error}}`: '
         'one kernel\'s code between two steps or two targets of one step',
         stage="build", section="build"),
-    Command("export", (req("out_dir", str), opt("steps", _STEPS, "all")),
-            '`{"path", "files": [...]}`', stage="export", section="build"),
+    Command("export", (req("out_dir", str), opt("steps", _STEPS, "all"),
+                       opt("peer", str | None, None, '"inductor": also torch.compile beside the TVM run of the '
+                                                     'cursor step, as `irviz export --peer inductor`: '
+                                                     'peer/peer.json, each kernel\'s code, report.html\'s section'),
+                       opt("peer_freezing", bool, False, "with `peer`: Inductor's freezing=True")),
+            '`{"path", "files": [...], "peer": null | {compiler, freezing, error, step, json, kernels}}`: '
+            '`peer.error` says why the peer is not there (the rest is written)', stage="export", section="build"),
     # -- compare, bisect, query
     Command("compare", (
         req("pipeline_b", str, "a name or a pipeline text"),

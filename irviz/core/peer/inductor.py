@@ -12,6 +12,11 @@ What is compiled is the decomposed ExportedProgram irviz shows (``ep.module()``)
 Dynamo hands Inductor holds the same ATen ops in the same order as the FX graph (names.py checks it
 op by op). The backend is Inductor's ``compile_fx``, what ``backend="inductor"`` calls, wrapped only to
 keep the graph it is given.
+
+With ``freezing`` (Inductor's ``freezing=True``, what a user compiling for inference sets) the
+weights become constants: subgraphs of weights alone are folded at compile time, batch norms are
+folded into the convolutions before them, and convolution and linear weights are prepacked for
+mkldnn, so the weight-layout copies Inductor otherwise runs before each convolution are gone.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ import torch
 
 from irviz.core.frontend.capture import _target_str
 
-__all__ = ["InductorBuild", "PeerError", "compile_inductor"]
+__all__ = ["InductorBuild", "PeerError", "compile_inductor", "compile_options"]
 
 
 class PeerError(Exception):
@@ -49,6 +54,7 @@ class InductorBuild:
     graphs: list[CompiledGraph]
     seconds: float
     threads: int
+    options: dict = field(default_factory=dict)  # torch.compile's arguments and Inductor's config set
 
     def __call__(self):
         with torch.no_grad():
@@ -64,6 +70,14 @@ _TRACE = {
     # each C++ kernel opens a RecordFunction the profiler sees (a few ns when nothing records)
     "cpp.enable_kernel_profile": True,
 }
+# the settings above that change what is compiled or timed (not where the trace goes)
+_REPORTED = ("fx_graph_cache", "cpp.enable_kernel_profile", "trace.provenance_tracking_level")
+
+
+def compile_options(freezing: bool) -> dict:
+    """torch.compile's arguments and the Inductor config irviz sets, as the report gives them."""
+    return {"backend": "inductor", "dynamic": False, "mode": None,
+            "inductor_config": {"freezing": bool(freezing), **{k: _TRACE[k] for k in _REPORTED}}}
 
 
 def _program_module(captured):
@@ -74,9 +88,10 @@ def _program_module(captured):
     return module if module is not None else captured.loaded.module
 
 
-def compile_inductor(captured, threads: int) -> InductorBuild:
+def compile_inductor(captured, threads: int, freezing: bool = False) -> InductorBuild:
     """torch.compile(captured program, backend=inductor) on `threads` torch threads, called once on
-    the example inputs so it compiles; PeerError says why when it cannot."""
+    the example inputs so it compiles (with Inductor's `freezing` set as given); PeerError says why
+    when it cannot."""
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx
 
@@ -103,7 +118,7 @@ def compile_inductor(captured, threads: int) -> InductorBuild:
         # Inductor's C++ kernels take their OpenMP thread count when compiled
         torch.set_num_threads(max(1, threads))
         torch._dynamo.reset()
-        with inductor_config.patch({**_TRACE, "trace.debug_dir": str(debug_dir)}):
+        with inductor_config.patch({**_TRACE, "freezing": bool(freezing), "trace.debug_dir": str(debug_dir)}):
             fn = torch.compile(module, backend=backend, dynamic=False)
             with torch.no_grad():
                 fn(*inputs)
@@ -120,7 +135,8 @@ def compile_inductor(captured, threads: int) -> InductorBuild:
         shutil.rmtree(debug_dir, ignore_errors=True)
     if not graphs:
         raise PeerError("torch.compile made no graph of the model (nothing for Inductor to compile)")
-    return InductorBuild(fn=fn, inputs=inputs, graphs=graphs, seconds=seconds, threads=max(1, threads))
+    return InductorBuild(fn=fn, inputs=inputs, graphs=graphs, seconds=seconds, threads=max(1, threads),
+                         options=compile_options(freezing))
 
 
 def _first_line(exc: BaseException) -> str:

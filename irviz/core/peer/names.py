@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 
-__all__ = ["inside_inserted", "pre_grad_to_fx"]
+__all__ = ["feeding_claimed", "inside_inserted", "pre_grad_to_fx"]
 
 
 def pre_grad_to_fx(pre: list[tuple[str, str]], graph) -> dict[str, str]:
@@ -49,4 +49,28 @@ def inside_inserted(graph, claims: dict[str, set[str]], inserting: set[str]) -> 
         above[n.name] = ks
         if n.op == "call_function" and len(ks) == 1 and next(iter(ks)) in inserting:
             out[n.name] = next(iter(ks))
+    return out
+
+
+def feeding_claimed(graph, claims: dict[str, set[str]]) -> dict[str, set[str]]:
+    """{FX node: kernels} for the ops no kernel claims that feed a claimed node only through other
+    unclaimed ops, each given the kernels of the claimed nodes it feeds. Inductor's pattern
+    rewrites keep the provenance of the last node they replace only: with freezing, a convolution,
+    the batch norm folded into it and the add and relu fused after it become one mkldnn call that
+    provenance ties to the relu alone. Ops of weights alone are left out: freezing computes them
+    once at compile time, no kernel at run time. `claims`: {FX node: kernels computing it}."""
+    runtime: set[str] = set()
+    for n in graph.nodes:  # FX order is topological
+        if n.kind == "input" or any(a in runtime for a in n.args):
+            runtime.add(n.name)
+    by = {n.name: n for n in graph.nodes}
+    out: dict[str, set[str]] = {}
+    for n in reversed(graph.nodes):  # every user of a node is met before the node
+        ks = claims.get(n.name) or out.get(n.name)
+        if not ks:
+            continue
+        for a in n.args:
+            m = by.get(a)
+            if m is not None and a not in claims and a in runtime and m.op == "call_function" and m.kind == "op":
+                out.setdefault(a, set()).update(ks)
     return out

@@ -1,6 +1,6 @@
 """The peer report: Inductor's kernels with their FX nodes, code and times, beside TVM's.
 
-    {"compiler": "inductor", "threads", "compile_seconds", "total_ms", "compiled_ms", "region_ms",
+    {"compiler": "inductor", "freezing", "options", "threads", "compile_seconds", "total_ms", "compiled_ms", "region_ms",
      "reliable", "reason", "timing", "profiled_timing", "kernels": [{"name", "kind", "fx_nodes", "ms", "calls",
      "code", "post_grad_nodes", "unmapped", "fx_nodes_inferred"}], "by_fx_node": [...], "groups": [...],
      "summary": {...},
@@ -8,7 +8,9 @@
 
 A kernel's `fx_nodes` come from Inductor's provenance; where Inductor replaced a subgraph by one op
 of its own (attention by one scaled_dot_product call), provenance names only that op, and the FX
-nodes between its inputs and its users are added and listed in `fx_nodes_inferred` too.
+nodes between its inputs and its users are added and listed in `fx_nodes_inferred` too; so are the
+ops a pattern rewrite fused into a kernel whose provenance kept only the rewrite's last node (with
+freezing, a convolution with its folded batch norm, add and relu in one mkldnn call).
 
 `total_ms` is the sum of the kernels' medians (profiled runs); `compiled_ms` the compiled model's
 whole call timed alone, on the same thread count, without the profiler. Where they are more than
@@ -17,8 +19,8 @@ whole call timed alone, on the same thread count, without the profiler. Where th
 from __future__ import annotations
 
 from irviz.core.backend.timing import contention
-from irviz.core.peer.inductor import PeerError, compile_inductor
-from irviz.core.peer.names import inside_inserted, pre_grad_to_fx
+from irviz.core.peer.inductor import PeerError, compile_inductor, compile_options
+from irviz.core.peer.names import feeding_claimed, inside_inserted, pre_grad_to_fx
 from irviz.core.peer.output_code import call_sequence, kernel_sources
 from irviz.core.peer.profile import time_inductor
 from irviz.core.peer.side_by_side import ATTRIBUTION, by_fx_node, groups, summary
@@ -68,7 +70,9 @@ def peer_kernels(build, graph) -> tuple[list[dict], list[list]]:
 
 
 def _infer_inside(graph, rows: dict[str, dict], order: dict[str, int]) -> None:
-    """Add the FX nodes inside an op Inductor inserted (names.inside_inserted) to its kernel."""
+    """Add the FX nodes inside an op Inductor inserted (names.inside_inserted) to its kernel, then
+    those a rewrite fused into a kernel whose provenance names only its last node
+    (names.feeding_claimed)."""
     claims: dict[str, set[str]] = {}
     for r in rows.values():
         for n in r["fx_nodes"]:
@@ -76,8 +80,13 @@ def _infer_inside(graph, rows: dict[str, dict], order: dict[str, int]) -> None:
     inserting = {r["name"] for r in rows.values() if r["unmapped"]}  # it computes a node Inductor made
     for n, k in inside_inserted(graph, claims, inserting).items():
         rows[k]["fx_nodes_inferred"].append(n)
+        claims.setdefault(n, set()).add(k)
+    for n, ks in feeding_claimed(graph, claims).items():
+        for k in ks:
+            rows[k]["fx_nodes_inferred"].append(n)
     for r in rows.values():
         if r["fx_nodes_inferred"]:
+            r["fx_nodes_inferred"].sort(key=lambda n: order.get(n, 1 << 30))
             r["fx_nodes"] = sorted(set(r["fx_nodes"]) | set(r["fx_nodes_inferred"]), key=lambda n: order.get(n, 1 << 30))
 
 
@@ -102,22 +111,25 @@ def _fill_times(rows: list[dict], sequences, call_ms) -> list[str]:
 
 
 def inductor_peer(captured, *, threads: int = 1, repeats: int = 10, tvm_kernels: list[dict] | None = None,
-                  tvm_fx: dict[str, list[str]] | None = None, progress=None) -> dict:
-    """Compile `captured` (a frontend Captured) with Inductor, time it on `threads` threads, and
-    put it beside `tvm_kernels` (dicts with "name", "ms"), whose FX nodes `tvm_fx` gives. A model
-    Inductor cannot compile or run: {"compiler": "inductor", "error": why}."""
+                  tvm_fx: dict[str, list[str]] | None = None, progress=None, freezing: bool = False) -> dict:
+    """Compile `captured` (a frontend Captured) with Inductor (`freezing`: Inductor's freezing=True,
+    the weights constants), time it on `threads` threads, and put it beside `tvm_kernels` (dicts
+    with "name", "ms"), whose FX nodes `tvm_fx` gives. A model Inductor cannot compile or run:
+    {"compiler": "inductor", "freezing", "options", "error": why}."""
     say = progress or (lambda *a, **k: None)
     graph = captured.graph
-    say("Compiling with torch.compile (inductor)", 0.1)
+    mode = {"freezing": bool(freezing), "options": compile_options(freezing)}
+    say(f"Compiling with torch.compile (inductor{', freezing' if freezing else ''})", 0.1)
     try:
-        build = compile_inductor(captured, threads)
+        build = compile_inductor(captured, threads, freezing=freezing)
         rows, sequences = peer_kernels(build, graph)
         say("Timing Inductor's kernels", 0.6)
         times = time_inductor(build, sequences, repeats)
     except PeerError as exc:
-        return {"compiler": "inductor", "error": str(exc)}
+        return {"compiler": "inductor", **mode, "error": str(exc)}
     except Exception as exc:  # a run of the compiled model failing is the peer's failure, not the check's
-        return {"compiler": "inductor", "error": f"the compiled model failed to run: {type(exc).__name__}: {exc}"[:500]}
+        return {"compiler": "inductor", **mode,
+                "error": f"the compiled model failed to run: {type(exc).__name__}: {exc}"[:500]}
     untimed = _fill_times(rows, sequences, times.call_ms)
     total = sum(r["ms"] for r in rows if r["ms"] is not None)
     compiled = times.compiled.median_ms
@@ -135,7 +147,8 @@ def inductor_peer(captured, *, threads: int = 1, repeats: int = 10, tvm_kernels:
                        "wrapper) or the profiler's own cost is large at this size")
     tvm = [dict(k, fx_nodes=list((tvm_fx or {}).get(k["name"], ()))) for k in (tvm_kernels or ())]
     side = by_fx_node(graph, tvm, rows)
-    return {"compiler": "inductor", "error": None, "threads": build.threads,
+    return {"compiler": "inductor", "freezing": bool(freezing), "options": build.options, "error": None,
+            "threads": build.threads,
             "compile_seconds": round(build.seconds, 3), "graphs": len(build.graphs),
             "total_ms": round(total, 5), "compiled_ms": round(compiled, 5),
             "region_ms": None if times.region_ms is None else round(times.region_ms, 5),
@@ -148,9 +161,10 @@ def inductor_peer(captured, *, threads: int = 1, repeats: int = 10, tvm_kernels:
 
 def peer_lines(report: dict, most: int = 10) -> list[str]:
     """The report as `irviz check` prints it: totals, then the FX nodes where the two differ most."""
+    what = "inductor, freezing" if report.get("freezing") else "inductor"
     if report.get("error"):
-        return [f"peer     inductor: not compiled: {report['error']}"]
-    out = [f"peer     inductor: {len(report['kernels'])} kernels add up to {report['total_ms']:.3f} ms; "
+        return [f"peer     {what}: not compiled: {report['error']}"]
+    out = [f"peer     {what}: {len(report['kernels'])} kernels add up to {report['total_ms']:.3f} ms; "
            f"compiled model alone {report['compiled_ms']:.3f} ms ({report['threads']} threads, "
            f"compiled in {report['compile_seconds']:.1f} s)"]
     if not report["reliable"]:
@@ -172,14 +186,15 @@ def _f(x) -> str:
     return f"{'-':>8}" if x is None else f"{x:8.3f}"
 
 
-def inductor_peer_for(ws, step=None, repeats: int = 10, progress=None) -> dict:
+def inductor_peer_for(ws, step=None, repeats: int = 10, progress=None, freezing: bool = False) -> dict:
     """The peer report for a workspace's model beside the TVM run of `step` (the cursor by
     default), if that step was run; without a run, Inductor's side alone on TVM's thread count.
     The report carries the step it was put beside ("step"), so a later step reads it as stale."""
     from irviz.core.backend.run import tvm_threads
 
     if ws.captured is None:
-        return {"compiler": "inductor", "error": "no PyTorch model captured to compile", "step": None}
+        return {"compiler": "inductor", "freezing": bool(freezing), "options": compile_options(freezing),
+                "error": "no PyTorch model captured to compile", "step": None}
     st = ws.step_at(step)
     run = ws.runs.get(st.index)
     res = run[1] if run is not None and run[0] is st else None
@@ -192,7 +207,7 @@ def inductor_peer_for(ws, step=None, repeats: int = 10, progress=None) -> dict:
         fx = {}
     threads = getattr(res, "threads", None) or tvm_threads() or 1
     report = inductor_peer(ws.captured, threads=threads, repeats=repeats, tvm_kernels=tvm, tvm_fx=fx,
-                           progress=progress)
+                           progress=progress, freezing=freezing)
     report["step"] = st.index
     report["tvm_ran"] = res is not None
     return report
