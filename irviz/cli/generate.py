@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from irviz.cli.common import Failure, finite, log_for, with_json_stdout, write_json
+from irviz.cli.common import Failure, finite, load_pass_files, log_for, with_json_stdout, write_json
 
 HELP = ("generate tokens greedily with TVM (a prefill program, then a decode program per token over a "
         "static KV cache) and compare them with transformers' generate(do_sample=False); time both")
@@ -17,6 +17,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--tokens", type=int, default=16, metavar="N", help="tokens to generate (default 16)")
     sp.add_argument("--pipeline", default="zero",
                     help="a named pipeline (see `irviz pipelines`) or a pipeline text, applied to both programs")
+    sp.add_argument("--passes", metavar="FILE", action="append", default=[],
+                    help="a pass file loaded before the pipeline is read (as check --passes)")
     sp.add_argument("--target", default=None, metavar="T", help="a target as `irviz targets` lists it (default host)")
     sp.add_argument("--max-len", type=int, default=None, metavar="L",
                     help="positions in the static KV cache (default: the prompt plus --tokens)")
@@ -24,6 +26,10 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     help="structure only (the model on the meta device): nothing runs; per-kernel "
                          "estimates of prefill and decode, and the bandwidth limit of a decode step")
     sp.add_argument("--repeats", type=int, default=10, help="timed runs per figure (at least; default 10)")
+    sp.add_argument("--bisect", action="store_true",
+                    help="when a token differs (or the logits do), bisect the program that made it (prefill, "
+                         "or decode) on that step's inputs as torch computed them, and name the first pass "
+                         "whose build breaks its numbers (the JSON's `bisect`)")
     sp.add_argument("--json", metavar="FILE", help="write the summary as JSON to FILE ('-': stdout)")
     sp.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
 
@@ -39,10 +45,14 @@ def _run(args, out) -> int:
     failure = Failure(args.verbose)
     tokens = int(args.tokens)
     summary = report.empty_report(args.model, args.pipeline, tokens, args.max_len, args.no_weights)
+    summary["bisect"] = None
     stage = "load"
     try:
         if tokens < 1:
             raise ValueError(f"--tokens {tokens}: generate at least one token")
+        if args.bisect and args.no_weights:
+            raise ValueError("--bisect runs the programs, which --no-weights cannot")
+        load_pass_files(args.passes, log)
         progs = report.open_for_generation(
             args.model, tokens=tokens, max_len=args.max_len, pipeline=args.pipeline, target=args.target,
             no_weights=args.no_weights, log=lambda line: log(f"program  {line}"))
@@ -61,15 +71,49 @@ def _run(args, out) -> int:
         return 1
     _print(summary, log)
     ok = args.no_weights or (summary["tokens_match"] and summary["logits_allclose"])
+    step = None if ok else bisect_step(summary)
+    if args.bisect and step is not None:
+        _bisect(summary, progs, step, log)
+    how = "" if args.bisect else f"; `irviz generate ... --bisect` finds the pass that breaks step {step}"
     if not args.no_weights and not summary["tokens_match"]:
-        failure.mismatch(_mismatch(summary))
+        failure.mismatch(_mismatch(summary) + how)
     elif not ok:
         failure.mismatch(f"the tokens match, but the logits differ beyond rtol 1e-4 (max abs error "
-                         f"{summary['logits_max_abs_error']:.3g} at step "
-                         f"{next(s['step'] for s in summary['logits'] if not s['allclose'])})")
+                         f"{summary['logits_max_abs_error']:.3g} at step {step}){how}")
     summary.update(ok=bool(ok), failed_stage=failure.stage, error=failure.error)
     write_json(args.json, summary, out)
     return 0 if ok else 1
+
+
+def bisect_step(s: dict) -> int | None:
+    """The generated token whose step to bisect: the first that differs, else the first whose
+    logits differ; None when both match."""
+    if s.get("first_mismatch"):
+        return int(s["first_mismatch"]["step"])
+    return next((int(x["step"]) for x in s.get("logits") or [] if not x["allclose"]), None)
+
+
+def _bisect(summary: dict, progs, step: int, log) -> None:
+    from irviz.core.generate.mismatch_bisect import bisect_generation
+
+    def progress(text, fraction=None, pass_name=None):
+        if text.startswith("Bisect:"):
+            log(text)
+
+    try:
+        found = bisect_generation(progs, step, summary["torch_tokens"], progress=progress)
+    except Exception as exc:  # the mismatch stands without its bisect
+        from irviz.core.errors import IrvizError
+
+        error = exc.user_message() if isinstance(exc, IrvizError) else f"{type(exc).__name__}: {exc}"
+        summary["bisect"] = {"error": error, "token_step": step}
+        print(f"irviz: bisect failed: {error}", file=sys.stderr)
+        return
+    summary["bisect"] = found
+    for c in found["steps_checked"]:
+        what = "ok" if c["ok"] else f"BAD ({c['stage']})"
+        log(f"  {found['program']} step {c['index']:2d} {c['pass']:28} {c['seconds']:6.2f} s  {what}")
+    log(found["message"])
 
 
 def _mismatch(s: dict) -> str:
