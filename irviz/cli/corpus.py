@@ -102,7 +102,7 @@ def progress(t0: float):
 
 def run(args) -> int:
     from irviz.core.corpus.html_table import write_html
-    from irviz.core.corpus.pool import RayMissing, run_jobs
+    from irviz.core.corpus.pool import ClusterUnreachable, RayMissing, run_jobs
     from irviz.core.corpus.store import CorpusError, Store
 
     if args.workers < 1 or args.timeout <= 0 or args.repeats < 1:
@@ -124,7 +124,7 @@ def run(args) -> int:
     t0 = time.monotonic()
     try:
         res = run_jobs(jobs, store, opts, workers=args.workers, address=args.address, on_row=progress(t0))
-    except RayMissing as e:
+    except (RayMissing, ClusterUnreachable) as e:
         print(f"irviz corpus: {e}", file=sys.stderr)
         return 2
     store.write()

@@ -2,9 +2,12 @@
 with bad input each cost only their row; a rerun resumes; Ctrl-C keeps the rows that finished."""
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -203,3 +206,64 @@ def test_the_exit_code_and_the_json_decide_the_result():
     assert died["result"] == "crash" and died["stage"] == "import" and "exit code 1, no verdict: RuntimeError: boom" in died["error"]
     killed = classify(Outcome(-9, 30.0, over_memory=True, stdout="   2 FuseOps  0.1 s\n"), None, 60, 3 * 2**30)
     assert killed["result"] == "memory" and killed["stage"] == "pipeline" and "over 3 GB" in killed["error"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_address_where_no_cluster_listens_is_refused_at_once(tmp_path):
+    pytest.importorskip("ray", reason="pip install 'irviz[corpus]'")
+    _write(tmp_path, "bad_inputs.py", MODELS["bad_inputs.py"])
+    port = _free_port()
+    t0 = time.monotonic()
+    proc = subprocess.run(_corpus_cmd(tmp_path, ["bad_inputs.py"], "--address", f"127.0.0.1:{port}"),
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"nothing answered at 127.0.0.1:{port}" in proc.stderr and "ray start --head" in proc.stderr
+    assert time.monotonic() - t0 < 60  # Ray alone retries such an address for minutes
+    assert not (tmp_path / "bad_inputs.ran").exists()
+
+
+def test_rows_run_on_a_cluster_started_by_ray_start(tmp_path):
+    """`ray start --head` as a user who has a Ray token runs it (token authentication on), then
+    `irviz corpus --address` sends the token it finds and runs the rows there."""
+    pytest.importorskip("ray", reason="pip install 'irviz[corpus]'")
+    ray_cli = Path(sys.executable).with_name("ray")
+    if not ray_cli.exists():
+        pytest.skip("the ray command is not next to this Python")
+    _write(tmp_path, "bad_inputs.py", MODELS["bad_inputs.py"])
+    env = _env()
+    env.pop("RAY_AUTH_MODE", None)
+    env["HOME"] = str(tmp_path / "home")  # the token ray start makes, not this machine's
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    subprocess.run([str(ray_cli), "get-auth-token", "--generate"], env=env, capture_output=True, check=True,
+                   timeout=120)
+    port = _free_port()
+    # Ray's socket paths live under its temp dir and must stay short
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", "--port", str(port), "--num-cpus", "1",
+                             "--include-dashboard", "false", "--temp-dir", temp],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
+                break
+            except OSError:
+                assert head.poll() is None, "ray start --head exited"
+                time.sleep(1)
+        time.sleep(3)  # the GCS listens a little before the head's raylet has joined
+        proc = subprocess.run(_corpus_cmd(tmp_path, ["bad_inputs.py"], "--address", f"127.0.0.1:{port}"),
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        os.killpg(head.pid, signal.SIGKILL)  # a SIGTERM drains the node for 30 s first
+        head.wait(timeout=30)
+        shutil.rmtree(temp, ignore_errors=True)
+    assert f"on the Ray cluster at 127.0.0.1:{port}" in proc.stdout, proc.stdout + proc.stderr
+    assert (tmp_path / "home" / ".ray" / "auth_token").is_file()  # the cluster did use a token
+    assert _rows(tmp_path)["bad_inputs.py"]["result"] == "graceful", proc.stdout + proc.stderr
+    assert (tmp_path / "bad_inputs.ran").exists()

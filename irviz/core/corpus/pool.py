@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from irviz.core.corpus.store import Store
 # the checks (Ray's floor is 75 MB)
 OBJECT_STORE_BYTES = 100 * 2**20
 POLL_S = 1.0
+CONNECT_S = 10.0
 
 
 class RayMissing(RuntimeError):
@@ -49,13 +51,59 @@ def _import_ray():
     return ray
 
 
+class ClusterUnreachable(RuntimeError):
+    pass
+
+
+def _token_available() -> bool:
+    return bool(os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+                or (Path.home() / ".ray" / "auth_token").is_file())
+
+
+def _offer_token() -> None:
+    # `ray start` turns token authentication on by default, but a client connecting to an address
+    # does not send its token unless told to; sending one to a cluster without authentication is
+    # harmless, so a token on this machine is offered.  Ray reads the mode when it is imported.
+    if "RAY_AUTH_MODE" not in os.environ and _token_available():
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
+def _reachable(address: str) -> None:
+    # ray.init retries an address where nothing listens for minutes; a plain connection says so
+    # at once
+    host, _, port = address.rpartition(":")
+    if address.startswith("ray://") or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_S).close()
+    except OSError as e:
+        raise ClusterUnreachable(
+            f"nothing answered at {address} ({e}): give the address that `ray start --head` printed "
+            f"(host:port of its GCS, port 6379 by default), and check that this machine can reach "
+            f"it") from None
+
+
+def _connect(ray, address: str, quiet: dict) -> None:
+    _reachable(address)
+    try:
+        ray.init(address=address, **quiet)
+    except ConnectionError as e:
+        auth = os.environ.get("RAY_AUTH_MODE", "unset")
+        raise ClusterUnreachable(
+            f"the Ray cluster at {address} did not accept this connection: {e}. A cluster with token "
+            f"authentication needs its token on this machine (~/.ray/auth_token or RAY_AUTH_TOKEN; "
+            f"RAY_AUTH_MODE is {auth})") from None
+
+
 def start_ray(workers: int, address: str | None):
     """A fresh local Ray instance with `workers` CPUs (never one a `ray start` left running), or a
     connection to the cluster at `address`; quiet either way."""
+    if address:
+        _offer_token()
     ray = _import_ray()
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
     if address:
-        ray.init(address=address, **quiet)
+        _connect(ray, address, quiet)
     else:
         # the workers import irviz from where this process does, installed or not
         source = str(Path(__file__).resolve().parents[3])
