@@ -50,7 +50,8 @@ def _block_signature(sch, block_rv) -> str:
     dtype. A tile measured for a bare conv2d (LibraryDispatch's TensorIR side) is the tile for the
     same conv2d fused with its bias and relu."""
     block = sch.get(block_rv)
-    shapes = [[int(d) for d in reg.source.shape] for reg in (*block.reads, *block.writes)]
+    shapes = [[int(d) if isinstance(d, tirx.IntImm) else str(d) for d in reg.source.shape]
+              for reg in (*block.reads, *block.writes)]  # a symbolic size by its name
     return " ".join("x".join(map(str, sh)) for sh in shapes) + f" {block.writes[0].source.dtype}"
 
 
