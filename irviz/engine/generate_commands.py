@@ -75,7 +75,8 @@ def generation_info(ctx: EngineContext) -> GenerationInfo | None:
             "kv_cache_shape": {"tensors": layout.tensors, "each": list(layout.shape),
                                "dtype": str(layout.dtype).replace("torch.", "")},
             "kv_cache_bytes_by_length": by_length(layout), "pipeline": g.pipeline,
-            "target": target_name(progs.target)})
+            "target": target_name(progs.target), "context_length": progs.context_length,
+            "context_reason": progs.context_reason})
 
 
 def open_generation(ctx: EngineContext, spec, pipeline="zero", tokens=16, max_len=None,

@@ -71,6 +71,8 @@ class GenerationInfo(TypedDict):
     programs: dict[str, ProgramInfo]    # by name, in the order prefill, decode
     tokens: int                         # the tokens a `generate` makes by default
     max_len: int                        # positions of the static cache
+    context_length: str | int           # "symbolic" (one build serves any max_len) or the constant built for
+    context_reason: str | None          # why the context length is a constant, when it is one
     prompt_len: int
     kv_cache_bytes: int                 # the whole static cache
     kv_cache_shape: dict                # {tensors, each: [dims], dtype}
@@ -99,5 +101,6 @@ class GenerateResult(TypedDict, total=False):
     reason: str | None
     prompt_len: int | None
     max_len: int | None
+    context_length: str | int | None   # "symbolic" or the constant cache length the programs were built for
     mismatch: str | None               # the first differing token and step, in words; None when they match
     stamp: dict                        # {model, spec, program, max_len, steps: {prefill, decode}, passes, target}

@@ -61,7 +61,8 @@ class ProgramBar(QWidget):
         self.combo.blockSignals(False)
         cache = gen["kv_cache_shape"]
         self.label.setToolTip(f"static KV cache: {cache['tensors']} tensors of {tuple(cache['each'])} "
-                              f"{cache['dtype']}, {gen['max_len']} positions, prompt {gen['prompt_len']}")
+                              f"{cache['dtype']}, {gen['max_len']} positions, prompt {gen['prompt_len']}; context length "
+                              f"{gen.get('context_length', '?')} in the programs")
 
     def choose(self, program: str) -> None:
         """Select `program` as the user would (tests and scripts)."""

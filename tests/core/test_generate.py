@@ -6,6 +6,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from irviz.core.errors import IrvizError
 from irviz.core.frontend import hf
 from irviz.core.generate import generation as g
 from irviz.core.generate import static_cache as sc
@@ -61,6 +62,8 @@ def test_tvm_generates_the_tokens_and_logits_of_generate(which, request):
 
 
 def test_decode_takes_the_cache_and_a_position_and_returns_the_cache(llama):
+    from tvm import tirx
+
     progs = llama[0]
     layout = progs.layout
     assert layout.layers == 2 and layout.shape == (1, 2, 12 + TOKENS, 12)
@@ -70,7 +73,8 @@ def test_decode_takes_the_cache_and_a_position_and_returns_the_cache(llama):
     assert names[:2 + layout.tensors] == ["token", "position"] + [f"cache_{i}" for i in range(layout.tensors)]
     out = main.ret_ty.fields
     assert len(out) == 1 + layout.tensors
-    assert [int(d) for d in out[1].shape] == list(layout.shape)
+    b, h, _, d = layout.shape
+    assert [x.name if isinstance(x, tirx.Var) else int(x) for x in out[1].shape] == [b, h, "max_len", d]
     # one set of weights, taken by both programs
     assert progs.decode.weight_names() == progs.prefill.weight_names()
     assert set(progs.decode.weight_names()) == set(progs.params())
@@ -138,3 +142,60 @@ def test_what_a_program_computes_from_its_weights_alone_is_lifted_out_and_run_on
     np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x), *packed).numpy(), x @ w.T, rtol=1e-5)
     # nothing to lift: the module as it was
     assert lift_weight_transforms(Linear, inputs=2) == (Linear, False)
+
+
+def _cache_lengths(program):
+    """The length axis of each cache tensor main takes and returns."""
+    main = program.session.module()["main"]
+    params = [p for p in main.params[:program.inputs] if var_name(p).startswith("cache")]
+    return [p.ty.shape.values[2] for p in params] + [f.shape.values[2] for f in main.ret_ty.fields[1:]]
+
+
+@pytest.mark.parametrize("which", ["llama", "gpt2"])
+def test_the_cache_length_is_one_symbolic_size_of_both_programs(which, request):
+    from tvm import tirx
+
+    progs = request.getfixturevalue(which)[0]
+    assert progs.context_length == "symbolic" and progs.context_reason is None
+    for program in (progs.prefill, progs.decode):
+        lengths = _cache_lengths(program)
+        assert all(isinstance(n, tirx.Var) and n.name == "max_len" for n in lengths), lengths
+    assert progs.dims() == {"max_len": progs.layout.max_len}
+    assert progs.dims(100) == {"max_len": 100}
+
+
+@pytest.mark.parametrize("which", ["llama", "gpt2"])
+def test_one_build_generates_the_tokens_of_generate_at_two_max_lengths(which, request):
+    progs, _, tokens = request.getfixturevalue(which)
+    built = (progs.prefill.built, progs.decode.built)
+    lm, prompt = progs.lm, progs.prompt
+    want = g.torch_generate(lm, prompt, TOKENS)[0]
+    assert tokens == want  # at the length opened with (prompt + TOKENS)
+    for max_len in (progs.layout.max_len + 5, 3 * progs.layout.max_len):
+        gen = g.TvmGenerator(progs, max_len=max_len)
+        assert (progs.prefill.built, progs.decode.built) == built  # not built again
+        _, cache = gen.prefill(prompt.numpy())
+        assert cache[0].shape[2] == max_len
+        assert gen.generate(prompt.numpy(), TOKENS)[0] == want
+    with pytest.raises(IrvizError, match="no room"):
+        g.TvmGenerator(progs, max_len=int(prompt.shape[1]))
+
+
+def test_where_the_symbolic_capture_fails_the_length_is_a_constant_that_says_why(monkeypatch):
+    from torch.export import Dim
+
+    def too_small(name, layout):  # a range the example length is outside of: torch.export refuses it
+        d = Dim("max_len", min=2, max=4)
+        cache = tuple({2: d} for _ in range(layout.tensors))
+        return (None, cache) if name == "prefill" else (None, None, cache)
+
+    monkeypatch.setattr(sc, "dynamic_shapes", too_small)
+    lm, prompt = tiny_llama()
+    progs = open_programs(lm, (prompt,), spec="test", tokens=6, pipeline="zero")
+    assert progs.context_length == 18 and "symbolic context length failed" in progs.context_reason
+    assert [int(n) for n in _cache_lengths(progs.decode)] == [18] * 8
+    assert progs.dims() == {}
+    with pytest.raises(IrvizError, match="constant"):
+        g.TvmGenerator(progs, max_len=30)
+    gen = g.TvmGenerator(progs)
+    assert gen.generate(prompt.numpy(), 6)[0] == g.torch_generate(lm, prompt, 6)[0]

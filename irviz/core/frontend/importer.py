@@ -330,15 +330,21 @@ def dim_names(captured) -> dict[str, str]:
         user_names = list(ep.graph_signature.user_inputs)
         placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
         try:
-            arg_names = list(inspect.signature(loaded.module.forward).parameters)
+            params = inspect.signature(loaded.module.forward).parameters
         except (TypeError, ValueError):
-            arg_names = []
+            params = {}
+        arg_names = list(params)
         if isinstance(spec, dict):
             per_input = [spec.get(a) for a in arg_names[: len(user_names)]]
             if not any(per_input):  # keys that are not forward()'s names: take them in order
                 per_input = list(spec.values())
         else:
             per_input = list(spec)
+        # a *args parameter's spec is one per argument it takes: those are inputs of their own
+        star = [i for i, p in enumerate(params.values()) if p.kind == inspect.Parameter.VAR_POSITIONAL]
+        if star and star[0] < len(per_input) and isinstance(per_input[star[0]], (tuple, list)):
+            i = star[0]
+            per_input = per_input[:i] + list(per_input[i]) + per_input[i + 1:]
         out: dict[str, str] = {}
         for ph_name, dims in zip(user_names, per_input):
             node = placeholders.get(ph_name)

@@ -12,12 +12,13 @@ from __future__ import annotations
 from irviz.core.generate.programs import Programs
 
 
-def _estimate(program, structure_only: bool) -> dict:
+def _estimate(program, structure_only: bool, dims: dict) -> dict:
     from irviz.core.tuning.estimate import FOLDS, estimate_latency
 
     session = program.session
     fold = structure_only and any(s.pass_name in FOLDS for s in session.steps)
-    return estimate_latency(session.module(), func="main", fold_weights=fold)
+    source = {k: "--max-len" for k in dims}  # a symbolic context length is estimated at the length given
+    return estimate_latency(session.module(), dims, func="main", fold_weights=fold, dims_source=source)
 
 
 def weight_bytes(lm) -> int:
@@ -34,8 +35,8 @@ def estimate_generation(progs: Programs, bandwidth: dict | None = None) -> dict:
     every kernel)}. `bandwidth`: machine_peak.memory_bandwidth()'s dict (None: measured now)."""
     from irviz.core.backend.machine_peak import memory_bandwidth
 
-    pre = _estimate(progs.prefill, progs.structure_only)
-    dec = _estimate(progs.decode, progs.structure_only)
+    pre = _estimate(progs.prefill, progs.structure_only, progs.dims())
+    dec = _estimate(progs.decode, progs.structure_only, progs.dims())
     bw = bandwidth or memory_bandwidth()
     wbytes = weight_bytes(progs.lm)
     cache = progs.layout.bytes

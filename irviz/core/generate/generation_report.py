@@ -25,7 +25,7 @@ def empty_report(model: str, pipeline, tokens: int, max_len, no_weights: bool) -
     """Every key, None until known: a failed stage still gives a complete JSON."""
     out = {"ok": False, "failed_stage": None, "error": None, "model": model, "pipeline": pipeline,
            "target": None, "cpu": None, "no_weights": bool(no_weights), "tokens": int(tokens),
-           "max_len": max_len, "prompt_len": None, "kv_cache_bytes": None, "kv_cache_bytes_by_length": None,
+           "max_len": max_len, "context_length": None, "context_reason": None, "prompt_len": None, "kv_cache_bytes": None, "kv_cache_bytes_by_length": None,
            "kv_cache_shape": None, "programs": None, "reliable": None, "reason": None, "seconds": {}}
     out.update({k: None for k in RUN_KEYS + ESTIMATE_KEYS})
     return out
@@ -70,6 +70,7 @@ def fill_from_programs(out: dict, progs) -> None:
     from irviz.core.target import cpu_info
 
     out.update(target=target_name(progs.target), cpu=cpu_info().as_dict(), max_len=progs.layout.max_len,
+               context_length=progs.context_length, context_reason=progs.context_reason,
                prompt_len=int(progs.prompt.shape[1]), kv_cache_bytes=progs.layout.bytes,
                kv_cache_shape={"tensors": progs.layout.tensors, "each": list(progs.layout.shape),
                                "dtype": str(progs.layout.dtype).replace("torch.", "")},

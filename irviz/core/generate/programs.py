@@ -8,6 +8,12 @@ converted to TVM once, instead of each binding its own copy.
     progs = open_programs(module, example_inputs, spec="sample:hf_llama", max_len=64, pipeline="zero")
     progs.prefill.session, progs.decode.session   # step either, diff, view
     progs.build()                                 # BuildResult per program
+
+The cache's length (the context length) is captured as a symbolic dimension (torch.export's Dim,
+imported as a TVM shape variable), so one build serves any max length; max_len only gives the
+example the capture runs on and the default length to generate with. Where the symbolic capture,
+import or pipeline fails, both programs are captured again with the length a constant, and
+`context_length` / `context_reason` say so.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from irviz.core.errors import IrvizError
 from irviz.core.generate import static_cache as sc
 
 PROGRAMS = ("prefill", "decode")
+SYMBOLIC = "symbolic"
 
 
 @dataclass
@@ -48,6 +55,37 @@ class Programs:
     structure_only: bool
     seconds: dict = field(default_factory=dict)  # stage -> seconds, both programs together
     log: list = field(default_factory=list)
+    context_length: str | int = SYMBOLIC  # SYMBOLIC, or the constant the programs were captured with
+    context_reason: str | None = None  # why the length is a constant, when it is one
+
+    @property
+    def symbolic(self) -> bool:
+        return self.context_length == SYMBOLIC
+
+    def layout_for(self, max_len: int | None = None) -> sc.CacheLayout:
+        """The cache of `max_len` positions (None: the one opened with); IrvizError where the programs
+        were captured with another constant length, or the prompt leaves no room."""
+        if max_len is None or int(max_len) == self.layout.max_len:
+            return self.layout
+        S = int(self.prompt.shape[1])
+        if not self.symbolic:
+            raise IrvizError(f"these programs were built for a cache of {self.layout.max_len} positions, "
+                             f"not {int(max_len)}: the context length is a constant ({self.context_reason})",
+                             hint=f"open the model for generation again with max_len {int(max_len)}")
+        if int(max_len) <= S:
+            raise IrvizError(f"a cache of {int(max_len)} positions leaves no room to generate after the "
+                             f"{S}-token prompt", hint=f"give a max length above {S}")
+        return self.layout.with_max_len(int(max_len))
+
+    def dims(self, max_len: int | None = None) -> dict:
+        """{symbolic size: value} for the context length (empty where it is a constant): what an
+        estimate or a build bound to one length takes."""
+        from tvm import tirx
+
+        if not self.symbolic:
+            return {}
+        d = self.decode.session.module()["main"].params[self.decode.inputs - 1].ty.shape.values[2]
+        return {str(d): int(max_len or self.layout.max_len)} if isinstance(d, tirx.Var) else {}
 
     def program(self, name: str) -> Program:
         if name not in PROGRAMS:
@@ -105,11 +143,11 @@ def _computes(func) -> bool:
     return any(isinstance(b.value, relax.Call) for block in blocks for b in block.bindings)
 
 
-def _loaded(module, inputs, spec: str, name: str, structure_only: bool):
+def _loaded(module, inputs, spec: str, name: str, structure_only: bool, dynamic_shapes=None):
     from irviz.core.frontend.model_file import LoadedModel
 
     return LoadedModel(module=module.eval(), example_inputs=tuple(inputs), spec=f"{spec} ({name})",
-                       name=name, structure_only=structure_only)
+                       name=name, structure_only=structure_only, dynamic_shapes=dynamic_shapes)
 
 
 def _capture_one(loaded, what: str):
@@ -126,13 +164,12 @@ def _capture_one(loaded, what: str):
 
 def open_programs(module, example_inputs, *, spec: str = "model", max_len: int | None = None, tokens: int = 32,
                   pipeline="zero", target: str | None = None, structure_only: bool = False,
-                  log=None) -> Programs:
+                  log=None, symbolic: bool = True) -> Programs:
     """Both programs of the causal LM in `module` (see static_cache), imported and through `pipeline`.
-    max_len: the static cache's positions (None: the prompt plus `tokens`). NotACausalLM, CaptureError,
-    IRImportError or PassError on failure, each naming the program."""
-    from irviz.core.frontend.importer import import_model
+    max_len: the static cache's positions (None: the prompt plus `tokens`). symbolic: the cache's
+    length a symbolic size (see the module doc), else the constant max_len. NotACausalLM,
+    CaptureError, IRImportError or PassError on failure, each naming the program."""
     from irviz.core.passes.plan import plan
-    from irviz.core.session import Session
 
     say = log or (lambda _line: None)
     chosen = plan(pipeline, target)
@@ -144,13 +181,35 @@ def open_programs(module, example_inputs, *, spec: str = "model", max_len: int |
         raise sc.NotACausalLM(f"--max-len {L} leaves no room to generate after the {S}-token prompt",
                               hint=f"give --max-len above {S} (the prompt plus the tokens to generate)")
     layout = sc.cache_layout(lm, prompt, L)
-    progs, seconds, lines = {}, {"capture": 0.0, "import": 0.0, "passes": 0.0}, []
-    device = prompt.device
-    for name, wrapper, inputs in (("prefill", sc.Prefill(lm, layout), (prompt,)),
-                                  ("decode", sc.Decode(lm, layout), sc.decode_inputs(layout, S, device))):
-        loaded = _loaded(wrapper, inputs, spec, name, structure_only)
+    seconds = {"capture": 0.0, "import": 0.0, "passes": 0.0}
+    reason = None
+    if symbolic:
+        try:
+            progs, lines = _open_both(lm, prompt, layout, spec, chosen, structure_only, seconds, say, True)
+        except IrvizError as e:
+            reason = f"the symbolic context length failed: {e.message}"
+            say(f"context  a constant {L} positions ({reason})")
+    else:
+        reason = "a constant was asked for"
+    if reason is not None:
+        progs, lines = _open_both(lm, prompt, layout, spec, chosen, structure_only, seconds, say, False)
+    return Programs(lm=lm, prompt=prompt, layout=layout, prefill=progs["prefill"], decode=progs["decode"],
+                    target=chosen.target, structure_only=structure_only, seconds=seconds, log=lines,
+                    context_length=SYMBOLIC if reason is None else L, context_reason=reason)
+
+
+def _open_both(lm, prompt, layout, spec, chosen, structure_only, seconds, say, symbolic: bool):
+    from irviz.core.frontend.importer import import_model
+    from irviz.core.session import Session
+
+    S = int(prompt.shape[1])
+    progs, lines = {}, []
+    for name, wrapper, inputs in (("prefill", sc.Prefill(lm, layout), sc.prefill_inputs(layout, prompt)),
+                                  ("decode", sc.Decode(lm, layout), sc.decode_inputs(layout, S, prompt.device))):
+        dynamic = sc.dynamic_shapes(name, layout) if symbolic else None
+        loaded = _loaded(wrapper, inputs, spec, name, structure_only, dynamic)
         t = time.perf_counter()
-        captured = _capture_one(loaded, f"{name} step ({_signature(name, S, layout)})")
+        captured = _capture_one(loaded, f"{name} step ({_signature(name, S, layout, symbolic)})")
         seconds["capture"] += time.perf_counter() - t
         imported = import_model(captured, keep_params=True, structure_only=structure_only)
         seconds["import"] += imported.seconds
@@ -166,8 +225,7 @@ def open_programs(module, example_inputs, *, spec: str = "model", max_len: int |
         lines.append(f"{name:8s} {len(captured.graph.nodes)} FX nodes, {len(session.steps) - 1} passes")
         say(lines[-1])
         progs[name] = Program(name, loaded, captured, imported, session, inputs=len(inputs))
-    return Programs(lm=lm, prompt=prompt, layout=layout, prefill=progs["prefill"], decode=progs["decode"],
-                    target=chosen.target, structure_only=structure_only, seconds=seconds, log=lines)
+    return progs, lines
 
 
 def tvm_target(chosen):
@@ -187,8 +245,11 @@ def target_name(chosen) -> str:
     return name or "host"
 
 
-def _signature(name: str, S: int, layout: sc.CacheLayout) -> str:
-    cache = f"{layout.tensors} cache tensors {tuple(layout.shape)}"
+def _signature(name: str, S: int, layout: sc.CacheLayout, symbolic: bool = False) -> str:
+    each = list(layout.shape)
+    if symbolic:
+        each[2] = sc.CONTEXT_DIM
+    cache = f"{layout.tensors} cache tensors ({', '.join(map(str, each))})"
     if name == "prefill":
-        return f"prompt (1, {S}) -> logits, {cache}"
+        return f"prompt (1, {S}), {cache} -> logits, the cache filled"
     return f"token (1, 1), position (1,), {cache} -> logits, the cache updated"

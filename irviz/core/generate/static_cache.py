@@ -4,13 +4,15 @@ transformers' own StaticCache writes its tensors in place (``index_copy_``) and 
 tokens seen in a tensor of its own, so an exported decode step would carry hidden state that TVM's
 importer does not turn into outputs. Here the cache is a function argument instead:
 
-    prefill(prompt_ids)                      -> (last logits (1, 1, V), k0, v0, k1, v1, ...)
+    prefill(prompt_ids, k0, v0, ...)                 -> (last logits (1, 1, V), k0', v0', k1', v1', ...)
     decode(token (1, 1), position (1,), k0, v0, ...) -> (logits (1, 1, V), k0', v0', ...)
 
-each k/v being (batch, kv_heads, max_len, head_dim). A layer writes its new keys with a
-position mask (``torch.where``), which every importer converts, and attends over the whole
-max_len with an additive mask that hides the positions not yet written; so the decode program
-has static shapes and is the same program at every step.
+each k/v being (batch, kv_heads, max_len, head_dim); prefill takes the cache too (zeros), so that
+both programs read max_len from the cache's shape and it can be a symbolic dimension
+(`dynamic_shapes`): one built program then serves any max length. A layer writes its new keys
+with a position mask (``torch.where``), which every importer converts, and attends over the
+whole max_len with an additive mask that hides the positions not yet written; so the decode
+program is the same program at every step.
 """
 from __future__ import annotations
 
@@ -55,6 +57,10 @@ class CacheLayout:
 
     def zeros(self, device="cpu") -> list[torch.Tensor]:
         return [torch.zeros(self.shape, dtype=self.dtype, device=device) for _ in range(self.tensors)]
+
+    def with_max_len(self, max_len: int) -> CacheLayout:
+        b, h, _, d = self.shape
+        return CacheLayout(self.layers, (b, h, int(max_len), d), self.dtype)
 
 
 def find_causal_lm(module: nn.Module):
@@ -174,10 +180,9 @@ class _Step(nn.Module):
         super().__init__()
         self.lm = lm
         self.n_layers = layout.layers
-        self.max_len = layout.max_len
 
     def step(self, ids, start, cache):
-        n, L = ids.shape[1], self.max_len
+        n, L = ids.shape[1], cache[0].shape[2]  # from the cache: a symbolic size when it is one
         layers = [ExplicitLayer(cache[2 * i], cache[2 * i + 1], start) for i in range(self.n_layers)]
         pos = (torch.arange(n, device=ids.device) + start)[None]
         seen = torch.arange(L, device=ids.device)[None, :] <= pos[0][:, None]
@@ -192,16 +197,16 @@ class _Step(nn.Module):
 
 
 class Prefill(_Step):
-    """forward(prompt_ids (1, S)) -> (last logits (1, 1, V), k0, v0, ...): the cache filled at 0..S-1."""
+    """forward(prompt_ids (1, S), k0, v0, ... (zeros)) -> (last logits (1, 1, V), k0', v0', ...): the
+    cache filled at 0..S-1. Called with the prompt alone (torch eager), it starts from zeros of the
+    layout it was made with."""
 
     def __init__(self, lm, layout: CacheLayout):
         super().__init__(lm, layout)
         self.layout = layout
 
-    def forward(self, ids):
-        zeros = [torch.zeros(self.layout.shape, dtype=self.layout.dtype, device=ids.device)
-                 for _ in range(self.layout.tensors)]
-        return self.step(ids, 0, zeros)
+    def forward(self, ids, *cache):
+        return self.step(ids, 0, cache or tuple(self.layout.zeros(ids.device)))
 
 
 class Decode(_Step):
@@ -211,9 +216,27 @@ class Decode(_Step):
         return self.step(token, position, cache)
 
 
+def prefill_inputs(layout: CacheLayout, prompt: torch.Tensor) -> tuple:
+    return (prompt, *layout.zeros(prompt.device))
+
+
 def decode_inputs(layout: CacheLayout, position: int, device="cpu") -> tuple:
     return (torch.zeros((1, 1), dtype=torch.int64, device=device),
             torch.tensor([position], dtype=torch.int64, device=device), *layout.zeros(device))
+
+
+CONTEXT_DIM = "max_len"  # the symbolic size's name in the Relax programs, as --max-len names it
+
+
+def dynamic_shapes(name: str, layout: CacheLayout) -> tuple:
+    """torch.export's dynamic_shapes for the program `name`: the cache's positions (axis 2 of every
+    cache tensor) one symbolic dimension, the rest static. Its least value is 2: torch.export
+    specialises sizes 0 and 1."""
+    from torch.export import Dim
+
+    ctx = Dim(CONTEXT_DIM, min=2, max=1 << 24)
+    cache = tuple({2: ctx} for _ in range(layout.tensors))
+    return (None, cache) if name == "prefill" else (None, None, cache)
 
 
 def torch_reference(lm, prompt: torch.Tensor, tokens: int, with_logits: bool = False):

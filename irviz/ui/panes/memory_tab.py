@@ -40,8 +40,17 @@ def kv_cache_text(gen: GenerationInfo | None) -> str:
     rows = " · ".join(f"{n}: {human_bytes(b)}" for n, b in by)
     return (f"KV cache: {human_bytes(gen['kv_cache_bytes'])}, static ({shape['tensors']} tensors of "
             f"{tuple(shape['each'])} {shape['dtype']}, {gen['max_len']} positions), held whole all through "
-            f"generation and read by both programs. Its filled part by context length — {rows}. The "
-            f"activations below are the {gen['program']} program's alone.")
+            f"generation and read by both programs{_context_note(gen)}. Its filled part by context length — "
+            f"{rows}. The activations below are the {gen['program']} program's alone.")
+
+
+def _context_note(gen: GenerationInfo) -> str:
+    context = gen.get("context_length")
+    if context == "symbolic":
+        return "; its length is symbolic in the programs (one build serves any max length)"
+    if context is None:
+        return ""
+    return f"; its length is the constant {context} in the programs ({gen.get('context_reason') or 'as captured'})"
 
 
 class MemoryTab(QWidget):
