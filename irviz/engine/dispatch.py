@@ -2,7 +2,7 @@
 
 The binding rule: protocol command NAME with `on="engine"` is answered by the method NAME of the
 one handler object that has it (SessionCommands, BuildCommands, AnalysisCommands,
-CatalogueCommands, CodeDiffCommands, PeerCommands, GenerateCommands: each given the EngineContext it shares with the others, none
+CatalogueCommands, CodeDiffCommands, PeerCommands, GenerateCommands, GenerateBisectCommands: each given the EngineContext it shares with the others, none
 mixed into the Engine), `on="views"` by StepViews.NAME, `on="testing"` by
 irviz.engine.testing.NAME (only in an engine started with IRVIZ_TEST_COMMANDS=1), and
 `on="loop"` by the request loop itself. No other list of command names exists; a command without
@@ -20,6 +20,7 @@ from irviz.engine.analysis import AnalysisCommands
 from irviz.engine.build_commands import BuildCommands
 from irviz.engine.catalogue_commands import CatalogueCommands
 from irviz.engine.code_diff import CodeDiffCommands
+from irviz.engine.generate_bisect_commands import GenerateBisectCommands
 from irviz.engine.generate_commands import GenerateCommands
 from irviz.engine.handler_context import EngineContext
 from irviz.engine.peer_commands import PeerCommands
@@ -48,7 +49,7 @@ class Engine:
         self.session_commands = SessionCommands(self.ctx)
         self.handlers = (self.session_commands, BuildCommands(self.ctx), AnalysisCommands(self.ctx),
                          CatalogueCommands(self.ctx), CodeDiffCommands(self.ctx), PeerCommands(self.ctx),
-                         GenerateCommands(self.ctx, self.session_commands.state))
+                         GenerateCommands(self.ctx, self.session_commands.state), GenerateBisectCommands(self.ctx))
         self.table = command_table(test_commands_enabled() if test_commands is None else test_commands)
         self.commands = self._bind(self.table)
 

@@ -231,6 +231,15 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "decode ms per token and tokens/s of TVM and torch eager, `reliable`/`reason` (the keys of "
             "`irviz generate --json`) + `stamp: {model, program, steps: {prefill, decode}, passes: "
             "{prefill, decode}, target}`", stage="build", section="build"),
+    Command("generate_bisect", (
+        req("step", int, "the generated token whose step to bisect (0: the prefill's token)"),
+        opt("torch_tokens", list[int] | None, None, "torch generate's tokens (a `generate` reply's "
+            "`torch_tokens`); null: generated again"),
+        opt("atol", float | None, None), opt("rtol", float | None, None)),
+        "`bisect`'s dict for the program that made that token (prefill, or decode) checked up to its "
+        "cursor on the step's inputs as torch eager computed them + `program, token_step, position, "
+        "inputs, message, stamp` (as `generate`'s); `diverging` adds `first_op`",
+        stage="build", section="build"),
     Command("run_sizes", (_STEP, opt("func", str, "main")),
             '`{"func", "sizes": [name], "inputs": "model|get_inputs|random", "dims": {name: int}}`',
             stage="run", section="build"),

@@ -9,15 +9,17 @@ eager (the prefill wrapper, then k - 1 decode calls fed torch generate's own tok
 reference is exact: TVM's cache, which may have drifted over the earlier steps, plays no part.
 The expected outputs are the torch wrapper's on those inputs (the logits and the updated cache).
 
-Then backend.step_bisect checks the program's steps on those inputs (every step built as it is,
-weights passed by name), and at the first bad step, when it computes wrong numbers, the
-intermediates name the binding (and its op) whose value first leaves torch's.
+Then backend.step_bisect checks the program's steps up to its cursor (the module the generation
+built) on those inputs, each step built as it is with the weights passed by name; at the first
+bad step, when it computes wrong numbers, the intermediates name the binding (and its op) whose
+value first leaves torch's.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -123,6 +125,12 @@ def _diverging(program, index: int, inputs: tuple, params: dict, atol, rtol, say
     return marks
 
 
+def _up_to_cursor(session):
+    """The session as far as the generation ran it: its steps up to the cursor (the module that
+    was built), nothing planned, no failed pass beyond."""
+    return SimpleNamespace(steps=session.steps[:session.cursor + 1], error=None, pipeline=[])
+
+
 def bisect_generation(progs, step: int, torch_tokens: list[int] | None = None, *, atol=None, rtol=None,
                       progress=None) -> dict:
     """Bisect the program that generated token `step` on its inputs there (see the module doc).
@@ -146,7 +154,7 @@ def bisect_generation(progs, step: int, torch_tokens: list[int] | None = None, *
     program = progs.program(name)
     params = {k: _numpy(v) if isinstance(v, torch.Tensor) else v for k, v in progs.params().items()}
     ref = _reference(program, inputs, params)
-    result = bisect(program.session, ref, atol=atol, rtol=rtol, progress=progress,
+    result = bisect(_up_to_cursor(program.session), ref, atol=atol, rtol=rtol, progress=progress,
                     target=tvm_target(progs.target)).as_dict()
     fb = result["first_bad"]
     result["diverging"] = (_diverging(program, fb["index"], inputs, params, atol, rtol, say)
