@@ -61,6 +61,8 @@ def test_generate_without_weights_estimates_prefill_decode_and_the_bandwidth_lim
     assert s["estimated_prefill_ms"] > 0 and s["estimated_decode_ms_per_token"] > 0
     assert s["bandwidth_limit_ms_per_token"] > 0 and s["bandwidth_gbs"] > 0
     assert s["weight_bytes"] > 0 and s["kv_cache_bytes"] == 4 * 2 * 14 * 8 * 4
+    # the programs' cache length is symbolic: the estimates above bound it to the 14 positions
+    assert s["context_length"] == "symbolic" and s["context_reason"] is None and s["max_len"] == 14
     assert s["tvm_tokens"] is None and s["tokens_match"] is None  # nothing ran
 
 
