@@ -459,9 +459,15 @@ def _peer(ws, args, summary: dict, log) -> None:
         threads = tvm_threads()
     freezing = bool(args.peer_freezing)
     log(f"peer     compiling with torch.compile (inductor{', freezing' if freezing else ''}) on {threads} threads")
+    from irviz.core.peer.side_by_side import kernel_fx_calls
+
+    try:  # which binding calls each kernel for which nodes: one function called for two layers
+        calls = kernel_fx_calls(ws.step_at(), ws.captured.graph) if summary.get("kernels") else {}
+    except Exception:  # the mapping is extra, as the kernels' fx_nodes are
+        calls = {}
     try:
         report = inductor_peer(ws.captured, threads=threads, repeats=args.repeats, freezing=freezing,
-                               tvm_kernels=summary.get("kernels") or [],
+                               tvm_calls=calls, tvm_kernels=summary.get("kernels") or [],
                                tvm_fx={k["name"]: k.get("fx_nodes") or [] for k in summary.get("kernels") or []})
     except Exception as exc:  # the peer is extra; the check stands without it
         report = {"compiler": "inductor", "freezing": freezing, "error": f"{type(exc).__name__}: {exc}"[:500]}

@@ -17,6 +17,7 @@ from irviz.protocol.commands import ErrorDict, State, empty_state
 from irviz.ui import pane_table, themes
 from irviz.ui.bridge import EngineBridge
 from irviz.ui.events import EventHub
+from irviz.ui.export_dialog import ask_export, exported_text
 from irviz.ui.launch_pipeline import refused_pipeline, reopen_with_zero
 from irviz.ui.open_dialog import OpenDialog
 from irviz.ui.panes.compare_window import CompareDialog
@@ -329,16 +330,15 @@ class MainWindow(WindowParts):
         self.fx.focus_search()
 
     def export_dialog(self, current_only: bool) -> None:
-        if not self._has_model():
-            return
-        out = QFileDialog.getExistingDirectory(self, "Export to folder")
-        if out:
-            self.export_to(out, current_only)
+        choice = ask_export(self, current_only, self.state, self.settings) if self._has_model() else None
+        if choice:
+            self.export_to(current_only=current_only, **choice)
 
-    def export_to(self, out_dir: str, current_only: bool) -> int:
+    def export_to(self, out_dir: str, current_only: bool, peer: str | None = None, peer_freezing: bool = False) -> int:
         steps = [int(self.state.get("cursor", 0))] if current_only else "all"
-        self.status(f"Exporting to {out_dir}…")
-        return self._ask("export", "export", out_dir=str(out_dir), steps=steps)
+        self.status(f"Exporting to {out_dir}…" + (" with torch.compile beside TVM (20–100 s)" if peer else ""))
+        peer_args = {"peer": peer, "peer_freezing": bool(peer_freezing)} if peer else {}
+        return self._ask("export", "export", out_dir=str(out_dir), steps=steps, **peer_args)
 
     def export_graph(self, which: str, fmt: str, path: str | None = None) -> str | None:
         view = self.fx.graph if which == "fx" else self.relax.graph
@@ -458,10 +458,8 @@ class MainWindow(WindowParts):
             if (result or {}) and self.state.get("model"):
                 self.hub.set_provenance(result)
         elif purpose == "export":
-            files = (result or {}).get("files") or []
-            path = (result or {}).get("path", "")
-            self.notify("Exported", f"{len(files)} files in {path}", kind="info")
-            self.status(f"Exported {len(files)} files to {path}")
+            self.notify("Exported", exported_text(result or {}), kind="info")
+            self.status(exported_text(result or {}))
 
     def _on_failed(self, rid: int, cmd: str, error: dict) -> None:
         purpose = self._own.pop(rid, None)

@@ -32,14 +32,17 @@ def peer_html(report: dict, files: dict[str, str] | None = None) -> str:
     """The report.html section (a <section> element)."""
     e = html.escape
     files = files or {}
+    head = (f'<section id="peer"><h2>torch.compile (inductor{", freezing" if report.get("freezing") else ""}) '
+            f"beside TVM</h2>")
     if report.get("error"):
-        return (f'<section id="peer"><h2>torch.compile (inductor) beside TVM</h2>'
-                f"<p>Not compiled: {e(report['error'])}</p></section>")
+        return f"{head}<p>Not compiled: {e(report['error'])}</p></section>"
     s = report["summary"]
-    out = ['<section id="peer"><h2>torch.compile (inductor) beside TVM</h2>',
+    out = [head,
            f"<p>{len(report['kernels'])} Inductor kernels add up to {report['total_ms']:.3f} ms; the "
            f"compiled model alone takes {report['compiled_ms']:.3f} ms ({report['threads']} threads, "
            f"compiled in {report['compile_seconds']:.1f} s).</p>"]
+    if report.get("options"):
+        out.append(f"<p>Compiled with {e(json.dumps(report['options'], sort_keys=True))}.</p>")
     if not report.get("reliable", True):
         out.append(f"<p><b>Unreliable:</b> {e(report['reason'] or '')}</p>")
     out.append(f"<p>{e(report['attribution'])}. TVM is slower on nodes worth {s['tvm_loses_ms']:.3f} ms "
@@ -58,12 +61,12 @@ def peer_html(report: dict, files: dict[str, str] | None = None) -> str:
                    f"<td>{e(', '.join(t['kernels']) or '–')}</td><td>{_ms(t['ms'])}</td><td>{links}</td>"
                    f"<td>{_ms(i['ms'])}</td><td>{e(r['faster'] or '–')}</td></tr>")
     out.append("</table><h3>Inductor's kernels</h3><table><tr><th>kernel</th><th>kind</th><th>calls</th>"
-               "<th>ms</th><th>FX nodes</th></tr>")
+               "<th>ms</th><th>FX nodes</th><th>provenance</th></tr>")
     for k in report["kernels"]:
         name = (f'<a href="peer/kernels/{e(files[k["name"]])}">{e(k["name"])}</a>' if k["name"] in files
                 else e(k["name"]))
         out.append(f"<tr><td>{name}</td><td>{e(k['kind'])}</td><td>{k['calls']}</td><td>{_ms(k['ms'])}</td>"
-                   f"<td>{e(', '.join(k['fx_nodes']))}</td></tr>")
+                   f"<td>{e(', '.join(k['fx_nodes']))}</td><td>{e(k.get('provenance_note') or '')}</td></tr>")
     out.append("</table></section>")
     return "\n".join(out)
 

@@ -2,7 +2,7 @@
 
     {"compiler": "inductor", "freezing", "options", "threads", "compile_seconds", "total_ms", "compiled_ms", "region_ms",
      "reliable", "reason", "timing", "profiled_timing", "kernels": [{"name", "kind", "fx_nodes", "ms", "calls",
-     "code", "post_grad_nodes", "unmapped", "fx_nodes_inferred"}], "by_fx_node": [...], "groups": [...],
+     "code", "post_grad_nodes", "unmapped", "fx_nodes_inferred", "provenance_note"}], "by_fx_node": [...], "groups": [...],
      "summary": {...},
      "attribution", "unmapped_kernels"}
 
@@ -23,6 +23,7 @@ from irviz.core.peer.inductor import PeerError, compile_inductor, compile_option
 from irviz.core.peer.names import feeding_claimed, inside_inserted, pre_grad_to_fx
 from irviz.core.peer.output_code import call_sequence, kernel_sources
 from irviz.core.peer.profile import time_inductor
+from irviz.core.peer.provenance_fix import fix_shared_posts
 from irviz.core.peer.side_by_side import ATTRIBUTION, by_fx_node, groups, summary
 
 __all__ = ["AGREE", "inductor_peer", "inductor_peer_for", "peer_kernels", "peer_lines"]
@@ -44,8 +45,15 @@ def peer_kernels(build, graph) -> tuple[list[dict], list[list]]:
         post_to_pre = g.provenance.get("postToPre", {})
         calls = call_sequence(g.output_code)
         sequences.append(calls)
-        for c in calls:
-            post = list(code_to_post.get(c.handle, [])) if c.handle else []
+        posts = [list(code_to_post.get(c.handle, [])) if c.handle else [] for c in calls]
+
+        def fx_index(q, post_to_pre=post_to_pre, to_fx=to_fx):
+            places = [order[to_fx[p]] for p in post_to_pre.get(q, ()) if to_fx.get(p) in order]
+            return max(places) if places else None
+
+        notes = fix_shared_posts(calls, posts, fx_index, sources)
+        for i, c in enumerate(calls):
+            post = posts[i]
             pre = [p for q in post for p in post_to_pre.get(q, ())]
             fx = {to_fx[p] for p in pre if p in to_fx}
             unmapped = sorted({p for p in pre if p not in to_fx} | {q for q in post if q not in post_to_pre})
@@ -59,8 +67,13 @@ def peer_kernels(build, graph) -> tuple[list[dict], list[list]]:
             row = rows.setdefault(name, {"name": name, "kind": "generated" if c.generated else "library",
                                          "fx_nodes": [], "ms": None, "calls": 0,
                                          "code": sources.get(c.kernel, c.line) if c.generated else c.line,
-                                         "post_grad_nodes": [], "unmapped": [], "fx_nodes_inferred": []})
+                                         "post_grad_nodes": [], "unmapped": [], "fx_nodes_inferred": [],
+                                         "provenance_note": None, "fx_calls": {}})
+            if i in notes:
+                row["provenance_note"] = notes[i]
             row["calls"] += 1
+            for n in fx:  # which call computes which node: a kernel called for two layers
+                row["fx_calls"].setdefault(n, f"{gi}:{i}")
             row["fx_nodes"] = sorted(set(row["fx_nodes"]) | fx, key=lambda n: order.get(n, 1 << 30))
             row["post_grad_nodes"] += [q for q in post if q not in row["post_grad_nodes"]]
             row["unmapped"] += [u for u in unmapped if u not in row["unmapped"]]
@@ -111,10 +124,11 @@ def _fill_times(rows: list[dict], sequences, call_ms) -> list[str]:
 
 
 def inductor_peer(captured, *, threads: int = 1, repeats: int = 10, tvm_kernels: list[dict] | None = None,
-                  tvm_fx: dict[str, list[str]] | None = None, progress=None, freezing: bool = False) -> dict:
+                  tvm_fx: dict[str, list[str]] | None = None, progress=None, freezing: bool = False,
+                  tvm_calls: dict[str, dict[str, str]] | None = None) -> dict:
     """Compile `captured` (a frontend Captured) with Inductor (`freezing`: Inductor's freezing=True,
     the weights constants), time it on `threads` threads, and put it beside `tvm_kernels` (dicts
-    with "name", "ms"), whose FX nodes `tvm_fx` gives. A model Inductor cannot compile or run:
+    with "name", "ms"), whose FX nodes `tvm_fx` gives (and `tvm_calls`, which call computes each). A model Inductor cannot compile or run:
     {"compiler": "inductor", "freezing", "options", "error": why}."""
     say = progress or (lambda *a, **k: None)
     graph = captured.graph
@@ -145,7 +159,8 @@ def inductor_peer(captured, *, threads: int = 1, repeats: int = 10, tvm_kernels:
         reasons.append(f"the kernels add up to {total:.3f} ms, the compiled call alone takes {compiled:.3f} ms "
                        f"({apart:.0%} apart): time outside the kernels (Dynamo's guards, the Python "
                        "wrapper) or the profiler's own cost is large at this size")
-    tvm = [dict(k, fx_nodes=list((tvm_fx or {}).get(k["name"], ()))) for k in (tvm_kernels or ())]
+    tvm = [dict(k, fx_nodes=list((tvm_fx or {}).get(k["name"], ())), fx_calls=dict((tvm_calls or {}).get(k["name"], {})))
+           for k in (tvm_kernels or ())]
     side = by_fx_node(graph, tvm, rows)
     return {"compiler": "inductor", "freezing": bool(freezing), "options": build.options, "error": None,
             "threads": build.threads,
@@ -169,6 +184,8 @@ def peer_lines(report: dict, most: int = 10) -> list[str]:
            f"compiled in {report['compile_seconds']:.1f} s)"]
     if not report["reliable"]:
         out.append(f"peer     unreliable: {report['reason']}")
+    out += [f"peer     provenance of {k['name']}: {k['provenance_note']}" for k in report["kernels"]
+            if k.get("provenance_note")]
     s = report["summary"]
     out.append(f"peer     TVM slower on nodes worth {s['tvm_loses_ms']:.3f} ms, faster on {s['tvm_wins_ms']:.3f} ms "
                f"({ATTRIBUTION})")
@@ -199,15 +216,16 @@ def inductor_peer_for(ws, step=None, repeats: int = 10, progress=None, freezing:
     run = ws.runs.get(st.index)
     res = run[1] if run is not None and run[0] is st else None
     tvm = [{"name": k.name, "ms": k.ms, "calls": k.calls} for k in (getattr(res, "kernels", None) or ())]
-    from irviz.core.peer.side_by_side import kernel_fx_nodes
+    from irviz.core.peer.side_by_side import kernel_fx_calls, kernel_fx_nodes
 
     try:
         fx = kernel_fx_nodes(st, ws.captured.graph) if tvm else {}
+        calls = kernel_fx_calls(st, ws.captured.graph) if tvm else {}
     except Exception:  # a step provenance cannot follow: TVM's side without FX nodes
-        fx = {}
+        fx, calls = {}, {}
     threads = getattr(res, "threads", None) or tvm_threads() or 1
     report = inductor_peer(ws.captured, threads=threads, repeats=repeats, tvm_kernels=tvm, tvm_fx=fx,
-                           progress=progress, freezing=freezing)
+                           progress=progress, freezing=freezing, tvm_calls=calls)
     report["step"] = st.index
     report["tvm_ran"] = res is not None
     return report

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from irviz.core.backend.intermediates_match import match_values
 
-__all__ = ["ATTRIBUTION", "by_fx_node", "computing_nodes", "groups", "kernel_fx_nodes", "summary"]
+__all__ = ["ATTRIBUTION", "by_fx_node", "computing_nodes", "groups", "kernel_fx_calls", "kernel_fx_nodes",
+           "summary"]
 
 ATTRIBUTION = ("a fused kernel's time is split evenly among the FX nodes it computes (a node computed by "
                "several kernels gets its share of each); who is faster is judged per group of FX nodes "
@@ -44,6 +45,19 @@ def kernel_fx_nodes(step, graph) -> dict[str, list[str]]:
     return out
 
 
+def kernel_fx_calls(step, graph) -> dict[str, dict[str, str]]:
+    """TVM: function name -> {FX node: the binding that calls it}: a function called twice (one
+    fused function for two residual blocks) computes each block's nodes in a call of its own."""
+    m = match_values(step, graph, _SKIP)
+    out: dict[str, dict[str, str]] = {}
+    for n in graph.nodes:
+        k = m.kernel.get(n.name)
+        call = m.chosen.get(n.name) or m.binding_of.get(n.name)  # a node inside the call: its binding
+        if k is not None and call is not None:
+            out.setdefault(k, {})[n.name] = str(call)
+    return out
+
+
 def _side(node: str, kernels: list[dict]) -> dict:
     """One side of a row: the kernels computing `node`, their times, and `node`'s share."""
     mine = [k for k in kernels if node in k.get("fx_nodes", ())]
@@ -57,9 +71,10 @@ def _side(node: str, kernels: list[dict]) -> dict:
 
 
 def _group_of(graph, nodes: list[str], sides: list[list[dict]]) -> dict[str, str]:
-    """FX node -> its group's first node: neighbours (an edge of the FX graph) that one kernel
-    computes are joined, on either side. A kernel called twice (one fused function for two layers)
-    computes two separate neighbourhoods, which stay apart."""
+    """FX node -> its group's first node: neighbours (an edge of the FX graph) that one call of a
+    kernel computes are joined, on either side. A kernel called twice (one fused function for two
+    layers) computes two separate neighbourhoods, which stay apart: its "fx_calls" ({FX node:
+    call}) tells them apart where a residual edge runs from one call's nodes to the other's."""
     parent = {n: n for n in nodes}
 
     def find(n):
@@ -73,9 +88,10 @@ def _group_of(graph, nodes: list[str], sides: list[list[dict]]) -> dict[str, str
     for kernels in sides:
         for k in kernels:
             mine = set(k.get("fx_nodes") or ()) & parent.keys()
+            calls = k.get("fx_calls") or {}
             for n in mine:
                 for a in by[n].args:
-                    if a in mine:
+                    if a in mine and (a not in calls or n not in calls or calls[a] == calls[n]):
                         ra, rb = find(a), find(n)
                         if ra != rb:
                             first, other = (ra, rb) if order[ra] < order[rb] else (rb, ra)

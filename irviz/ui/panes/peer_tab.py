@@ -4,7 +4,9 @@ groups that differ most first. A row selects its FX nodes (and so their Relax bi
 functions) and shows the Inductor kernel's code beside the TVM kernel's name.
 
 The peer needs TVM's run of the step for TVM's side: without one for the cursor step, the tab has
-the Run pane Build & Run it first (``run``) and asks for the peer once the run is in."""
+the Run pane Build & Run it first (``run``) and asks for the peer once the run is in. "Freezing"
+compiles with Inductor's freezing=True; the result says which mode it is, and says so again when the
+box no longer matches it."""
 from __future__ import annotations
 
 import html
@@ -12,7 +14,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSizePolicy, QSplitter,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSizePolicy, QSplitter,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from irviz.protocol.commands import State
@@ -24,6 +26,9 @@ from irviz.ui.widgets.code_view import CodeView
 
 INTRO = ("Compare the step's kernels with torch.compile's (Inductor, on the CPU): per group of FX "
          "nodes that whole kernels compute on both sides, which is faster. Compiling takes 20–100 s.")
+FREEZING_TIP = ("Compile with Inductor's freezing=True, as torch.compile is usually run for inference: the "
+               "weights become constants, batch norms fold into the convolutions before them and the "
+               "weights are prepacked for mkldnn (no weight-layout copies before each convolution)")
 LIBRARY_NOTE = "# a library call (no code generated): Inductor's wrapper calls it so\n"
 NAME_WIDTH = 190  # px: the most a column of names takes
 COLUMNS = ["FX nodes", "TVM kernels", "TVM ms", "Inductor kernels", "Inductor ms", "diff ms", "faster"]
@@ -43,9 +48,13 @@ def nodes_text(nodes: list[str]) -> str:
     return nodes[0] if len(nodes) == 1 else f"{nodes[0]} … {nodes[-1]} ({len(nodes)})" if nodes else ""
 
 
+def mode_text(freezing) -> str:
+    return "freezing" if freezing else "no freezing"
+
+
 def summary_text(r: dict) -> str:
-    """'Inductor: 4 kernels add up to 30.4 ms … · TVM slower on groups worth … · loses most on …'"""
-    parts = [f"Step {r.get('step')}: Inductor's {len(r.get('kernels') or [])} kernels add up to "
+    """'Step 5 (freezing): Inductor's 4 kernels add up to 30.4 ms … · TVM slower on groups worth …'"""
+    parts = [f"Step {r.get('step')} ({mode_text(r.get('freezing'))}): Inductor's {len(r.get('kernels') or [])} kernels add up to "
              f"{_ms(r.get('total_ms'))} ms; its compiled model alone {_ms(r.get('compiled_ms'))} ms "
              f"({r.get('threads', '?')} threads, compiled in {float(r.get('compile_seconds') or 0):.1f} s)"]
     if not r.get("tvm_ran"):
@@ -90,6 +99,12 @@ class PeerTab(QWidget):
         self.button.setObjectName("PeerButton")
         self.button.setToolTip(INTRO)
         self.button.clicked.connect(self.compare)
+        self.freezing = QCheckBox("Freezing")
+        self.freezing.setObjectName("PeerFreezing")
+        self.freezing.setToolTip(FREEZING_TIP)
+        self.freezing.toggled.connect(self._mode_changed)
+        self.mode = dim_label("", elastic=False)
+        self.mode.setObjectName("PeerMode")
         self.status = dim_label(INTRO)
         self.status.setWordWrap(True)
         self.status.setObjectName("PeerStatus")
@@ -145,6 +160,8 @@ class PeerTab(QWidget):
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(self.button)
+        top.addWidget(self.freezing)
+        top.addWidget(self.mode)
         top.addStretch(1)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 4, 0, 0)
@@ -180,7 +197,9 @@ class PeerTab(QWidget):
         self._after_run = None
         self.status.setText(f"Compiling step {cursor}'s model with torch.compile (inductor) and timing its "
                             "kernels; this takes 20–100 s…")
-        self._rid = self._ask("peer", "peer", step=cursor)
+        freezing = self.freezing.isChecked()
+        self.mode.setText(f"compiling with {mode_text(freezing)}")
+        self._rid = self._ask("peer", "peer", step=cursor, freezing=freezing)
 
     def run_done(self, ok: bool) -> None:
         """The Run pane's Build & Run is in (`ok`) or failed: ask for the peer if it waited for it."""
@@ -220,12 +239,22 @@ class PeerTab(QWidget):
         self._fill([])
         self.mark.setVisible(False)
         self.button.setEnabled(True)
+        self.mode.setText("")
         self.status.setStyleSheet("")
         self.status.setText(INTRO)
+
+    def _mode_changed(self, _on: bool = False) -> None:
+        """Say which mode the result shown was compiled in, and when the box asks for the other."""
+        if self.result is None or self.result.get("freezing") is None:
+            return
+        shown, asked = bool(self.result["freezing"]), self.freezing.isChecked()
+        self.mode.setText(f"shown: {mode_text(shown)}" if shown == asked else
+                          f"shown: {mode_text(shown)}; Compare again for {mode_text(asked)}")
 
     def show_result(self, r: dict) -> None:
         self.result = r
         self.button.setEnabled(True)
+        self._mode_changed()
         if r.get("error"):
             self._fill([])
             self.mark.setVisible(False)
@@ -251,6 +280,7 @@ class PeerTab(QWidget):
     def show_error(self, error: dict) -> None:
         self._after_run = None
         self.button.setEnabled(True)
+        self.mode.setText("")
         msg = error.get("message", "failed")
         if error.get("hint"):
             msg += f"\nhint: {error['hint']}"
@@ -333,11 +363,12 @@ class PeerTab(QWidget):
         if k is None:
             self.code.set_text("# Inductor has no kernel for these nodes", language="python")
             return
+        note = f"provenance: {k['provenance_note']}\n" if k.get("provenance_note") else ""
         if k.get("kind") == "generated":
-            self.code.set_text(str(k.get("code") or ""), language="cpp")
+            self.code.set_text((f"// {note}" if note else "") + str(k.get("code") or ""), language="cpp")
             return
         # a library call's "code" is the line of Inductor's Python wrapper that calls it
-        self.code.set_text(LIBRARY_NOTE + str(k.get("code") or ""), language="python")
+        self.code.set_text((f"# {note}" if note else "") + LIBRARY_NOTE + str(k.get("code") or ""), language="python")
 
 
 def _listed(names: list[str]) -> QTableWidgetItem:
