@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QFormLayout, QLineEdit, QSpinBox,
                                QWidget)
@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QFormLayout
 from irviz.protocol.commands import State, empty_state
 from irviz.ui.panes.generate_tab import GenerateTab
 from irviz.ui.program_chooser import ProgramBar
+from irviz.ui.result_stamp import ResultStamp
 
 if TYPE_CHECKING:
     from irviz.ui.main_window import MainWindow
@@ -79,6 +80,8 @@ class GenerationOpening(QObject):
         self.tab = GenerateTab(window.bridge)  # the Run pane's Generate tab
         window.run.tabs.addTab(self.tab, "Generate")
         self._prev: State | None = None
+        self._pending_bisect: dict | None = None  # a bisect to show once its program is shown
+        self.tab.step_bisect.bisected.connect(self.show_step_bisect)
         window.bridge.stateChanged.connect(self._on_state)
 
     def _on_state(self, state: State) -> None:
@@ -87,6 +90,33 @@ class GenerationOpening(QObject):
         self.tab.on_state(state, self._prev)
         self._w.run.memory.show_kv(state)
         self._prev = state
+        pending, gen = self._pending_bisect, state.get("generation")
+        if pending and gen and gen.get("program") == pending.get("program"):
+            self._pending_bisect = None
+            # after every pane has this state: the Pipeline pane stamps and jumps from its own
+            QTimer.singleShot(0, lambda: self._show_in_pipeline(pending))
+
+    def show_step_bisect(self, result: dict) -> None:
+        """A generation step's bisect, shown as Find first bad pass shows its own: in its program
+        (chosen first when the other one is shown), at the bad step, the first diverging binding
+        selected."""
+        program = result.get("program")
+        gen = self._w.state.get("generation")
+        if not gen or not program:
+            return
+        if gen.get("program") == program:
+            self._show_in_pipeline(result)
+            return
+        self._pending_bisect = result
+        self.choose_program(str(program))  # the bar follows the state it answers with
+
+    def _show_in_pipeline(self, result: dict) -> None:
+        actions = self._w.pipeline.bisect
+        actions.bisect_stamp = ResultStamp.of(self._w.state)
+        actions.show_bisect(result)
+        first = (result.get("diverging") or {}).get("first")
+        if first:
+            self._w.hub.select_relax(str(first))
 
     def open_dialog(self) -> None:
         dlg = GenerateOpenDialog(self._w, str(self._w.settings.value("generate/spec", DEFAULT_SPEC)))
@@ -140,6 +170,7 @@ class GenerationOpening(QObject):
         hint = error.get("hint")
         if purpose == "program":
             self.bar.revert()
+            self._pending_bisect = None
         else:
             for p in (w.fx, w.relax, w.tir, w.pipeline):  # undo "Opening…"
                 p.refresh()

@@ -19,6 +19,7 @@ from irviz.protocol.commands import State, empty_state
 from irviz.protocol.result_types import GenerateResult
 from irviz.ui import themes
 from irviz.ui.panes.base import dim_label, row_table
+from irviz.ui.panes.generate_bisect import GenerateBisect
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
 
 PROGRAMS = ("prefill", "decode")
@@ -140,7 +141,10 @@ class GenerateTab(QWidget):
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.setContentsMargins(0, 0, 4, 0)
-        for w in (self.note, self.verdict, self.ids, self.figures, self.timing, self.stamp):
+        # a mismatch offers the bisect of its step right under the verdict that names it
+        self.step_bisect = GenerateBisect(bridge, self)
+        for w in (self.note, self.verdict, *self.step_bisect.widgets(), self.ids, self.figures, self.timing,
+                  self.stamp):
             lay.addWidget(w)
         lay.addStretch(1)
         scroll = QScrollArea()  # the Run dock is short: the figures scroll rather than squeeze
@@ -173,6 +177,7 @@ class GenerateTab(QWidget):
                                 if only else f"Generate {self.tokens.value()} tokens with the prefill and decode "
                                 "programs at their cursors and compare with torch generate.")
         self.slot.check(state)
+        self.step_bisect.on_state(state, self.slot.stale)
 
     def generate(self) -> int | None:
         gen = self.state.get("generation") if self.state else None
@@ -236,3 +241,5 @@ class GenerateTab(QWidget):
         self.status.setStyleSheet("")
         self.slot.set(GenerationStamp.of_result(dict(r)))
         self.slot.check(self.state)
+        self.step_bisect.on_result(dict(r))
+        self.step_bisect.on_state(self.state, self.slot.stale)
