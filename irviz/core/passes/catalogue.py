@@ -16,7 +16,8 @@ from irviz.core.schedules import rules as schedules
 from irviz.core.backend.gpu_schedule import GPU_RULES, default_schedule
 from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
 from irviz.core.passes.registry import PassParam, PassSpec, register_pass
-from irviz.core.tuning import tile_search
+from irviz.core.schedules import matvec
+from irviz.core.tuning import matvec_search, tile_search
 
 
 def _split_names(value) -> list[str]:
@@ -247,6 +248,22 @@ def _builtin_specs() -> list[PassSpec]:
             tile_search.tune_reductions,
             "cpu",
             params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target)")],
+        ),
+        _spec(
+            "CPUTuneMatVec",
+            "Measure each matrix-vector kernel's (M = 1, a decode step's matmuls) panel width, K unroll "
+            "and threading on this machine and record the fastest for CPUMatVec (cached per CPU)",
+            matvec_search.tune_matvec,
+            "cpu",
+            params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target)")],
+        ),
+        _spec(
+            "CPUMatVec",
+            "Matrix-vector products against a weight (M = 1): the weight packed once into panels read in "
+            "order, vector accumulators in registers, epilogue in the write-back, parallel over panels",
+            matvec.matvec,
+            "cpu",
+            params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target: 16 AVX-512, 8 AVX2, 4 NEON)")],
         ),
         _spec(
             "CPUTileReductions",

@@ -29,7 +29,8 @@ GPU_SCHEDULE_STEPS = tuple(name for name, _, _ in GPU_RULES)
 # FastMath before LegalizeOps, so the TensorIR it makes is fused and scheduled as any other.
 CPU_PRE_STEPS = ("FoldBatchNorm", "DecomposeOpsForInference", "FastMath", "CanonicalizeBindings")
 
-CPU_SCHEDULE_STEPS = ("CPUTuneConv2d", "CPUTileConv2d", "CPUInlineElementwise", "CPUTuneReductions",
+CPU_SCHEDULE_STEPS = ("CPUTuneConv2d", "CPUTileConv2d", "CPUInlineElementwise", "CPUTuneMatVec", "CPUMatVec",
+                      "CPUTuneReductions",
                       "CPUTileReductions", "CPUParallelVectorize",
                       "CPUPrepackWeights")
 

@@ -18,12 +18,12 @@ import time
 import tvm
 from tvm import relax
 
-from irviz.core.schedules import layout_fusion
+from irviz.core.schedules import layout_fusion, matvec
 from irviz.core.schedules import rules as schedules
 from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
 from irviz.core.backend.timing import add_tune_seconds, tune_seconds
 from irviz.core.frontend.inputs import random_inputs
-from irviz.core.tuning import measuring, tile_search
+from irviz.core.tuning import matvec_search, measuring, tile_search
 from irviz.core.tuning.decision_cache import DecisionCache
 from irviz.core.tvm_compat import structural_hash
 from irviz.core.views.decisions import DECISIONS_ATTR, workload_key
@@ -43,6 +43,8 @@ TIR_STEPS = (
     ("CPUTuneConv2d", tile_search.tune_conv2d),
     ("CPUTileConv2d", schedules.tile_conv2d),
     ("CPUInlineElementwise", schedules.inline_elementwise),
+    ("CPUTuneMatVec", matvec_search.tune_matvec),
+    ("CPUMatVec", matvec.matvec),
     ("CPUTuneReductions", tile_search.tune_reductions),
     ("CPUTileReductions", schedules.tile_reductions),
     ("CPUParallelVectorize", schedules.parallel_vectorize),
