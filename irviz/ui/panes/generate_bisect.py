@@ -33,7 +33,7 @@ def bisect_step(r: dict | None) -> int | None:
     return next((int(x["step"]) for x in r.get("logits") or [] if not x.get("allclose", True)), None)
 
 
-def _entry(step: dict) -> str:
+def _entry(step) -> str:
     """A state's step as the generation's stamp lists passes: "name {params}"."""
     return f"{step.get('pass')} {json.dumps(step.get('params') or {}, sort_keys=True, default=str)}"
 
@@ -64,7 +64,8 @@ class StepBisectStamp(ResultStamp):
         if gen.get("program") == self.program:  # every recorded step is in the state
             now = tuple(_entry(s) for s in (state.get("steps") or [])[1:])[:len(then)]
         else:  # only the passes up to its cursor are
-            at = tuple((gen["programs"].get(self.program) or {}).get("at") or ())
+            info: dict = dict(gen["programs"].get(self.program) or {})
+            at = tuple(info.get("at") or ())
             now, then = at[:len(then)], then[:len(at)]
         if now != then:
             return f"for the {self.program} program's previous pipeline"
