@@ -1,5 +1,5 @@
 """aten.repeat_interleave.Tensor imports and runs as torch does: constant repeats (a buffer),
-repeats from an input with and without a dim, and with output_size given."""
+repeats from an input with and without a dim, and with output_size given; the expanded length capped by sym_min / sym_max."""
 from __future__ import annotations
 
 import textwrap
@@ -14,6 +14,13 @@ MODELS = {
         class M(nn.Module):
             def forward(self, x, d):
                 return torch.repeat_interleave(x, d, dim=1)
+        """, "torch.randn(2, 5, 3), torch.tensor([2, 0, 3, 1, 4])"),
+    # FastSpeech2's length regulator caps the expanded length: torch.sym_min / sym_max of sizes
+    "capped": ("""
+        class M(nn.Module):
+            def forward(self, x, d):
+                y = torch.repeat_interleave(x, d, dim=1)
+                return y[:, :torch.sym_min(y.shape[1], 6)] * 2, y[:, :torch.sym_max(y.shape[1] - 8, 1)]
         """, "torch.randn(2, 5, 3), torch.tensor([2, 0, 3, 1, 4])"),
     "flat": ("""
         class M(nn.Module):

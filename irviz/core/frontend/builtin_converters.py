@@ -353,4 +353,6 @@ BUILTIN_CONVERTERS: dict[str, Callable] = {
     "sym_size.int": lambda node, imp: convert_sym_size(node, imp, _tvm_converter(imp, "sym_size.int")),
     "and_": sym_logic.convert_and,
     "or_": sym_logic.convert_or,
+    "sym_min": sym_logic.convert_sym_min,
+    "sym_max": sym_logic.convert_sym_max,
 }

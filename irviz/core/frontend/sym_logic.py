@@ -1,4 +1,5 @@
-"""``&`` / ``|`` of torch's symbolic booleans (``operator.and_`` / ``operator.or_`` in the graph).
+"""``&`` / ``|`` of torch's symbolic booleans (``operator.and_`` / ``operator.or_`` in the graph), and
+``torch.sym_min`` / ``torch.sym_max`` of symbolic sizes.
 
 torch.export writes the run-time checks of a reflect pad by sizes known only at run time (Encodec,
 whose paddings come from ``.item()``) as ``_assert_scalar((u0 < 1600) & (u1 < 1600))``.  TVM 0.27's
@@ -40,3 +41,27 @@ def convert_and(node, importer):
 
 def convert_or(node, importer):
     return _convert(node, importer, "Or", operator.or_, "bitwise_or")
+
+
+def _extreme(node, importer, tir_name: str, pick):
+    from tvm import tirx
+
+    a, b = (_prim(v) for v in importer.retrieve_args(node)[:2])
+    if a is None or b is None:
+        raise TypeError(f"{node.target.__name__} of a tensor: torch makes it of sizes and numbers")
+    if isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm):
+        return pick(a.value, b.value)
+    if str(a.ty) != str(b.ty):  # a size (int64) against a literal the graph wrote as int32
+        a, b = (v if str(v.ty) == "int64" else tirx.Cast("int64", v) for v in (a, b))
+    # a size expression, as torch's sym_size is imported: slices and shapes use it as it is
+    return getattr(tirx, tir_name)(a, b)
+
+
+def convert_sym_min(node, importer):
+    """A length capped by another (FastSpeech2's length regulator caps the expanded sequence by its
+    maximum length): TIR's min of the two sizes."""
+    return _extreme(node, importer, "min", min)
+
+
+def convert_sym_max(node, importer):
+    return _extreme(node, importer, "max", max)
