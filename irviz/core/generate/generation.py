@@ -27,17 +27,21 @@ def torch_generate(lm, prompt: torch.Tensor, tokens: int) -> tuple[list[int], li
     return sc.torch_reference(lm, prompt, tokens, with_logits=True)
 
 
-def _entry(program, shared: dict, dev):
+def _entry(program, shared: dict, dev, donor: list | None = None):
     """(main, the weights main takes): the shared weights, or what TRANSFORM_PARAMS made of them,
-    computed here once."""
+    computed here once; the outputs `program.from_prefill` names are taken from `donor` (the
+    prefill's transformed weights), not computed again."""
     from tvm import relax
 
     from irviz.core.generate.programs import TRANSFORM_PARAMS
+    from irviz.core.generate.shared_packing import merged
 
     vm = relax.VirtualMachine(program.built.executable, dev)
     weights = [shared[n] for n in program.weight_names()]
     if program.lifted:
         weights = list(vm[TRANSFORM_PARAMS](weights))
+        if program.from_prefill:
+            weights = merged(weights, donor, program.from_prefill, len(weights) + len(program.from_prefill))
     return vm["main"], weights
 
 
@@ -61,7 +65,7 @@ class TvmGenerator:
         shared = dict(zip(params, _tvm_tensors(params.values(), self.dev)))
         progs.build()
         self.prefill_fn, self.prefill_weights = _entry(progs.prefill, shared, self.dev)
-        self.decode_fn, self.decode_weights = _entry(progs.decode, shared, self.dev)
+        self.decode_fn, self.decode_weights = _entry(progs.decode, shared, self.dev, self.prefill_weights)
 
     def empty_cache(self) -> list:
         zeros = np.zeros(self.layout.shape, str(self.layout.dtype).replace("torch.", ""))

@@ -37,6 +37,9 @@ class Program:
     built: object = None  # BuildResult once built
     inputs: int = 0  # how many of main's parameters are inputs (the rest are weights)
     lifted: bool = False  # built with the weights' transforms in main_transform_params
+    # {index of a transformed weight: the prefill's output that is the same tensor}: decode's own
+    # transform leaves those out (shared_packing)
+    from_prefill: dict = field(default_factory=dict)
 
     def weight_names(self) -> list[str]:
         from irviz.core.tvm_compat import var_name
@@ -102,10 +105,18 @@ class Programs:
         `main_transform_params`, run once before generating, not at every token."""
         from irviz.core.backend.build import build
 
+        from irviz.core.generate.shared_packing import share_transforms
+
         t = time.perf_counter()
+        if self.prefill.built is None and self.decode.from_prefill:
+            self.decode.built = None  # it takes tensors of the prefill about to change
         for p in (self.prefill, self.decode):
             if p.built is None:
                 mod, p.lifted = lift_weight_transforms(p.session.module(), p.inputs)
+                p.from_prefill = {}
+                if p is self.decode and p.lifted and self.prefill.lifted:
+                    mod, p.from_prefill = share_transforms(self.prefill.built.mod, self.prefill.weight_names(),
+                                                           mod, p.weight_names())
                 p.built = build(mod, tvm_target(self.target))
         self.seconds["build"] = time.perf_counter() - t
         return self.prefill.built, self.decode.built
