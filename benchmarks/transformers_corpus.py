@@ -32,6 +32,7 @@ import argparse
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -323,9 +324,10 @@ def _first_line(text: str, width: int = 160) -> str:
 
 def __getattr__(name: str):
     """The model-file factory `irviz check transformers_corpus.py:TYPE` calls: TYPE built small."""
-    if name.startswith("_") or name not in _known_types():
+    model_type = _types_by_factory().get(name)
+    if name.startswith("_") or model_type is None:
         raise AttributeError(name)
-    return lambda: build_case(name)
+    return lambda: build_case(model_type)
 
 
 def _known_types() -> set[str]:
@@ -348,12 +350,22 @@ BARE = "bare-tvm"  # the pipeline column of the bare TVM rows
 MODEL_FILE = "benchmarks/transformers_corpus.py"
 
 
+def factory_name(model_type: str) -> str:
+    """The type as a Python name (FILE.py:NAME takes one): "xlm-roberta" -> "xlm_roberta"."""
+    return re.sub(r"\W", "_", model_type)
+
+
 def model_spec(model_type: str) -> str:
-    return f"{MODEL_FILE}:{model_type}"
+    return f"{MODEL_FILE}:{factory_name(model_type)}"
 
 
 def type_of(spec: str) -> str:
-    return spec.rpartition(":")[2]
+    name = spec.rpartition(":")[2]
+    return _types_by_factory().get(name, name)
+
+
+def _types_by_factory() -> dict[str, str]:
+    return {factory_name(t): t for t in _known_types()}
 
 
 def row(job: dict, opts: dict) -> dict:

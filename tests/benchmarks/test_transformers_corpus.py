@@ -76,3 +76,23 @@ def test_types_that_need_particular_small_values_build(model_type):
     module, inputs = corpus.build_case(model_type)
     out = module(*inputs)
     assert out.ndim >= 3 and out.isfinite().all()
+
+
+@pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
+def test_a_type_whose_name_is_not_a_python_name_is_a_model_file_factory():
+    """transformers names 31 types with hyphens or dots (xlm-roberta, kosmos-2.5); FILE.py:NAME takes a
+    Python name, so their rows spell it with underscores and the factory maps it back."""
+    from irviz.core.frontend.files import parse_spec
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import transformers_corpus as corpus
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    spec = corpus.model_spec("xlm-roberta")
+    kind, path, factory = parse_spec(spec)
+    assert (kind, path, factory) == ("file", "benchmarks/transformers_corpus.py", "xlm_roberta")
+    assert corpus.type_of(spec) == "xlm-roberta"
+    module, inputs = getattr(corpus, factory)()
+    assert module(*inputs).isfinite().all()
+    assert len({corpus.factory_name(t) for t in corpus.all_types()}) == len(corpus.all_types())
