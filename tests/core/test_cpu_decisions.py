@@ -304,7 +304,8 @@ def test_matmul_tile_search_keeps_the_fastest_and_the_rule_applies_it(cache_dir,
     out = apply_pass(PassInvocation("CPUTuneReductions", {"lanes": 8}), mod)
     [rec] = [d for d in decisions.decisions_of(out) if d["kind"] == "matmul_tile"]
     assert 3 < len(rec["candidates"]) <= tile_search.MAX_CANDIDATES
-    assert rec["candidates"][0] == {"vec": 8, "reg": 4, "ms": 9.0}  # the rule's own tile first
+    rule = tile_search.schedules.reduction_tile_rule([32, 64], 8)
+    assert rec["candidates"][0] == {**rule, "ms": 9.0}  # the rule's own tile first
     assert rec["candidates"][1]["error"] == "candidate did not build"
     assert rec["choice"] == seen[3] != seen[0]
     assert "fastest of" in decisions.describe_tile(rec)

@@ -39,14 +39,14 @@ from tvm.s_tir.dlight.analysis import normalize_prim_func
 from irviz.core.schedules.allocs import hoist_root_allocs
 from irviz.core.schedules.depthwise import depthwise_blocks, schedule_depthwise
 from irviz.core.schedules.epilogue import inline_epilogue
-from irviz.core.schedules.matmul_tile import accumulate_locally, needs_padding, pack_weight, pad_tile
+from irviz.core.schedules.matmul_tile import register_tile, tile_matmul
 from irviz.core.schedules.prepack import PREPROC_ATTR, prepack_weights  # noqa: F401 - the rule's pass
 from irviz.core.schedules.zero_init import zero_blocks_as_init
 from irviz.core.target import vector_lanes
 
 # Raised when a rule changes what it makes of a kernel: part of the decision cache's key, so library-
 # or-TensorIR choices and tiles measured with older rules are measured again
-RULES_VERSION = 9
+RULES_VERSION = 10
 
 NOTES_ATTR = "irviz.schedule_notes"
 DONE_ATTR = "irviz.scheduled"
@@ -392,8 +392,11 @@ def reduction_kind(sch, info) -> str:
 
 
 def reduction_tile_rule(s_ext: list, lanes: int) -> dict:
-    """The rule's tile for a matmul-like block with spatial extents `s_ext`: the vector factor along
-    the innermost spatial loop, the register tile along the one before it (None: no factor)."""
+    """The rule's tile for a matmul-like block with spatial extents `s_ext`: the columns along the
+    innermost spatial loop (one or more vectors), the register tile's rows along the one before it
+    (None: no factor), sized from the vector registers (``matmul_tile.register_tile``)."""
+    if len(s_ext) >= 2 and (fit := register_tile(s_ext[-2], s_ext[-1], lanes)) is not None:
+        return {"vec": fit[1], "reg": fit[0]}
     reg = None
     if len(s_ext) >= 2:
         # no small factor (a prime such as 197): 4, and the rows padded to a multiple of it
@@ -443,7 +446,7 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
         measured = bool(tile and s_ext[-1] and (s_ext[-1] % tile["vec"] == 0 or s_ext[-1] > tile["vec"])
                         and (tile["reg"] == 1 or (len(s_ext) >= 2 and s_ext[-2] and s_ext[-2] >= tile["reg"])))
         if measured:
-            rule = {"vec": tile["vec"], "reg": tile["reg"] if tile["reg"] > 1 else None}
+            rule = {**tile, "reg": tile["reg"] if tile["reg"] > 1 else None}
         vec = rule["vec"]
         if vec is None:
             outer = sch.fuse(*s_loops) if len(s_loops) > 1 else s_loops[0]
@@ -452,40 +455,7 @@ def _tile_reductions(sch: s_tir.Schedule, lanes: int, tile: dict | None = None) 
             done.append(f"{info.name}: {'parallel only' if par else 'left serial'} "
                         f"(inner extent {s_ext[-1]} has no vector factor)")
             continue
-        pads = {i: f for i, f in ((len(s_ext) - 1, vec), (len(s_ext) - 2, rule["reg"]))
-                if i >= 0 and needs_padding(s_ext[i], f)}
-        padded = ", ".join(f"{s_ext[i]} {'columns' if i == len(s_ext) - 1 else 'rows'} padded to a multiple "
-                           f"of {f}" for i, f in sorted(pads.items(), reverse=True))
-        if pads:
-            s_loops, r_loops = pad_tile(sch, block, pads)
-        packed = pack_weight(sch, block, vec)
-        so, si = sch.split(s_loops[-1], [None, vec])
-        tiles = []
-        if len(s_loops) >= 2:
-            t = rule["reg"]
-            if t:
-                to, ti = sch.split(s_loops[-2], [None, t])
-                # a weight panel outside the row tiles: it stays in cache while every row tile reads it
-                outer_s = [*s_loops[:-2], so, to] if packed else [*s_loops[:-2], to, so]
-                tiles = [ti]
-            else:
-                outer_s = [*s_loops[:-1], so]
-        else:
-            outer_s = [so]
-        sch.reorder(*outer_s, *r_loops, *tiles, si)
-        epilogue = accumulate_locally(sch, block, outer_s[-1], epilogue=not pads)
-        sch.vectorize(si)
-        for t in tiles:
-            sch.unroll(t)
-        par = sch.fuse(*outer_s[:-1]) if len(outer_s) > 2 else outer_s[0]
-        par = _parallel(sch, par, block)
-        sch.decompose_reduction(block, r_loops[0])
-        shown = "x".join(str(x) for x in ([_const(sch.get(tiles[0]).extent)] if tiles else []) + [vec])
-        done.append(f"{info.name}: tiled {shown}{' (tile measured)' if measured else ''}, vectorized, "
-                    f"accumulated in registers, {'parallel' if par else 'one thread (small)'}"
-                    + (f", weight packed to N/{vec},K,{vec}" if packed else "")
-                    + (f", {padded}" if padded else "")
-                    + (f", {epilogue} epilogue block(s) fused into the write-back" if epilogue else ""))
+        done.append(tile_matmul(sch, info.name, block, s_loops, r_loops, s_ext, rule, lanes, _parallel, measured))
     return "; ".join(done) if done else None
 
 

@@ -21,6 +21,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 
 from irviz.core.schedules import rules as schedules
+from irviz.core.schedules.matmul_tile import k_block
 from irviz.core.backend.timing import add_tune_seconds
 from irviz.core.tuning import measuring
 from irviz.core.tuning.decision_cache import DecisionCache
@@ -102,12 +103,15 @@ def _reduction_extents(func):
         s_ext = [schedules._const(i.dom) for i in info.iters if i.kind == "S"]
         if any(e is None for e in s_ext) or schedules._work(sch, info.block_rv) < MIN_TUNE_WORK:
             return None
-        return s_ext[-1], (s_ext[-2] if len(s_ext) >= 2 else 1), _block_signature(sch, info.block_rv)
+        r_ext = [schedules._const(i.dom) for i in info.iters if i.kind == "R"]
+        return (s_ext[-1], (s_ext[-2] if len(s_ext) >= 2 else 1), _block_signature(sch, info.block_rv),
+                r_ext[0] if len(r_ext) == 1 else None)
     return None
 
 
-def reduction_candidates(N: int, M: int, lanes: int) -> list[dict]:
-    """Tiles to try, the rule's own first: half a register to four registers along the innermost
+def reduction_candidates(N: int, M: int, lanes: int, K: int | None = None) -> list[dict]:
+    """Tiles to try, the rule's own first, then (where the rule blocks a reduction of K for the L1)
+    the rule's tile with the whole reduction in one block (kc 0): half a register to four registers along the innermost
     spatial loop (N), times 1–8 rows of the loop before it (M), nearest first to the accumulators
     that keep two FMA units busy without spilling: 12 of AVX2's 16 registers (two of B's vectors
     and A's broadcast take three more; 6 rows x 2 registers ran ViT's and BERT's matmuls 9–12%
@@ -126,7 +130,9 @@ def reduction_candidates(N: int, M: int, lanes: int) -> list[dict]:
     rest = [c for c in ({"vec": v, "reg": r} for v in vecs for r in regs)
             if c != default and accumulators(c) <= 2 * ideal]
     rest.sort(key=lambda c: (abs(accumulators(c) - ideal), -c["vec"]))
-    return [default, *rest][:MAX_CANDIDATES]
+    rows = -(-M // default["reg"]) * default["reg"]
+    unblocked = [{**default, "kc": 0}] if k_block(K, default["vec"], rows) else []
+    return [default, *unblocked, *rest][:MAX_CANDIDATES]
 
 
 _TILE_REDUCTIONS = (("CPUTileReductions", schedules.tile_reductions),
@@ -156,7 +162,7 @@ def search(mod, gv, kind: _Kind, lanes: int) -> dict | None:
         return {**hit, "cached": True}
     t0 = time.perf_counter()
     tried, reference = [], None
-    for tile in kind.candidates(ext[0], ext[1], lanes):
+    for tile in kind.candidates(ext[0], ext[1], lanes, *ext[3:]):
         entry = dict(tile)
         try:
             tiled = schedules.with_functions(small, {small_gv: small[small_gv].with_attr(
@@ -179,7 +185,7 @@ def search(mod, gv, kind: _Kind, lanes: int) -> dict | None:
     if not ok:
         return {"workload": key, "candidates": tried, "choice": None, "seconds": round(seconds, 3), "cached": False}
     best = min(ok, key=lambda c: c["ms"])
-    rec = {"workload": key, "candidates": tried, "choice": {"vec": best["vec"], "reg": best["reg"]},
+    rec = {"workload": key, "candidates": tried, "choice": {k: v for k, v in best.items() if k != "ms"},
            "seconds": round(seconds, 3)}
     cache.put(key, rec)
     return {**rec, "cached": False}
