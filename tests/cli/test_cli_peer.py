@@ -62,3 +62,36 @@ def test_a_model_inductor_cannot_compile_gets_the_reason_and_check_goes_on(tmp_m
     assert out["peer"]["compiler"] == "inductor"
     assert "torch.compile (inductor) failed" in out["peer"]["error"]
     assert "kernels" not in out["peer"]
+
+
+BN_CNN = """
+import torch
+from torch import nn
+
+
+def get_model():
+    torch.manual_seed(3)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                        nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 12 * 12, 5)).eval()
+    with torch.no_grad():
+        net[1].running_var.uniform_(0.5, 1.5)
+    return net, (torch.randn(1, 3, 12, 12),)
+"""
+
+
+def test_peer_freezing_compiles_with_freezing_and_says_so(capsys, tmp_model_file):
+    code, out = _check(capsys, tmp_model_file(BN_CNN), "--peer-freezing")
+    assert code == 0 and out["ok"]
+    peer = out["peer"]
+    assert peer["error"] is None and peer["freezing"] is True
+    assert peer["options"]["inductor_config"]["freezing"] is True and peer["options"]["backend"] == "inductor"
+    assert peer["kernels"] and peer["unmapped_kernels"] == []
+    computed = {n for k in peer["kernels"] for n in k["fx_nodes"]}
+    assert {"convolution", "_native_batch_norm_legit_no_training", "convolution_1"} <= computed
+
+
+def test_peer_freezing_without_a_peer_is_an_error_that_says_so(capsys, tmp_model_file):
+    model = str(tmp_model_file(BN_CNN))
+    for argv in (["check", model, "--peer-freezing"], ["export", model, "--out", "x", "--peer-freezing"]):
+        assert main(argv) == 2
+        assert "--peer-freezing is an option of the peer compiler: add --peer inductor" in capsys.readouterr().err

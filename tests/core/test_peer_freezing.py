@@ -181,12 +181,12 @@ class Runner:
 
 def test_a_post_grad_node_two_library_calls_share_stays_with_the_one_in_its_place():
     from irviz.core.peer.output_code import call_sequence, kernel_sources
-    from irviz.core.peer.provenance_fix import fix_shared_posts
+    from irviz.core.peer.provenance_fix import fix_provenance
 
     calls = call_sequence(FROZEN_CODE)
     posts = [["fn_2"], ["fn"], ["fn_1"], ["fn"]]
     place = {"fn_2": 3, "fn_1": 7, "fn": 12}  # the relus' places in the FX graph
-    notes = fix_shared_posts(calls, posts, place.get, kernel_sources(FROZEN_CODE))
+    notes = fix_provenance(calls, posts, place.get, kernel_sources(FROZEN_CODE))
     # the stem's call takes the node of the kernel that writes its input (its layout copy)
     assert posts == [["fn_2"], ["fn_2"], ["fn_1"], ["fn"]]
     assert list(notes) == [1] and "cpp_fused_relu_0" in notes[1] and "buf0" in notes[1]
@@ -209,3 +209,32 @@ def test_a_kernel_called_for_two_blocks_joins_each_calls_nodes_only():
     assert rows == {"relu": "relu", "conv": "conv", "add": "add", "relu_1": "add"}
     tvm[0].pop("fx_calls")  # without the calls, the residual edge joins the two blocks
     assert {r["group"] for r in by_fx_node(g, tvm, [])} == {"relu", "conv"}
+
+
+BIAS_COPY = """
+cpp_fused_1 = async_compile.cpp_pybinding(['float*'], r'''
+extern "C"  void kernel(float* out_ptr0)
+{ }
+''')
+
+class Runner:
+    def call(self, args):
+        arg9_1, = args
+        buf4 = empty_strided_cpu((8, ), (1, ), torch.float32)
+        # [Provenance debug handles] cpp_fused_1:1
+        cpp_fused_1(buf4)
+        # [Provenance debug handles] torch.ops.mkldnn._convolution_pointwise.default:2
+        buf5 = torch.ops.mkldnn._convolution_pointwise.default(arg9_1, _frozen_param23, buf4, 'relu', [None], '')
+        return (buf5, )
+"""
+
+
+def test_a_kernel_whose_provenance_names_only_a_weight_takes_the_nodes_of_the_call_it_feeds():
+    from irviz.core.peer.output_code import call_sequence, kernel_sources
+    from irviz.core.peer.provenance_fix import fix_provenance
+
+    calls = call_sequence(BIAS_COPY)
+    posts = [["arg4_1"], ["fn"]]  # arg4_1: the convolution's bias, a graph input
+    notes = fix_provenance(calls, posts, {"fn": 4}.get, kernel_sources(BIAS_COPY))
+    assert posts == [["arg4_1", "fn"], ["fn"]]
+    assert list(notes) == [0] and "writes buf4 for torch.ops.mkldnn._convolution_pointwise.default" in notes[0]

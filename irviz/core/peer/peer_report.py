@@ -23,7 +23,7 @@ from irviz.core.peer.inductor import PeerError, compile_inductor, compile_option
 from irviz.core.peer.names import feeding_claimed, inside_inserted, pre_grad_to_fx
 from irviz.core.peer.output_code import call_sequence, kernel_sources
 from irviz.core.peer.profile import time_inductor
-from irviz.core.peer.provenance_fix import fix_shared_posts
+from irviz.core.peer.provenance_fix import fix_provenance
 from irviz.core.peer.side_by_side import ATTRIBUTION, by_fx_node, groups, summary
 
 __all__ = ["AGREE", "inductor_peer", "inductor_peer_for", "peer_kernels", "peer_lines"]
@@ -51,7 +51,7 @@ def peer_kernels(build, graph) -> tuple[list[dict], list[list]]:
             places = [order[to_fx[p]] for p in post_to_pre.get(q, ()) if to_fx.get(p) in order]
             return max(places) if places else None
 
-        notes = fix_shared_posts(calls, posts, fx_index, sources)
+        notes = fix_provenance(calls, posts, fx_index, sources)
         for i, c in enumerate(calls):
             post = posts[i]
             pre = [p for q in post for p in post_to_pre.get(q, ())]

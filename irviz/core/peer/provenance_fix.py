@@ -1,4 +1,6 @@
-"""Where Inductor's provenance names one post-grad node for two library calls.
+"""Where Inductor's provenance is wrong or names no op, mended from the wrapper's own dataflow.
+
+Two library calls given one post-grad node:
 
 A post-grad node is lowered to one library call, yet with freezing Inductor's provenance can give
 two mkldnn convolutions the same node (on a small ResNet stage, the stem's convolution got the last
@@ -9,7 +11,12 @@ library call claims those: that kernel is the copy of the convolution's input in
 layout, and Inductor ties it to the convolution's node. Where neither holds, the call keeps no
 node and shows as unmapped rather than as a wrong one.
 
-    notes = fix_shared_posts(calls, posts, fx_index, sources)  # posts[i]: call i's post-grad nodes
+A generated kernel whose provenance names only a graph input (with freezing, the copy of a
+convolution's bias into a buffer the mkldnn call takes) computes no op of its own: it is given the
+FX nodes of the first call that reads what it writes, as the layout copies of a convolution's input
+are by Inductor itself.
+
+    notes = fix_provenance(calls, posts, fx_index, sources)  # posts[i]: call i's post-grad nodes
 """
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ import re
 
 from irviz.core.peer.output_code import KernelCall
 
-__all__ = ["fix_shared_posts"]
+__all__ = ["fix_provenance"]
 
 _PARAMS = re.compile(r'extern "C"\s+void\s+kernel\((.*?)\)', re.S)
 _ARG = re.compile(r"\b(buf\d+|arg\d+_\d+)\b")
@@ -56,9 +63,10 @@ def _place(i: int, posts: list[list[str]], fx_index) -> tuple[float | None, floa
     return before, after
 
 
-def fix_shared_posts(calls: list[KernelCall], posts: list[list[str]], fx_index,
+def fix_provenance(calls: list[KernelCall], posts: list[list[str]], fx_index,
                      sources: dict[str, str]) -> dict[int, str]:
-    """Rewrite `posts` (per call, its post-grad nodes) where library calls share one; `fx_index`:
+    """Rewrite `posts` (per call, its post-grad nodes) where library calls share one or a generated
+    kernel's name no op; `fx_index`:
     post-grad node -> its place in the FX graph (None unknown). Returns {call index: what was
     done}, for the kernel rows to say."""
     notes: dict[int, str] = {}
@@ -96,4 +104,19 @@ def fix_shared_posts(calls: list[KernelCall], posts: list[list[str]], fx_index,
                          f"{wanted} (the input's copy into Inductor's layout)")
         else:
             notes[i] += "; no other provenance found: unmapped"
+    for i, c in enumerate(calls):
+        if not c.generated or any(fx_index(q) is not None for q in posts[i]):
+            continue
+        outs = _written(c, sources.get(c.kernel, ""))
+        reader = next((j for j in range(i + 1, len(calls)) if outs & _read(calls[j])), None)
+        if reader is not None and any(fx_index(q) is not None for q in posts[reader]):
+            notes[i] = (f"Inductor's provenance names {', '.join(posts[i]) or 'nothing'} (no op of the FX graph): "
+                        f"this kernel writes {', '.join(sorted(outs & _read(calls[reader])))} for "
+                        f"{calls[reader].kernel}, whose FX nodes it is given")
+            posts[i] = posts[i] + [q for q in posts[reader] if q not in posts[i]]
     return notes
+
+
+def _read(call: KernelCall) -> set[str]:
+    """The buffers and inputs named among a call's arguments."""
+    return set(_ARG.findall(call.line[call.line.find("(") + 1:]))
