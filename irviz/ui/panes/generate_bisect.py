@@ -119,7 +119,9 @@ class GenerateBisect(QObject):
         return [self.button, self.info, self.note]
 
     def on_result(self, r: dict | None) -> None:
-        """A generation result came: the step its mismatch would bisect (None: nothing to bisect)."""
+        """A generation result came: the step its mismatch would bisect (None: nothing to bisect); a
+        verdict shown was of the generation before."""
+        self.clear()
         self._step = bisect_step(r)
         self._torch_tokens = [int(t) for t in (r or {}).get("torch_tokens") or []]
         self.button.setText("Bisect this step" if self._step is None else f"Bisect step {self._step}")
