@@ -38,7 +38,7 @@ def test_peer_tab_asks_for_the_mode_its_box_says_and_labels_the_mode_shown(qtbot
     assert tab.status.text().startswith("Step 3 (freezing): Inductor's 1 kernels")
     assert tab.mode.text() == "shown: freezing" and tab.table.rowCount() == 1
     tab.freezing.setChecked(False)  # the box no longer matches what is shown: it says so
-    assert tab.mode.text() == "shown: freezing; Compare again for no freezing"
+    assert tab.mode.text() == "shown: freezing; Compare for no freezing"
     tab.compare()
     assert sent[-1] == ("peer", {"step": 3, "freezing": False})
     tab.show_result(peer_result(False))

@@ -249,7 +249,10 @@ class PeerTab(QWidget):
             return
         shown, asked = bool(self.result["freezing"]), self.freezing.isChecked()
         self.mode.setText(f"shown: {mode_text(shown)}" if shown == asked else
-                          f"shown: {mode_text(shown)}; Compare again for {mode_text(asked)}")
+                          f"shown: {mode_text(shown)}; Compare for {mode_text(asked)}")
+        self.mode.setToolTip(f"The comparison shown was compiled with {mode_text(shown)}"
+                             + ("" if shown == asked else f"; Compare with torch.compile compiles with "
+                                                          f"{mode_text(asked)}"))
 
     def show_result(self, r: dict) -> None:
         self.result = r
