@@ -167,7 +167,7 @@ def test_blocked_tiles_keep_the_numbers_of_torch_on_both_vector_widths(monkeypat
     if target.not_runnable_here:
         pytest.skip(target.not_runnable_here)
     monkeypatch.setattr(matmul_tile, "_cache_sizes", lambda sysfs: {1: 32 * 1024, 2: 1024 * 1024})
-    rows, k, cols = 40, 1024, 96
+    rows, k, cols = 40, 1024, 576
     mod, w, b = _linear_k(rows, k, cols)
     for step in STEPS[:5]:
         mod = apply_pass(step, mod)
@@ -194,3 +194,21 @@ def test_tile_search_times_the_rule_tile_without_k_blocking_too():
     cands = reduction_candidates(384, 64, 16, 2048)
     assert cands[0] == {"vec": 32, "reg": 8} and cands[1] == {"vec": 32, "reg": 8, "kc": 0}, cands
     assert all("kc" not in c for c in reduction_candidates(384, 64, 16, 64))  # nothing to block
+
+
+def test_few_weight_panels_share_the_threads_with_the_row_tiles():
+    """Three panels over two threads is two panels' time on one of them: with fewer than 16 (or an
+    odd count) the row tiles join the parallel loop; the numbers stay."""
+    mod, w, b = _linear_k(64, 512, 96)
+    for step in STEPS[:5]:
+        mod = apply_pass(step, mod)
+    for make in (lambda: S.tile_reductions(16), lambda: S.parallel_vectorize(16), S.prepack_weights):
+        mod = make()(mod)
+    (note,) = [n for n in _notes(mod).values() if n.startswith("matmul")]
+    assert "tiled 8x32" in note and "parallel over panels and rows" in note and "blocked" not in note, note
+    kernel = next(f for gv, f in mod.functions_items() if gv.name_hint.endswith("_prepacked")).script()
+    assert "T.parallel(T.int64(24))" in kernel, kernel  # 3 panels x 8 row tiles
+    x = np.random.default_rng(5).standard_normal((64, 512)).astype("float32")
+    vm = relax.VirtualMachine(tvm.compile(mod, target=tvm.target.Target.from_device(tvm.cpu())), tvm.cpu())
+    want = x.astype("float64") @ w + b
+    assert np.abs(vm["main"](tvm.runtime.tensor(x)).numpy() - want).max() <= 1e-5 * np.abs(want).max()

@@ -161,6 +161,7 @@ def _cache_sizes(sysfs: str) -> dict[int, int]:
     return sizes
 
 
+FEW_PANELS = 16  # fewer weight panels than this are not split over the threads alone
 DEFAULT_L1 = 32 * 1024  # where the CPU reports no cache sizes: the smallest L1d of x86 cores since 2011
 
 
@@ -205,13 +206,17 @@ def tile_matmul(sch, name: str, block, s_loops: list, r_loops: list, s_ext: list
     if vec > lanes and vec % lanes == 0:
         sv = list(sch.split(si, [None, lanes]))
         si = sv.pop()
-    tiles, kc = [], None
+    tiles, kc, few = [], None, False
     if len(s_loops) >= 2 and reg:
         to, ti = sch.split(s_loops[-2], [None, reg])
         # a weight panel outside the row tiles: it stays in cache while every row tile reads it
         outer_s = [*s_loops[:-2], so, to] if packed else [*s_loops[:-2], to, so]
         tiles = [ti]
-        if packed and len(r_loops) == 1:
+        panels = _const(sch.get(so).extent)
+        # too few panels (or an odd count) to split evenly over the threads: the row tiles join
+        # the parallel loop, and each keeps its tile in registers over the whole reduction
+        few = packed and (panels is None or panels < FEW_PANELS or panels % 2 == 1)
+        if packed and len(r_loops) == 1 and not few:
             rows = _const(sch.get(to).extent) * reg if _const(sch.get(to).extent) else None
             kc = tile["kc"] if "kc" in tile else k_block(_const(sch.get(r_loops[0]).extent), vec, rows)
     elif len(s_loops) >= 2:
@@ -233,12 +238,14 @@ def tile_matmul(sch, name: str, block, s_loops: list, r_loops: list, s_ext: list
     sch.vectorize(si)
     for t in (*tiles, *sv):
         sch.unroll(t)
-    par = sch.fuse(*outer_s[:-1]) if len(outer_s) > 2 else outer_s[0]
+    together = outer_s if few else outer_s[:-1]
+    par = sch.fuse(*together) if len(together) > 1 else together[0]
     par = parallel(sch, par, block)
     sch.decompose_reduction(block, first_reduction)
     shown = "x".join(str(x) for x in ([_const(sch.get(tiles[0]).extent)] if tiles else []) + [vec])
     return (f"{name}: tiled {shown}{' (tile measured)' if measured else ''}, vectorized, "
-            f"accumulated in registers, {'parallel' if par else 'one thread (small)'}"
+            f"accumulated in registers, "
+            f"{('parallel over panels and rows' if few else 'parallel') if par else 'one thread (small)'}"
             + (f", weight packed to N/{vec},K,{vec}" if packed else "")
             + (f", reduction blocked by {kc} for the L1" if kc else "")
             + (f", {padded}" if padded else "")
