@@ -119,8 +119,11 @@ class BuildCommands:
         if peer and peer not in COMPILERS:  # before anything is written
             raise BadRequest(f"no peer compiler {peer!r}; the peers: {', '.join(COMPILERS)}")
 
+        ws = self.ctx.ws
+        if peer:
+            self._run_for_peer()
         sel = None if steps in (None, "all") else [int(i) for i in steps]
-        path = os.fspath(self.ctx.ws.export(out_dir, steps=sel))
+        path = os.fspath(ws.export(out_dir, steps=sel))
         root = path if os.path.isdir(path) else os.path.dirname(path)
         written = None
         if peer:
@@ -133,3 +136,18 @@ class BuildCommands:
         files = sorted(os.path.relpath(os.path.join(d, f), root)
                        for d, _, fs in os.walk(root) for f in fs)
         return {"path": path, "files": files, "peer": written}
+
+    def _run_for_peer(self) -> None:
+        """TVM's side of the peer: the cursor step built and run unless it was (as `irviz export
+        --peer` runs the step it exports); a run that fails leaves the peer Inductor's side alone,
+        which its `tvm_ran` false says."""
+        ws = self.ctx.ws
+        st = ws.step_at(None)
+        run = ws.runs.get(st.index)
+        if (run is not None and run[0] is st) or ws.structure_only or ws.not_run_reason() is not None:
+            return
+        self.ctx.progress(f"Building and running step {st.index} for TVM's side of the peer", 0.05)
+        try:
+            ws.build_run(st.index)
+        except Exception:  # the export and Inductor's side stand without TVM's
+            pass

@@ -282,7 +282,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         stage="build", section="build"),
     Command("export", (req("out_dir", str), opt("steps", _STEPS, "all"),
                        opt("peer", str | None, None, '"inductor": also torch.compile beside the TVM run of the '
-                                                     'cursor step, as `irviz export --peer inductor`: '
+                                                     'cursor step (run first if it was not), as `irviz '
+                                                     'export --peer inductor`: '
                                                      'peer/peer.json, each kernel\'s code, report.html\'s section'),
                        opt("peer_freezing", bool, False, "with `peer`: Inductor's freezing=True")),
             '`{"path", "files": [...], "peer": null | {compiler, freezing, error, step, json, kernels}}`: '
