@@ -64,6 +64,7 @@ def test_bisect_this_step_names_the_wrong_decode_pass_and_shows_it(qtbot, real_w
     assert part.button.isVisibleTo(tab) and part.button.isEnabled()
     assert part.button.text() == f"Bisect step {step}"
     os.makedirs(SHOTS, exist_ok=True)
+    qtbot.wait(200)  # the tab lays its new rows out first
     tab.grab().save(os.path.join(SHOTS, "generate_mismatch_tab.png"))
 
     part.button.click()
@@ -85,6 +86,7 @@ def test_bisect_this_step_names_the_wrong_decode_pass_and_shows_it(qtbot, real_w
     qtbot.waitUntil(w.all_filled, timeout=T)
     # the jump left the generation's step: the tokens are stale, the verdict on that pipeline is not
     assert tab.slot.stale and not part.slot.stale
+    qtbot.wait(200)
     w.grab().save(os.path.join(SHOTS, "generate_bisect_window.png"))
     tab.grab().save(os.path.join(SHOTS, "generate_bisect_tab.png"))
     # another pipeline for the decode program: the verdict is for the previous one
