@@ -29,7 +29,6 @@ message) per type.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import re
@@ -42,177 +41,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # irviz from this checkout
 
 REPO = Path(__file__).resolve().parents[1]
-SEQ, IMAGE, AUDIO = 16, 32, 1600
-INPUTS = ("input_ids", "pixel_values", "input_values", "input_features")
-
-# config attribute -> small value (set only where the config has the attribute)
-SMALL = {
-    "hidden_size": 32, "d_model": 32, "n_embd": 32, "dim": 32, "embed_dim": 32, "embedding_size": 32,
-    "num_hidden_layers": 2, "n_layer": 2, "n_layers": 2, "num_layers": 2, "encoder_layers": 2,
-    "decoder_layers": 2, "num_decoder_layers": 2,
-    "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "encoder_attention_heads": 4,
-    "decoder_attention_heads": 4, "num_heads": 4, "num_key_value_heads": 2,
-    "intermediate_size": 64, "ffn_dim": 64, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "d_ff": 64,
-    "n_inner": 64, "hidden_dim": 64, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
-    "head_dim": 8, "d_kv": 8, "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 4,
-    "qk_nope_head_dim": 4, "v_head_dim": 8,
-    "vocab_size": 256, "image_size": IMAGE, "patch_size": 8, "projection_size": 32, "projection_dim": 32,
-    "attention_window": 8, "max_position_embeddings": 64,
-    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
-}
-
-
-# ============================================================================================
-# building one model type (in a worker process)
-
-
-def _shrink_dict(d: dict, depth=0) -> dict:
-    out = {}
-    for key, value in d.items():
-        if isinstance(value, dict) and depth < 3:
-            value = _shrink_dict(value, depth + 1)
-        elif key in SMALL and isinstance(value, int) and not isinstance(value, bool):
-            value = SMALL[key]
-        out[key] = value
-    return _per_layer(out)
-
-
-PER_LAYER = ("layer_types", "no_rope_layers", "attn_layers", "mlp_layer_types", "layers_block_type")
-
-
-def _per_layer(d: dict) -> dict:
-    """Per-layer lists cut to the shrunk layer count; Reformer's axial positions fitted to the
-    hidden size and the sequence (their sizes must sum / multiply to them)."""
-    layers = d.get("num_hidden_layers")
-    if isinstance(layers, int):
-        for key in PER_LAYER:
-            if isinstance(d.get(key), list) and len(d[key]) > layers:
-                d[key] = d[key][:layers]
-        if isinstance(d.get("moe_layers"), list):
-            d["moe_layers"] = [i for i in d["moe_layers"] if isinstance(i, int) and i < layers]
-    if "axial_pos_embds_dim" in d and isinstance(d.get("hidden_size"), int):
-        half = d["hidden_size"] // 2
-        d["axial_pos_embds_dim"] = [half, d["hidden_size"] - half]
-        d["axial_pos_shape"] = [4, SEQ // 4]
-        for key in ("local_attn_chunk_length", "lsh_attn_chunk_length"):
-            if key in d:
-                d[key] = 8
-    return d
-
-
-def _shrink(cfg):
-    """The config rebuilt from its dict with the sizes shrunk (so derived sizes follow)."""
-    d = _shrink_dict(cfg.to_dict())
-    if "use_cache" in d:
-        d["use_cache"] = False
-    full = cfg.to_dict()
-    # multi-head latent attention (DeepSeek-V2/V3) expands its one latent to every query head, so
-    # the key/value heads are the query heads; fewer would be repeated past them
-    if "kv_lora_rank" in d and "num_key_value_heads" in d:
-        d["num_key_value_heads"] = d["num_attention_heads"]
-        if "qk_rope_head_dim" in d and "head_dim" in d:  # what their configs derive, kept as given
-            d["head_dim"] = d["qk_rope_head_dim"]
-        if "qk_head_dim" in d and "qk_nope_head_dim" in d:
-            d["qk_head_dim"] = d["qk_nope_head_dim"] + d["qk_rope_head_dim"]
-    # a codebook as wide as the hidden states (Encodec's quantizer multiplies one by the other)
-    if "codebook_dim" in d and full.get("codebook_dim") == full.get("hidden_size"):
-        d["codebook_dim"] = d["hidden_size"]
-    if "n_routed_experts" in d and d.get("num_experts_per_tok") is None:  # DeepSeek-V2's default
-        d["num_experts_per_tok"] = SMALL["num_experts_per_tok"]
-    cfg = type(cfg).from_dict(d)
-    attn = getattr(cfg, "attn_config", None)
-    if attn is not None and hasattr(attn, "clip_qkv") and not hasattr(attn, "rope_theta"):
-        # DBRX's attention reads rope_theta from its attention config, which no longer has it
-        # (this transformers keeps it in the model config's rope_parameters), and clamps to
-        # [-clip_qkv, clip_qkv] with no check for the default None: DBRX's released value, 8
-        attn.rope_theta = (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta", 10000.0)
-        attn.clip_qkv = attn.clip_qkv or 8.0
-    return cfg
-
-
-def _input(name: str, cfg, model):
-    import torch
-
-    g = torch.Generator().manual_seed(0)
-    if name in ("input_ids", "decoder_input_ids"):
-        vocab = getattr(cfg, "vocab_size", None) or getattr(getattr(cfg, "text_config", None), "vocab_size", 256)
-        return torch.randint(3, min(int(vocab), 256), (1, SEQ), generator=g)
-    if name == "pixel_values":
-        vc = getattr(cfg, "vision_config", None) or cfg
-        ch = getattr(vc, "num_channels", 3)
-        size = getattr(vc, "image_size", IMAGE)
-        size = size[0] if isinstance(size, (list, tuple)) else size
-        return torch.randn(1, ch, int(size), int(size), generator=g)
-    if name == "input_values":  # a codec (Encodec) takes (batch, channels, samples)
-        channels = getattr(cfg, "audio_channels", None)
-        return torch.randn(1, *([int(channels)] if channels else []), AUDIO, generator=g)
-    if name == "input_features":
-        bins = getattr(cfg, "num_mel_bins", None) or getattr(cfg, "feature_size", 80)
-        return torch.randn(1, int(bins), 3000 if "whisper" in type(cfg).__name__.lower() else 64, generator=g)
-    raise ValueError(name)
-
-
-def build_case(model_type: str):
-    """(module, example_inputs) for `model_type`: the model at a small size, wrapped so forward
-    takes tensors positionally and returns its first output tensor; raises with the reason."""
-    import torch
-    import transformers
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
-
-    name = MODEL_MAPPING_NAMES[model_type]
-    name = name[0] if isinstance(name, (list, tuple)) else name  # funnel: (FunnelModel, FunnelBaseModel)
-    cls = getattr(transformers, name, None)
-    if cls is None:
-        raise RuntimeError(f"transformers has no class {name}")
-    cfg = _shrink(CONFIG_MAPPING[model_type]())
-    cfg._attn_implementation = "eager"
-    torch.manual_seed(0)
-    model = cls(cfg).eval()
-    params = inspect.signature(model.forward).parameters
-    main = getattr(model, "main_input_name", "input_ids")
-    tries = [[main]] if main in INPUTS else []
-    tries.append([n for n in INPUTS if n in params])
-    if "decoder_input_ids" in params and "input_ids" in params:  # encoder-decoder: both token ids
-        tries.append(["input_ids", "decoder_input_ids"])
-    last = None
-    for names in tries:
-        if not names:
-            continue
-        inputs = tuple(_input(n, cfg, model) for n in names)
-        module = _Wrapper(model, names).eval()
-        try:
-            with torch.no_grad():
-                module(*inputs)
-        except Exception as e:
-            last = e
-            continue
-        return module, inputs
-    if last is None:
-        raise RuntimeError(f"forward() takes none of {', '.join(INPUTS)}")
-    raise last
-
-
-def _wrapper_class():
-    import torch
-
-    class Wrapper(torch.nn.Module):
-        def __init__(self, model, names):
-            super().__init__()
-            self.model, self.names = model, tuple(names)
-
-        def forward(self, *inputs):  # the first tensor of the output, the inputs passed by name
-            out = self.model(**dict(zip(self.names, inputs)), return_dict=True)
-            for v in out.values():
-                if isinstance(v, torch.Tensor):
-                    return v
-            raise RuntimeError("the model's output holds no tensor")
-
-    return Wrapper
-
-
-def _Wrapper(model, names):
-    return _wrapper_class()(model, names)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the build recipe beside this file
+from transformers_small import SMALL, build_case, reason, recipe_version  # noqa: F401 (the recipe's API)
 
 
 def bare_tvm(module, inputs) -> dict:
@@ -252,7 +82,7 @@ def worker(model_type: str, out) -> dict:
     try:
         module, inputs = build_case(model_type)
     except Exception as e:
-        return {"type": model_type, "skip": _first_line(f"{type(e).__name__}: {e}")}
+        return {"type": model_type, "skip": _first_line(reason(e))}
     out.write(json.dumps({"type": model_type, "built": True}) + "\n")  # bare TVM may crash next
     out.flush()
     return {"type": model_type, "tvm": bare_tvm(module, inputs)}
@@ -276,7 +106,7 @@ def build_worker(types: list[str], out, timeout: int) -> None:
             build_case(t)
             row = {"type": t, "built": True}
         except BaseException as e:  # a type's failure is its row, whatever it is
-            row = {"type": t, "skip": _first_line(f"{type(e).__name__}: {e}")}
+            row = {"type": t, "skip": _first_line(reason(e))}
         finally:
             signal.alarm(0)
         gc.collect()
@@ -407,14 +237,19 @@ def probe(types: list[str], store, timeout: float) -> dict:
     """{type: None if it builds and runs in eager torch, else why not}, kept in the file's "types"
     (so a rerun probes only the new ones)."""
     known = store.data.setdefault("types", {})
+    version = recipe_version()
+    if store.data.get("recipe") != version:  # the recipe changed since: its reasons may not hold
+        for t in [t for t, why in known.items() if why is not None]:
+            del known[t]
+        store.data["recipe"] = version
     # a worker that died before answering said nothing about the types themselves: ask again
     todo = [t for t in types if t not in known or str(known[t]).startswith("the build worker died")]
     t0 = time.monotonic()
     answers = buildable(todo, timeout) if len(todo) > 1 else ((t, None) for t in todo)
-    for k, (t, reason) in enumerate(answers, 1):
-        known[t] = reason
+    for k, (t, why) in enumerate(answers, 1):
+        known[t] = why
         print(f"[build {k}/{len(todo)} {time.monotonic() - t0:.0f} s] {t}: "
-              + ("builds" if reason is None else f"skipped ({reason})"), file=sys.stderr, flush=True)
+              + ("builds" if why is None else f"skipped ({why})"), file=sys.stderr, flush=True)
         if k % 20 == 0:
             store.write()
     store.write()
@@ -481,6 +316,8 @@ def main(argv=None) -> int:
                     help="the corpus's results file, required (rewritten after each row; a rerun resumes it)")
     ap.add_argument("--html", metavar="PAGE", help="the rows as a sortable HTML table")
     ap.add_argument("--logs", metavar="DIR", help="keep each row's output in DIR")
+    ap.add_argument("--builds-only", action="store_true",
+                    help="only try building each type (kept in the file's \"types\"), run no rows")
     ap.add_argument("--worker", metavar="TYPE", help=argparse.SUPPRESS)
     ap.add_argument("--build-worker", metavar="TYPES", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -519,6 +356,16 @@ def main(argv=None) -> int:
     store = Store(args.json)
     t0 = time.perf_counter()
     builds = probe(types, store, args.timeout)
+    if args.builds_only:
+        built = sorted(t for t, why in builds.items() if why is None)
+        print(f"{len(built)} of {len(types)} types build and run in eager torch at the small size")
+        by_reason: dict[str, list[str]] = {}
+        for t, why in builds.items():
+            if why is not None:
+                by_reason.setdefault(why, []).append(t)
+        for why, ts in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            print(f"  {len(ts):3d}  {why}  ({', '.join(sorted(ts)[:6])}{', ...' if len(ts) > 6 else ''})")
+        return 0
     pipelines = args.pipeline or [default_pipeline()]
     sides = (pipelines if args.side != "tvm" else []) + ([BARE] if args.side != "irviz" else [])
     jobs = [{"model": model_spec(t), "pipeline": s, "target": None}

@@ -1,0 +1,334 @@
+"""How benchmarks/transformers_corpus.py builds one transformers model type at a small size: its
+config shrunk with the sizes that derive from one another kept consistent, random weights from a
+fixed seed, example inputs made from the config, one eager forward; or the reason it cannot."""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+from pathlib import Path
+
+SEQ, IMAGE, AUDIO = 16, 32, 1600
+INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "past_values")
+SPECIAL_IDS = 16  # out-of-vocabulary special token ids move to the vocabulary's last 16 ids
+
+# config attribute -> small value (set only where the config has the attribute)
+SMALL = {
+    "hidden_size": 32, "d_model": 32, "n_embd": 32, "dim": 32, "embed_dim": 32, "embedding_size": 32,
+    "num_hidden_layers": 2, "n_layer": 2, "n_layers": 2, "num_layers": 2, "encoder_layers": 2,
+    "decoder_layers": 2, "num_decoder_layers": 2,
+    "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4, "num_heads": 4, "num_key_value_heads": 2,
+    "intermediate_size": 64, "ffn_dim": 64, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "d_ff": 64,
+    "n_inner": 64, "hidden_dim": 64, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
+    "head_dim": 8, "d_kv": 8, "d_head": 8, "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 4,
+    "qk_nope_head_dim": 4, "v_head_dim": 8, "rotary_dim": 4,
+    "mamba_n_heads": 4, "mamba_d_head": 16, "n_groups": 1, "window_size": 4,
+    "vocab_size": 256, "image_size": IMAGE, "patch_size": 8, "projection_size": 32, "projection_dim": 32,
+    "attention_window": 8, "max_position_embeddings": 64,
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+}
+NEVER_GROWN = ("patch_size", "window_size")  # a Swin's 4x4 patches keep room for its windows
+LAYER_COUNTS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
+HEAD_LISTS = ("num_heads", "num_attention_heads")  # per stage (Swin): 4 divides every stage's width
+PER_LAYER = ("layer_types", "no_rope_layers", "attn_layers", "mlp_layer_types", "layers_block_type")
+
+
+def recipe_version() -> str:
+    """Changes when this recipe does: a results file's "does not build" reasons are then stale."""
+    import transformers
+
+    src = Path(__file__).read_bytes()
+    return hashlib.sha256(src + transformers.__version__.encode()).hexdigest()[:12]
+
+
+# ============================================================================================
+# the config
+
+
+def _shrink_dict(d: dict, depth=0, vocab=None) -> dict:
+    if isinstance(d.get("vocab_size"), int):
+        vocab = SMALL["vocab_size"]
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict) and depth < 3 and not _is_layer_map(value):
+            value = _shrink_dict(value, depth + 1, vocab)
+        elif key in SMALL and _is_int(value):
+            value = min(value, SMALL[key]) if key in NEVER_GROWN else SMALL[key]
+        elif _is_int(value) and (re.search(r"(^|_)num_\w*heads$", key) or key.endswith("head_dim")):
+            value = SMALL["head_dim" if key.endswith("head_dim") else "num_heads"]  # linear_num_heads...
+        elif key in HEAD_LISTS and _ints(value):
+            value = [SMALL["num_heads"]] * len(value)
+        elif key == "depths" and _ints(value):
+            value = [min(v, 2) for v in value]
+        elif key.endswith("hidden_size") and _is_int(value):
+            value = SMALL["hidden_size"]  # another config's width named here (out_hidden_size)
+        out[key] = value
+    if out.get("head_dim", 0) is None and isinstance(out.get("num_attention_heads"), int):
+        out["head_dim"] = SMALL["head_dim"]  # None makes some models read hidden/heads, others crash
+    if all(_is_int(out.get(k)) for k in ("expand", "num_heads", "head_dim", "hidden_size", "state_size")):
+        out["head_dim"] = out["hidden_size"] * out["expand"] // out["num_heads"]  # Mamba-2's heads
+    _per_layer(out, d)
+    _special_ids(out, vocab)
+    _rope_sections(out)
+    return out
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _ints(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, int) for v in value)
+
+
+def _is_layer_map(value: dict) -> bool:
+    return bool(value) and all(str(k).isdigit() for k in value)
+
+
+def _per_layer(d: dict, full: dict) -> None:
+    """Whatever has one entry per layer (lists as long as the layer count, {layer index: ...} maps,
+    lists of layer indices) cut to the shrunk count, keeping one layer of each kind it names (so a
+    hybrid keeps an attention layer); Reformer's axial positions fitted to the hidden size and the
+    sequence (their sizes must sum / multiply to them)."""
+    counts = [(full[k], d[k]) for k in LAYER_COUNTS if isinstance(full.get(k), int) and isinstance(d.get(k), int)]
+    if counts:
+        before, after = counts[0]
+        for key, value in d.items():
+            if isinstance(value, list) and (len(value) == before or key in PER_LAYER) and len(value) > after:
+                d[key] = _keep_kinds(value, after)
+            elif isinstance(value, dict) and _is_layer_map(value):
+                d[key] = {k: v for k, v in value.items() if int(k) < after}
+        for key in ("moe_layers", "full_attn_idxs", "attn_layer_indices"):
+            if _ints(d.get(key)):
+                d[key] = [i for i in d[key] if i < after] or [after - 1]
+    if "axial_pos_embds_dim" in d and isinstance(d.get("hidden_size"), int):
+        half = d["hidden_size"] // 2
+        d["axial_pos_embds_dim"] = [half, d["hidden_size"] - half]
+        d["axial_pos_shape"] = [4, SEQ // 4]
+        for key in ("local_attn_chunk_length", "lsh_attn_chunk_length"):
+            if key in d:
+                d[key] = 8
+
+
+def _keep_kinds(values: list, n: int) -> list:
+    """n entries of values in their order, the first of each distinct kind among them first."""
+    firsts, seen = [], []
+    for i, v in enumerate(values):
+        key = repr(v)
+        if key not in seen:
+            seen.append(key)
+            firsts.append(i)
+    keep = sorted(firsts[:n])
+    keep += [i for i in range(len(values)) if i not in keep][: n - len(keep)]
+    return [values[i] for i in sorted(keep)]
+
+
+def _special_ids(d: dict, vocab) -> None:
+    """Token ids past the shrunk vocabulary (pad, bos, eos, image tokens...) moved inside it, the
+    same id to the same place, so an embedding's padding index and the model's checks hold."""
+    vocab = d.get("vocab_size") if isinstance(d.get("vocab_size"), int) else vocab
+    text = d.get("text_config")
+    if isinstance(text, dict) and isinstance(text.get("vocab_size"), int):
+        vocab = vocab or text["vocab_size"]
+    if not vocab:
+        return
+    moved: dict[int, int] = {}
+
+    def fit(i):
+        if not isinstance(i, int) or isinstance(i, bool) or 0 <= i < vocab:
+            return i
+        return moved.setdefault(i, vocab - 1 - len(moved) % SPECIAL_IDS)
+
+    for key, value in d.items():
+        if re.search(r"token_(id|index)s?$", key):
+            d[key] = [fit(v) for v in value] if isinstance(value, list) else fit(value)
+
+
+def _rope_sections(d: dict, default=None) -> None:
+    """Multimodal RoPE's sections must sum to half the head size: the released split (or the
+    model's default, which assumes the released head size), scaled."""
+    rope = d.get("rope_parameters") or d.get("rope_scaling")
+    if isinstance(rope, dict) and default and "mrope_section" not in rope:
+        rope["mrope_section"] = list(default)
+    head = d.get("head_dim") or (d.get("hidden_size") and d.get("num_attention_heads")
+                                 and d["hidden_size"] // d["num_attention_heads"])
+    if not (isinstance(rope, dict) and _ints(rope.get("mrope_section")) and isinstance(head, int)):
+        return
+    sections, half = rope["mrope_section"], head // 2
+    if half < len(sections):
+        return
+    scaled = [max(1, s * half // sum(sections)) for s in sections]
+    scaled[0] += half - sum(scaled)
+    rope["mrope_section"] = scaled
+
+
+def shrink(cfg, variant: int = 0):
+    """The config rebuilt from its dict with the sizes shrunk (so derived sizes follow); variant 1
+    gives every query head its own key/value head and one expert per token, which some configs
+    require."""
+    full = cfg.to_dict()
+    d = _shrink_dict(full)
+    if "use_cache" in d:
+        d["use_cache"] = False
+    if variant:
+        _one_to_one(d)
+    # multi-head latent attention (DeepSeek-V2/V3) expands its one latent to every query head, so
+    # the key/value heads are the query heads; fewer would be repeated past them
+    if "kv_lora_rank" in d and "num_key_value_heads" in d:
+        d["num_key_value_heads"] = d["num_attention_heads"]
+        if "qk_rope_head_dim" in d and "head_dim" in d:  # what their configs derive, kept as given
+            d["head_dim"] = d["qk_rope_head_dim"]
+        if "qk_head_dim" in d and "qk_nope_head_dim" in d:
+            d["qk_head_dim"] = d["qk_nope_head_dim"] + d["qk_rope_head_dim"]
+    # a codebook as wide as the hidden states (Encodec's quantizer multiplies one by the other)
+    if "codebook_dim" in d and full.get("codebook_dim") == full.get("hidden_size"):
+        d["codebook_dim"] = d["hidden_size"]
+    if "n_routed_experts" in d and d.get("num_experts_per_tok") is None:  # DeepSeek-V2's default
+        d["num_experts_per_tok"] = SMALL["num_experts_per_tok"]
+    if "mrope_section" in getattr(type(cfg), "ignore_keys_at_rope_validation", ()):
+        _rope_sections(d, default=[16, 24, 24])  # the models' own default when the config has none
+    for key in ("out_features", "out_indices"):  # a backbone's stages are renamed by the layer count
+        if key in d and "stage_names" in d:
+            d[key] = None
+    cfg = type(cfg).from_dict(d)
+    attn = getattr(cfg, "attn_config", None)
+    if attn is not None and hasattr(attn, "clip_qkv") and not hasattr(attn, "rope_theta"):
+        # DBRX's attention reads rope_theta from its attention config, which no longer has it
+        # (this transformers keeps it in the model config's rope_parameters), and clamps to
+        # [-clip_qkv, clip_qkv] with no check for the default None: DBRX's released value, 8
+        attn.rope_theta = (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta", 10000.0)
+        attn.clip_qkv = attn.clip_qkv or 8.0
+    return cfg
+
+
+def _one_to_one(d: dict) -> None:
+    for v in d.values():
+        if isinstance(v, dict):
+            _one_to_one(v)
+    if isinstance(d.get("num_key_value_heads"), int) and isinstance(d.get("num_attention_heads"), int):
+        d["num_key_value_heads"] = d["num_attention_heads"]
+    if isinstance(d.get("num_experts_per_tok"), int):
+        d["num_experts_per_tok"] = 1
+
+
+# ============================================================================================
+# the inputs
+
+
+def _input(name: str, cfg):
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    if name in ("input_ids", "decoder_input_ids"):
+        vocab = getattr(cfg, "vocab_size", None) or getattr(getattr(cfg, "text_config", None), "vocab_size", 256)
+        top = min(int(vocab), 256)
+        return torch.randint(3, top - SPECIAL_IDS if top > 4 * SPECIAL_IDS else top, (1, SEQ), generator=g)
+    if name == "pixel_values":
+        vc = getattr(cfg, "vision_config", None) or cfg
+        ch = getattr(vc, "num_channels", 3)
+        size = getattr(vc, "image_size", IMAGE)
+        size = size[0] if isinstance(size, (list, tuple)) else size
+        frames = getattr(vc, "num_frames", None)  # a video model takes (batch, frames, channels, h, w)
+        lead = (1, int(frames)) if isinstance(frames, int) else (1,)
+        return torch.randn(*lead, ch, int(size), int(size), generator=g)
+    if name == "input_values":  # a codec (Encodec) takes (batch, channels, samples)
+        channels = getattr(cfg, "audio_channels", None)
+        return torch.randn(1, *([int(channels)] if channels else []), AUDIO, generator=g)
+    if name == "input_features":
+        bins = getattr(cfg, "num_mel_bins", None) or getattr(cfg, "feature_size", 80)
+        return torch.randn(1, int(bins), 3000 if "whisper" in type(cfg).__name__.lower() else 64, generator=g)
+    if name == "past_values":  # a time series: (batch, context, channels)
+        context = int(getattr(cfg, "context_length", None) or SEQ)
+        channels = getattr(cfg, "num_input_channels", None) or getattr(cfg, "input_size", None) or 1
+        return torch.randn(1, context, int(channels), generator=g)
+    raise ValueError(name)
+
+
+# ============================================================================================
+# the model
+
+
+def build_case(model_type: str):
+    """(module, example_inputs) for `model_type`: the model at a small size, wrapped so forward
+    takes tensors positionally and returns its first output tensor; raises with the reason."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    name = MODEL_MAPPING_NAMES[model_type]
+    name = name[0] if isinstance(name, (list, tuple)) else name  # funnel: (FunnelModel, FunnelBaseModel)
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        raise RuntimeError(f"transformers has no class {name}")
+    first = None
+    for variant in (0, 1):
+        try:
+            return _build(cls, shrink(CONFIG_MAPPING[model_type](), variant))
+        except ImportError:
+            raise
+        except Exception as e:
+            first = first or e
+    raise first
+
+
+def _build(cls, cfg):
+    import torch
+
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = cls(cfg).eval()
+    params = inspect.signature(model.forward).parameters
+    main = getattr(model, "main_input_name", "input_ids")
+    tries = [[main]] if main in INPUTS else []
+    tries.append([n for n in INPUTS if n in params])
+    if "decoder_input_ids" in params and "input_ids" in params:  # encoder-decoder: both token ids
+        tries.append(["input_ids", "decoder_input_ids"])
+    last = None
+    for names in tries:
+        if not names:
+            continue
+        inputs = tuple(_input(n, cfg) for n in names)
+        module = _wrapper_class()(model, names).eval()
+        try:
+            with torch.no_grad():
+                module(*inputs)
+        except Exception as e:
+            last = e
+            continue
+        return module, inputs
+    if last is None:
+        raise RuntimeError(f"forward() takes none of {', '.join(INPUTS)}")
+    raise last
+
+
+def _wrapper_class():
+    import torch
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self, model, names):
+            super().__init__()
+            self.model, self.names = model, tuple(names)
+
+        def forward(self, *inputs):  # the first tensor of the output, the inputs passed by name
+            out = self.model(**dict(zip(self.names, inputs)), return_dict=True)
+            for v in out.values():
+                if isinstance(v, torch.Tensor):
+                    return v
+            raise RuntimeError("the model's output holds no tensor")
+
+    return Wrapper
+
+
+def reason(e: BaseException) -> str:
+    """Why a type does not build, named: a missing package, an input the recipe cannot make, else
+    the exception's first line."""
+    text = str(e)
+    missing = re.search(r"requires the (\w+) librar", text)
+    if isinstance(e, ImportError) and missing:
+        return f"needs the {missing.group(1)} package (not installed)"
+    needed = re.search(r"forward\(\) missing \d+ required positional arguments?: (.*)", text)
+    if isinstance(e, TypeError) and needed:
+        return f"needs inputs the recipe cannot make: {needed.group(1).strip()}"
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return f"{type(e).__name__}: {line}"
