@@ -76,7 +76,7 @@ def generation_info(ctx: EngineContext) -> GenerationInfo | None:
                                "dtype": str(layout.dtype).replace("torch.", "")},
             "kv_cache_bytes_by_length": by_length(layout), "pipeline": g.pipeline,
             "target": target_name(progs.target), "context_length": progs.context_length,
-            "context_reason": progs.context_reason})
+            "context_reason": progs.context_reason, "decode_reads": progs.decode_reads})
 
 
 def open_generation(ctx: EngineContext, spec, pipeline="zero", tokens=16, max_len=None,

@@ -73,6 +73,7 @@ class GenerationInfo(TypedDict):
     max_len: int                        # positions of the static cache
     context_length: str | int           # "symbolic" (one build serves any max_len) or the constant built for
     context_reason: str | None          # why the context length is a constant, when it is one
+    decode_reads: str                   # "used": decode attends over positions 0..position; "all": the whole cache
     prompt_len: int
     kv_cache_bytes: int                 # the whole static cache
     kv_cache_shape: dict                # {tensors, each: [dims], dtype}

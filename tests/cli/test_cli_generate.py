@@ -63,6 +63,8 @@ def test_generate_without_weights_estimates_prefill_decode_and_the_bandwidth_lim
     assert s["weight_bytes"] > 0 and s["kv_cache_bytes"] == 4 * 2 * 14 * 8 * 4
     # the programs' cache length is symbolic: the estimates above bound it to the 14 positions
     assert s["context_length"] == "symbolic" and s["context_reason"] is None and s["max_len"] == 14
+    # decode reads the filled positions only; estimated at the last one, every kernel counted
+    assert s["decode_reads"] == "used" and s["not_estimated"]["decode"] == []
     assert s["tvm_tokens"] is None and s["tokens_match"] is None  # nothing ran
 
 

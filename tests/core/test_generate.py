@@ -199,3 +199,49 @@ def test_where_the_symbolic_capture_fails_the_length_is_a_constant_that_says_why
         g.TvmGenerator(progs, max_len=30)
     gen = g.TvmGenerator(progs)
     assert gen.generate(prompt.numpy(), 6)[0] == g.torch_generate(lm, prompt, 6)[0]
+
+
+def _cache_reads(main) -> list:
+    """The length axis of each strided_slice in `main` that cuts a max_len-long axis 2 shorter."""
+    from tvm import relax, tirx
+
+    op, found = relax.op.strided_slice(relax.Var("x", relax.TensorType((1,), "float32")), [0], [0], [1]).op, []
+
+    def visit(e):
+        if isinstance(e, relax.Call) and e.op.same_as(op) and len(e.ty.shape.values) == 4:
+            before, after = e.args[0].ty.shape.values[2], e.ty.shape.values[2]
+            if isinstance(before, tirx.Var) and before.name == "max_len" and not after.same_as(before):
+                found.append(after)
+
+    relax.analysis.post_order_visit(main.body, visit)
+    return found
+
+
+def test_decode_attends_over_the_filled_positions_only(llama):
+    from tvm import tirx
+
+    progs, _, tokens = llama
+    assert progs.decode_reads == "used" and progs.decode_reason is None
+    reads = _cache_reads(progs.decode.session.steps[0].mod["main"])
+    assert len(reads) == progs.layout.tensors  # each key and value tensor, sliced for attention
+    # position + 1: a size read from the position's value, neither max_len nor min(.., max_len)
+    for r in reads:
+        assert isinstance(r, tirx.Add), reads
+        var, one = (r.a, r.b) if isinstance(r.a, tirx.Var) else (r.b, r.a)
+        assert isinstance(var, tirx.Var) and var.name != "max_len" and int(one) == 1, reads
+    assert not _cache_reads(progs.prefill.session.steps[0].mod["main"])
+    assert tokens == g.torch_generate(progs.lm, progs.prompt, TOKENS)[0]
+
+
+def test_where_tvm_cannot_fuse_the_filled_part_decode_reads_the_whole_cache(monkeypatch):
+    from irviz.core.generate import inbound_slice
+
+    # TVM's own slice converter types the read min(position + 1, max_len), which FuseOps cannot take
+    monkeypatch.setattr(inbound_slice, "CONVERTERS", {})
+    lm, prompt = tiny_llama()
+    progs = open_programs(lm, (prompt,), spec="test", tokens=6, pipeline="zero")
+    assert progs.context_length == "symbolic"
+    assert progs.decode_reads == "all" and "if_then_else" in progs.decode_reason
+    assert not _cache_reads(progs.decode.session.steps[0].mod["main"])
+    gen = g.TvmGenerator(progs, max_len=25)
+    assert gen.generate(prompt.numpy(), 6)[0] == g.torch_generate(lm, prompt, 6)[0]

@@ -39,7 +39,10 @@ def test_open_gives_both_programs_and_the_cache(engine):
     gen = st["generation"]
     assert st["model"] == "hf_llama prefill" and gen["program"] == "prefill"
     assert list(gen["programs"]) == ["prefill", "decode"]
-    assert gen["programs"]["prefill"]["inputs"] == 1 and gen["programs"]["decode"]["inputs"] > 2
+    # prefill takes the prompt and the empty cache, whose length is symbolic in both programs
+    tensors = gen["kv_cache_shape"]["tensors"]
+    assert gen["programs"]["prefill"]["inputs"] == 1 + tensors and gen["programs"]["decode"]["inputs"] == 2 + tensors
+    assert gen["context_length"] == "symbolic" and gen["context_reason"] is None
     assert gen["max_len"] == gen["prompt_len"] + 8 and gen["tokens"] == 8
     by = gen["kv_cache_bytes_by_length"]
     assert by[str(gen["max_len"])] == gen["kv_cache_bytes"] > 0

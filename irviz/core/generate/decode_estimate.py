@@ -12,13 +12,20 @@ from __future__ import annotations
 from irviz.core.generate.programs import Programs
 
 
-def _estimate(program, structure_only: bool, dims: dict) -> dict:
+def _estimate(program, structure_only: bool, dims: dict, inner: dict | None = None) -> dict:
+    """inner: sizes main defines from tensor values (decode's filled positions), bound here: the
+    estimate binds only the sizes of main's parameters."""
+    from tvm import relax
+
     from irviz.core.tuning.estimate import FOLDS, estimate_latency
 
     session = program.session
     fold = structure_only and any(s.pass_name in FOLDS for s in session.steps)
     source = {k: "--max-len" for k in dims}  # a symbolic context length is estimated at the length given
-    return estimate_latency(session.module(), dims, func="main", fold_weights=fold, dims_source=source)
+    mod = session.module()
+    if inner:
+        mod = relax.transform.BindSymbolicVars(inner, "main")(mod)
+    return estimate_latency(mod, dims, func="main", fold_weights=fold, dims_source=source)
 
 
 def weight_bytes(lm) -> int:
@@ -36,7 +43,8 @@ def estimate_generation(progs: Programs, bandwidth: dict | None = None) -> dict:
     from irviz.core.backend.machine_peak import memory_bandwidth
 
     pre = _estimate(progs.prefill, progs.structure_only, progs.dims())
-    dec = _estimate(progs.decode, progs.structure_only, progs.dims())
+    # decode reading the filled positions only is estimated at the last one: the whole cache, as the limit
+    dec = _estimate(progs.decode, progs.structure_only, progs.dims(), progs.position_dims())
     bw = bandwidth or memory_bandwidth()
     wbytes = weight_bytes(progs.lm)
     cache = progs.layout.bytes

@@ -25,7 +25,8 @@ def empty_report(model: str, pipeline, tokens: int, max_len, no_weights: bool) -
     """Every key, None until known: a failed stage still gives a complete JSON."""
     out = {"ok": False, "failed_stage": None, "error": None, "model": model, "pipeline": pipeline,
            "target": None, "cpu": None, "no_weights": bool(no_weights), "tokens": int(tokens),
-           "max_len": max_len, "context_length": None, "context_reason": None, "prompt_len": None, "kv_cache_bytes": None, "kv_cache_bytes_by_length": None,
+           "max_len": max_len, "context_length": None, "context_reason": None,
+           "decode_reads": None, "decode_reads_reason": None, "prompt_len": None, "kv_cache_bytes": None, "kv_cache_bytes_by_length": None,
            "kv_cache_shape": None, "programs": None, "reliable": None, "reason": None, "seconds": {}}
     out.update({k: None for k in RUN_KEYS + ESTIMATE_KEYS})
     return out
@@ -71,6 +72,7 @@ def fill_from_programs(out: dict, progs) -> None:
 
     out.update(target=target_name(progs.target), cpu=cpu_info().as_dict(), max_len=progs.layout.max_len,
                context_length=progs.context_length, context_reason=progs.context_reason,
+               decode_reads=progs.decode_reads, decode_reads_reason=progs.decode_reason,
                prompt_len=int(progs.prompt.shape[1]), kv_cache_bytes=progs.layout.bytes,
                kv_cache_shape={"tensors": progs.layout.tensors, "each": list(progs.layout.shape),
                                "dtype": str(progs.layout.dtype).replace("torch.", "")},
@@ -78,8 +80,8 @@ def fill_from_programs(out: dict, progs) -> None:
     out["seconds"].update({k: round(v, 3) for k, v in progs.seconds.items()})
 
 
-def run_generation(out: dict, progs, tokens: int, repeats: int = 10) -> None:
-    """Generate in TVM and with transformers, compare, time: fills `out`'s run keys."""
+def run_generation(out: dict, progs, tokens: int, repeats: int = 10):
+    """Generate in TVM and with transformers, compare, time: fills `out`'s run keys; the generator."""
     from irviz.core.generate import generation as g
 
     t = time.perf_counter()
@@ -93,6 +95,7 @@ def run_generation(out: dict, progs, tokens: int, repeats: int = 10) -> None:
     t = time.perf_counter()
     out.update(g.time_generation(gen, progs.lm, progs.prompt, repeats))
     out["seconds"]["timing"] = round(time.perf_counter() - t, 3)
+    return gen
 
 
 def estimate_generation(out: dict, progs) -> None:

@@ -25,6 +25,7 @@ from irviz.core.generate import static_cache as sc
 
 PROGRAMS = ("prefill", "decode")
 SYMBOLIC = "symbolic"
+USED = "used"
 
 
 @dataclass
@@ -60,6 +61,8 @@ class Programs:
     log: list = field(default_factory=list)
     context_length: str | int = SYMBOLIC  # SYMBOLIC, or the constant the programs were captured with
     context_reason: str | None = None  # why the length is a constant, when it is one
+    decode_reads: str = "all"  # USED: decode's attention reads positions 0..position; "all": the whole cache
+    decode_reason: str | None = None  # why decode reads the whole cache, when it does
 
     @property
     def symbolic(self) -> bool:
@@ -79,6 +82,15 @@ class Programs:
             raise IrvizError(f"a cache of {int(max_len)} positions leaves no room to generate after the "
                              f"{S}-token prompt", hint=f"give a max length above {S}")
         return self.layout.with_max_len(int(max_len))
+
+    def position_dims(self, max_len: int | None = None) -> dict:
+        """{size: value} for the size decode reads from the position's value (where it reads the filled
+        positions only), at the last position of a cache of `max_len`: the most it reads."""
+        from tvm import relax
+
+        main = self.decode.session.module()["main"]
+        free = {str(v) for v in relax.analysis.defined_symbolic_vars(main)} - set(self.dims())
+        return {name: int(max_len or self.layout.max_len) - 1 for name in sorted(free)}
 
     def dims(self, max_len: int | None = None) -> dict:
         """{symbolic size: value} for the context length (empty where it is a constant): what an
@@ -194,49 +206,72 @@ def open_programs(module, example_inputs, *, spec: str = "model", max_len: int |
     layout = sc.cache_layout(lm, prompt, L)
     seconds = {"capture": 0.0, "import": 0.0, "passes": 0.0}
     reason = None
+    opened = lambda symbolic: _open_both(lm, prompt, layout, spec, chosen, structure_only, seconds, say, symbolic)
     if symbolic:
         try:
-            progs, lines = _open_both(lm, prompt, layout, spec, chosen, structure_only, seconds, say, True)
+            progs, lines, reads = opened(True)
         except IrvizError as e:
             reason = f"the symbolic context length failed: {e.message}"
             say(f"context  a constant {L} positions ({reason})")
     else:
         reason = "a constant was asked for"
     if reason is not None:
-        progs, lines = _open_both(lm, prompt, layout, spec, chosen, structure_only, seconds, say, False)
+        progs, lines, reads = opened(False)
     return Programs(lm=lm, prompt=prompt, layout=layout, prefill=progs["prefill"], decode=progs["decode"],
                     target=chosen.target, structure_only=structure_only, seconds=seconds, log=lines,
-                    context_length=SYMBOLIC if reason is None else L, context_reason=reason)
+                    context_length=SYMBOLIC if reason is None else L, context_reason=reason,
+                    decode_reads=USED if reads is None else "all", decode_reason=reads)
 
 
 def _open_both(lm, prompt, layout, spec, chosen, structure_only, seconds, say, symbolic: bool):
+    """({name: Program}, log lines, None where decode reads only the filled positions, else why not).
+    With a symbolic length, decode is first captured reading positions 0..position only (a size
+    from the position's value); where that fails, reading the whole cache under a mask."""
+    S = int(prompt.shape[1])
+    progs, lines = {}, []
+    one = lambda name, wrapper, inputs, convert=None: _open_one(
+        name, wrapper, inputs, spec, chosen, structure_only, seconds, symbolic, S, layout, convert)
+    progs["prefill"] = one("prefill", sc.Prefill(lm, layout), sc.prefill_inputs(layout, prompt))
+    inputs = sc.decode_inputs(layout, S, prompt.device)
+    reads = "the context length is a constant"
+    if symbolic:
+        from irviz.core.generate.inbound_slice import CONVERTERS
+
+        try:
+            progs["decode"] = one("decode", sc.Decode(lm, layout, used_only=True), inputs, CONVERTERS)
+            reads = None
+        except IrvizError as e:
+            reads = f"reading positions 0..position only failed: {e.message}"
+            say(f"decode   reads the whole cache ({reads})")
+    if reads is not None:
+        progs["decode"] = one("decode", sc.Decode(lm, layout), inputs)
+    for p in progs.values():
+        lines.append(f"{p.name:8s} {len(p.captured.graph.nodes)} FX nodes, {len(p.session.steps) - 1} passes")
+        say(lines[-1])
+    return progs, lines, reads
+
+
+def _open_one(name, wrapper, inputs, spec, chosen, structure_only, seconds, symbolic, S, layout, convert):
     from irviz.core.frontend.importer import import_model
     from irviz.core.session import Session
 
-    S = int(prompt.shape[1])
-    progs, lines = {}, []
-    for name, wrapper, inputs in (("prefill", sc.Prefill(lm, layout), sc.prefill_inputs(layout, prompt)),
-                                  ("decode", sc.Decode(lm, layout), sc.decode_inputs(layout, S, prompt.device))):
-        dynamic = sc.dynamic_shapes(name, layout) if symbolic else None
-        loaded = _loaded(wrapper, inputs, spec, name, structure_only, dynamic)
-        t = time.perf_counter()
-        captured = _capture_one(loaded, f"{name} step ({_signature(name, S, layout, symbolic)})")
-        seconds["capture"] += time.perf_counter() - t
-        imported = import_model(captured, keep_params=True, structure_only=structure_only)
-        seconds["import"] += imported.seconds
-        session = Session(imported, captured)
-        if tvm_target(chosen.target) is not None:
-            session.target = tvm_target(chosen.target)
-        session.set_pipeline(list(chosen.passes))
-        t = time.perf_counter()
-        if session.run_to_end() is None:
-            err = session.error
-            raise type(err)(f"{name}: {err.message}", hint=err.hint, detail=err.detail)
-        seconds["passes"] += time.perf_counter() - t
-        lines.append(f"{name:8s} {len(captured.graph.nodes)} FX nodes, {len(session.steps) - 1} passes")
-        say(lines[-1])
-        progs[name] = Program(name, loaded, captured, imported, session, inputs=len(inputs))
-    return progs, lines
+    dynamic = sc.dynamic_shapes(name, layout) if symbolic else None
+    loaded = _loaded(wrapper, inputs, spec, name, structure_only, dynamic)
+    t = time.perf_counter()
+    captured = _capture_one(loaded, f"{name} step ({_signature(name, S, layout, symbolic)})")
+    seconds["capture"] += time.perf_counter() - t
+    imported = import_model(captured, custom_convert_map=convert, keep_params=True, structure_only=structure_only)
+    seconds["import"] += imported.seconds
+    session = Session(imported, captured)
+    if tvm_target(chosen.target) is not None:
+        session.target = tvm_target(chosen.target)
+    session.set_pipeline(list(chosen.passes))
+    t = time.perf_counter()
+    if session.run_to_end() is None:
+        err = session.error
+        raise type(err)(f"{name}: {err.message}", hint=err.hint, detail=err.detail)
+    seconds["passes"] += time.perf_counter() - t
+    return Program(name, loaded, captured, imported, session, inputs=len(inputs))
 
 
 def tvm_target(chosen):

@@ -138,8 +138,8 @@ class ExplicitLayer:
     is_sliding = False
     is_initialized = True
 
-    def __init__(self, keys, values, start):
-        self.keys, self.values, self.start = keys, values, start
+    def __init__(self, keys, values, start, used=None):
+        self.keys, self.values, self.start, self.used = keys, values, start, used
         self.max_cache_len = keys.shape[-2]
 
     def update(self, key_states, value_states, *args, **kwargs):
@@ -152,6 +152,8 @@ class ExplicitLayer:
             value_states = value_states.index_select(2, src)
         self.keys = torch.where(written, key_states, self.keys)
         self.values = torch.where(written, value_states, self.values)
+        if self.used is not None:  # attention reads the filled positions only
+            return self.keys.narrow(2, 0, self.used), self.values.narrow(2, 0, self.used)
         return self.keys, self.values
 
     def get_mask_sizes(self, query_length=None, *args, **kwargs):
@@ -181,11 +183,11 @@ class _Step(nn.Module):
         self.lm = lm
         self.n_layers = layout.layers
 
-    def step(self, ids, start, cache):
+    def step(self, ids, start, cache, used=None):
         n, L = ids.shape[1], cache[0].shape[2]  # from the cache: a symbolic size when it is one
-        layers = [ExplicitLayer(cache[2 * i], cache[2 * i + 1], start) for i in range(self.n_layers)]
+        layers = [ExplicitLayer(cache[2 * i], cache[2 * i + 1], start, used) for i in range(self.n_layers)]
         pos = (torch.arange(n, device=ids.device) + start)[None]
-        seen = torch.arange(L, device=ids.device)[None, :] <= pos[0][:, None]
+        seen = torch.arange(L if used is None else used, device=ids.device)[None, :] <= pos[0][:, None]
         dtype = cache[0].dtype
         mask = torch.where(seen, torch.zeros((), dtype=dtype), torch.full((), torch.finfo(dtype).min, dtype=dtype))
         out = self.lm(input_ids=ids, attention_mask=mask[None, None], position_ids=pos, cache=_cache(layers),
@@ -210,10 +212,22 @@ class Prefill(_Step):
 
 
 class Decode(_Step):
-    """forward(token (1, 1), position (1,), k0, v0, ...) -> (logits (1, 1, V), k0', v0', ...)."""
+    """forward(token (1, 1), position (1,), k0, v0, ...) -> (logits (1, 1, V), k0', v0', ...).
+
+    used_only: attention reads positions 0..position (a size read from the position's value, so
+    its work grows with the context) instead of the whole cache under a mask."""
+
+    def __init__(self, lm, layout: CacheLayout, used_only: bool = False):
+        super().__init__(lm, layout)
+        self.used_only = used_only
 
     def forward(self, token, position, *cache):
-        return self.step(token, position, cache)
+        if not self.used_only:
+            return self.step(token, position, cache)
+        p = position[0].item()
+        torch._check(p >= 0)
+        torch._check(p < cache[0].shape[2])  # so torch sizes the read part p + 1, in bounds
+        return self.step(token, position, cache, used=p + 1)
 
 
 def prefill_inputs(layout: CacheLayout, prompt: torch.Tensor) -> tuple:
