@@ -3,7 +3,7 @@ each type × pipeline a row of an `irviz corpus` run (Ray tasks, local workers o
 
     python benchmarks/transformers_corpus.py --json OUT [--html PAGE] [--types bert,siglip,...]
         [--limit N] [--side both|irviz|tvm] [--pipeline P]... [--workers N] [--address ADDR]
-        [--timeout 300] [--memory-gb G] [--logs DIR]
+        [--timeout 300] [--memory-gb G] [--logs DIR] [--builds-only]
 
 Run it again with the same --json to go on where it stopped (Ctrl-C keeps the rows that finished);
 the tables are printed from the file, so a rerun with nothing left to do just prints them.
@@ -14,8 +14,9 @@ text/vision/audio configs likewise), random weights from a fixed seed, no downlo
 eager torch on small example inputs (token ids, pixels, audio samples, whatever its forward()
 names first; the main input alone, else every input it names).  A type that does not build or
 run in eager torch is skipped with the reason (one process tries them in turn, most do not
-build; the reasons are kept in the JSON's "types").  The others are the rows, each in its own
-process with a timeout and a memory cap:
+build; the reasons are kept in the JSON's "types" and tried again by a rerun when the recipe,
+benchmarks/transformers_small.py, has changed since; --builds-only stops there and counts them).
+The others are the rows, each in its own process with a timeout and a memory cap:
 
 * **irviz**: ``irviz check benchmarks/transformers_corpus.py:TYPE`` (this file is the model file:
   its factory for TYPE builds that type), once per --pipeline;
@@ -233,9 +234,10 @@ def bare_row(job: dict, opts: dict) -> dict:
     return r
 
 
-def probe(types: list[str], store, timeout: float) -> dict:
+def probe(types: list[str], store, timeout: float, build_one: bool = False) -> dict:
     """{type: None if it builds and runs in eager torch, else why not}, kept in the file's "types"
-    (so a rerun probes only the new ones)."""
+    (so a rerun probes only the new ones, and those that did not build with another recipe); one
+    type alone is left to its row to build unless `build_one`."""
     known = store.data.setdefault("types", {})
     version = recipe_version()
     if store.data.get("recipe") != version:  # the recipe changed since: its reasons may not hold
@@ -245,7 +247,7 @@ def probe(types: list[str], store, timeout: float) -> dict:
     # a worker that died before answering said nothing about the types themselves: ask again
     todo = [t for t in types if t not in known or str(known[t]).startswith("the build worker died")]
     t0 = time.monotonic()
-    answers = buildable(todo, timeout) if len(todo) > 1 else ((t, None) for t in todo)
+    answers = buildable(todo, timeout) if len(todo) > 1 or build_one else ((t, None) for t in todo)
     for k, (t, why) in enumerate(answers, 1):
         known[t] = why
         print(f"[build {k}/{len(todo)} {time.monotonic() - t0:.0f} s] {t}: "
@@ -355,7 +357,7 @@ def main(argv=None) -> int:
     types = types[: args.limit] if args.limit else types
     store = Store(args.json)
     t0 = time.perf_counter()
-    builds = probe(types, store, args.timeout)
+    builds = probe(types, store, args.timeout, build_one=args.builds_only)
     if args.builds_only:
         built = sorted(t for t, why in builds.items() if why is None)
         print(f"{len(built)} of {len(types)} types build and run in eager torch at the small size")

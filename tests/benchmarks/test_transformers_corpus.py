@@ -47,10 +47,20 @@ def _row(model_type, pipeline, result, stage=None, error=None):
             "result": result, "stage": stage, "error": error}
 
 
+def _corpus():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import transformers_corpus as corpus
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return corpus
+
+
 @pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
 def test_a_finished_corpus_prints_its_tables_without_running_anything(tmp_path):
     out = tmp_path / "corpus.json"
-    out.write_text(json.dumps({"format": "irviz-corpus/1", "types": {"bert": None, "albert": None, "dpt": "ValueError: no"},
+    out.write_text(json.dumps({"format": "irviz-corpus/1", "recipe": _corpus().recipe_version(),
+                               "types": {"bert": None, "albert": None, "dpt": "ValueError: no"},
                                "models": [_row("bert", "zero", "ok"), _row("bert", "bare-tvm", "ok"),
                                           _row("albert", "zero", "crash", "build", "killed by SIGSEGV"),
                                           _row("albert", "bare-tvm", "ok")]}))
@@ -66,16 +76,40 @@ def test_a_finished_corpus_prints_its_tables_without_running_anything(tmp_path):
 
 
 @pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
+def test_a_rerun_tries_again_what_did_not_build_with_another_recipe(tmp_path):
+    """A "does not build" reason from an older recipe is stale: --builds-only asks again, and says
+    how many build."""
+    out = tmp_path / "corpus.json"
+    out.write_text(json.dumps({"format": "irviz-corpus/1", "recipe": "an older one",
+                               "types": {"dpt": "ValueError: an older recipe's reason"}, "models": []}))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--types", "dpt", "--json", str(out), "--builds-only"],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["types"] == {"dpt": None} and data["recipe"] == _corpus().recipe_version()
+    assert "1 of 1 types build and run in eager torch" in proc.stdout
+
+
+@pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
 @pytest.mark.parametrize("model_type", ["dbrx", "encodec", "deepseek_v2"])
 def test_types_that_need_particular_small_values_build(model_type):
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import transformers_corpus as corpus
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-    module, inputs = corpus.build_case(model_type)
+    module, inputs = _corpus().build_case(model_type)
     out = module(*inputs)
     assert out.ndim >= 3 and out.isfinite().all()
+
+
+# what each needed: a special token id inside the shrunk vocabulary (glm's padding index); a
+# per-layer map and a layer kind kept (gemma4_text); backbone stages renamed by the layer count
+# (dinov2); per-stage head counts (swinv2); Mamba-2's heads x head size = expand x hidden; a rotary
+# size within the head (codegen); a head size where the config leaves None (hunyuan_v1_dense);
+# video frames (videomae); a time series' past values (patchtst)
+@pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
+@pytest.mark.parametrize("model_type", ["glm", "gemma4_text", "dinov2", "swinv2", "mamba2", "codegen",
+                                        "hunyuan_v1_dense", "videomae", "patchtst"])
+def test_types_whose_derived_sizes_the_recipe_keeps_consistent_build(model_type):
+    module, inputs = _corpus().build_case(model_type)
+    out = module(*inputs)
+    assert out.numel() > 0 and out.isfinite().all()
 
 
 @pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
@@ -84,11 +118,7 @@ def test_a_type_whose_name_is_not_a_python_name_is_a_model_file_factory():
     Python name, so their rows spell it with underscores and the factory maps it back."""
     from irviz.core.frontend.files import parse_spec
 
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import transformers_corpus as corpus
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    corpus = _corpus()
     spec = corpus.model_spec("xlm-roberta")
     kind, path, factory = parse_spec(spec)
     assert (kind, path, factory) == ("file", "benchmarks/transformers_corpus.py", "xlm_roberta")
