@@ -171,6 +171,8 @@ def shrink(cfg, variant: int = 0):
     d = _shrink_dict(full)
     if "use_cache" in d:
         d["use_cache"] = False
+    if "prediction_length" in d and d["prediction_length"] is None:  # a forecaster's horizon
+        d["prediction_length"] = 4
     if variant:
         _one_to_one(d)
     # multi-head latent attention (DeepSeek-V2/V3) expands its one latent to every query head, so
@@ -235,14 +237,34 @@ def _input(name: str, cfg):
     if name == "input_values":  # a codec (Encodec) takes (batch, channels, samples)
         channels = getattr(cfg, "audio_channels", None)
         return torch.randn(1, *([int(channels)] if channels else []), AUDIO, generator=g)
-    if name == "input_features":
-        bins = getattr(cfg, "num_mel_bins", None) or getattr(cfg, "feature_size", 80)
-        return torch.randn(1, int(bins), 3000 if "whisper" in type(cfg).__name__.lower() else 64, generator=g)
-    if name == "past_values":  # a time series: (batch, context, channels)
-        context = int(getattr(cfg, "context_length", None) or SEQ)
-        channels = getattr(cfg, "num_input_channels", None) or getattr(cfg, "input_size", None) or 1
-        return torch.randn(1, context, int(channels), generator=g)
+    if name in ("input_features", "input_features_by_time"):
+        bins = _find(cfg, "num_mel_bins", "feature_projection_input_dim", "feature_size") or 80
+        frames = 3000 if "whisper" in type(cfg).__name__.lower() else 64
+        shape = (1, frames, int(bins)) if name == "input_features_by_time" else (1, int(bins), frames)
+        return torch.randn(*shape, generator=g)
+    if name in ("past_values", "past_observed_mask", "past_time_features", "future_time_features"):
+        # a time series: (batch, context and the lags it reads before it, channels)
+        lags = getattr(cfg, "lags_sequence", None)
+        context = int(getattr(cfg, "context_length", None) or SEQ) + (max(lags) if _ints(lags) else 0)
+        channels = int(getattr(cfg, "num_input_channels", None) or getattr(cfg, "input_size", None) or 1)
+        univariate = _ints(lags) and channels == 1  # the lagged forecasters take (batch, time) then
+        shape = (1, context) if univariate else (1, context, channels)
+        if name == "past_observed_mask":
+            return torch.ones(*shape)
+        if name.endswith("time_features"):
+            length = context if name.startswith("past") else int(cfg.prediction_length)
+            return torch.randn(1, length, int(getattr(cfg, "num_time_features", 0)), generator=g)
+        return torch.randn(*shape, generator=g)
     raise ValueError(name)
+
+
+def _find(cfg, *names):
+    """The first of names set on the config or its audio / encoder sub-config."""
+    for c in (cfg, getattr(cfg, "audio_config", None), getattr(cfg, "encoder_config", None)):
+        for n in names:
+            if _is_int(getattr(c, n, None)):
+                return getattr(c, n)
+    return None
 
 
 # ============================================================================================
@@ -282,14 +304,22 @@ def _build(cls, cfg):
     main = getattr(model, "main_input_name", "input_ids")
     tries = [[main]] if main in INPUTS else []
     tries.append([n for n in INPUTS if n in params])
+    if "past_values" in params:  # with what a probabilistic forecaster also needs
+        tries.append([n for n in ("past_values", "past_time_features", "past_observed_mask",
+                                  "future_time_features") if n in params])
     if "decoder_input_ids" in params and "input_ids" in params:  # encoder-decoder: both token ids
         tries.append(["input_ids", "decoder_input_ids"])
+    if main == "input_features":  # a conformer takes (batch, frames, bins), Whisper (batch, bins, frames)
+        tries.append(["input_features_by_time"])
+    if main != "input_ids" and "decoder_input_ids" in params:  # speech / image to text: and a prompt
+        tries += [[main, "decoder_input_ids"]] + ([["input_features_by_time", "decoder_input_ids"]]
+                                                  if main == "input_features" else [])
     last = None
     for names in tries:
         if not names:
             continue
         inputs = tuple(_input(n, cfg) for n in names)
-        module = _wrapper_class()(model, names).eval()
+        module = _wrapper_class()(model, [n.replace("_by_time", "") for n in names]).eval()
         try:
             with torch.no_grad():
                 module(*inputs)
