@@ -103,7 +103,10 @@ def test_the_panel_width_is_measured_on_this_machine_and_cached(cache_dir):
     assert record["kind"] == "matvec_tile" and len(timed) >= 3
     choice = {str(k): int(v) for k, v in kernel.attrs[mv.MATVEC_ATTR].items()}
     assert choice == record["choice"]
-    assert min(timed, key=lambda c: c["ms"])["nb"] == choice["nb"]
+    fastest = min(timed, key=lambda c: c["ms"])
+    rule = record["candidates"][0]
+    # the rule's tile unless another beats it by more than the noise allowance
+    assert choice["nb"] == (rule["nb"] if rule["ms"] <= fastest["ms"] * 1.1 else fastest["nb"])
     assert decision_cache.DecisionCache.shared().get(record["workload"]) is not None
     out = _apply(tuned, ("CPUMatVec", *AFTER), CPUMatVec={"lanes": 8})
     kernel = next(f for gv, f in out.functions.items() if gv.name_hint.endswith("_prepacked"))
