@@ -66,3 +66,15 @@ def test_a_rebuilt_prefill_rebuilds_the_decode_that_takes_its_tensors(generated)
     gen = g.TvmGenerator(progs)
     tokens, _ = gen.generate(progs.prompt.numpy(), 8)
     assert tokens == g.torch_generate(progs.lm, progs.prompt, 8)[0]
+
+
+def test_each_decode_kernel_is_given_its_bytes_and_share_of_the_bandwidth(generated):
+    from irviz.core.generate.decode_kernels import decode_kernel_rows
+
+    progs, gen, _, _ = generated
+    rows = decode_kernel_rows(gen, 10.0, top=100)["kernels"]
+    # the LM head: the hidden vector, the 64 x 256 weight in panels, the logits
+    head = (64 + 64 * 256 + 256) * 4
+    row = next(r for r in rows if r["bytes"] == head * r["calls"])
+    assert row["share"] == pytest.approx(row["bytes"] / (row["ms"] * 1e6) / 10.0)
+    assert all(r["ms"] >= 0 and r["calls"] >= 1 for r in rows)
