@@ -194,6 +194,7 @@ def test_tile_search_times_the_rule_tile_without_k_blocking_too():
     cands = reduction_candidates(384, 64, 16, 2048)
     assert cands[0] == {"vec": 32, "reg": 8} and cands[1] == {"vec": 32, "reg": 8, "kc": 0}, cands
     assert all("kc" not in c for c in reduction_candidates(384, 64, 16, 64))  # nothing to block
+    assert all("kc" not in c for c in reduction_candidates(384, 1, 16, 2048))  # one row: no row tiles
 
 
 def test_few_weight_panels_share_the_threads_with_the_row_tiles():

@@ -131,7 +131,8 @@ def reduction_candidates(N: int, M: int, lanes: int, K: int | None = None) -> li
             if c != default and accumulators(c) <= 2 * ideal]
     rest.sort(key=lambda c: (abs(accumulators(c) - ideal), -c["vec"]))
     rows = -(-M // default["reg"]) * default["reg"]
-    unblocked = [{**default, "kc": 0}] if k_block(K, default["vec"], rows) else []
+    # the rule blocks the reduction of row tiles only (one row: a matrix-vector product)
+    unblocked = [{**default, "kc": 0}] if default["reg"] > 1 and k_block(K, default["vec"], rows) else []
     return [default, *unblocked, *rest][:MAX_CANDIDATES]
 
 
