@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 SEQ, IMAGE, AUDIO = 16, 32, 1600
+FULL_IMAGE = 224  # the largest image the recipe makes when a network needs its own size
 INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "past_values")
 SPECIAL_IDS = 16  # out-of-vocabulary special token ids move to the vocabulary's last 16 ids
 
@@ -46,13 +47,15 @@ def recipe_version() -> str:
 # the config
 
 
-def _shrink_dict(d: dict, depth=0, vocab=None) -> dict:
+def _shrink_dict(d: dict, depth=0, vocab=None, keep=()) -> dict:
     if isinstance(d.get("vocab_size"), int):
         vocab = SMALL["vocab_size"]
     out = {}
     for key, value in d.items():
         if isinstance(value, dict) and depth < 3 and not _is_layer_map(value):
-            value = _shrink_dict(value, depth + 1, vocab)
+            value = _shrink_dict(value, depth + 1, vocab, keep)
+        elif key in keep:
+            value = min(value, FULL_IMAGE) if key == "image_size" and _is_int(value) else value
         elif key in SMALL and _is_int(value):
             value = min(value, SMALL[key]) if key in NEVER_GROWN else SMALL[key]
         elif _is_int(value) and (re.search(r"(^|_)num_\w*heads$", key) or key.endswith("head_dim")):
@@ -61,6 +64,8 @@ def _shrink_dict(d: dict, depth=0, vocab=None) -> dict:
             value = [SMALL["num_heads"]] * len(value)
         elif key == "depths" and _ints(value):
             value = [min(v, 2) for v in value]
+        elif key.endswith("groups") and _is_int(value) and value > 1 and value == d.get("hidden_size"):
+            value = SMALL["hidden_size"]  # a depthwise convolution over the hidden states
         elif key.endswith("hidden_size") and _is_int(value):
             value = SMALL["hidden_size"]  # another config's width named here (out_hidden_size)
         out[key] = value
@@ -166,9 +171,10 @@ def _rope_sections(d: dict, default=None) -> None:
 def shrink(cfg, variant: int = 0):
     """The config rebuilt from its dict with the sizes shrunk (so derived sizes follow); variant 1
     gives every query head its own key/value head and one expert per token, which some configs
-    require."""
+    require; variant 2 keeps the images' size (up to 224) and patches, for a network that
+    downsamples more than a 32x32 image allows."""
     full = cfg.to_dict()
-    d = _shrink_dict(full)
+    d = _shrink_dict(full, keep=("image_size", "patch_size") if variant == 2 else ())
     if "use_cache" in d:
         d["use_cache"] = False
     if "prediction_length" in d and d["prediction_length"] is None:  # a forecaster's horizon
@@ -230,10 +236,10 @@ def _input(name: str, cfg):
         vc = getattr(cfg, "vision_config", None) or cfg
         ch = getattr(vc, "num_channels", 3)
         size = getattr(vc, "image_size", IMAGE)
-        size = size[0] if isinstance(size, (list, tuple)) else size
+        h, w = (size[0], size[-1]) if isinstance(size, (list, tuple)) else (size, size)  # text lines: wide
         frames = getattr(vc, "num_frames", None)  # a video model takes (batch, frames, channels, h, w)
         lead = (1, int(frames)) if isinstance(frames, int) else (1,)
-        return torch.randn(*lead, ch, int(size), int(size), generator=g)
+        return torch.randn(*lead, ch, int(h), int(w), generator=g)
     if name == "input_values":  # a codec (Encodec) takes (batch, channels, samples)
         channels = getattr(cfg, "audio_channels", None)
         return torch.randn(1, *([int(channels)] if channels else []), AUDIO, generator=g)
@@ -284,7 +290,8 @@ def build_case(model_type: str):
     if cls is None:
         raise RuntimeError(f"transformers has no class {name}")
     first = None
-    for variant in (0, 1):
+    images = "image_size" in str(CONFIG_MAPPING[model_type]().to_dict())
+    for variant in (0, 1, 2) if images else (0, 1):
         try:
             return _build(cls, shrink(CONFIG_MAPPING[model_type](), variant))
         except ImportError:
@@ -343,6 +350,8 @@ def _wrapper_class():
         def forward(self, *inputs):  # the first tensor of the output, the inputs passed by name
             out = self.model(**dict(zip(self.names, inputs)), return_dict=True)
             for v in out.values():
+                while isinstance(v, (tuple, list)) and v:  # a tuple of logits or of feature maps
+                    v = v[0]
                 if isinstance(v, torch.Tensor):
                     return v
             raise RuntimeError("the model's output holds no tensor")
