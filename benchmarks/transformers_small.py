@@ -350,6 +350,9 @@ def _wrapper_class():
         def forward(self, *inputs):  # the first tensor of the output, the inputs passed by name
             out = self.model(**dict(zip(self.names, inputs)), return_dict=True)
             for v in out.values():
+                if isinstance(v, torch.Tensor):
+                    return v
+            for v in out.values():
                 while isinstance(v, (tuple, list)) and v:  # a tuple of logits or of feature maps
                     v = v[0]
                 if isinstance(v, torch.Tensor):
