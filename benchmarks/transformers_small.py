@@ -24,7 +24,7 @@ SMALL = {
     "n_inner": 64, "hidden_dim": 64, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
     "head_dim": 8, "d_kv": 8, "d_head": 8, "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 4,
     "qk_nope_head_dim": 4, "v_head_dim": 8, "rotary_dim": 4,
-    "mamba_n_heads": 4, "mamba_d_head": 16, "n_groups": 1, "window_size": 4,
+    "mamba_n_heads": 4, "mamba_d_head": 16, "n_groups": 1, "window_size": 4, "num_queries": 8,
     "vocab_size": 256, "image_size": IMAGE, "patch_size": 8, "projection_size": 32, "projection_dim": 32,
     "attention_window": 8, "max_position_embeddings": 64,
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
