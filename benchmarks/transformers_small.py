@@ -24,7 +24,7 @@ SMALL = {
     "n_inner": 64, "hidden_dim": 64, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
     "head_dim": 8, "d_kv": 8, "d_head": 8, "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 4,
     "qk_nope_head_dim": 4, "v_head_dim": 8, "rotary_dim": 4,
-    "mamba_n_heads": 4, "mamba_d_head": 16, "n_groups": 1, "window_size": 4, "num_queries": 8,
+    "mamba_n_heads": 4, "mamba_d_head": 16, "n_groups": 1, "n_group": 1, "topk_group": 1, "window_size": 4, "num_queries": 8,
     "vocab_size": 256, "image_size": IMAGE, "patch_size": 8, "projection_size": 32, "projection_dim": 32,
     "attention_window": 8, "max_position_embeddings": 64,
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
@@ -58,7 +58,7 @@ def _shrink_dict(d: dict, depth=0, vocab=None, keep=()) -> dict:
             value = min(value, FULL_IMAGE) if key == "image_size" and _is_int(value) else value
         elif key in SMALL and _is_int(value):
             value = min(value, SMALL[key]) if key in NEVER_GROWN else SMALL[key]
-        elif _is_int(value) and (re.search(r"(^|_)num_\w*heads$", key) or key.endswith("head_dim")):
+        elif _is_int(value) and (re.search(r"(^|_)num_\w*heads$", key) or re.match(r"linear_\w*head_dim$", key)):
             value = SMALL["head_dim" if key.endswith("head_dim") else "num_heads"]  # linear_num_heads...
         elif key in HEAD_LISTS and _ints(value):
             value = [SMALL["num_heads"]] * len(value)
@@ -66,13 +66,18 @@ def _shrink_dict(d: dict, depth=0, vocab=None, keep=()) -> dict:
             value = [min(v, 2) for v in value]
         elif key.endswith("groups") and _is_int(value) and value > 1 and value == d.get("hidden_size"):
             value = SMALL["hidden_size"]  # a depthwise convolution over the hidden states
-        elif key.endswith("hidden_size") and _is_int(value):
+        elif re.match(r"(out|text)_\w*hidden_size$", key) and _is_int(value):
             value = SMALL["hidden_size"]  # another config's width named here (out_hidden_size)
         out[key] = value
     if out.get("head_dim", 0) is None and isinstance(out.get("num_attention_heads"), int):
         out["head_dim"] = SMALL["head_dim"]  # None makes some models read hidden/heads, others crash
     if all(_is_int(out.get(k)) for k in ("expand", "num_heads", "head_dim", "hidden_size", "state_size")):
         out["head_dim"] = out["hidden_size"] * out["expand"] // out["num_heads"]  # Mamba-2's heads
+    if all(_is_int(out.get(k)) for k in ("mamba_d_ssm", "mamba_n_heads", "mamba_d_head")):
+        out["mamba_d_ssm"] = out["mamba_n_heads"] * out["mamba_d_head"]  # Falcon-H1's SSM width
+    for key in ("out_features", "out_indices"):  # a backbone's stages are renamed by the layer count
+        if key in out and "stage_names" in out:
+            out[key] = None
     _per_layer(out, d)
     _special_ids(out, vocab)
     _rope_sections(out)
@@ -97,7 +102,7 @@ def _per_layer(d: dict, full: dict) -> None:
     hybrid keeps an attention layer); Reformer's axial positions fitted to the hidden size and the
     sequence (their sizes must sum / multiply to them)."""
     counts = [(full[k], d[k]) for k in LAYER_COUNTS if isinstance(full.get(k), int) and isinstance(d.get(k), int)]
-    if counts:
+    if counts and "depths" not in d:  # a network of stages (Swin) counts its stages there instead
         before, after = counts[0]
         for key, value in d.items():
             if isinstance(value, list) and (len(value) == before or key in PER_LAYER) and len(value) > after:
@@ -196,9 +201,6 @@ def shrink(cfg, variant: int = 0):
         d["num_experts_per_tok"] = SMALL["num_experts_per_tok"]
     if "mrope_section" in getattr(type(cfg), "ignore_keys_at_rope_validation", ()):
         _rope_sections(d, default=[16, 24, 24])  # the models' own default when the config has none
-    for key in ("out_features", "out_indices"):  # a backbone's stages are renamed by the layer count
-        if key in d and "stage_names" in d:
-            d[key] = None
     cfg = type(cfg).from_dict(d)
     attn = getattr(cfg, "attn_config", None)
     if attn is not None and hasattr(attn, "clip_qkv") and not hasattr(attn, "rope_theta"):
