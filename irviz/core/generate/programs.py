@@ -17,6 +17,7 @@ import or pipeline fails, both programs are captured again with the length a con
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -232,6 +233,10 @@ def _open_both(lm, prompt, layout, spec, chosen, structure_only, seconds, say, s
     one = lambda name, wrapper, inputs, convert=None: _open_one(
         name, wrapper, inputs, spec, chosen, structure_only, seconds, symbolic, S, layout, convert)
     progs["prefill"] = one("prefill", sc.Prefill(lm, layout), sc.prefill_inputs(layout, prompt))
+    from irviz.core.generate.shared_packing import decode_passes
+
+    # decode packs a weight as the prefill does, so the two programs hold one packed copy of it
+    chosen = dataclasses.replace(chosen, passes=decode_passes(chosen.passes, progs["prefill"]))
     inputs = sc.decode_inputs(layout, S, prompt.device)
     reads = "the context length is a constant"
     if symbolic:

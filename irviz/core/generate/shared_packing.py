@@ -136,3 +136,20 @@ def merged(own: list, donor: list, from_donor: dict[int, int], total: int) -> li
     if next(it, None) is not None:
         raise ValueError("the cut-down weight transform returned more outputs than its program takes")
     return out
+
+
+def decode_passes(passes: list, prefill) -> list:
+    """`passes` (decode's pipeline) with CPUTuneMatVec told the panel width the prefill program packs
+    each weight with, so decode's matrix-vector kernels pack it alike and share prefill's copy."""
+    from irviz.core.passes.registry import as_invocation
+    from irviz.core.schedules.weight_source import packed_widths
+
+    out = [as_invocation(p) for p in passes]
+    tune = [p for p in out if p.name == "CPUTuneMatVec" and not p.params.get("panels")]
+    if not tune:
+        return out
+    widths = packed_widths(prefill.session.module(), prefill.weight_names())
+    text = ",".join(f"{name}={w}" for name, w in sorted(widths.items()))
+    for p in tune:
+        p.params["panels"] = text
+    return out

@@ -255,7 +255,9 @@ def _builtin_specs() -> list[PassSpec]:
             "and threading on this machine and record the fastest for CPUMatVec (cached per CPU)",
             matvec_search.tune_matvec,
             "cpu",
-            params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target)")],
+            params=[PassParam("lanes", "int", 0, "float32 vector lanes (0: from the target)"),
+                    PassParam("panels", "str", "", "weight=width,...: panel widths another program (the "
+                              "prefill) packs these weights with, kept so both share one packed copy")],
         ),
         _spec(
             "CPUMatVec",

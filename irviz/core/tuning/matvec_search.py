@@ -31,6 +31,9 @@ RECORD = "matvec_tile"
 # Keeping one panel width where speed cannot tell them apart lets the prefill and decode programs
 # share one packed copy of a weight when the prefill's matmul tile packs it as wide.
 KEEP_RULE_WITHIN = 0.10
+# Where the prefill packs the same weight, a panel width of its own makes decode hold a second packed
+# copy of it (Qwen2-0.5B's LM head: 545 MB); another width is taken only when it is this much faster.
+SHARED_WIDTH_MARGIN = 0.25
 
 _STEPS = (("CPUMatVec", mv.matvec),
           ("CPUTileReductions", schedules.tile_reductions),
@@ -38,12 +41,15 @@ _STEPS = (("CPUMatVec", mv.matvec),
           ("CPUPrepackWeights", schedules.prepack_weights))
 
 
-def candidates(N: int, K: int, lanes: int) -> list[dict]:
+def candidates(N: int, K: int, lanes: int, shared: int | None = None) -> list[dict]:
     """The rule's tile first, then the other panel widths, K unrolled by 4, and (for a weight the rule
-    would keep on one thread, or spread) the other threading."""
+    would keep on one thread, or spread) the other threading. `shared`: the panel width the prefill
+    packs the weight with, taken as the rule's where it is one of the choices."""
     rule = mv.default_tile(N, K, lanes)
     if rule is None:
         return []
+    if shared and N % shared == 0 and shared % lanes == 0:
+        rule = {**rule, "nb": shared}
     out = [rule]
     for nb in mv.panel_choices(N, lanes):
         for unroll in (1, 4):
@@ -70,23 +76,68 @@ def _extents(func):
     return N, K, _block_signature(sch, info.block_rv)
 
 
-def search(mod, gv, lanes: int) -> dict | None:
+def _weight_param(func) -> int | None:
+    """Index among `func`'s parameters of the weight its matrix-vector product reads."""
+    sch = s_tir.Schedule(func)
+    try:
+        found = mv.matvec_block(sch)
+    except Exception:
+        return None
+    if found is None:
+        return None
+    buf = sch.get(found[0].block_rv).reads[found[3]].source
+    return next((i for i, p in enumerate(sch.mod["main"].params) if buf.same_as(p)), None)
+
+
+def shared_width(mod, gv, panels: dict[str, int]) -> int | None:
+    """The panel width `panels` (weight name -> width the prefill packs it with) gives the weight
+    kernel `gv` reads, or None."""
+    from irviz.core.schedules.weight_source import call_args_of, weight_of
+    from irviz.core.tvm_compat import var_name
+
+    if not panels or "main" not in [g.name_hint for g in mod.get_global_vars()]:
+        return None
+    main = mod["main"]
+    index, args = _weight_param(mod[gv]), call_args_of(main, gv)
+    if index is None or args is None or index >= len(args):
+        return None
+    names = [var_name(p) for p in main.params]
+    # weights are main's parameters by name; which of them are inputs does not matter here
+    name = weight_of(main, args[index], names)
+    return panels.get(name) if name is not None else None
+
+
+def parse_panels(text: str) -> dict[str, int]:
+    """{weight: width} from "name=width,name=width"; ValueError on anything else."""
+    out = {}
+    for item in filter(None, (t.strip() for t in (text or "").split(","))):
+        name, sep, width = item.partition("=")
+        if not sep or not width.strip().isdigit() or int(width) <= 0:
+            raise ValueError(f"panels: {item!r} is not weight=width (a positive panel width)")
+        out[name.strip()] = int(width)
+    return out
+
+
+def search(mod, gv, lanes: int, shared: int | None = None) -> dict | None:
     """Time the candidates for kernel `gv`; the record (cached per machine and kernel), or None when
-    it is no matrix-vector product worth measuring."""
+    it is no matrix-vector product worth measuring. `shared`: the panel width the prefill packs the
+    kernel's weight with, kept unless another is faster by SHARED_WIDTH_MARGIN."""
     ext = _extents(mod[gv])
     single = measuring.kernel_module(mod, gv) if ext else None
     if single is None:
         return None
     small, inputs = single
     small_gv = measuring.kernel_of(small)
-    key = f"matvec-tile {ext[2]} lanes{lanes}"
+    if not (shared and ext[0] % shared == 0 and shared % lanes == 0):
+        shared = None
+    key = f"matvec-tile {ext[2]} lanes{lanes}" + (f" shared{shared}" if shared else "")
     cache = DecisionCache.shared()
     hit = cache.get(key)
     if hit is not None and isinstance(hit.get("choice"), dict):
         return {**hit, "cached": True}
     t0 = time.perf_counter()
     tried, reference = [], None
-    for tile in candidates(ext[0], ext[1], lanes):
+    for tile in candidates(ext[0], ext[1], lanes, shared):
         entry = dict(tile)
         try:
             tiled = schedules.with_functions(small, {small_gv: small[small_gv].with_attr(
@@ -110,16 +161,30 @@ def search(mod, gv, lanes: int) -> dict | None:
     rule = tried[0] if tried and "ms" in tried[0] else None
     if best is not None and rule is not None and rule["ms"] <= best["ms"] * (1 + KEEP_RULE_WITHIN):
         best = rule
+    why = None
+    if shared and best is not None:
+        alike = [c for c in ok if c["nb"] == shared]
+        kept = min(alike, key=lambda c: c["ms"]) if alike else None
+        if kept is not None and best["nb"] != shared and kept["ms"] <= best["ms"] * (1 + SHARED_WIDTH_MARGIN):
+            best = kept
+        why = (f"the prefill packs this weight {shared} wide: " + (
+            "kept, so both programs share one packed copy" if best["nb"] == shared else
+            f"{best['nb']} wide measured faster by more than {SHARED_WIDTH_MARGIN:.0%}, "
+            "so decode holds a packed copy of its own"))
     rec = {"workload": key, "candidates": tried, "seconds": round(seconds, 3),
            "choice": {k: best[k] for k in ("nb", "unroll", "par")} if best else None}
+    if why:
+        rec["shared_width"] = why
     if best:
         cache.put(key, rec)
     return {**rec, "cached": False}
 
 
-def tune_matvec(lanes: int = 0):
-    """Module pass CPUTuneMatVec: measure each matrix-vector kernel's tile; record the best on it."""
+def tune_matvec(lanes: int = 0, panels: str = ""):
+    """Module pass CPUTuneMatVec: measure each matrix-vector kernel's tile; record the best on it.
+    panels: "weight=width,..." the widths another program (the prefill) packs those weights with."""
     n = schedules.target_lanes(lanes)
+    widths = parse_panels(panels)
 
     @tvm.ir.transform.module_pass(opt_level=0, name="CPUTuneMatVec")
     def _pass(mod, ctx):
@@ -131,7 +196,7 @@ def tune_matvec(lanes: int = 0):
                 continue
             if schedules.user_scheduled(func, gv.name_hint) is not None:
                 continue
-            rec = search(mod, gv, n)
+            rec = search(mod, gv, n, shared_width(mod, gv, widths))
             if rec is None:
                 continue
             note = json.dumps({"kind": RECORD, **{k: v for k, v in rec.items() if k != "cached"}}, sort_keys=True)
