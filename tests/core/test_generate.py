@@ -162,6 +162,11 @@ def test_the_cache_length_is_one_symbolic_size_of_both_programs(which, request):
         assert all(isinstance(n, tirx.Var) and n.name == "max_len" for n in lengths), lengths
     assert progs.dims() == {"max_len": progs.layout.max_len}
     assert progs.dims(100) == {"max_len": 100}
+    # no upper bound: TVM would plan every buffer sized by the length at that bound
+    for program in (progs.prefill, progs.decode):
+        attrs = program.session.steps[0].mod["main"].attrs
+        bounds = dict(attrs.get("tir_var_upper_bound") or {}) if attrs is not None else {}
+        assert "max_len" not in {str(k) for k in bounds}, bounds
 
 
 @pytest.mark.parametrize("which", ["llama", "gpt2"])

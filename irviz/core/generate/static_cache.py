@@ -245,10 +245,12 @@ CONTEXT_DIM = "max_len"  # the symbolic size's name in the Relax programs, as --
 def dynamic_shapes(name: str, layout: CacheLayout) -> tuple:
     """torch.export's dynamic_shapes for the program `name`: the cache's positions (axis 2 of every
     cache tensor) one symbolic dimension, the rest static. Its least value is 2: torch.export
-    specialises sizes 0 and 1."""
+    specialises sizes 0 and 1. It has no greatest value: TVM plans memory for a bounded size at its
+    bound (a 2**24 bound made a real-width prefill's attention scores tens of GB, std::bad_alloc),
+    and an unbounded one at the size it has when the program runs."""
     from torch.export import Dim
 
-    ctx = Dim(CONTEXT_DIM, min=2, max=1 << 24)
+    ctx = Dim(CONTEXT_DIM, min=2)
     cache = tuple({2: ctx} for _ in range(layout.tensors))
     return (None, cache) if name == "prefill" else (None, None, cache)
 
