@@ -113,3 +113,12 @@ def test_the_panel_width_is_measured_on_this_machine_and_cached(cache_dir):
     assert "(tile measured)" in dict(kernel.attrs["irviz.schedule_notes"])["CPUMatVec"]
     ref = np.maximum(x.astype(np.float64) @ w + b, 0)
     assert np.max(np.abs(_run(out, x) - ref)) <= 1e-5 * max(1.0, float(np.max(np.abs(ref))))
+
+
+def test_panel_widths_another_program_packs_with_are_read_by_weight_name_and_bad_ones_named():
+    from irviz.core.tuning import matvec_search
+
+    assert matvec_search.parse_panels("p_lm_head_weight=64, p_q_weight=32") == {"p_lm_head_weight": 64, "p_q_weight": 32}
+    for bad in ("p_lm_head_weight", "p_lm_head_weight=wide", "p_q_weight=0"):
+        with pytest.raises(ValueError, match="weight=width"):
+            matvec_search.tune_matvec(lanes=16, panels=bad)
