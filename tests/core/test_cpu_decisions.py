@@ -373,3 +373,13 @@ def test_the_measured_tensorir_side_runs_the_pipelines_steps():
     from irviz.core.tuning.library_or_tir import TIR_STEPS
 
     assert tuple(name for name, _ in TIR_STEPS) == CPU_ZERO_STEPS + CPU_SCHEDULE_STEPS
+
+
+def test_a_matrix_vector_decision_says_why_its_panel_width_is_the_prefills():
+    rec = {"kind": "matvec_tile", "workload": "matvec-tile 1x64 64x1024 1x1024 float32 lanes16 shared64",
+           "choice": {"nb": 64, "unroll": 1, "par": 1},
+           "candidates": [{"nb": 64, "unroll": 1, "par": 1, "ms": 0.2}, {"nb": 16, "unroll": 1, "par": 1, "ms": 0.19}],
+           "shared_width": "the prefill packs this weight 64 wide: kept, so both programs share one packed copy"}
+    text = decisions.describe_tile(rec)
+    assert text.startswith("panels of 64 (the rule's, within the noise of the fastest)")
+    assert text.endswith("both programs share one packed copy")

@@ -92,6 +92,8 @@ def describe_tile(rec: dict) -> str:
         text = f"{_tile_words(best)} (the rule's, within the noise of the fastest), of {len(rec['candidates'])} measured: {best['ms']:.3g} ms"
     elif first is not best and "ms" in first:
         text += f" (the rule's {_tile_words(first).removeprefix('tile ')}: {first['ms']:.3g} ms)"
+    if rec.get("shared_width"):  # a decode kernel packing a weight as the prefill does, or why not
+        text += f"; {rec['shared_width']}"
     return text
 
 
