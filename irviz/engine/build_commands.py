@@ -130,9 +130,9 @@ class BuildCommands:
             from irviz.core.export.peer_files import write_peer
 
             report = peer_report(self.ctx, None, peer, freezing=peer_freezing)
-            files = write_peer(root, report)
+            peer_files = write_peer(root, report)
             written = {"compiler": peer, "freezing": bool(peer_freezing), "error": report.get("error"),
-                       "step": report.get("step"), "json": files["json"], "kernels": len(files["kernels"])}
+                       "step": report.get("step"), "json": peer_files["json"], "kernels": len(peer_files["kernels"])}
         files = sorted(os.path.relpath(os.path.join(d, f), root)
                        for d, _, fs in os.walk(root) for f in fs)
         return {"path": path, "files": files, "peer": written}

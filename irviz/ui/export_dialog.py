@@ -17,7 +17,8 @@ FREEZING_TIP = ("Inductor's freezing=True, as torch.compile is usually run for i
 
 def peer_unavailable(state: State | None) -> str | None:
     """Why the model has no peer to compile (None: it has one)."""
-    state = state or {}
+    if state is None:
+        return None
     if state.get("structure_only"):
         return "No weights (structure only): torch.compile needs a model it can run"
     if state.get("importer") == "tvmscript":
@@ -29,7 +30,7 @@ class ExportDialog(QDialog):
     def __init__(self, parent: QWidget | None = None, current_only: bool = False, folder: str = "",
                  state: State | None = None, peer: bool = False, freezing: bool = False):
         super().__init__(parent)
-        cursor = (state or {}).get("cursor", 0)
+        cursor = state.get("cursor", 0) if state is not None else 0
         self.setWindowTitle(f"Export step {cursor}" if current_only else "Export the whole trace")
         self.folder = QLineEdit(folder)
         self.folder.setObjectName("ExportFolder")
