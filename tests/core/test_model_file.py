@@ -278,3 +278,32 @@ def test_sample_spec():
     m = load_model("sample:mul_add")
     assert m.name == "mul_add" and m.spec == "sample:mul_add"
     assert [t.shape for t in m.example_inputs] == [(3, 4), (3, 4)]
+
+
+def test_a_model_whose_layers_live_in_a_sibling_file_is_captured_whole(tmp_model_file):
+    """torch.export looks a class up by its module's name: the sibling module stays registered
+    after the load (and is dropped when the directory's files are loaded again)."""
+    from irviz.core.frontend.capture import capture
+
+    tmp_model_file("""
+        import torch
+
+        class Block(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                return torch.relu(self.fc(x))[:, -1]
+    """, "sibling_layers.py")
+    path = tmp_model_file("""
+        import torch
+        import sibling_layers
+        def get_model():
+            torch.manual_seed(0)
+            return sibling_layers.Block().eval(), (torch.randn(2, 3, 4),)
+    """)
+    m = load_model(str(path))
+    assert "sibling_layers" in sys.modules
+    captured = capture(m)
+    assert captured.fallback == "" and captured.exported is not None, (captured.fallback, captured.notes)

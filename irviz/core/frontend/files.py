@@ -106,22 +106,32 @@ def _same_file(a: str, b: str) -> bool:
 
 
 class _forget_new_local_modules:
-    """Drop modules first imported from the model file's own directory, so that editing a sibling
-    helper and loading again picks up the edit too."""
+    """Modules first imported from the model file's own directory are dropped when a file of that
+    directory is loaded again, so that editing a sibling helper and loading again picks up the edit.
+    They stay in sys.modules until then: torch.export and Dynamo look a class up by its module's
+    name (a model whose layers live in a sibling file failed to export with a KeyError)."""
 
-    def __init__(self, d: str):
+    loaded: dict[str, set[str]] = {}  # directory -> the sibling modules its loads imported
+
+    def __init__(self, d: str, drop_earlier: bool = True):
         self.d = str(Path(d).resolve())
+        self.drop_earlier = drop_earlier  # False: the factory's call, after this load's execution
 
     def __enter__(self):
+        if self.drop_earlier:
+            for name in self.loaded.pop(self.d, set()):
+                sys.modules.pop(name, None)
         self.before = set(sys.modules)
 
     def __exit__(self, *exc):
+        new = set()
         for name in set(sys.modules) - self.before:
             if name.startswith("_irviz_model_"):
                 continue
             f = getattr(sys.modules.get(name), "__file__", None)
             if f and str(Path(f).resolve().parent) == self.d:
-                sys.modules.pop(name, None)
+                new.add(name)
+        self.loaded[self.d] = self.loaded.get(self.d, set()) | new
         return False
 
 

@@ -155,7 +155,7 @@ def _load_py(path: Path, factory: str, spec: str, no_weights: bool = False) -> L
     dirpath = str(path.parent)
     device = (no_weights_mod.on_meta_device() if no_weights else
               no_weights_mod.allocation_guard(no_weights_mod.memory_budget()))
-    with importable_folder(dirpath), _forget_new_local_modules(dirpath):
+    with importable_folder(dirpath), _forget_new_local_modules(dirpath, drop_earlier=False):
         try:
             with device:  # --no-weights: no weight is ever allocated; else not more than fits
                 result = fn()
