@@ -238,7 +238,8 @@ def tile_matmul(sch, name: str, block, s_loops: list, r_loops: list, s_ext: list
     sch.vectorize(si)
     for t in (*tiles, *sv):
         sch.unroll(t)
-    together = outer_s if few else outer_s[:-1]
+    # the row tiles stay inside each thread's panels, unless there are none (a single output row)
+    together = outer_s if few or len(outer_s) == 1 else outer_s[:-1]
     par = sch.fuse(*together) if len(together) > 1 else together[0]
     par = parallel(sch, par, block)
     sch.decompose_reduction(block, first_reduction)
