@@ -100,7 +100,10 @@ PANES: list[PaneRow] = [
             "this step shows the storage StaticPlanBlockMemory shares between tensors, and by a symbolic "
             "size at a few of its values); Estimate (the latency without running: each distinct "
             "kernel timed alone at its shapes, times its calls; what Run does for a model opened "
-            "structure only; Estimate latency starts it). A result "
+            "structure only; Estimate latency starts it); Generate (for a model opened for "
+            "generation: generates greedily with the prefill and decode programs and compares the "
+            "tokens with transformers' generate; after a mismatch Bisect this step finds the pass "
+            "that broke that step, on torch's inputs for it). A result "
             "for another model, pipeline or step is greyed and says so.",
             Dock(5, "right", "diff")),
 ]
