@@ -35,7 +35,7 @@ class Block(nn.Module):
 
 
 class Stage(nn.Module):
-    def __init__(self, c=24):
+    def __init__(self, c=32):
         super().__init__()
         self.stem, self.norm = nn.Conv2d(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
         self.blocks = nn.Sequential(Block(c), Block(c))
@@ -52,7 +52,7 @@ def get_model():
     with torch.no_grad():
         m.norm.running_mean.uniform_(-0.2, 0.2)
         m.norm.running_var.uniform_(0.5, 1.5)
-    return m, (torch.randn(1, 3, 40, 40),)
+    return m, (torch.randn(1, 3, 72, 72),)
 """
 
 CONV, NORM = "aten.convolution.default", "aten._native_batch_norm_legit_no_training.default"

@@ -1,6 +1,8 @@
 """The engine's set_target: the applied passes run again under the chosen target, back to the same
 step (a CPU target's vector width shows in the tiles), builds are for it, a bad target changes
 nothing; a pipeline text may name the target, and a replay restores it."""
+import re
+
 import pytest
 
 from irviz.core.target import cpu_info
@@ -16,9 +18,10 @@ def _ask(eng, cmd, **args):
 
 
 def _tile_lanes(eng) -> set[str]:
-    """The float32 lanes the reduction tiles were searched for, as the last step records them."""
+    """The float32 lanes the reduction tiles were searched for, as the last step records them (the
+    sample's one-row matmuls are matrix-vector kernels: their panel search's records)."""
     script = eng.ws.session.steps[-1].mod.script()
-    return {w.split("lanes")[1].split('\\"')[0] for w in script.split("matmul-tile")[1:]}
+    return {w.split("lanes")[1].split('\\"')[0] for w in re.split("mat(?:mul|vec)-tile", script)[1:]}
 
 
 @pytest.fixture(scope="module")
