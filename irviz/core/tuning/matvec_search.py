@@ -11,17 +11,15 @@ with a note. The choice goes into the kernel (``MATVEC_ATTR``) with every candid
 from __future__ import annotations
 
 import json
-import time
 
 import tvm
 from tvm import s_tir, tirx
 
-from irviz.core.backend.timing import add_tune_seconds
 from irviz.core.schedules import matvec as mv
 from irviz.core.schedules import rules as schedules
 from irviz.core.tuning import measuring
 from irviz.core.tuning.decision_cache import DecisionCache
-from irviz.core.tuning.tile_search import MIN_TUNE_WORK, _block_signature
+from irviz.core.tuning.tile_search import MIN_TUNE_WORK, _block_signature, time_candidates
 from irviz.core.views.decisions import TUNE_NOTE_ATTR
 
 MAX_CANDIDATES = 8
@@ -127,7 +125,6 @@ def search(mod, gv, lanes: int, shared: int | None = None) -> dict | None:
     if single is None:
         return None
     small, inputs = single
-    small_gv = measuring.kernel_of(small)
     if not (shared and ext[0] % shared == 0 and shared % lanes == 0):
         shared = None
     key = f"matvec-tile {ext[2]} lanes{lanes}" + (f" shared{shared}" if shared else "")
@@ -135,27 +132,8 @@ def search(mod, gv, lanes: int, shared: int | None = None) -> dict | None:
     hit = cache.get(key)
     if hit is not None and isinstance(hit.get("choice"), dict):
         return {**hit, "cached": True}
-    t0 = time.perf_counter()
-    tried, reference = [], None
-    for tile in candidates(ext[0], ext[1], lanes, shared):
-        entry = dict(tile)
-        try:
-            tiled = schedules.with_functions(small, {small_gv: small[small_gv].with_attr(
-                mv.MATVEC_ATTR, tvm.runtime.convert(tile))})
-            ms, out = measuring.build_and_time(
-                measuring.apply_steps(tiled, _STEPS, CPUMatVec={"lanes": lanes}), inputs)
-        except Exception as exc:  # a candidate that fails is dropped, with why
-            entry["error"] = measuring.first_line(exc)
-        else:
-            if reference is None:
-                reference = out
-            if not measuring.close(out, reference):
-                entry["error"] = "numbers differ from the first candidate's"
-            else:
-                entry["ms"] = round(ms, 4)
-        tried.append(entry)
-    seconds = time.perf_counter() - t0
-    add_tune_seconds(seconds)
+    tried, seconds = time_candidates(small, inputs, candidates(ext[0], ext[1], lanes, shared), mv.MATVEC_ATTR,
+                                     _STEPS, {"CPUMatVec": {"lanes": lanes}})
     ok = [c for c in tried if "ms" in c]
     best = min(ok, key=lambda c: c["ms"]) if ok else None
     rule = tried[0] if tried and "ms" in tried[0] else None

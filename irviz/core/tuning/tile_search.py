@@ -147,29 +147,19 @@ REDUCTION = _Kind("matmul_tile", "matmul-tile", schedules.REDUCTION_TILE_ATTR, _
 
 
 # ------------------------------------------------------------------------------------ search
-def search(mod, gv, kind: _Kind, lanes: int) -> dict | None:
-    """Time the candidate tiles of kernel `gv`; the record (cached per machine and kernel), or None
-    when the kernel has nothing of this kind to tile."""
-    ext = kind.extents(mod[gv])
-    single = measuring.kernel_module(mod, gv) if ext else None
-    if single is None:
-        return None
-    small, inputs = single
+def time_candidates(small, inputs, tiles, attr: str, steps, params: dict) -> tuple[list[dict], float]:
+    """Each tile of `tiles` set as `attr` on the one kernel of `small`, scheduled by `steps` and timed:
+    ([the tile with its "ms", or the "error" that dropped it], seconds spent). A candidate whose
+    numbers differ from the first that built is dropped too."""
     small_gv = measuring.kernel_of(small)
-    key = f"{kind.cache_prefix} {ext[2]} lanes{lanes}"
-    cache = DecisionCache.shared()
-    hit = cache.get(key)
-    if hit is not None and isinstance(hit.get("choice"), dict):
-        return {**hit, "cached": True}
     t0 = time.perf_counter()
     tried, reference = [], None
-    for tile in kind.candidates(ext[0], ext[1], lanes, *ext[3:]):
+    for tile in tiles:
         entry = dict(tile)
         try:
             tiled = schedules.with_functions(small, {small_gv: small[small_gv].with_attr(
-                kind.attr, tvm.runtime.convert(tile))})
-            ms, out = measuring.build_and_time(
-                measuring.apply_steps(tiled, kind.rules, **{kind.lanes_param: {"lanes": lanes}}), inputs)
+                attr, tvm.runtime.convert(tile))})
+            ms, out = measuring.build_and_time(measuring.apply_steps(tiled, steps, **params), inputs)
         except Exception as exc:  # a candidate that fails is dropped, with why
             entry["error"] = measuring.first_line(exc)
         else:
@@ -182,6 +172,24 @@ def search(mod, gv, kind: _Kind, lanes: int) -> dict | None:
         tried.append(entry)
     seconds = time.perf_counter() - t0
     add_tune_seconds(seconds)
+    return tried, seconds
+
+
+def search(mod, gv, kind: _Kind, lanes: int) -> dict | None:
+    """Time the candidate tiles of kernel `gv`; the record (cached per machine and kernel), or None
+    when the kernel has nothing of this kind to tile."""
+    ext = kind.extents(mod[gv])
+    single = measuring.kernel_module(mod, gv) if ext else None
+    if single is None:
+        return None
+    small, inputs = single
+    key = f"{kind.cache_prefix} {ext[2]} lanes{lanes}"
+    cache = DecisionCache.shared()
+    hit = cache.get(key)
+    if hit is not None and isinstance(hit.get("choice"), dict):
+        return {**hit, "cached": True}
+    tried, seconds = time_candidates(small, inputs, kind.candidates(ext[0], ext[1], lanes, *ext[3:]), kind.attr,
+                                     kind.rules, {kind.lanes_param: {"lanes": lanes}})
     ok = [c for c in tried if "ms" in c]
     if not ok:
         return {"workload": key, "candidates": tried, "choice": None, "seconds": round(seconds, 3), "cached": False}
