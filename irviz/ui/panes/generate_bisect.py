@@ -33,6 +33,17 @@ def bisect_step(r: dict | None) -> int | None:
     return next((int(x["step"]) for x in r.get("logits") or [] if not x.get("allclose", True)), None)
 
 
+def generation_gone(spec: str | None, max_len: int | None, target: str | None, state: State | None) -> str | None:
+    """Why a generation result is not for the open state (another model or length, or target); None
+    when it still is."""
+    gen = state.get("generation") if state else None
+    if not gen or not state or state.get("spec") != spec or gen.get("max_len") != max_len:
+        return f"for {spec} opened for generation, which is no longer open"
+    if (gen.get("target") or "host") != (target or "host"):
+        return f"for the target {target or 'host'}, not {gen.get('target') or 'host'}"
+    return None
+
+
 def _entry(step) -> str:
     """A state's step as the generation's stamp lists passes: "name {params}"."""
     return f"{step.get('pass')} {json.dumps(step.get('params') or {}, sort_keys=True, default=str)}"
@@ -55,11 +66,10 @@ class StepBisectStamp(ResultStamp):
                    program=program, passes=tuple((s.get("passes") or {}).get(program) or ()))
 
     def stale_reason(self, state: State | None, step: int | None = None) -> str | None:
+        gone = generation_gone(self.spec, self.max_len, self.target, state)
         gen = state.get("generation") if state else None
-        if not gen or not state or state.get("spec") != self.spec or gen.get("max_len") != self.max_len:
-            return f"for {self.spec} opened for generation, which is no longer open"
-        if (gen.get("target") or "host") != (self.target or "host"):
-            return f"for the target {self.target or 'host'}, not {gen.get('target') or 'host'}"
+        if gone or not state or not gen:
+            return gone
         then = self.passes
         if gen.get("program") == self.program:  # every recorded step is in the state
             now = tuple(_entry(s) for s in (state.get("steps") or [])[1:])[:len(then)]

@@ -19,7 +19,7 @@ from irviz.protocol.commands import State, empty_state
 from irviz.protocol.result_types import GenerateResult
 from irviz.ui import themes
 from irviz.ui.panes.base import dim_label, row_table
-from irviz.ui.panes.generate_bisect import GenerateBisect
+from irviz.ui.panes.generate_bisect import GenerateBisect, generation_gone
 from irviz.ui.result_stamp import ResultSlot, ResultStamp
 
 PROGRAMS = ("prefill", "decode")
@@ -44,11 +44,10 @@ class GenerationStamp(ResultStamp):
                    max_len=s.get("max_len"), passes=passes)
 
     def stale_reason(self, state: State | None, step: int | None = None) -> str | None:
+        gone = generation_gone(self.spec, self.max_len, self.target, state)
         gen = state.get("generation") if state else None
-        if not gen or not state or state.get("spec") != self.spec or gen.get("max_len") != self.max_len:
-            return f"for {self.spec} opened for generation, which is no longer open"
-        if (gen.get("target") or "host") != (self.target or "host"):
-            return f"for the target {self.target or 'host'}, not {gen.get('target') or 'host'}"
+        if gone or not state or not gen:
+            return gone
         for program, then in self.passes:
             info = gen["programs"].get(program)
             now = tuple(info["at"]) if info else ()
