@@ -47,13 +47,13 @@ def recipe_version() -> str:
 # the config
 
 
-def _shrink_dict(d: dict, depth=0, vocab=None, keep=()) -> dict:
+def _shrink_dict(d: dict, depth=0, vocab=None, keep=(), kinds=True) -> dict:
     if isinstance(d.get("vocab_size"), int):
         vocab = SMALL["vocab_size"]
     out = {}
     for key, value in d.items():
         if isinstance(value, dict) and depth < 3 and not _is_layer_map(value):
-            value = _shrink_dict(value, depth + 1, vocab, keep)
+            value = _shrink_dict(value, depth + 1, vocab, keep, kinds)
         elif key in keep:
             value = min(value, FULL_IMAGE) if key == "image_size" and _is_int(value) else value
         elif key in SMALL and _is_int(value):
@@ -75,13 +75,27 @@ def _shrink_dict(d: dict, depth=0, vocab=None, keep=()) -> dict:
         out["head_dim"] = out["hidden_size"] * out["expand"] // out["num_heads"]  # Mamba-2's heads
     if all(_is_int(out.get(k)) for k in ("mamba_d_ssm", "mamba_n_heads", "mamba_d_head")):
         out["mamba_d_ssm"] = out["mamba_n_heads"] * out["mamba_d_head"]  # Falcon-H1's SSM width
-    for key in ("out_features", "out_indices"):  # a backbone's stages are renamed by the layer count
-        if key in out and "stage_names" in out:
-            out[key] = None
-    _per_layer(out, d)
+    _backbone_stages(out, d)
+    _per_layer(out, d, kinds)
     _special_ids(out, vocab)
     _rope_sections(out)
     return out
+
+
+def _backbone_stages(out: dict, full: dict) -> None:
+    """A backbone whose stages are its layers (a ViT's) has fewer stages once the layer count
+    shrinks: the stages it outputs become the last ones, as many as it had where they fit. A
+    network of stages (ResNet, Swin) keeps its stage count, and its outputs with it."""
+    if "stage_names" not in out or "depths" in out:
+        return
+    n = next((out[k] for k in LAYER_COUNTS if _is_int(out.get(k))), None)
+    indices = full.get("out_indices")
+    out["out_features"] = None
+    if n is None or not _ints(indices):
+        out["out_indices"] = None
+        return
+    k = len(indices)
+    out["out_indices"] = list(range(n - k + 1, n + 1)) if k <= n else None
 
 
 def _is_int(value) -> bool:
@@ -96,7 +110,7 @@ def _is_layer_map(value: dict) -> bool:
     return bool(value) and all(str(k).isdigit() for k in value)
 
 
-def _per_layer(d: dict, full: dict) -> None:
+def _per_layer(d: dict, full: dict, kinds: bool = True) -> None:
     """Whatever has one entry per layer (lists as long as the layer count, {layer index: ...} maps,
     lists of layer indices) cut to the shrunk count, keeping one layer of each kind it names (so a
     hybrid keeps an attention layer); Reformer's axial positions fitted to the hidden size and the
@@ -106,7 +120,7 @@ def _per_layer(d: dict, full: dict) -> None:
         before, after = counts[0]
         for key, value in d.items():
             if isinstance(value, list) and (len(value) == before or key in PER_LAYER) and len(value) > after:
-                d[key] = _keep_kinds(value, after)
+                d[key] = _keep_kinds(value, after) if kinds else value[:after]
             elif isinstance(value, dict) and _is_layer_map(value):
                 d[key] = {k: v for k, v in value.items() if int(k) < after}
         for key in ("moe_layers", "full_attn_idxs", "attn_layer_indices"):
@@ -177,14 +191,16 @@ def shrink(cfg, variant: int = 0):
     """The config rebuilt from its dict with the sizes shrunk (so derived sizes follow); variant 1
     gives every query head its own key/value head and one expert per token, which some configs
     require; variant 2 keeps the images' size (up to 224) and patches, for a network that
-    downsamples more than a 32x32 image allows."""
+    downsamples more than a 32x32 image allows; variant 3 keeps the first layers as released
+    instead of one of each kind, for a kind the default config cannot build (Qwen4-Exp's indexed
+    attention has no indexer sizes) or that shares its weights across two layers (Zamba's)."""
     full = cfg.to_dict()
-    d = _shrink_dict(full, keep=("image_size", "patch_size") if variant == 2 else ())
+    d = _shrink_dict(full, keep=("image_size", "patch_size") if variant == 2 else (), kinds=variant != 3)
     if "use_cache" in d:
         d["use_cache"] = False
     if "prediction_length" in d and d["prediction_length"] is None:  # a forecaster's horizon
         d["prediction_length"] = 4
-    if variant:
+    if variant in (1, 2):
         _one_to_one(d)
     # multi-head latent attention (DeepSeek-V2/V3) expands its one latent to every query head, so
     # the key/value heads are the query heads; fewer would be repeated past them
@@ -293,7 +309,7 @@ def build_case(model_type: str):
         raise RuntimeError(f"transformers has no class {name}")
     first = None
     images = "image_size" in str(CONFIG_MAPPING[model_type]().to_dict())
-    for variant in (0, 1, 2) if images else (0, 1):
+    for variant in (0, 1, 2, 3) if images else (0, 1, 3):
         try:
             return _build(cls, shrink(CONFIG_MAPPING[model_type](), variant))
         except ImportError:

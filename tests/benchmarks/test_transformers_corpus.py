@@ -104,11 +104,14 @@ def test_types_that_need_particular_small_values_build(model_type):
 # size within the head (codegen); a head size where the config leaves None (hunyuan_v1_dense);
 # video frames (videomae); a time series' past values (patchtst), and a forecaster's horizon, time
 # features and observed mask (time_series_transformer); a conformer's (batch, frames, bins) features
-# (parakeet_encoder)
+# (parakeet_encoder); a detector's queries within its anchors, and a staged backbone's outputs kept
+# (rt_detr); a zamba's two layers as released, when one of each kind cannot build (its shared
+# attention ties its weights across two layers); an indexed attention with no indexer sizes in the
+# default config (qwen4_exp_text)
 @pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
 @pytest.mark.parametrize("model_type", ["glm", "gemma4_text", "dinov2", "swinv2", "mamba2", "codegen",
                                         "hunyuan_v1_dense", "videomae", "patchtst", "time_series_transformer",
-                                        "parakeet_encoder"])
+                                        "parakeet_encoder", "rt_detr", "zamba", "qwen4_exp_text"])
 def test_types_whose_derived_sizes_the_recipe_keeps_consistent_build(model_type):
     module, inputs = _corpus().build_case(model_type)
     out = module(*inputs)
