@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["KernelCall", "call_sequence", "kernel_sources", "profiler_key"]
+__all__ = ["KernelCall", "call_body", "call_sequence", "kernel_sources", "profiler_key"]
 
 _DEF = re.compile(r"^(\w+) = async_compile\.\w+\(.*?r'''\n(.*?)'''\)", re.S | re.M)
 _HANDLE = re.compile(r"^\s*# \[Provenance debug handles\] (\S+):(\d+)\s*$")
@@ -32,7 +32,7 @@ def kernel_sources(output_code: str) -> dict[str, str]:
     return {m.group(1): m.group(2).strip("\n") for m in _DEF.finditer(output_code)}
 
 
-def _call_body(output_code: str) -> list[str]:
+def call_body(output_code: str) -> list[str]:
     """The lines of the wrapper's call() (a method of Runner, or a plain function)."""
     lines = output_code.splitlines()
     start = next((i for i, l in enumerate(lines) if re.match(r"^\s*def call\(self, args\)|^def call\(args\)", l)),
@@ -58,7 +58,7 @@ def call_sequence(output_code: str) -> list[KernelCall]:
         if pending is not None:
             out.append(KernelCall(pending[0], pending[1], "", pending[0] in defined))
 
-    for l in _call_body(output_code):
+    for l in call_body(output_code):
         h = _HANDLE.match(l)
         if h:
             unmatched()

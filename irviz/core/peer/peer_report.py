@@ -19,6 +19,7 @@ whole call timed alone, on the same thread count, without the profiler. Where th
 from __future__ import annotations
 
 from irviz.core.backend.timing import contention
+from irviz.core.peer.call_pairing import pair_conv_calls
 from irviz.core.peer.inductor import PeerError, compile_inductor, compile_options
 from irviz.core.peer.names import feeding_claimed, inside_inserted, pre_grad_to_fx
 from irviz.core.peer.output_code import call_sequence, kernel_sources
@@ -51,11 +52,20 @@ def peer_kernels(build, graph) -> tuple[list[dict], list[list]]:
             places = [order[to_fx[p]] for p in post_to_pre.get(q, ()) if to_fx.get(p) in order]
             return max(places) if places else None
 
-        notes = fix_provenance(calls, posts, fx_index, sources)
+        paired = pair_conv_calls(g.output_code, calls, graph, sources)
+        borrowed: dict[int, int] = {}
+        notes = fix_provenance(calls, posts, fx_index, sources, settled=set(paired), borrowed=borrowed)
         for i, c in enumerate(calls):
             post = posts[i]
             pre = [p for q in post for p in post_to_pre.get(q, ())]
             fx = {to_fx[p] for p in pre if p in to_fx}
+            if i in paired:  # the wrapper's data flow over Inductor's provenance, which can name the wrong call
+                named, fx = fx, set(paired[i].fx_nodes)
+                if not named <= fx:
+                    notes[i] = (f"{paired[i].note}; Inductor's provenance named "
+                                f"{', '.join(sorted(named, key=lambda n: order.get(n, 1 << 30))) or 'nothing'}")
+            elif borrowed.get(i) in paired:
+                fx |= set(paired[borrowed[i]].fx_nodes)
             unmapped = sorted({p for p in pre if p not in to_fx} | {q for q in post if q not in post_to_pre})
             prefix = f"graph{gi}." if many else ""
             if c.generated:

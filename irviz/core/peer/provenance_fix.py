@@ -24,13 +24,13 @@ import re
 
 from irviz.core.peer.output_code import KernelCall
 
-__all__ = ["fix_provenance"]
+__all__ = ["fix_provenance", "written_buffers"]
 
 _PARAMS = re.compile(r'extern "C"\s+void\s+kernel\((.*?)\)', re.S)
 _ARG = re.compile(r"\b(buf\d+|arg\d+_\d+)\b")
 
 
-def _written(call: KernelCall, source: str) -> set[str]:
+def written_buffers(call: KernelCall, source: str) -> set[str]:
     """The buffers a call writes: a library call's result; a generated kernel's arguments at its
     non-const pointer parameters (out_ptr, in_out_ptr)."""
     if not call.generated:
@@ -64,15 +64,18 @@ def _place(i: int, posts: list[list[str]], fx_index) -> tuple[float | None, floa
 
 
 def fix_provenance(calls: list[KernelCall], posts: list[list[str]], fx_index,
-                     sources: dict[str, str]) -> dict[int, str]:
+                     sources: dict[str, str], settled=frozenset(), borrowed: dict[int, int] | None = None
+                     ) -> dict[int, str]:
     """Rewrite `posts` (per call, its post-grad nodes) where library calls share one or a generated
     kernel's name no op; `fx_index`:
-    post-grad node -> its place in the FX graph (None unknown). Returns {call index: what was
-    done}, for the kernel rows to say."""
+    post-grad node -> its place in the FX graph (None unknown). `settled`: calls whose FX nodes
+    are known otherwise (call_pairing), left alone; a generated kernel that writes for one of them
+    is recorded in `borrowed` ({kernel: call}) instead of taking its post-grad nodes. Returns
+    {call index: what was done}, for the kernel rows to say."""
     notes: dict[int, str] = {}
     claimants: dict[str, list[int]] = {}
     for i, c in enumerate(calls):
-        if not c.generated:
+        if not c.generated and i not in settled:
             for q in posts[i]:
                 claimants.setdefault(q, []).append(i)
     for q, idx in claimants.items():
@@ -96,7 +99,7 @@ def fix_provenance(calls: list[KernelCall], posts: list[list[str]], fx_index,
             continue
         wanted = _first_input(calls[i])
         writer = next((j for j in range(i - 1, -1, -1)
-                       if wanted and wanted in _written(calls[j], sources.get(calls[j].kernel, ""))), None)
+                       if wanted and wanted in written_buffers(calls[j], sources.get(calls[j].kernel, ""))), None)
         if (writer is not None and calls[writer].generated and posts[writer]
                 and not set(posts[writer]) & library_posts):
             posts[i] = list(posts[writer])
@@ -107,13 +110,16 @@ def fix_provenance(calls: list[KernelCall], posts: list[list[str]], fx_index,
     for i, c in enumerate(calls):
         if not c.generated or any(fx_index(q) is not None for q in posts[i]):
             continue
-        outs = _written(c, sources.get(c.kernel, ""))
+        outs = written_buffers(c, sources.get(c.kernel, ""))
         reader = next((j for j in range(i + 1, len(calls)) if outs & _read(calls[j])), None)
-        if reader is not None and any(fx_index(q) is not None for q in posts[reader]):
+        if reader is not None and (reader in settled or any(fx_index(q) is not None for q in posts[reader])):
             notes[i] = (f"Inductor's provenance names {', '.join(posts[i]) or 'nothing'} (no op of the FX graph): "
                         f"this kernel writes {', '.join(sorted(outs & _read(calls[reader])))} for "
                         f"{calls[reader].kernel}, whose FX nodes it is given")
-            posts[i] = posts[i] + [q for q in posts[reader] if q not in posts[i]]
+            if reader in settled and borrowed is not None:
+                borrowed[i] = reader
+            else:
+                posts[i] = posts[i] + [q for q in posts[reader] if q not in posts[i]]
     return notes
 
 
