@@ -260,22 +260,17 @@ def _target_fields(ws) -> dict:
 
 def _decisions(ws, log) -> list[dict]:
     """The measured CPU decisions of the pipeline (each once), logged as the kernel table shows them."""
-    from irviz.core.views.decisions import decisions_of, describe_decision, describe_tile
+    from irviz.core.views.decisions import describe_decision, describe_tile, pipeline_decisions, provisional_summary
 
-    seen, out = set(), []
-    for st in ws.session.steps[1:]:
-        if st.pass_name not in ("LibraryDispatch", "CPUTuneConv2d", "CPUTuneReductions"):
-            continue
-        for d in decisions_of(st.mod):
-            key = (d["kind"], d.get("kernel"), d["workload"])
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(d)
-            if d["kind"] in ("library_or_tir", "whole_model"):
-                log(f"decide   {d['workload']}: {describe_decision(d)}")
-            elif d.get("choice"):
-                log(f"tile     {d['kernel']}: {describe_tile(d)}")
+    out = pipeline_decisions(ws.session.steps[1:])
+    for d in out:
+        if d["kind"] in ("library_or_tir", "whole_model"):
+            log(f"decide   {d['workload']}: {describe_decision(d)}")
+        elif d.get("choice"):
+            log(f"tile     {d['kernel']}: {describe_tile(d)}")
+    summary = provisional_summary(out)
+    if summary:
+        log(f"decide   {summary}")
     return out
 
 
@@ -379,6 +374,7 @@ def _check(args, out) -> int:
                              **({"params": dict(s.params)} if s.origin == "schedule" else {})}
                             for s in ws.session.steps[1:]]
         summary["decisions"] = _decisions(ws, log)
+        summary["decisions_provisional"] = sum(1 for d in summary["decisions"] if d.get("provisional"))
     if ws is not None:
         summary["stage_seconds"] = {k: round(v, 4) for k, v in ws.stage_seconds.items()}
     summary["cpu"] = _cpu_fields()

@@ -57,6 +57,11 @@ def run_tune(args) -> int:
     target = ms_tuning.tuning_target(ws.session.target if not args.target else _target(args.target))
     db = args.db or str(ms_tuning.default_db_dir(target))
     mod = ws.session.current.mod
+    from irviz.core.views.decisions import pipeline_decisions, provisional_summary
+
+    decided = provisional_summary(pipeline_decisions(ws.session.steps[1:]))
+    if decided:  # the pipeline's own CPU decisions, which MetaSchedule's "before" is built with
+        print(f"decide   {decided}")
     sources, authored = unscheduled_sources(ws.session)
     t0 = time.perf_counter()
 

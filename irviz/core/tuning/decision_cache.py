@@ -8,6 +8,11 @@ with a warning and rewritten. Several processes share the file (the engine, `irv
 benchmark): each write merges what it measured into the file as it is then, so one does not drop
 the others'.
 
+A decision measured while the machine was busy, or too close to call, is stored with a
+"provisional" reason (``conditions``): this process keeps using it, a later one reuses it only while
+the machine is still busy and measures it again once it is quiet, and it never replaces a final
+decision already stored.
+
     cache = DecisionCache.shared()
     cache.get("conv2d 1x64x56x56 w64x64x3x3 s1_1 p1_1 d1_1 g1")   # dict or None
     cache.put(workload, record); cache.save()
@@ -99,12 +104,33 @@ class DecisionCache:
         self.entries = dict(machines.get(self.machine, {}))
 
     def get(self, workload: str) -> dict | None:
+        """The stored record, or None: to measure it (no entry, `--no-cache`, or a provisional one
+        from an earlier run while the machine is quiet now)."""
         if not cache_enabled():
             return None
+        rec = self.entries.get(workload)
+        if not isinstance(rec, dict):
+            return None
+        if rec.get("provisional") and workload not in self._mine:
+            from irviz.core.tuning.conditions import busy_now  # lazy: it reads TVM's thread count
+
+            still = busy_now()
+            if still is None:
+                return None
+            return {**rec, "reused": f"the machine is still busy ({still})"}
+        return dict(rec)
+
+    def previous(self, workload: str) -> dict | None:
+        """The stored record whatever it is (a provisional one's tries are counted from it)."""
         rec = self.entries.get(workload)
         return dict(rec) if isinstance(rec, dict) else None
 
     def put(self, workload: str, record: dict) -> None:
+        """Keep `record`; a provisional one does not replace a final one (this process still uses
+        it: the caller has it)."""
+        old = self.entries.get(workload)
+        if record.get("provisional") and isinstance(old, dict) and not old.get("provisional"):
+            return
         self.entries[workload] = dict(record)
         self._mine[workload] = dict(record)
         self.save()

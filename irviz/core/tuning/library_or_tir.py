@@ -21,9 +21,10 @@ from tvm import relax
 from irviz.core.schedules import layout_fusion, matvec
 from irviz.core.schedules import rules as schedules
 from irviz.core.backend.legalize import CUSTOM_LEGALIZE_MAP
+from irviz.core.backend import timing
 from irviz.core.backend.timing import add_tune_seconds, tune_seconds
 from irviz.core.frontend.inputs import random_inputs
-from irviz.core.tuning import matvec_search, measuring, tile_search
+from irviz.core.tuning import conditions, matvec_search, measuring, tile_search
 from irviz.core.tuning.decision_cache import DecisionCache
 from irviz.core.tvm_compat import structural_hash
 from irviz.core.views.decisions import DECISIONS_ATTR, workload_key
@@ -70,12 +71,13 @@ def library_or_tir(call, library_module) -> dict:
         return {**rec, "choice": "tir", "notes": ["sizes are symbolic; left to TensorIR"], "cached": False}
     mod, inputs = single
     torch_out = tir_out = None
+    load, blocks, spreads = timing.load_average(), [], {}
     try:
-        rec["torch_ms"], torch_out = measuring.build_and_time(library_module(mod), inputs)
+        rec["torch_ms"], torch_out = _timed(library_module(mod), inputs, "torch_ms", blocks, spreads)
     except Exception as exc:  # a library call that raises is never chosen
         rec["notes"].append(f"torch call failed: {measuring.first_line(exc)}")
     try:
-        rec["tir_ms"], tir_out = measuring.build_and_time(measuring.apply_steps(mod, TIR_STEPS), inputs)
+        rec["tir_ms"], tir_out = _timed(measuring.apply_steps(mod, TIR_STEPS), inputs, "tir_ms", blocks, spreads)
     except Exception as exc:
         rec["notes"].append(f"TensorIR failed: {measuring.first_line(exc)}")
     if tir_out is not None and torch_out is not None and not measuring.close(tir_out, torch_out):
@@ -88,12 +90,31 @@ def library_or_tir(call, library_module) -> dict:
         rec["choice"] = "torch"
     else:
         rec["choice"] = "tir"
+    rec = _judged(rec, blocks, load, spreads, cache.previous(key))
     seconds = time.perf_counter() - t0
     add_tune_seconds(seconds - (tune_seconds() - nested))  # the tile search inside counted itself
     rec["seconds"] = round(seconds, 3)
     if rec["torch_ms"] is not None or rec["tir_ms"] is not None:
         cache.put(key, rec)
     return {**rec, "cached": False}
+
+
+def _timed(mod, inputs, side: str, blocks: list, spreads: dict):
+    """build_and_time of an already scheduled module (a tile search inside the scheduling is a
+    decision of its own), keeping its timed block and the spread of its runs under `side`."""
+    with measuring.recorded() as mine:
+        ms, out = measuring.build_and_time(mod, inputs)
+    if mine:
+        blocks.append(mine[-1])
+        spreads[side] = round(mine[-1].spread, 3)
+    return ms, out
+
+
+def _judged(rec: dict, blocks, load, spreads: dict, previous) -> dict:
+    """`rec` with how torch and TensorIR were measured and, where that cannot be trusted, why the
+    choice is provisional (``conditions``)."""
+    options = [(rec[side], spreads.get(side)) for side in ("torch_ms", "tir_ms")]
+    return {**rec, **conditions.stamp(blocks, load, options, previous)}
 
 
 def mixture_or_tir(original, mixed, records: list[dict]):
@@ -115,16 +136,17 @@ def mixture_or_tir(original, mixed, records: list[dict]):
         t0, nested = time.perf_counter(), tune_seconds()
         rec = {"workload": "whole model: these calls in torch, the rest TensorIR, against all TensorIR",
                "torch_ms": None, "tir_ms": None, "choice": "torch", "notes": []}
-        outs = {}
+        outs, load, blocks, spreads = {}, timing.load_average(), [], {}
         for side, mod in (("torch_ms", mixed), ("tir_ms", original)):
             try:
-                rec[side], outs[side] = measuring.build_and_time(measuring.apply_steps(mod, TIR_STEPS), inputs)
+                rec[side], outs[side] = _timed(measuring.apply_steps(mod, TIR_STEPS), inputs, side, blocks, spreads)
             except Exception as exc:
                 rec["notes"].append(f"{'mixture' if side == 'torch_ms' else 'all TensorIR'} failed: {measuring.first_line(exc)}")
         if len(outs) == 2 and not measuring.close(outs["tir_ms"], outs["torch_ms"]):
             rec["notes"].append("the two give different numbers; kept the per-call choices")
         elif rec["tir_ms"] is not None and (rec["torch_ms"] is None or rec["tir_ms"] <= rec["torch_ms"]):
             rec["choice"] = "tir"
+        rec = _judged(rec, blocks, load, spreads, cache.previous(key))
         seconds = time.perf_counter() - t0
         add_tune_seconds(seconds - (tune_seconds() - nested))
         rec["seconds"] = round(seconds, 3)

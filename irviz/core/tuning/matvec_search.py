@@ -16,10 +16,11 @@ import tvm
 from tvm import s_tir, tirx
 
 from irviz.core.schedules import matvec as mv
+from irviz.core.backend import timing
 from irviz.core.schedules import rules as schedules
 from irviz.core.tuning import measuring
 from irviz.core.tuning.decision_cache import DecisionCache
-from irviz.core.tuning.tile_search import MIN_TUNE_WORK, _block_signature, time_candidates
+from irviz.core.tuning.tile_search import MIN_TUNE_WORK, _block_signature, judged, time_candidates
 from irviz.core.views.decisions import TUNE_NOTE_ATTR
 
 MAX_CANDIDATES = 8
@@ -132,8 +133,9 @@ def search(mod, gv, lanes: int, shared: int | None = None) -> dict | None:
     hit = cache.get(key)
     if hit is not None and isinstance(hit.get("choice"), dict):
         return {**hit, "cached": True}
-    tried, seconds = time_candidates(small, inputs, candidates(ext[0], ext[1], lanes, shared), mv.MATVEC_ATTR,
-                                     _STEPS, {"CPUMatVec": {"lanes": lanes}})
+    load = timing.load_average()
+    tried, seconds, blocks = time_candidates(small, inputs, candidates(ext[0], ext[1], lanes, shared),
+                                             mv.MATVEC_ATTR, _STEPS, {"CPUMatVec": {"lanes": lanes}})
     ok = [c for c in tried if "ms" in c]
     best = min(ok, key=lambda c: c["ms"]) if ok else None
     rule = tried[0] if tried and "ms" in tried[0] else None
@@ -154,6 +156,7 @@ def search(mod, gv, lanes: int, shared: int | None = None) -> dict | None:
     if why:
         rec["shared_width"] = why
     if best:
+        rec = judged(rec, blocks, load, tried, cache.previous(key))
         cache.put(key, rec)
     return {**rec, "cached": False}
 

@@ -8,6 +8,7 @@ machine the minimum is the least disturbed.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import tvm
@@ -33,6 +34,19 @@ FIRST_WARMUP_SECONDS = 0.25
 # kernel of µs. Such a block is timed again, this many blocks at most.
 CONTENDED_TRIES = 3
 _warmed: set[str] = set()
+_recorders: list[list] = []
+
+
+@contextmanager
+def recorded():
+    """The timing.Timing block each build_and_time inside keeps (a call so slow it is timed
+    without one adds nothing): what a decision's conditions are judged from (``conditions``)."""
+    blocks: list = []
+    _recorders.append(blocks)
+    try:
+        yield blocks
+    finally:
+        _recorders.remove(blocks)
 
 
 shape_of = static_shape
@@ -272,6 +286,8 @@ def build_and_time(mod, inputs, budget_seconds: float | None = None, *, output: 
             t = again
     if timings is not None:
         timings.append(t)
+    for blocks in _recorders:
+        blocks.append(t)
     return t.min_ms, out
 
 

@@ -22,8 +22,9 @@ from tvm.s_tir.dlight.analysis import normalize_prim_func
 
 from irviz.core.schedules import rules as schedules
 from irviz.core.schedules.matmul_tile import k_block
+from irviz.core.backend import timing
 from irviz.core.backend.timing import add_tune_seconds
-from irviz.core.tuning import measuring
+from irviz.core.tuning import conditions, measuring
 from irviz.core.tuning.decision_cache import DecisionCache
 from irviz.core.views.decisions import TUNE_NOTE_ATTR
 
@@ -147,19 +148,21 @@ REDUCTION = _Kind("matmul_tile", "matmul-tile", schedules.REDUCTION_TILE_ATTR, _
 
 
 # ------------------------------------------------------------------------------------ search
-def time_candidates(small, inputs, tiles, attr: str, steps, params: dict) -> tuple[list[dict], float]:
+def time_candidates(small, inputs, tiles, attr: str, steps, params: dict) -> tuple[list[dict], float, list]:
     """Each tile of `tiles` set as `attr` on the one kernel of `small`, scheduled by `steps` and timed:
-    ([the tile with its "ms", or the "error" that dropped it], seconds spent). A candidate whose
-    numbers differ from the first that built is dropped too."""
+    ([the tile with its "ms" and "spread", or the "error" that dropped it], seconds spent, the
+    timed blocks). A candidate whose numbers differ from the first that built is dropped too."""
     small_gv = measuring.kernel_of(small)
     t0 = time.perf_counter()
-    tried, reference = [], None
+    tried, reference, blocks = [], None, []
     for tile in tiles:
         entry = dict(tile)
         try:
             tiled = schedules.with_functions(small, {small_gv: small[small_gv].with_attr(
                 attr, tvm.runtime.convert(tile))})
-            ms, out = measuring.build_and_time(measuring.apply_steps(tiled, steps, **params), inputs)
+            scheduled = measuring.apply_steps(tiled, steps, **params)
+            with measuring.recorded() as mine:
+                ms, out = measuring.build_and_time(scheduled, inputs)
         except Exception as exc:  # a candidate that fails is dropped, with why
             entry["error"] = measuring.first_line(exc)
         else:
@@ -169,10 +172,20 @@ def time_candidates(small, inputs, tiles, attr: str, steps, params: dict) -> tup
                 entry["error"] = "numbers differ from the first candidate's"
             else:
                 entry["ms"] = round(ms, 4)
+                if mine:
+                    entry["spread"] = round(mine[-1].spread, 3)
+            blocks.extend(mine[-1:])
         tried.append(entry)
     seconds = time.perf_counter() - t0
     add_tune_seconds(seconds)
-    return tried, seconds
+    return tried, seconds, blocks
+
+
+def judged(rec: dict, blocks, load_before, tried, previous) -> dict:
+    """`rec` with how its candidates were measured and, where that cannot be trusted, why it is
+    provisional (``conditions``)."""
+    return {**rec, **conditions.stamp(blocks, load_before, [(c["ms"], c.get("spread")) for c in tried if "ms" in c],
+                                      previous)}
 
 
 def search(mod, gv, kind: _Kind, lanes: int) -> dict | None:
@@ -188,14 +201,16 @@ def search(mod, gv, kind: _Kind, lanes: int) -> dict | None:
     hit = cache.get(key)
     if hit is not None and isinstance(hit.get("choice"), dict):
         return {**hit, "cached": True}
-    tried, seconds = time_candidates(small, inputs, kind.candidates(ext[0], ext[1], lanes, *ext[3:]), kind.attr,
-                                     kind.rules, {kind.lanes_param: {"lanes": lanes}})
+    load = timing.load_average()
+    tried, seconds, blocks = time_candidates(small, inputs, kind.candidates(ext[0], ext[1], lanes, *ext[3:]),
+                                             kind.attr, kind.rules, {kind.lanes_param: {"lanes": lanes}})
     ok = [c for c in tried if "ms" in c]
     if not ok:
         return {"workload": key, "candidates": tried, "choice": None, "seconds": round(seconds, 3), "cached": False}
     best = min(ok, key=lambda c: c["ms"])
-    rec = {"workload": key, "candidates": tried, "choice": {k: v for k, v in best.items() if k != "ms"},
-           "seconds": round(seconds, 3)}
+    rec = judged({"workload": key, "candidates": tried, "seconds": round(seconds, 3),
+                  "choice": {k: v for k, v in best.items() if k not in ("ms", "spread")}},
+                 blocks, load, tried, cache.previous(key))
     cache.put(key, rec)
     return {**rec, "cached": False}
 

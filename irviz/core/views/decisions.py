@@ -65,6 +65,17 @@ def describe_decision(rec: dict) -> str:
         text += " (cached)"
     if rec.get("notes"):
         text += "; " + "; ".join(rec["notes"])
+    return text + provisional_text(rec)
+
+
+def provisional_text(rec: dict) -> str:
+    """"; provisional: measured while the machine was busy: load average 8.2 on 2 cores (...);
+    measured again when the machine is quiet", or "" for a final decision."""
+    if not rec.get("provisional"):
+        return ""
+    text = f"; provisional: {rec['provisional']}; measured again when the machine is quiet"
+    if rec.get("reused"):
+        text += f" (reused now: {rec['reused']})"
     return text
 
 
@@ -94,7 +105,7 @@ def describe_tile(rec: dict) -> str:
         text += f" (the rule's {_tile_words(first).removeprefix('tile ')}: {first['ms']:.3g} ms)"
     if rec.get("shared_width"):  # a decode kernel packing a weight as the prefill does, or why not
         text += f"; {rec['shared_width']}"
-    return text
+    return text + provisional_text(rec)
 
 
 def decisions_of(mod) -> list[dict]:
@@ -114,6 +125,34 @@ def decisions_of(mod) -> list[dict]:
             except ValueError:
                 continue
     return out
+
+
+# the passes whose steps carry measured decisions
+MEASURING_PASSES = ("LibraryDispatch", "CPUTuneConv2d", "CPUTuneReductions", "CPUTuneMatVec")
+
+
+def pipeline_decisions(steps) -> list[dict]:
+    """The measured decisions of a session's steps (objects with pass_name and mod), each once."""
+    seen, out = set(), []
+    for st in steps:
+        if st.pass_name not in MEASURING_PASSES:
+            continue
+        for d in decisions_of(st.mod):
+            key = (d["kind"], d.get("kernel"), d["workload"])
+            if key not in seen:
+                seen.add(key)
+                out.append(d)
+    return out
+
+
+def provisional_summary(records: list[dict]) -> str | None:
+    """"2 of 7 measured decisions are provisional (...); ..." or None when every one is final."""
+    prov = [d for d in records if d.get("provisional")]
+    if not prov:
+        return None
+    return (f"{len(prov)} of {len(records)} measured decisions are provisional ({prov[0]['provisional']}"
+            + (", and others" if len(prov) > 1 else "") + "): they are measured again on the first run that "
+            "finds the machine quiet, or now with --no-cache")
 
 
 def _dims(text: str) -> list[int]:
