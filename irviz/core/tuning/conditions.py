@@ -26,6 +26,7 @@ import os
 import time
 
 from irviz.core.backend import timing
+from irviz.core.backend.run import tvm_threads
 
 # A middle half within ±5% of the median is what a quiet machine gives a kernel timed for 20 ms and
 # more (measuring.MIN_SECONDS); wider, and a gap between candidates smaller than it is noise.
@@ -49,18 +50,19 @@ def load_limit(threads: int, ncores: int | None = None) -> float:
 
 
 def _threads() -> int:
-    from irviz.core.backend.run import tvm_threads  # lazy: TVM loads only where a decision is measured
-
     return tvm_threads() or cores()
+
+
+def _over(load: float | None, threads: int) -> str | None:
+    limit = load_limit(threads)
+    if load is not None and load > limit:
+        return f"load average {load:.1f} on {cores()} cores (above {limit:.1f} for {threads} threads)"
+    return None
 
 
 def busy_now(threads: int | None = None) -> str | None:
     """Why the machine is too busy to measure a decision on right now, or None when it is quiet."""
-    threads = threads or _threads()
-    load, limit = timing.load_average(), load_limit(threads)
-    if load is not None and load > limit:
-        return f"load average {load:.1f} on {cores()} cores (above {limit:.1f} for {threads} threads)"
-    return None
+    return _over(timing.load_average(), threads or _threads())
 
 
 def _too_close(options) -> str | None:
@@ -93,11 +95,7 @@ def stamp(blocks, load_before: float | None, options, previous: dict | None = No
     measured = {"load_average": None if peak is None else round(peak, 2), "load_limit": round(limit, 2),
                 "cores": cores(), "threads": threads, "spread": round(max(spreads), 3) if spreads else None,
                 "contention": contended, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    busy = []
-    if peak is not None and peak > limit:
-        busy.append(f"load average {peak:.1f} on {cores()} cores (above {limit:.1f} for {threads} threads)")
-    if contended:
-        busy.append(contended)
+    busy = [why for why in (_over(peak, threads), contended) if why]
     out = {"measured": measured}
     if busy:
         out["provisional"] = "measured while the machine was busy: " + "; ".join(busy)

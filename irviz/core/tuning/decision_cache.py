@@ -112,7 +112,8 @@ class DecisionCache:
         if not isinstance(rec, dict):
             return None
         if rec.get("provisional") and workload not in self._mine:
-            from irviz.core.tuning.conditions import busy_now  # lazy: it reads TVM's thread count
+            # lazy, as machine_key: `--no-cache` sets the switch above without loading TVM
+            from irviz.core.tuning.conditions import busy_now
 
             still = busy_now()
             if still is None:
