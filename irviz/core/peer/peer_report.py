@@ -135,10 +135,12 @@ def _fill_times(rows: list[dict], sequences, call_ms) -> list[str]:
 
 def inductor_peer(captured, *, threads: int = 1, repeats: int = 10, tvm_kernels: list[dict] | None = None,
                   tvm_fx: dict[str, list[str]] | None = None, progress=None, freezing: bool = False,
-                  tvm_calls: dict[str, dict[str, str]] | None = None) -> dict:
+                  tvm_calls: dict[str, dict[str, str]] | None = None, peak_gflops: float | None = None) -> dict:
     """Compile `captured` (a frontend Captured) with Inductor (`freezing`: Inductor's freezing=True,
     the weights constants), time it on `threads` threads, and put it beside `tvm_kernels` (dicts
-    with "name", "ms"), whose FX nodes `tvm_fx` gives (and `tvm_calls`, which call computes each). A model Inductor cannot compile or run:
+    with "name", "ms"), whose FX nodes `tvm_fx` gives (and `tvm_calls`, which call computes each). A group
+    whose time on a side implies more than the FMA peak (`peak_gflops`, measured on `threads` when
+    not given) is marked unsure (plausible.py). A model Inductor cannot compile or run:
     {"compiler": "inductor", "freezing", "options", "error": why}."""
     say = progress or (lambda *a, **k: None)
     graph = captured.graph
@@ -171,7 +173,8 @@ def inductor_peer(captured, *, threads: int = 1, repeats: int = 10, tvm_kernels:
                        "wrapper) or the profiler's own cost is large at this size")
     tvm = [dict(k, fx_nodes=list((tvm_fx or {}).get(k["name"], ())), fx_calls=dict((tvm_calls or {}).get(k["name"], {})))
            for k in (tvm_kernels or ())]
-    side = by_fx_node(graph, tvm, rows)
+    peak = _peak(build.threads) if peak_gflops is None else {"gflops": peak_gflops, "source": "given"}
+    side = by_fx_node(graph, tvm, rows, peak.get("gflops"))
     return {"compiler": "inductor", "freezing": bool(freezing), "options": build.options, "error": None,
             "threads": build.threads,
             "compile_seconds": round(build.seconds, 3), "graphs": len(build.graphs),
@@ -181,7 +184,20 @@ def inductor_peer(captured, *, threads: int = 1, repeats: int = 10, tvm_kernels:
             "reliable": not reasons, "reason": "; ".join(reasons) or None,
             "kernels": rows, "unmapped_kernels": [r["name"] for r in rows if not r["fx_nodes"]],
             "by_fx_node": side, "groups": groups(side), "summary": summary(side), "attribution": ATTRIBUTION,
+            "peak_gflops": peak.get("gflops"), "peak_source": peak.get("source"),
             "tvm_kernels": tvm}
+
+
+def _peak(threads: int) -> dict:
+    """The measured FMA peak for the plausibility of the groups' times; without it, no group is held
+    against it, and the report says why."""
+    from irviz.core.backend.machine_peak import compute_peak  # compiles a TVM kernel: only when a peer runs
+
+    try:
+        p = compute_peak(threads)
+        return {"gflops": p["gflops"], "source": p["source"]}
+    except Exception as exc:  # the peak is a check on the figures, not a figure: the report stands without it
+        return {"gflops": None, "source": f"not measured ({type(exc).__name__}: {exc}); no group's rate was checked"}
 
 
 def peer_lines(report: dict, most: int = 10) -> list[str]:
@@ -206,6 +222,12 @@ def peer_lines(report: dict, most: int = 10) -> list[str]:
         what = nodes[0] if len(nodes) == 1 else f"{nodes[0]}..{nodes[-1]} ({len(nodes)})"
         out.append(f"  {what[:34]:34} {'+'.join(g['tvm_kernels'])[:30]:30} {_f(g['tvm_ms'])}  "
                    f"{'+'.join(g['inductor_kernels'])[:34]:34} {_f(g['inductor_ms'])}  {g['faster']}")
+    for g in s.get("unsure") or ():  # left out of the verdicts above, but shown
+        nodes = g["fx_nodes"]
+        what = nodes[0] if len(nodes) == 1 else f"{nodes[0]}..{nodes[-1]} ({len(nodes)})"
+        out.append(f"? {what[:34]:34} {'+'.join(g['tvm_kernels'])[:30]:30} {_f(g['tvm_ms'])}  "
+                   f"{'+'.join(g['inductor_kernels'])[:34]:34} {_f(g['inductor_ms'])}  unsure")
+        out.append(f"peer     unsure {what}: {g['unsure']}")
     return out
 
 

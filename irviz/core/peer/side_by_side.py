@@ -17,6 +17,7 @@ is computed by whole kernels on both; its time on a side is the sum of its nodes
 from __future__ import annotations
 
 from irviz.core.backend.intermediates_match import match_values
+from irviz.core.peer.plausible import implausible, node_flop
 
 __all__ = ["ATTRIBUTION", "by_fx_node", "computing_nodes", "groups", "kernel_fx_calls", "kernel_fx_nodes",
            "summary"]
@@ -113,28 +114,40 @@ def groups(rows: list[dict]) -> list[dict]:
     out: dict[str, dict] = {}
     for r in rows:
         g = out.setdefault(r["group"], {"group": r["group"], "fx_nodes": [], "tvm_kernels": [],
-                                        "inductor_kernels": [], "tvm_ms": None, "inductor_ms": None})
+                                        "inductor_kernels": [], "tvm_ms": None, "inductor_ms": None,
+                                        "flop": 0.0, "unsure": None})
         g["fx_nodes"].append(r["fx_node"])
+        g["flop"] = None if g["flop"] is None or r.get("flop") is None else g["flop"] + r["flop"]
+        g["unsure"] = g["unsure"] or r.get("unsure")
         for side, key in (("tvm", "tvm_kernels"), ("inductor", "inductor_kernels")):
             g[key] += [k for k in r[side]["kernels"] if k not in g[key]]
             if r[side]["ms"] is not None:
                 g[f"{side}_ms"] = round((g[f"{side}_ms"] or 0.0) + r[side]["ms"], 5)
     for g in out.values():
         g["diff_ms"], g["faster"] = _verdict(g["tvm_ms"], g["inductor_ms"])
+        if g["unsure"]:  # a time that cannot be true judges nothing
+            g["faster"] = None
     return list(out.values())
 
 
-def by_fx_node(graph, tvm_kernels: list[dict], peer_kernels: list[dict]) -> list[dict]:
+def by_fx_node(graph, tvm_kernels: list[dict], peer_kernels: list[dict], peak_gflops: float | None = None
+               ) -> list[dict]:
     """A row per computing FX node (FX order): {"fx_node", "target", "tvm": side, "inductor":
-    side, "diff_ms" (the node's shares), "group", "faster" (its group's)}; `*_kernels` are dicts
-    with "name", "ms", "fx_nodes"."""
+    side, "diff_ms" (the node's shares), "flop" (a lower bound), "group", "faster" (its group's),
+    "unsure" (why its group's time cannot be true: faster than `peak_gflops`, or None)};
+    `*_kernels` are dicts with "name", "ms", "fx_nodes"."""
     nodes = computing_nodes(graph)
     group = _group_of(graph, [n.name for n in nodes], [tvm_kernels, peer_kernels])
+    by = {n.name: n for n in graph.nodes}
     rows = []
     for n in nodes:
         tvm, ind = _side(n.name, tvm_kernels), _side(n.name, peer_kernels)
         rows.append({"fx_node": n.name, "target": n.target, "tvm": tvm, "inductor": ind,
-                     "diff_ms": _verdict(tvm["ms"], ind["ms"])[0], "group": group[n.name]})
+                     "diff_ms": _verdict(tvm["ms"], ind["ms"])[0], "flop": node_flop(by, n.name),
+                     "group": group[n.name], "unsure": None})
+    unsure = {g["group"]: implausible(g, peak_gflops) for g in groups(rows)}
+    for r in rows:
+        r["unsure"] = unsure[r["group"]]
     faster = {g["group"]: g["faster"] for g in groups(rows)}
     for r in rows:
         r["faster"] = faster[r["group"]]
@@ -143,17 +156,24 @@ def by_fx_node(graph, tvm_kernels: list[dict], peer_kernels: list[dict]) -> list
 
 def summary(rows: list[dict], most: int = 10) -> dict:
     """Where TVM loses and wins most: the groups by their time difference (TVM - Inductor)."""
-    judged = [g for g in groups(rows) if g["diff_ms"] is not None]
+    everything = groups(rows)
+    judged = [g for g in everything if g["diff_ms"] is not None and not g["unsure"]]
     loses = sorted((g for g in judged if g["diff_ms"] > 0), key=lambda g: -g["diff_ms"])
     wins = sorted((g for g in judged if g["diff_ms"] < 0), key=lambda g: g["diff_ms"])
     return {"tvm_loses": [_line(g) for g in loses[:most]], "tvm_wins": [_line(g) for g in wins[:most]],
             "tvm_loses_ms": round(sum(g["diff_ms"] for g in loses), 5),
             "tvm_wins_ms": round(-sum(g["diff_ms"] for g in wins), 5),
-            "most_different": [_line(g) for g in sorted(judged, key=lambda g: -abs(g["diff_ms"]))[:most]]}
+            "most_different": [_line(g) for g in sorted(judged, key=lambda g: -abs(g["diff_ms"]))[:most]],
+            "unsure": [_line(g) for g in everything if g["unsure"]]}
 
 
 def _line(g: dict) -> dict:
     nodes = g["fx_nodes"]
     what = nodes[0] if len(nodes) == 1 else f"{nodes[0]}..{nodes[-1]} ({len(nodes)} nodes)"
-    return {**g, "text": f"{what}: TVM {'+'.join(g['tvm_kernels'])} {g['tvm_ms']:.3f} ms vs Inductor "
-                         f"{'+'.join(g['inductor_kernels'])} {g['inductor_ms']:.3f} ms"}
+    text = (f"{what}: TVM {'+'.join(g['tvm_kernels'])} {_ms(g['tvm_ms'])} ms vs Inductor "
+            f"{'+'.join(g['inductor_kernels'])} {_ms(g['inductor_ms'])} ms")
+    return {**g, "text": text + (f" (unsure: {g['unsure']})" if g["unsure"] else "")}
+
+
+def _ms(x) -> str:
+    return "-" if x is None else f"{x:.3f}"

@@ -37,7 +37,8 @@ TIPS = {"TVM ms": "The group's share of TVM's kernel times (a fused kernel's tim
         "Inductor ms": "The group's share of Inductor's kernel times (median of the profiled runs)",
         "diff ms": "TVM − Inductor: positive where TVM is slower; sorted by its size",
         "faster": "Who is faster on the group; none where a side has no kernel for it (views, or "
-                  "provenance lost)"}
+                  "provenance lost); unsure where a side's time implies more than the CPU's measured peak "
+                  "(its kernels are not the ones that computed the group): left out of the verdicts"}
 
 
 def _ms(v) -> str:
@@ -273,10 +274,17 @@ class PeerTab(QWidget):
             for g in (s.get("tvm_loses") or [])[:3] + (s.get("tvm_wins") or [])[:3]]))
         reliable = r.get("reliable") is not False
         self._headers(reliable, r.get("reason"))
-        self.mark.setVisible(not reliable)
+        unsure = [g for g in (r.get("groups") or []) if g.get("unsure")]
+        self.mark.setVisible(not reliable or bool(unsure))
         self.mark.setStyleSheet(f"color: {themes.colors().bad};")
         why = str(r.get("reason") or "no reason given")
-        self.mark.setText(f"{UNRELIABLE} Times unreliable: {short(why, 110)}")
+        text = f"{UNRELIABLE} Times unreliable: {short(why, 110)}" if not reliable else ""
+        if unsure:
+            text += (" · " if text else f"{UNRELIABLE} ") + (
+                f"{len(unsure)} group{'s' * (len(unsure) > 1)} unsure (faster than the CPU's peak), left out of the verdicts")
+            why = "\n".join(([why] if not reliable else []) + [f"{nodes_text(list(g.get('fx_nodes') or []))}: "
+                                                               f"{g['unsure']}" for g in unsure])
+        self.mark.setText(text)
         self.mark.setToolTip(why)
         self._fill(list(r.get("groups") or []))
 
@@ -313,11 +321,19 @@ class PeerTab(QWidget):
             tvm_k, ind_k = g.get("tvm_kernels") or [], g.get("inductor_kernels") or []
             diff = g.get("diff_ms")
             faster = {"tvm": "TVM", "inductor": "Inductor", "same": "same"}.get(g.get("faster") or "", "—")
+            unsure = g.get("unsure")
+            if unsure:
+                faster = f"{UNRELIABLE} unsure"
             cells = [first, _listed(tvm_k), _time(g.get("tvm_ms")), _listed(ind_k), _time(g.get("inductor_ms")),
-                     Num(-1.0 if diff is None else abs(float(diff)),
-                         "—" if diff is None else f"{float(diff):+.4g}"),
+                     # a time that cannot be true is not ranked among the differences: last
+                     Num(-1.0 if diff is None or unsure else abs(float(diff)),
+                         "—" if diff is None else f"{float(diff):+.4g}{' ?' if unsure else ''}"),
                      QTableWidgetItem(faster)]
-            if g.get("faster") in ("tvm", "inductor"):
+            if unsure:
+                for cell in (cells[0], cells[-1]):
+                    cell.setToolTip(f"Unsure: {unsure}" + (f"\n{first.toolTip()}" if cell is cells[0] else ""))
+                cells[-1].setForeground(QColor(c.bad))
+            elif g.get("faster") in ("tvm", "inductor"):
                 cells[-1].setForeground(QColor(c.ok if g["faster"] == "tvm" else c.bad))
             for j, item in enumerate(cells):
                 self.table.setItem(i, j, item)
