@@ -8,6 +8,8 @@ import inspect
 import re
 from pathlib import Path
 
+import transformers_patches as patches
+
 SEQ, IMAGE, AUDIO = 16, 32, 1600
 FULL_IMAGE = 224  # the largest image the recipe makes when a network needs its own size
 INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "past_values")
@@ -39,7 +41,7 @@ def recipe_version() -> str:
     """Changes when this recipe does: a results file's "does not build" reasons are then stale."""
     import transformers
 
-    src = Path(__file__).read_bytes()
+    src = Path(__file__).read_bytes() + Path(patches.__file__).read_bytes()
     return hashlib.sha256(src + transformers.__version__.encode()).hexdigest()[:12]
 
 
@@ -75,6 +77,9 @@ def _shrink_dict(d: dict, depth=0, vocab=None, keep=(), kinds=True) -> dict:
         out["head_dim"] = out["hidden_size"] * out["expand"] // out["num_heads"]  # Mamba-2's heads
     if all(_is_int(out.get(k)) for k in ("mamba_d_ssm", "mamba_n_heads", "mamba_d_head")):
         out["mamba_d_ssm"] = out["mamba_n_heads"] * out["mamba_d_head"]  # Falcon-H1's SSM width
+    if all(_is_int(d.get(k)) for k in ("window_size", "spatial_merge_size", "patch_size")) and \
+            d["window_size"] % (d["patch_size"] * d["spatial_merge_size"]) == 0:  # a window in pixels
+        out["window_size"] = out["patch_size"] * out["spatial_merge_size"]  # of one merged patch (Qwen2.5-VL)
     _backbone_stages(out, d)
     _per_layer(out, d, kinds)
     _special_ids(out, vocab)
@@ -215,8 +220,10 @@ def shrink(cfg, variant: int = 0):
         d["codebook_dim"] = d["hidden_size"]
     if "n_routed_experts" in d and d.get("num_experts_per_tok") is None:  # DeepSeek-V2's default
         d["num_experts_per_tok"] = SMALL["num_experts_per_tok"]
-    if "mrope_section" in getattr(type(cfg), "ignore_keys_at_rope_validation", ()):
-        _rope_sections(d, default=[16, 24, 24])  # the models' own default when the config has none
+    default = _mrope_default(cfg)
+    for sub, part in ((cfg, d), (getattr(cfg, "text_config", None), d.get("text_config"))):
+        if isinstance(part, dict) and (default or "mrope_section" in getattr(type(sub), "ignore_keys_at_rope_validation", ())):
+            _rope_sections(part, default=default or [16, 24, 24])
     cfg = type(cfg).from_dict(d)
     attn = getattr(cfg, "attn_config", None)
     if attn is not None and hasattr(attn, "clip_qkv") and not hasattr(attn, "rope_theta"):
@@ -226,6 +233,19 @@ def shrink(cfg, variant: int = 0):
         attn.rope_theta = (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta", 10000.0)
         attn.clip_qkv = attn.clip_qkv or 8.0
     return cfg
+
+
+def _mrope_default(cfg):
+    """The sections a multimodal RoPE model falls back to when its config has none, read from its
+    modeling code (they assume the released head size, and differ by model: [16, 24, 24], [24, 20, 20]...)."""
+    import importlib
+
+    try:
+        src = inspect.getsource(importlib.import_module(type(cfg).__module__.replace(".configuration_", ".modeling_")))
+    except (ImportError, OSError, TypeError):
+        return None
+    found = re.search(r'mrope_section",\s*\[(\d+(?:,\s*\d+)+)\]', src)
+    return [int(x) for x in found.group(1).split(",")] if found else None
 
 
 def _one_to_one(d: dict) -> None:
@@ -339,12 +359,12 @@ def _build(cls, cfg):
     if main != "input_ids" and "decoder_input_ids" in params:  # speech / image to text: and a prompt
         tries += [[main, "decoder_input_ids"]] + ([["input_features_by_time", "decoder_input_ids"]]
                                                   if main == "input_features" else [])
+    made = [(names, tuple(_input(n, cfg) for n in names), {}) for names in tries if names]
+    if patches.takes_a_grid(params) and "input_ids" not in params:  # a vision tower
+        made = patches.candidates(cfg, params)
     last = None
-    for names in tries:
-        if not names:
-            continue
-        inputs = tuple(_input(n, cfg) for n in names)
-        module = _wrapper_class()(model, [n.replace("_by_time", "") for n in names]).eval()
+    for names, inputs, fixed in made:
+        module = _wrapper_class()(model, [n.replace("_by_time", "") for n in names], fixed).eval()
         try:
             with torch.no_grad():
                 module(*inputs)
@@ -361,12 +381,15 @@ def _wrapper_class():
     import torch
 
     class Wrapper(torch.nn.Module):
-        def __init__(self, model, names):
+        def __init__(self, model, names, fixed=None):
             super().__init__()
-            self.model, self.names = model, tuple(names)
+            self.model, self.names, self.fixed = model, tuple(names), dict(fixed or {})
 
         def forward(self, *inputs):  # the first tensor of the output, the inputs passed by name
-            out = self.model(**dict(zip(self.names, inputs)), return_dict=True)
+            out = self.model(**dict(zip(self.names, inputs)), **self.fixed, return_dict=True)
+            if isinstance(out, torch.Tensor):  # a vision tower's merged patches
+                return out
+            out = dict(enumerate(out)) if isinstance(out, tuple) else out
             for v in out.values():
                 if isinstance(v, torch.Tensor):
                     return v

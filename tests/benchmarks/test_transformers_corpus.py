@@ -132,3 +132,30 @@ def test_a_type_whose_name_is_not_a_python_name_is_a_model_file_factory():
     module, inputs = getattr(corpus, factory)()
     assert module(*inputs).isfinite().all()
     assert len({corpus.factory_name(t) for t in corpus.all_types()}) == len(corpus.all_types())
+
+
+# a vision tower fed an image as its patches and a grid made from the config: the grid counted in
+# patches with the patches flattened through the temporal patch, and a window in pixels that holds
+# a merged patch (qwen2_5_vl_vision); the grid counted in merged patches, one channels-last image
+# per merged patch (inkling2_vision); (patches, channels, patch, patch) images (kimi_k25_vision)
+@pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
+@pytest.mark.parametrize("model_type, grid, rows", [("qwen2_5_vl_vision", [1, 4, 4], 16),
+                                                    ("inkling2_vision", [1, 2, 2], 4),
+                                                    ("kimi_k25_vision", [1, 4, 4], 16)])
+def test_a_vision_tower_that_takes_a_grid_gets_one_from_its_config(model_type, grid, rows):
+    module, inputs = _corpus().build_case(model_type)
+    (patches,) = inputs
+    (grid_thw,) = [v for k, v in module.fixed.items() if k.endswith("grid_thw")]
+    assert grid_thw.tolist() == [grid] and patches.shape[0] == rows
+    out = module(*inputs)
+    assert out.numel() > 0 and out.isfinite().all()
+
+
+# a multimodal RoPE's sections when neither config names them: the model's own default, read from
+# its code and scaled to the small head (paddleocr_vl: [16, 24, 24] in its text model)
+@pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
+def test_a_multimodal_rope_without_sections_gets_the_models_default_scaled():
+    module, inputs = _corpus().build_case("paddleocr_vl")
+    assert module(*inputs).isfinite().all()
+    text = module.model.config.text_config
+    assert sum(text.rope_parameters["mrope_section"]) == text.head_dim // 2
