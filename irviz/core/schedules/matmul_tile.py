@@ -56,17 +56,53 @@ def pack_weight(sch, block, vec: int) -> bool:
     return True
 
 
-def accumulate_locally(sch, block, tile_loop, epilogue: bool = True, lanes: int = 0) -> int:
+def accumulate_locally(sch, block, tile_loop, epilogue: bool = True, lanes: int = 0, said: list | None = None) -> int:
     """`block`'s result accumulated in a local buffer of one tile (registers, once unrolled),
     written back under `tile_loop`, with its elementwise epilogue unless `epilogue` is False (padded
     rows: the epilogue writes the real output, which has no padding rows to write), the write-back
-    `lanes` wide (0: scalar); how many epilogue blocks."""
+    `lanes` wide (0: scalar), or its rows as vectors where the epilogue transposes them into the
+    output's innermost dimension (appended to `said`); how many epilogue blocks."""
     acc = sch.cache_write(block, 0, "local")
     epilogue = inline_epilogue(sch, acc) if epilogue else 0
     sch.reverse_compute_at(acc, tile_loop)
-    if lanes:
+    if lanes and rows_innermost(sch, acc):
+        _rows_inside(sch, acc)
+        if said is not None:
+            said.append("written back rows innermost (the epilogue transposes them)")
+    elif lanes:
         _vectorize_innermost(sch, acc, lanes)
     return epilogue
+
+
+def rows_innermost(sch, block) -> bool:
+    """Whether the write-back `block` stores its rows, not its columns, along the output's innermost
+    dimension: an epilogue that transposes (ConvNeXt's MLP written back to NCHW, channels outermost).
+    Its columns as vectors are then scatters to addresses a whole plane apart, and the residual it
+    adds is read by gathers."""
+    b = sch.get(block)
+    spatial = [iv.var for iv in b.iter_vars if iv.iter_type == tirx.IterVar.DataPar]
+    if len(spatial) < 2 or len(b.writes) != 1:
+        return False
+    inner = b.writes[0].region[-1].min
+    used = tirx.analysis.undefined_vars(inner, [])
+    return (any(v.same_as(spatial[-2]) for v in used)
+            and not any(v.same_as(spatial[-1]) for v in used))
+
+
+def _rows_inside(sch, block) -> None:
+    """The write-back of a transposing epilogue column by column, the tile's rows innermost: each
+    column's rows are consecutive in the output, so they are one vector store (and one vector read
+    of the residual) instead of a scatter and a gather across planes; fewer than 4 rows unrolled."""
+    loops = sch.get_loops(block)
+    if len(loops) < 2:
+        return
+    rows, cols = loops[-2], loops[-1]
+    sch.reorder(cols, rows)
+    extent = _const(sch.get(rows).extent)
+    if extent and extent >= 4:
+        sch.vectorize(rows)
+    else:
+        sch.unroll(rows)
 
 
 def _vectorize_innermost(sch, block, lanes: int) -> None:
@@ -210,7 +246,7 @@ def tile_matmul(sch, name: str, block, s_loops: list, r_loops: list, s_ext: list
     if len(s_loops) >= 2 and reg:
         to, ti = sch.split(s_loops[-2], [None, reg])
         # a weight panel outside the row tiles: it stays in cache while every row tile reads it
-        outer_s = [*s_loops[:-2], so, to] if packed else [*s_loops[:-2], to, so]
+        outer_s = [*s_loops[:-2], so, to] if packed and not __import__("os").environ.get("ROWS_OUT") else [*s_loops[:-2], to, so]
         tiles = [ti]
         panels = _const(sch.get(so).extent)
         # too few panels (or an odd count) to split evenly over the threads: the row tiles join
@@ -223,17 +259,18 @@ def tile_matmul(sch, name: str, block, s_loops: list, r_loops: list, s_ext: list
         outer_s = [*s_loops[:-1], so]
     else:
         outer_s = [so]
+    said: list[str] = []
     if kc and _const(sch.get(r_loops[0]).extent) % kc == 0:
         # the panel's slice of kc steps stays in L1 while each row tile reads it; the panel's rows
         # accumulate across the slices in a local buffer
         ko, ki = sch.split(r_loops[0], [None, kc])
         sch.reorder(*outer_s[:-1], ko, outer_s[-1], ki, *tiles, *sv, si)
-        epilogue = accumulate_locally(sch, block, outer_s[-2], epilogue=not pads, lanes=lanes)
+        epilogue = accumulate_locally(sch, block, outer_s[-2], epilogue=not pads, lanes=lanes, said=said)
         first_reduction = ko
     else:
         kc = None
         sch.reorder(*outer_s, *r_loops, *tiles, *sv, si)
-        epilogue = accumulate_locally(sch, block, outer_s[-1], epilogue=not pads, lanes=lanes)
+        epilogue = accumulate_locally(sch, block, outer_s[-1], epilogue=not pads, lanes=lanes, said=said)
         first_reduction = r_loops[0]
     sch.vectorize(si)
     for t in (*tiles, *sv):
@@ -250,7 +287,8 @@ def tile_matmul(sch, name: str, block, s_loops: list, r_loops: list, s_ext: list
             + (f", weight packed to N/{vec},K,{vec}" if packed else "")
             + (f", reduction blocked by {kc} for the L1" if kc else "")
             + (f", {padded}" if padded else "")
-            + (f", {epilogue} epilogue block(s) fused into the write-back" if epilogue else ""))
+            + (f", {epilogue} epilogue block(s) fused into the write-back" if epilogue else "")
+            + "".join(f", {s}" for s in said))
 
 
 def _const(x) -> int | None:

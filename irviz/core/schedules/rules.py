@@ -46,7 +46,7 @@ from irviz.core.target import vector_lanes
 
 # Raised when a rule changes what it makes of a kernel: part of the decision cache's key, so library-
 # or-TensorIR choices and tiles measured with older rules are measured again
-RULES_VERSION = 10
+RULES_VERSION = 11
 
 NOTES_ATTR = "irviz.schedule_notes"
 DONE_ATTR = "irviz.scheduled"
