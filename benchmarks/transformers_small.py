@@ -34,6 +34,7 @@ SMALL = {
 NEVER_GROWN = ("patch_size", "window_size")  # a Swin's 4x4 patches keep room for its windows
 LAYER_COUNTS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
 HEAD_LISTS = ("num_heads", "num_attention_heads")  # per stage (Swin): 4 divides every stage's width
+WIDTHS = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
 PER_LAYER = ("layer_types", "no_rope_layers", "attn_layers", "mlp_layer_types", "layers_block_type")
 
 
@@ -58,8 +59,11 @@ def _shrink_dict(d: dict, depth=0, vocab=None, keep=(), kinds=True) -> dict:
             value = _shrink_dict(value, depth + 1, vocab, keep, kinds)
         elif key in keep:
             value = min(value, FULL_IMAGE) if key == "image_size" and _is_int(value) else value
-        elif key in SMALL and _is_int(value):
-            value = min(value, SMALL[key]) if key in NEVER_GROWN else SMALL[key]
+        elif key in SMALL and _is_int(value):  # a zero turns a feature off (GLM-5's NoPE layers): kept
+            value = value if value == 0 else min(value, SMALL[key]) if key in NEVER_GROWN else SMALL[key]
+        elif re.search(r"feature_layers?$", key) and (_is_int(value) or _ints(value)):
+            last = SMALL["num_hidden_layers"] - 1  # another config's layers, counted from the front
+            value = [min(v, last) for v in value] if isinstance(value, list) else min(value, last)
         elif _is_int(value) and (re.search(r"(^|_)num_\w*heads$", key) or re.match(r"linear_\w*head_dim$", key)):
             value = SMALL["head_dim" if key.endswith("head_dim") else "num_heads"]  # linear_num_heads...
         elif key in HEAD_LISTS and _ints(value):
@@ -121,6 +125,10 @@ def _per_layer(d: dict, full: dict, kinds: bool = True) -> None:
     hybrid keeps an attention layer); Reformer's axial positions fitted to the hidden size and the
     sequence (their sizes must sum / multiply to them)."""
     counts = [(full[k], d[k]) for k in LAYER_COUNTS if isinstance(full.get(k), int) and isinstance(d.get(k), int)]
+    if counts and _ints(d.get("depths")) and len(d["depths"]) == counts[0][0]:
+        for key in LAYER_COUNTS:  # its "layers" are its stages, one entry each in its per-stage lists
+            if key in d and full.get(key) == counts[0][0]:
+                d[key] = counts[0][0]
     if counts and "depths" not in d:  # a network of stages (Swin) counts its stages there instead
         before, after = counts[0]
         for key, value in d.items():
@@ -180,11 +188,16 @@ def _rope_sections(d: dict, default=None) -> None:
     rope = d.get("rope_parameters") or d.get("rope_scaling")
     if isinstance(rope, dict) and default and "mrope_section" not in rope:
         rope["mrope_section"] = list(default)
-    head = d.get("head_dim") or (d.get("hidden_size") and d.get("num_attention_heads")
-                                 and d["hidden_size"] // d["num_attention_heads"])
+    head = d.get("qk_rope_head_dim") or d.get("head_dim") or (
+        d.get("hidden_size") and d.get("num_attention_heads") and d["hidden_size"] // d["num_attention_heads"])
     if not (isinstance(rope, dict) and _ints(rope.get("mrope_section")) and isinstance(head, int)):
         return
     sections, half = rope["mrope_section"], head // 2
+    if half < len(sections) and _is_int(d.get("qk_rope_head_dim")):  # a rotary part too small to split
+        half = len(sections) + 1
+        d["qk_rope_head_dim"] = 2 * half
+        if _is_int(d.get("qk_nope_head_dim")) and "qk_head_dim" in d:
+            d["qk_head_dim"] = d["qk_nope_head_dim"] + d["qk_rope_head_dim"]
     if half < len(sections):
         return
     scaled = [max(1, s * half // sum(sections)) for s in sections]
@@ -201,6 +214,7 @@ def shrink(cfg, variant: int = 0):
     attention has no indexer sizes) or that shares its weights across two layers (Zamba's)."""
     full = cfg.to_dict()
     d = _shrink_dict(full, keep=("image_size", "patch_size") if variant == 2 else (), kinds=variant != 3)
+    _follow_widths(full, d, _widths(full, d, {}))
     if "use_cache" in d:
         d["use_cache"] = False
     if "prediction_length" in d and d["prediction_length"] is None:  # a forecaster's horizon
@@ -233,6 +247,29 @@ def shrink(cfg, variant: int = 0):
         attn.rope_theta = (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta", 10000.0)
         attn.clip_qkv = attn.clip_qkv or 8.0
     return cfg
+
+
+def _widths(full: dict, small: dict, found: dict, path=()) -> dict:
+    """{released width: (small width, the sub-configs naming it)} over the config and its sub-configs."""
+    for key, value in full.items():
+        if isinstance(value, dict) and isinstance(small.get(key), dict):
+            _widths(value, small[key], found, path + (key,))
+        elif key in WIDTHS and _is_int(value) and small.get(key) != value:
+            found.setdefault(value, (small[key], set()))[1].add(path)
+    return found
+
+
+def _follow_widths(full: dict, small: dict, widths: dict, path=()) -> None:
+    """A size left as released that equals another config's released width is that width named
+    here (a head's audio_hidden_size, a flow head's condition_dim): it follows the width, as the
+    validators require. Within one config such a size is its own (RT-DETR's encoder_hidden_dim)."""
+    for key, value in full.items():
+        here = small.get(key)
+        if isinstance(value, dict) and isinstance(here, dict):
+            _follow_widths(value, here, widths, path + (key,))
+        elif (_is_int(value) and here == value and value in widths and widths[value][1] - {path}
+              and re.search(r"(hidden_size|_dim|^dim)$", key)):
+            small[key] = widths[value][0]
 
 
 def _mrope_default(cfg):
@@ -413,5 +450,7 @@ def reason(e: BaseException) -> str:
     needed = re.search(r"forward\(\) missing \d+ required positional arguments?: (.*)", text)
     if isinstance(e, TypeError) and needed:
         return f"needs inputs the recipe cannot make: {needed.group(1).strip()}"
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return f"{type(e).__name__}: {line}"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()] or [""]
+    if lines[0].endswith(":") and len(lines) > 1:  # a config validator's header: what it checked follows
+        return f"{type(e).__name__}: {lines[0]} {lines[1]}"
+    return f"{type(e).__name__}: {lines[0]}"

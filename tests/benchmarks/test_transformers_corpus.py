@@ -159,3 +159,24 @@ def test_a_multimodal_rope_without_sections_gets_the_models_default_scaled():
     assert module(*inputs).isfinite().all()
     text = module.model.config.text_config
     assert sum(text.rope_parameters["mrope_section"]) == text.head_dim // 2
+
+
+# what the configs' validators check: a zero left zero (glm5_next_text's rotary size on its NoPE
+# layers); another config's width named in a head (pocket_tts's flow head condition_dim); a rotary
+# part large enough for the multimodal sections (hy_v4_vl_text); a projector's feature layers within
+# the vision tower's (molmo2); per-stage lists as long as a staged network's "layers" (muse_spark)
+@pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
+@pytest.mark.parametrize("model_type", ["glm5_next_text", "pocket_tts", "hy_v4_vl_text", "molmo2", "muse_spark"])
+def test_types_whose_config_validators_the_recipe_satisfies_build(model_type):
+    module, inputs = _corpus().build_case(model_type)
+    out = module(*inputs)
+    assert out.numel() > 0 and out.isfinite().all()
+
+
+def test_a_config_validators_reason_says_what_it_checked():
+    class StrictDataclassClassValidationError(Exception):
+        pass
+
+    e = StrictDataclassClassValidationError("Class validation error for validator 'validate_architecture':\n"
+                                            "ValueError: n_input_layers + n_output_layers must equal num_hidden_layers")
+    assert _corpus().reason(e).endswith(": ValueError: n_input_layers + n_output_layers must equal num_hidden_layers")
