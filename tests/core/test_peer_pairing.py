@@ -107,6 +107,19 @@ def test_a_group_faster_than_the_peak_is_unsure_and_left_out_of_the_verdicts():
     assert all(r["unsure"] is None and r["faster"] == "inductor" for r in rows)
 
 
+def test_the_exported_report_says_which_groups_are_unsure_and_why():
+    from irviz.core.export.peer_files import peer_html
+
+    tvm = [{"name": "fused_conv", "ms": 0.5, "fx_nodes": ["conv_a", "bn_a", "get_a", "conv_b", "bn_b", "get_b",
+                                                          "add", "relu"]}]
+    ind = [{"name": "binary", "kind": "library", "calls": 1, "ms": 1e-4, "fx_nodes": tvm[0]["fx_nodes"]}]
+    rows = by_fx_node(_block_graph(), tvm, ind, peak_gflops=100.0)
+    page = peer_html({"kernels": ind, "total_ms": 1e-4, "compiled_ms": 1e-4, "threads": 1, "compile_seconds": 1.0,
+                      "attribution": "split", "summary": summary(rows), "by_fx_node": rows})
+    assert "<b>Unsure</b>, left out of the above: conv_a..relu (8 nodes)" in page
+    assert page.count(">unsure</span>") == len(rows) and "2.9x the measured peak" in page
+
+
 def test_the_guard_names_the_side_its_rate_and_the_peak():
     why = implausible({"flop": 0.231e9, "tvm_ms": 1.556, "inductor_ms": 0.122}, 235.0)
     assert why.startswith("Inductor's 0.122 ms for 0.231 GFLOP is 1.9 TFLOP/s, 8.1x the measured peak (235 GFLOP/s)")

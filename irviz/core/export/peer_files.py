@@ -49,6 +49,7 @@ def peer_html(report: dict, files: dict[str, str] | None = None) -> str:
                f"and faster on nodes worth {s['tvm_wins_ms']:.3f} ms.</p><ul>")
     out += [f"<li>TVM loses: {e(x['text'])}</li>" for x in s["tvm_loses"][:5]]
     out += [f"<li>TVM wins: {e(x['text'])}</li>" for x in s["tvm_wins"][:5]]
+    out += [f"<li><b>Unsure</b>, left out of the above: {e(x['text'])}</li>" for x in s.get("unsure") or ()]
     out.append("</ul><h3>Per FX node</h3><p>ms: the node's share of its kernels' time; faster: its "
                "group's verdict (the FX nodes whole kernels compute on both sides).</p><table><tr>"
                "<th>FX node</th><th>op</th><th>group</th><th>TVM kernel</th><th>TVM ms</th>"
@@ -59,7 +60,7 @@ def peer_html(report: dict, files: dict[str, str] | None = None) -> str:
                           for k in i["kernels"]) or "–"
         out.append(f"<tr><td>{e(r['fx_node'])}</td><td>{e(str(r['target']))}</td><td>{e(r['group'])}</td>"
                    f"<td>{e(', '.join(t['kernels']) or '–')}</td><td>{_ms(t['ms'])}</td><td>{links}</td>"
-                   f"<td>{_ms(i['ms'])}</td><td>{e(r['faster'] or '–')}</td></tr>")
+                   f"<td>{_ms(i['ms'])}</td><td>{_faster(r)}</td></tr>")
     out.append("</table><h3>Inductor's kernels</h3><table><tr><th>kernel</th><th>kind</th><th>calls</th>"
                "<th>ms</th><th>FX nodes</th><th>provenance</th></tr>")
     for k in report["kernels"]:
@@ -69,6 +70,12 @@ def peer_html(report: dict, files: dict[str, str] | None = None) -> str:
                    f"<td>{e(', '.join(k['fx_nodes']))}</td><td>{e(k.get('provenance_note') or '')}</td></tr>")
     out.append("</table></section>")
     return "\n".join(out)
+
+
+def _faster(row: dict) -> str:
+    if row.get("unsure"):
+        return f'<span title="{html.escape(row["unsure"])}">unsure</span>'
+    return html.escape(row["faster"] or "–")
 
 
 def write_peer(out_dir, report: dict) -> dict:
