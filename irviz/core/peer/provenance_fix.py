@@ -1,5 +1,9 @@
 """Where Inductor's provenance is wrong or names no op, mended from the wrapper's own dataflow.
 
+Library convolutions are paired with their FX convolutions by the wrapper's data flow and shapes
+first (call_pairing.py); what follows mends the calls that pairing leaves (other library calls,
+generated kernels).
+
 Two library calls given one post-grad node:
 
 A post-grad node is lowered to one library call, yet with freezing Inductor's provenance can give
