@@ -11,7 +11,10 @@ per-kernel time: every call of it in one run of the function):
   PrimFunc as built: every floating-point add, multiply, divide, max, ... in the loop nest, times
   the extents of the loops around it (a multiply-add in a reduction counts 2, an elementwise op 1;
   index arithmetic is not counted). Times the calls per run. It is counted on the kernel as built:
-  a schedule that pads a loop up to its tile counts the padded iterations too.
+  a schedule that pads a loop up to its tile counts the padded iterations too. A stored value
+  counts each distinct subexpression once (``flop_count``): an inlined elementwise chain such as
+  fast_gelu repeats its inputs' subexpressions in the tree TVM counts, and the compiled code
+  computes each of them once.
 * FLOPs, a library call (``irviz.torch.matmul`` / ``irviz.torch.conv2d.*``, no TIR to read): from
   the operand shapes of each call site: a matmul 2·|out|·K, a conv2d 2·|out|·(C/groups·KH·KW).
 * Bytes: the sizes of the buffers the kernel reads and writes (its parameters: inputs and outputs)
@@ -45,9 +48,9 @@ import math
 import tvm
 from tvm import relax, tirx
 from tvm.s_tir import SBlockRealize
-from tvm.s_tir.analysis import estimate_tir_flops
 
 from irviz.core.backend.cache_roofs import cache_bandwidths, hierarchy
+from irviz.core.backend.flop_count import tir_flops
 from irviz.core.backend.machine_peak import compute_peak, last_level_cache, memory_bandwidth
 from irviz.core.backend.run import tvm_threads
 from irviz.core.library_names import MATMUL, PREFIX, conv2d_attrs
@@ -137,9 +140,8 @@ def _prim_work(func: tirx.PrimFunc) -> tuple[float, int] | None:
             # a gather (take) reads a few rows of a big table: it touches no more than it accesses
             size = min(size, accesses[p] * tvm.runtime.DataType(str(ty.dtype)).bits // 8)
         nbytes += size
-    try:
-        flops = float(estimate_tir_flops(tvm.IRModule({"main": func})))
-    except Exception:  # a construct the estimator rejects: no figure rather than a wrong one
+    flops = tir_flops(func)
+    if flops is None:  # a construct the estimator rejects: no figure rather than a wrong one
         return None
     return flops, nbytes
 
