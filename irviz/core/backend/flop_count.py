@@ -2,8 +2,8 @@
 
 TVM's ``estimate_tir_flops`` walks every expression as a tree. An elementwise op inlined into its
 consumer is a tree that repeats its inputs' subexpressions: ``fast_gelu``'s rational polynomial
-names ``clamp(x * 0.7071, -4, 4)`` 27 times and its count reads 120 FLOPs per element, where
-the compiled code (LLVM computes an equal pure subexpression once) does about 30. Fused behind a
+names ``clamp(x * 0.7071, -4, 4)`` 21 times and its count reads 120 FLOPs per element, where
+the compiled code (LLVM computes an equal pure subexpression once) does 30. Fused behind a
 matmul with a short reduction (ConvNeXt's 96 -> 384 MLP), that tree made the kernel read 129% of
 the FMA peak.
 
