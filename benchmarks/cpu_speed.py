@@ -27,9 +27,12 @@ Share of the peak, which carries over between CPUs where a ratio against torch d
 matmuls are MKL's AVX-512 code on Intel, AVX2 code on AMD): the header gives the float32 FMA peak
 irviz measures on this CPU at the threads used (``machine_peak.compute_peak``), and each row the
 model's GFLOP (the sum of its kernels' work, as ``roofline`` counts it: TVM's FLOP estimate of each
-TensorIR kernel, operand shapes for a library call), its GFLOP/s at the timed median against that
-peak, and the kernel launches one run makes. ``--kernels K`` prints the K slowest kernels with
-their time per call, GFLOP/s and % of the peak.
+TensorIR kernel with each distinct subexpression once, operand shapes for a library call), its
+GFLOP/s at the timed median against that peak, and the kernel launches one run makes.
+``--kernels K`` prints the K slowest kernels with their time per call, GFLOP/s and % of the peak,
+and the roof ``roofline`` holds each against ("compute": the FMA peak; "L2 mem": that level's
+measured bandwidth, where the kernel is memory-bound) with its % of that roof. A kernel timed
+above its roof prints "ABOVE ROOF" and a "not real" line with the reason instead of a figure.
 
 ``--isa avx2`` runs the same comparison as on an AVX2 machine, on this one: torch restricted to
 AVX2 (``ATEN_CPU_CAPABILITY=avx2`` for ATen and inductor's generated code, ``DNNL_MAX_CPU_ISA=AVX2``
@@ -101,6 +104,41 @@ def _isa_check(isa: str) -> str:
     return text
 
 
+def _roof_cell(e: dict | None) -> str:
+    """Which roof a kernel is held against and how close it came: "compute 92%" (the FMA peak) or
+    "L2 61%" (that level's bandwidth, memory-bound); "ABOVE ROOF" where it timed faster than the
+    roof allows, which no real kernel does."""
+    if not e or e.get("pct_of_roof") is None:
+        return f"{'-':>13}"
+    if e["above_roof"]:
+        return f"{'ABOVE ROOF':>13}"
+    roof = "compute" if e["bound"] == "compute" else f"{e['level']} mem"
+    return f"{roof:>7} {e['pct_of_roof']:4.0f}%"
+
+
+def _print_kernels(kernels, work, roof, peak_gflops: float, count: int) -> None:
+    """The `count` slowest kernels: time per call, GFLOP/s, % of the FMA peak, and the roofline's
+    roof for each; a kernel timed above its roof shows no % as if it were real, and says why."""
+    entries = {e["name"]: e for e in (roof or {}).get("kernels", ())}
+    for k in sorted(kernels, key=lambda k: -k.ms)[:count]:
+        w = work.get(k.name)
+        e = entries.get(k.name)
+        gflops = w[0] / (k.ms / 1e3) / 1e9 if w is not None and w[0] > 0 and k.ms > 0 else None
+        above = bool(e and e["above_roof"]) or (gflops is not None and gflops > peak_gflops)
+        if gflops is None:
+            rate = f"{'-':>7} GFLOP/s {'-':>6}"
+        elif above:
+            rate = f"{gflops:7.1f} GFLOP/s {'?':>6}"
+        else:
+            rate = f"{gflops:7.1f} GFLOP/s {100 * gflops / peak_gflops:5.1f}%"
+        cell = _roof_cell(e) if e or not above else f"{'ABOVE ROOF':>13}"
+        print(f"{'':23}{k.ms / max(k.calls, 1):8.3f} ms × {k.calls:<3} {rate} {cell}  {k.name}")
+        if above:
+            why = (e or {}).get("above_roof_reason") or (
+                f"timed faster than the FMA peak measured here ({peak_gflops:.1f} GFLOP/s)")
+            print(f"{'':25}not real: {why}")
+
+
 REAL_SIZE = ["real:bert_base", "real:gpt2_small", "resnet18", "real:mobilenet_v2", "real:vit_base",
              "real:convnext_tiny"]
 
@@ -146,7 +184,7 @@ def main() -> int:
 
     from irviz.core.backend import build as build_mod
     from irviz.core.backend.machine_peak import compute_peak
-    from irviz.core.backend.roofline import kernel_work
+    from irviz.core.backend.roofline import kernel_work, machine_roofs, roofline
     from irviz.core.target import cpu_info
     from irviz.core.backend.run import run_and_compare
     from irviz.core.backend.timing import time_alone, tune_seconds
@@ -167,6 +205,9 @@ def main() -> int:
     peak = compute_peak(args.threads)
     print(f"measured float32 FMA peak {peak['gflops']:.1f} GFLOP/s at {args.threads} threads ({peak['per_core_gflops']:.1f} "
           f"per core; all threads together read {peak['measured_all_threads']:.1f}; load {peak['load']}): {peak['source']}")
+    # the roof each kernel is held against (the FMA peak or a memory level's bandwidth), measured
+    # before any timing so its probes do not land in a timed block
+    roofs = machine_roofs(args.threads) if args.kernels else None
     print()
     cols = ["eager ms", "compile ms", "tvm ms", "tvm/eager", "tvm/compile", "spread", "max err",
             "build s", "tune s (pipeline s)", "GFLOP", "% peak", "launches"]
@@ -219,7 +260,8 @@ def main() -> int:
                 tvm_in = [tvm.runtime.tensor(x.detach().numpy()) for x in example if isinstance(x, torch.Tensor)]
                 runners[pipeline] = (lambda f=main_fn, a=tvm_in: f(*a))
                 built_rows.append((pipeline, res, build_s, tuned_first, tuned_again, cached_s,
-                                   kernel_work(built, res.kernels)))
+                                   kernel_work(built, res.kernels),
+                                   roofline(built, res.kernels, roofs) if roofs else None))
             except Exception as exc:
                 print(f"{name:12} {pipeline:9} failed: {getattr(exc, 'message', exc)}"[:200])
         blocks: dict[str, list] = {k: [] for k in runners}
@@ -230,7 +272,7 @@ def main() -> int:
         med = {k: statistics.median(t.median_ms for t in ts) for k, ts in blocks.items()}
         spread = {k: max(t.spread for t in ts) for k, ts in blocks.items()}
         eager, comp = med["eager"], med.get("compile")
-        for pipeline, res, build_s, tuned_first, tuned_again, cached_s, work in built_rows:
+        for pipeline, res, build_s, tuned_first, tuned_again, cached_s, work, roof in built_rows:
             tvm_ms = med[pipeline]
             known = [w for w in work.values() if w is not None]
             gflop = sum(f for f, _ in known) / 1e9
@@ -247,11 +289,8 @@ def main() -> int:
                             cached_s, res.allclose, pct))
             if unknown:
                 print(f"{'':23}GFLOP+: the work of {unknown} kernel(s) is not known (symbolic sizes); left out")
-            for k in sorted(res.kernels, key=lambda k: -k.ms)[:args.kernels]:
-                w = work.get(k.name)
-                rate = (f"{w[0] / (k.ms / 1e3) / 1e9:7.1f} GFLOP/s {100 * w[0] / (k.ms / 1e3) / 1e9 / peak['gflops']:5.1f}%"
-                        if w is not None and w[0] > 0 and k.ms > 0 else f"{'-':>7} GFLOP/s {'-':>5} ")
-                print(f"{'':23}{k.ms / max(k.calls, 1):8.3f} ms × {k.calls:<3} {rate}  {k.name}")
+            if args.kernels:
+                _print_kernels(res.kernels, work, roof, peak["gflops"], args.kernels)
         load = _load()
         busy = float(load.split()[0]) > (os.cpu_count() or 1) if load != "?" else False
         print(f"{'':23}load average {load}" + (" (above the cores: these timings are not reliable)" if busy else "")
