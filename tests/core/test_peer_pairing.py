@@ -16,7 +16,7 @@ import pytest
 from irviz.core.frontend.capture import FxGraph, FxNode
 from irviz.core.peer.call_pairing import pair_conv_calls
 from irviz.core.peer.output_code import call_sequence, kernel_sources
-from irviz.core.peer.plausible import group_flop, implausible
+from irviz.core.peer.plausible import MARGIN, group_flop, implausible
 from irviz.core.peer.side_by_side import by_fx_node, summary
 
 CONV, NORM = "aten.convolution.default", "aten._native_batch_norm_legit_no_training.default"
@@ -125,6 +125,8 @@ def test_the_guard_names_the_side_its_rate_and_the_peak():
     assert why.startswith("Inductor's 0.122 ms for 0.231 GFLOP is 1.9 TFLOP/s, 8.1x the measured peak (235 GFLOP/s)")
     assert "TVM" not in why
     assert implausible({"flop": 0.231e9, "tvm_ms": 1.556, "inductor_ms": 1.0}, 235.0) is None
+    # 10% over the peak is within its measurement's noise (true mkldnn figures reach 97% of it)
+    assert implausible({"flop": 0.231e9, "tvm_ms": 1.556, "inductor_ms": 0.231 / 235 / 1.1 * 1e3}, 235.0) is None
     assert implausible({"flop": None, "tvm_ms": 1.0, "inductor_ms": 1e-9}, 235.0) is None  # shapes unknown: no claim
     assert implausible({"flop": 1e9, "tvm_ms": 1.0, "inductor_ms": 1e-9}, None) is None    # no peak measured
 
@@ -223,5 +225,5 @@ def test_no_frozen_group_runs_faster_than_the_cpus_peak(frozen):
     for g in report["groups"]:
         flop = group_flop(graph, g["fx_nodes"])
         if flop and g["inductor_ms"]:
-            assert flop / (g["inductor_ms"] * 1e-3) / 1e9 <= peak, (g["fx_nodes"], g["inductor_kernels"])
+            assert flop / (g["inductor_ms"] * 1e-3) / 1e9 <= peak * MARGIN, (g["fx_nodes"], g["inductor_kernels"])
         assert g["unsure"] is None
