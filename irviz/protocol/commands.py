@@ -216,13 +216,15 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             '`{compiler, freezing, options, error, step, stamp: {model, pipeline, step, pass, target, freezing}, '
             'tvm_ran, threads, '
             'compile_seconds, total_ms, compiled_ms, region_ms, runs, timing, profiled_timing, reliable, reason, '
-            'kernels: [{name, kind, '
+            'peak_gflops, peak_source, kernels: [{name, kind, '
             'fx_nodes, fx_nodes_inferred, ms, calls, code, post_grad_nodes, unmapped}], by_fx_node: '
-            '[{fx_node, target, tvm: {kernels, kernel_ms, ms}, inductor: {kernels, kernel_ms, ms}, diff_ms, '
-            'group, faster}], groups: [{group, fx_nodes, tvm_kernels, inductor_kernels, tvm_ms, inductor_ms, '
-            'diff_ms, faster}], summary: {tvm_loses, tvm_wins, tvm_loses_ms, tvm_wins_ms, most_different}, '
+            '[{fx_node, target, flop, tvm: {kernels, kernel_ms, ms}, inductor: {kernels, kernel_ms, ms}, '
+            'diff_ms, group, faster, unsure}], groups: [{group, fx_nodes, flop, tvm_kernels, inductor_kernels, '
+            'tvm_ms, inductor_ms, diff_ms, faster, unsure}], summary: {tvm_loses, tvm_wins, tvm_loses_ms, '
+            'tvm_wins_ms, most_different, unsure}, '
             'attribution, tvm_kernels}`: the peer compiler beside the TVM run of the step (build_run it '
-            'first); a model it cannot compile: `{compiler, error}`',
+            'first); a group whose time implies more than the measured FMA peak is `unsure` (why) with '
+            '`faster: null`, and left out of the summary; a model it cannot compile: `{compiler, error}`',
             stage="run", section="build"),
     Command("generate", (opt("tokens", int | None, None, "default: the `tokens` it was opened with"),
                          opt("repeats", int, 10, "timed runs per figure (at least)")),
