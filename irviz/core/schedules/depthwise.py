@@ -11,11 +11,16 @@ input plane of that channel computed right there (it stays in cache instead of a
 copy), rows in a small register tile, the output row as one vector (the whole row when it is at
 most two vector registers wide, so widths 14 and 7 vectorize too), the 3×3 window unrolled, and
 the elementwise epilogue (batch norm, ReLU6) fused into the write-back.
+
+A depthwise conv whose result is written channels-last (a transpose fused behind it, ConvNeXt's)
+is vectorized over channels instead (``depthwise_nhwc``): rows as vectors would scatter every
+output vector across the channels-last result.
 """
 from __future__ import annotations
 
 from tvm import s_tir, tirx
 
+from irviz.core.schedules.depthwise_nhwc import channel_vector, schedule_channels_last, writes_channels_last
 from irviz.core.schedules.epilogue import inline_epilogue
 
 
@@ -56,6 +61,10 @@ def schedule_depthwise(sch: s_tir.Schedule, lanes: int, parallel) -> list[str]:
     loop when the block has enough work. One note per block."""
     notes = []
     for block, name in depthwise_blocks(sch):
+        vec = channel_vector(_const(sch.get(sch.get_loops(block)[1]).extent), lanes)
+        if vec is not None and writes_channels_last(sch, block):
+            notes.append(schedule_channels_last(sch, block, name, vec, parallel))
+            continue
         n, f, y, x, rc, ry, rx = sch.get_loops(block)
         height, width = _const(sch.get(y).extent), _const(sch.get(x).extent)
         vec = _row_vector(width, lanes)

@@ -12,7 +12,9 @@ The rules, in the order the `tir-cpu` / `fast-cpu` pipelines run them:
   re-laid-out O/v·I·H·W·v (a `layout_rewrite_preproc` block), a register tile of up to 14
   output columns accumulated in a local buffer, kernel window unrolled, parallel outer loops,
   elementwise epilogue (bias, relu, ...) fused into the write-back. Depthwise conv2d blocks → one
-  channel's plane per outer iteration, output rows as vectors, window unrolled (``depthwise``).
+  channel's plane per outer iteration, output rows as vectors, window unrolled (``depthwise``);
+  one whose result is written channels-last → vectors over channels, a register tile of output
+  pixels, contiguous stores (``depthwise_nhwc``).
 - CPUInlineElementwise: chains of elementwise blocks into one loop nest.
 - CPUTileReductions: matmul-like reductions tiled (vector-wide inner loop, a few rows in registers,
   or the tile CPUTuneReductions measured), a weight parameter packed into vector-wide panels, the
@@ -46,7 +48,7 @@ from irviz.core.target import vector_lanes
 
 # Raised when a rule changes what it makes of a kernel: part of the decision cache's key, so library-
 # or-TensorIR choices and tiles measured with older rules are measured again
-RULES_VERSION = 11
+RULES_VERSION = 12
 
 NOTES_ATTR = "irviz.schedule_notes"
 DONE_ATTR = "irviz.scheduled"
