@@ -1,6 +1,7 @@
 """A matmul whose epilogue transposes its result (ConvNeXt's MLP: channels-last rows written back
 to a channels-first output, with a layer scale and the residual) writes each column's rows as one
-vector, on both vector widths, and keeps torch's numbers; so do row counts the tile does not divide."""
+vector, on both vector widths, and keeps torch's numbers. Row counts the register tile does not
+divide (ViT's 197 tokens) have their epilogue computed after each tile, for the real rows only."""
 from __future__ import annotations
 
 import numpy as np
@@ -102,4 +103,55 @@ def test_rows_the_tile_does_not_divide_keep_the_numbers_with_a_transposing_epilo
     vm = relax.VirtualMachine(tvm.compile(mod, target=target.tvm), tvm.cpu())
     got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(res)).numpy()
     want = _torch(x, res, w, b, g, side)
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def _mlp_in(tokens: int, k: int, hidden: int, seed: int = 0):
+    """gelu([tokens, k] . [k, hidden] + bias) + a residual: a ViT MLP's first half, scaled down."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((k, hidden)) / np.sqrt(k)).astype("float32")
+    b = rng.standard_normal(hidden).astype("float32")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", R.Tensor((tokens, k), "float32"))
+    res = relax.Var("res", R.Tensor((tokens, hidden), "float32"))
+    with bb.function("main", [x, res]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.gelu(relax.op.add(relax.op.matmul(x, relax.const(w)), relax.const(b))))
+            out = bb.emit_output(relax.op.add(y, res))
+        bb.emit_func_output(out)
+    return bb.get(), w, b
+
+
+@pytest.mark.parametrize("target_name", ["host", "x86-avx2"])
+@pytest.mark.parametrize("lanes,tokens,k", [(16, 37, 96), (16, 37, 2048), (8, 37, 96), (8, 37, 2048)],
+                         ids=["16-lanes", "16-lanes-k-blocked", "8-lanes", "8-lanes-k-blocked"])
+def test_padded_rows_compute_their_epilogue_after_each_tile(monkeypatch, lanes, tokens, k, target_name):
+    """37 rows (a prime, as ViT's 197) padded to the register tile: the gelu and the residual are
+    computed under the tile's loop, not as a pass of their own over the output afterwards."""
+    import torch
+
+    from irviz.core.schedules import matmul_tile
+    from irviz.core.target import Target
+
+    target = Target.of(None if target_name == "host" else target_name)
+    if target.not_runnable_here:
+        pytest.skip(target.not_runnable_here)
+    monkeypatch.setattr(matmul_tile, "_cache_sizes", lambda sysfs: {1: 32 * 1024, 2: 1024 * 1024})
+    hidden = 768  # panels enough to split over the threads: the reduction is blocked where K is long
+    mod, w, b = _mlp_in(tokens, k, hidden)
+    mod, notes = _schedule(mod, lanes, target)
+    assert len(notes) == 1 and f"{tokens} rows padded to a multiple of" in notes[0], notes
+    assert ("reduction blocked by" in notes[0]) == (k == 2048), notes[0]
+    assert "epilogue block(s) computed for the real rows after each tile" in notes[0], notes[0]
+    kernel = next(f for gv, f in mod.functions_items() if gv.name_hint.endswith("_prepacked"))
+    root = kernel.body.block.body  # the kernel's top-level loops: the pad copy, then the tiles
+    assert len(root.seq) == 2, kernel.script()
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((tokens, k)).astype("float32")
+    res = rng.standard_normal((tokens, hidden)).astype("float32")
+    vm = relax.VirtualMachine(tvm.compile(mod, target=target.tvm), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(res)).numpy()
+    y = torch.nn.functional.linear(torch.from_numpy(x), torch.from_numpy(w.T.copy()), torch.from_numpy(b))
+    want = (torch.nn.functional.gelu(y) + torch.from_numpy(res)).numpy()
     assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()

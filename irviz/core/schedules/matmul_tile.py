@@ -59,19 +59,65 @@ def pack_weight(sch, block, vec: int) -> bool:
 def accumulate_locally(sch, block, tile_loop, epilogue: bool = True, lanes: int = 0, said: list | None = None) -> int:
     """`block`'s result accumulated in a local buffer of one tile (registers, once unrolled),
     written back under `tile_loop`, with its elementwise epilogue unless `epilogue` is False (padded
-    rows: the epilogue writes the real output, which has no padding rows to write), the write-back
+    rows: the epilogue writes the real output, which has no padding rows to write, and is computed
+    after the write-back under the same loop instead), the write-back
     `lanes` wide (0: scalar), or its rows as vectors where the epilogue transposes them into the
     output's innermost dimension (appended to `said`); how many epilogue blocks."""
     acc = sch.cache_write(block, 0, "local")
-    epilogue = inline_epilogue(sch, acc) if epilogue else 0
+    fused = inline_epilogue(sch, acc) if epilogue else 0
     sch.reverse_compute_at(acc, tile_loop)
-    if lanes and rows_innermost(sch, acc):
-        _rows_inside(sch, acc)
-        if said is not None:
+    if lanes:
+        _write_back(sch, acc, lanes, said)
+    if lanes and not epilogue:
+        after = _epilogue_at(sch, acc, tile_loop, lanes, said)
+        if after and said is not None:
+            said.append(f"{after} epilogue block(s) computed for the real rows after each tile")
+    return fused
+
+
+def _write_back(sch, block, lanes: int, said: list | None) -> None:
+    if rows_innermost(sch, block):
+        _rows_inside(sch, block)
+        if said is not None and not any(s.startswith("written back rows") for s in said):
             said.append("written back rows innermost (the epilogue transposes them)")
-    elif lanes:
-        _vectorize_innermost(sch, acc, lanes)
-    return epilogue
+    else:
+        _vectorize_innermost(sch, block, lanes)
+
+
+def _epilogue_at(sch, acc, tile_loop, lanes: int, said: list | None) -> int:
+    """Padded rows: the epilogue cannot be the write-back (it writes the real rows only), so it
+    goes under the tile loop instead, reading the tile while it is still in the L1 cache and
+    running on the tile's thread; left alone it is a pass of its own over the whole output after
+    the matmul, on one thread when its loop is small. How many epilogue blocks moved (0: none)."""
+    consumers = sch.get_consumers(acc)
+    if len(consumers) != 1 or _is_reduction(sch, consumers[0]):
+        return 0
+    first = consumers[0]
+    if not _reads_tile_by_own_iters(sch, first, sch.get(acc).writes[0].source):
+        # a reshape between them (rows back to an image's height and width): the tile's rows
+        # cover no box of the consumer's iterations, and the region TVM derives for it is wrong
+        return 0
+    more = inline_epilogue(sch, first)
+    try:
+        sch.reverse_compute_at(first, tile_loop)
+    except Exception:  # an index the tile's region does not map onto: a pass of its own, as before
+        return 0
+    _write_back(sch, first, lanes, said)
+    return 1 + more
+
+
+def _reads_tile_by_own_iters(sch, block, buffer) -> bool:
+    """Whether every read of `buffer` by `block` indexes it with `block`'s own iterators, one each."""
+    b = sch.get(block)
+    own = [iv.var for iv in b.iter_vars]
+    reads = [r for r in b.reads if r.source.same_as(buffer)]
+    return bool(reads) and all(
+        isinstance(rg.extent, (int, tirx.IntImm)) and int(rg.extent) == 1 and any(rg.min.same_as(v) for v in own)
+        for r in reads for rg in r.region)
+
+
+def _is_reduction(sch, block) -> bool:
+    return any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(block).iter_vars)
 
 
 def rows_innermost(sch, block) -> bool:
