@@ -17,7 +17,7 @@ SPECIAL_IDS = 16  # out-of-vocabulary special token ids move to the vocabulary's
 
 # config attribute -> small value (set only where the config has the attribute)
 SMALL = {
-    "hidden_size": 32, "d_model": 32, "n_embd": 32, "dim": 32, "embed_dim": 32, "embedding_size": 32,
+    "hidden_size": 32, "d_model": 32, "n_embd": 32, "dim": 32, "embed_dim": 32, "embedding_size": 32, "embedding_dim": 32,
     "num_hidden_layers": 2, "n_layer": 2, "n_layers": 2, "num_layers": 2, "encoder_layers": 2,
     "decoder_layers": 2, "num_decoder_layers": 2,
     "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "encoder_attention_heads": 4,
@@ -61,13 +61,20 @@ def _shrink_dict(d: dict, depth=0, vocab=None, keep=(), kinds=True) -> dict:
             value = min(value, FULL_IMAGE) if key == "image_size" and _is_int(value) else value
         elif key in SMALL and _is_int(value):  # a zero turns a feature off (GLM-5's NoPE layers): kept
             value = value if value == 0 else min(value, SMALL[key]) if key in NEVER_GROWN else SMALL[key]
-        elif re.search(r"feature_layers?$", key) and (_is_int(value) or _ints(value)):
+        elif re.search(r"feature_layers?$|hook_ids$", key) and (_is_int(value) or _ints(value)):
             last = SMALL["num_hidden_layers"] - 1  # another config's layers, counted from the front
             value = [min(v, last) for v in value] if isinstance(value, list) else min(value, last)
         elif _is_int(value) and (re.search(r"(^|_)num_\w*heads$", key) or re.match(r"linear_\w*head_dim$", key)):
             value = SMALL["head_dim" if key.endswith("head_dim") else "num_heads"]  # linear_num_heads...
         elif key in HEAD_LISTS and _ints(value):
             value = [SMALL["num_heads"]] * len(value)
+        elif re.search(r"heads_per_layer$", key) and _ints(value) and _is_int(d.get("num_attention_heads")):
+            # per-layer key/value heads (Sapiens2's): each layer's share of the query heads kept
+            value = [max(1, v * SMALL["num_attention_heads"] // d["num_attention_heads"]) for v in value]
+        elif key == "image_size" and _ints(value) and key not in keep and len(value) == 2:
+            value = [min(v, IMAGE) for v in value]  # (height, width)
+        elif _ints(value) and value[0] == d.get("hidden_size") and value[0] > 1 and _is_int(d.get("hidden_size")):
+            value = [v * SMALL["hidden_size"] // value[0] for v in value]  # per-stage widths (Hiera's)
         elif key == "depths" and _ints(value):
             value = [min(v, 2) for v in value]
         elif key.endswith("groups") and _is_int(value) and value > 1 and value == d.get("hidden_size"):
@@ -262,14 +269,20 @@ def _widths(full: dict, small: dict, found: dict, path=()) -> dict:
 def _follow_widths(full: dict, small: dict, widths: dict, path=()) -> None:
     """A size left as released that equals another config's released width is that width named
     here (a head's audio_hidden_size, a flow head's condition_dim): it follows the width, as the
-    validators require. Within one config such a size is its own (RT-DETR's encoder_hidden_dim)."""
+    validators require. Within one config such a size is its own (RT-DETR's encoder_hidden_dim),
+    but for an output size."""
     for key, value in full.items():
         here = small.get(key)
         if isinstance(value, dict) and isinstance(here, dict):
             _follow_widths(value, here, widths, path + (key,))
-        elif (_is_int(value) and here == value and value in widths and widths[value][1] - {path}
-              and re.search(r"(hidden_size|_dim|^dim)$", key)):
+        elif _is_int(value) and here == value and value in widths and (
+                (widths[value][1] - {path} and re.search(r"hidden_size|_dim$|^dim$", key))
+                or re.search(r"output_size$", key)):  # a pooler's output as wide as its tower
             small[key] = widths[value][0]
+        elif _ints(value) and here == value and len(value) > 1 and re.search(r"channel|dim|hidden", key):
+            end = next((v for v in (value[0], value[-1]) if v in widths and widths[v][1] - {path}), None)
+            if end:  # per-stage channels from another config's width up (SAM2's neck over Hiera)
+                small[key] = [v * widths[end][0] // end for v in value]
 
 
 def _mrope_default(cfg):
@@ -315,9 +328,12 @@ def _input(name: str, cfg):
         frames = getattr(vc, "num_frames", None)  # a video model takes (batch, frames, channels, h, w)
         lead = (1, int(frames)) if isinstance(frames, int) else (1,)
         return torch.randn(*lead, ch, int(h), int(w), generator=g)
-    if name == "input_values":  # a codec (Encodec) takes (batch, channels, samples)
-        channels = getattr(cfg, "audio_channels", None)
-        return torch.randn(1, *([int(channels)] if channels else []), AUDIO, generator=g)
+    if name in ("input_values", "input_values_mono", "input_values_long"):  # a codec (Encodec): (batch, channels, samples)
+        channels = 1 if name != "input_values" else getattr(cfg, "audio_channels", None)
+        samples = 10 * AUDIO if name == "input_values_long" else AUDIO
+        return torch.randn(1, *([int(channels)] if channels else []), samples, generator=g)
+    if name == "input_values_spectrogram":  # (batch, frames, mel bins): the Audio Spectrogram Transformer's
+        return torch.randn(1, int(cfg.max_length), int(cfg.num_mel_bins), generator=g)
     if name in ("input_features", "input_features_by_time"):
         bins = _find(cfg, "num_mel_bins", "feature_projection_input_dim", "feature_size") or 80
         frames = 3000 if "whisper" in type(cfg).__name__.lower() else 64
@@ -393,6 +409,10 @@ def _build(cls, cfg):
         tries.append(["input_ids", "decoder_input_ids"])
     if main == "input_features":  # a conformer takes (batch, frames, bins), Whisper (batch, bins, frames)
         tries.append(["input_features_by_time"])
+    if main == "input_values":  # a codec with no channel count in its config (DAC): mono, and a
+        tries += [["input_values_mono"], ["input_values_long"]]  # second for one that downsamples more
+        if _is_int(getattr(cfg, "num_mel_bins", None)) and _is_int(getattr(cfg, "max_length", None)):
+            tries.append(["input_values_spectrogram"])
     if main != "input_ids" and "decoder_input_ids" in params:  # speech / image to text: and a prompt
         tries += [[main, "decoder_input_ids"]] + ([["input_features_by_time", "decoder_input_ids"]]
                                                   if main == "input_features" else [])
@@ -401,7 +421,7 @@ def _build(cls, cfg):
         made = patches.candidates(cfg, params)
     last = None
     for names, inputs, fixed in made:
-        module = _wrapper_class()(model, [n.replace("_by_time", "") for n in names], fixed).eval()
+        module = _wrapper_class()(model, [re.sub("_by_time|_mono|_long|_spectrogram", "", n) for n in names], fixed).eval()
         try:
             with torch.no_grad():
                 module(*inputs)

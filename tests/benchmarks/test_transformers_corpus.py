@@ -180,3 +180,17 @@ def test_a_config_validators_reason_says_what_it_checked():
     e = StrictDataclassClassValidationError("Class validation error for validator 'validate_architecture':\n"
                                             "ValueError: n_input_layers + n_output_layers must equal num_hidden_layers")
     assert _corpus().reason(e).endswith(": ValueError: n_input_layers + n_output_layers must equal num_hidden_layers")
+
+
+# sizes named per layer or per stage, and inputs in the layout the model reads: per-layer key/value
+# heads as a share of the query heads (sapiens2); a mono codec's (batch, 1, samples) audio (omniasr_ctc);
+# a spectrogram of (batch, frames, mel bins) (audio-spectrogram-transformer); hook layers within the
+# tower's (depth_pro); per-stage widths from the stem up and a neck's channels over them (sam2_vision_model);
+# a pooler's output as wide as its tower (vision-text-dual-encoder)
+@pytest.mark.skipif(not hf.available(), reason="transformers is not installed")
+@pytest.mark.parametrize("model_type", ["sapiens2", "omniasr_ctc", "audio-spectrogram-transformer", "depth_pro",
+                                        "sam2_vision_model", "vision-text-dual-encoder"])
+def test_types_whose_layouts_the_recipe_reads_from_the_config_build(model_type):
+    module, inputs = _corpus().build_case(model_type)
+    out = module(*inputs)
+    assert out.numel() > 0 and out.isfinite().all()
