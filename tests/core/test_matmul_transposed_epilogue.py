@@ -85,6 +85,37 @@ def test_transposing_epilogue_writes_rows_as_vectors_and_keeps_the_numbers(lanes
 
 
 @pytest.mark.parametrize("target_name", ["host", "x86-avx2"])
+@pytest.mark.parametrize("lanes,channels", [(16, 1024), (8, 768)], ids=["16-lanes", "8-lanes"])
+def test_transposing_epilogue_of_a_blocked_reduction_writes_a_panels_rows_in_vectors(monkeypatch, lanes, channels,
+                                                                                     target_name):
+    """Enough panels to split over the threads and a long reduction: the reduction is blocked and a
+    panel's rows are written back together, the rows in vectors of the vector width, not one
+    vector as long as the panel."""
+    from irviz.core.schedules import matmul_tile
+    from irviz.core.target import Target
+
+    target = Target.of(None if target_name == "host" else target_name)
+    if target.not_runnable_here:
+        pytest.skip(target.not_runnable_here)
+    monkeypatch.setattr(matmul_tile, "_cache_sizes", lambda sysfs: {1: 32 * 1024, 2: 1024 * 1024})
+    side, k = 8, 2048
+    mod, w, b, g = _mlp_out(side, k, channels, seed=4)
+    mod, notes = _schedule(mod, lanes, target)
+    assert len(notes) == 1 and "reduction blocked by" in notes[0], notes
+    assert "written back rows innermost" in notes[0], notes[0]
+    kernel = next(f for gv, f in mod.functions_items() if gv.name_hint.endswith("_prepacked")).script()
+    write_back = kernel.split('T.sblock("matmul_intermediate_local")')[0].rsplit("for ", 1)[-1]
+    assert f"T.vectorized(T.int64({lanes}))" in write_back, kernel
+
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((side * side, k)).astype("float32")
+    res = rng.standard_normal((1, channels, side, side)).astype("float32")
+    vm = relax.VirtualMachine(tvm.compile(mod, target=target.tvm), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(res)).numpy()
+    want = _torch(x, res, w, b, g, side)
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+@pytest.mark.parametrize("target_name", ["host", "x86-avx2"])
 @pytest.mark.parametrize("lanes", [16, 8])
 def test_rows_the_tile_does_not_divide_keep_the_numbers_with_a_transposing_epilogue(lanes, target_name):
     """7 x 7 = 49 rows: padded to the register tile, the transposed write-back of the real rows only."""

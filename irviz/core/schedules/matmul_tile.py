@@ -77,7 +77,7 @@ def accumulate_locally(sch, block, tile_loop, epilogue: bool = True, lanes: int 
 
 def _write_back(sch, block, lanes: int, said: list | None) -> None:
     if rows_innermost(sch, block):
-        _rows_inside(sch, block)
+        _rows_inside(sch, block, lanes)
         if said is not None and not any(s.startswith("written back rows") for s in said):
             said.append("written back rows innermost (the epilogue transposes them)")
     else:
@@ -135,19 +135,25 @@ def rows_innermost(sch, block) -> bool:
             and not any(v.same_as(spatial[-1]) for v in used))
 
 
-def _rows_inside(sch, block) -> None:
-    """The write-back of a transposing epilogue column by column, the tile's rows innermost: each
-    column's rows are consecutive in the output, so they are one vector store (and one vector read
-    of the residual) instead of a scatter and a gather across planes; fewer than 4 rows unrolled."""
+def _rows_inside(sch, block, lanes: int) -> None:
+    """The write-back of a transposing epilogue column by column, the rows innermost: each column's
+    rows are consecutive in the output, so they are vector stores (and vector reads of the
+    residual) instead of a scatter and a gather across planes. Rows as one vector of up to `lanes`
+    (a register tile's), or `lanes` at a time (a panel's rows, when the reduction is blocked); fewer
+    than 4 unrolled."""
     loops = sch.get_loops(block)
     if len(loops) < 2:
         return
     rows, cols = loops[-2], loops[-1]
     sch.reorder(cols, rows)
     extent = _const(sch.get(rows).extent)
-    if extent and extent >= 4:
+    if not extent:
+        return
+    if 4 <= extent <= lanes:
         sch.vectorize(rows)
-    else:
+    elif extent > lanes and extent % lanes == 0:
+        sch.vectorize(sch.split(rows, [None, lanes])[1])
+    elif extent < 4:
         sch.unroll(rows)
 
 
