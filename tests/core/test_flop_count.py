@@ -56,6 +56,15 @@ def test_distinct_values_that_look_alike_both_count():
     assert tir_flops(func) == estimate_tir_flops(tvm.IRModule({"main": func})) == 256 * 3
 
 
+def test_a_repeat_under_a_loop_of_unknown_count_gives_no_figure():
+    n = tvm.tirx.Var("n", "int64")
+    a = te.placeholder((n,), name="a")
+    plain = te.create_prim_func([a, te.compute((n,), lambda i: a[i] * 2.0 + 1.0, name="out")])
+    assert tir_flops(plain) == estimate_tir_flops(tvm.IRModule({"main": plain}))  # nothing to take off
+    twice = te.create_prim_func([a, te.compute((n,), lambda i: (a[i] * 2.0) * (a[i] * 2.0), name="out")])
+    assert tir_flops(twice) is None  # how much to take off depends on n
+
+
 @pytest.fixture(scope="module")
 def mlp_run(tmp_path_factory):
     path = tmp_path_factory.mktemp("model") / "mlp_gelu.py"

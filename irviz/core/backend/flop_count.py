@@ -69,10 +69,16 @@ def repeated_flops(value) -> float:
     return extra
 
 
-def _int(e) -> int:
-    if not isinstance(e, tirx.IntImm):
-        raise _Opaque(e)
-    return int(e.value)
+def _count(e) -> int | None:
+    return int(e.value) if isinstance(e, tirx.IntImm) else None
+
+
+def _unknown_times(body, times: int) -> float:
+    """A body run an unknown number of times (a symbolic loop, a while): fine while nothing in it
+    repeats, since nothing is then taken off TVM's count."""
+    if _repeated_in(body, times):
+        raise _Opaque(body)
+    return 0.0
 
 
 def _repeated_in(stmt, times: int) -> float:
@@ -84,8 +90,11 @@ def _repeated_in(stmt, times: int) -> float:
         return (_repeated_in(block.body, times)
                 + (_repeated_in(block.init, times) if block.init is not None else 0.0))
     if isinstance(stmt, tirx.For):
-        step = 1 if getattr(stmt, "step", None) is None else _int(stmt.step)
-        return _repeated_in(stmt.body, times * -(-_int(stmt.extent) // max(1, step)))
+        extent = _count(stmt.extent)
+        step = 1 if getattr(stmt, "step", None) is None else _count(stmt.step)
+        if extent is None or step is None:
+            return _unknown_times(stmt.body, times)
+        return _repeated_in(stmt.body, times * -(-extent // max(1, step)))
     if isinstance(stmt, tirx.SeqStmt):
         return sum(_repeated_in(x, times) for x in stmt.seq)
     if isinstance(stmt, tirx.IfThenElse):
@@ -93,14 +102,15 @@ def _repeated_in(stmt, times: int) -> float:
                 + (_repeated_in(stmt.else_case, times) if stmt.else_case is not None else 0.0))
     if isinstance(stmt, (tirx.LetStmt, tirx.AttrStmt)):
         return _repeated_in(stmt.body, times)
-    if isinstance(stmt, (tirx.AllocBuffer, tirx.DeclBuffer, tirx.Evaluate)):
-        return 0.0
-    raise _Opaque(stmt)
+    body = getattr(stmt, "body", None)
+    if isinstance(body, tirx.Stmt):  # a while loop, or a statement kind not listed here
+        return _unknown_times(body, times)
+    return 0.0  # a statement with no statement inside stores nothing
 
 
 def tir_flops(func: tirx.PrimFunc) -> float | None:
     """FLOPs of one call of `func`, each distinct subexpression of a stored value once; None where
-    TVM cannot estimate it or a loop around a repeated value is not a constant."""
+    TVM cannot estimate it or a loop around a repeated value has no constant trip count."""
     try:
         tree = float(estimate_tir_flops(tvm.IRModule({"main": func})))
     except Exception:  # a construct the estimator rejects: no figure rather than a wrong one
