@@ -191,10 +191,14 @@ def test_tile_search_times_the_rule_tile_without_k_blocking_too():
     without it, where the rule would block it."""
     from irviz.core.tuning.tile_search import reduction_candidates
 
-    cands = reduction_candidates(384, 64, 16, 2048)
+    cands = reduction_candidates(1024, 64, 16, 2048)
     assert cands[0] == {"vec": 32, "reg": 8} and cands[1] == {"vec": 32, "reg": 8, "kc": 0}, cands
-    assert all("kc" not in c for c in reduction_candidates(384, 64, 16, 64))  # nothing to block
-    assert all("kc" not in c for c in reduction_candidates(384, 1, 16, 2048))  # one row: no row tiles
+    assert all("kc" not in c for c in reduction_candidates(1024, 64, 16, 64))  # nothing to block
+    assert all("kc" not in c for c in reduction_candidates(1024, 1, 16, 2048))  # one row: no row tiles
+    # 12 panels of 32 (or ConvNeXt's 3 of 96 columns) are too few to split over the threads: the
+    # rule blocks nothing there, and "kc": 0 would be the rule's own tile built and timed twice
+    assert all("kc" not in c for c in reduction_candidates(384, 64, 16, 2048))
+    assert all("kc" not in c for c in reduction_candidates(96, 3136, 16, 2048))
 
 
 def test_few_weight_panels_share_the_threads_with_the_row_tiles():

@@ -253,6 +253,12 @@ FEW_PANELS = 16  # fewer weight panels than this are not split over the threads 
 DEFAULT_L1 = 32 * 1024  # where the CPU reports no cache sizes: the smallest L1d of x86 cores since 2011
 
 
+def few_panels(panels: int | None) -> bool:
+    """Whether `panels` weight panels are too few (or an odd count) to split evenly over the
+    threads: the row tiles join the parallel loop, and the reduction is not blocked."""
+    return panels is None or panels < FEW_PANELS or panels % 2 == 1
+
+
 def k_block(K: int | None, panel: int, rows: int | None, l1: int | None = None) -> int | None:
     """The reduction's block for a `panel`-float-wide weight panel: the largest divisor of K (a
     multiple of 16, for whole cache lines of the panel) whose slice of the panel fills at most half
@@ -303,7 +309,7 @@ def tile_matmul(sch, name: str, block, s_loops: list, r_loops: list, s_ext: list
         panels = _const(sch.get(so).extent)
         # too few panels (or an odd count) to split evenly over the threads: the row tiles join
         # the parallel loop, and each keeps its tile in registers over the whole reduction
-        few = packed and (panels is None or panels < FEW_PANELS or panels % 2 == 1)
+        few = packed and few_panels(panels)
         if packed and len(r_loops) == 1 and not few:
             rows = _const(sch.get(to).extent) * reg if _const(sch.get(to).extent) else None
             kc = tile["kc"] if "kc" in tile else k_block(_const(sch.get(r_loops[0]).extent), vec, rows)

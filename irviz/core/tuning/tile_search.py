@@ -21,7 +21,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 
 from irviz.core.schedules import rules as schedules
-from irviz.core.schedules.matmul_tile import k_block
+from irviz.core.schedules.matmul_tile import few_panels, k_block
 from irviz.core.backend import timing
 from irviz.core.backend.timing import add_tune_seconds
 from irviz.core.tuning import conditions, measuring
@@ -132,8 +132,10 @@ def reduction_candidates(N: int, M: int, lanes: int, K: int | None = None) -> li
             if c != default and accumulators(c) <= 2 * ideal]
     rest.sort(key=lambda c: (abs(accumulators(c) - ideal), -c["vec"]))
     rows = -(-M // default["reg"]) * default["reg"]
-    # the rule blocks the reduction of row tiles only (one row: a matrix-vector product)
-    unblocked = [{**default, "kc": 0}] if default["reg"] > 1 and k_block(K, default["vec"], rows) else []
+    # the rule blocks the reduction of row tiles only (one row: a matrix-vector product), and only
+    # with panels enough for the threads (else "kc": 0 is the rule's tile again, one more build)
+    blocks = default["reg"] > 1 and not few_panels(-(-N // default["vec"])) and k_block(K, default["vec"], rows)
+    unblocked = [{**default, "kc": 0}] if blocks else []
     return [default, *unblocked, *rest][:MAX_CANDIDATES]
 
 
