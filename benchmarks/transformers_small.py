@@ -73,7 +73,7 @@ def _shrink_dict(d: dict, depth=0, vocab=None, keep=(), kinds=True) -> dict:
             value = [max(1, v * SMALL["num_attention_heads"] // d["num_attention_heads"]) for v in value]
         elif key == "image_size" and _ints(value) and key not in keep and len(value) == 2:
             value = [min(v, IMAGE) for v in value]  # (height, width)
-        elif _ints(value) and value[0] == d.get("hidden_size") and value[0] > 1 and _is_int(d.get("hidden_size")):
+        elif key.endswith("per_stage") and _ints(value) and value[0] == d.get("hidden_size") and value[0] > 1:
             value = [v * SMALL["hidden_size"] // value[0] for v in value]  # per-stage widths (Hiera's)
         elif key == "depths" and _ints(value):
             value = [min(v, 2) for v in value]
@@ -279,7 +279,7 @@ def _follow_widths(full: dict, small: dict, widths: dict, path=()) -> None:
                 (widths[value][1] - {path} and re.search(r"hidden_size|_dim$|^dim$", key))
                 or re.search(r"output_size$", key)):  # a pooler's output as wide as its tower
             small[key] = widths[value][0]
-        elif _ints(value) and here == value and len(value) > 1 and re.search(r"channel|dim|hidden", key):
+        elif _ints(value) and here == value and len(value) > 1 and "channel" in key:
             end = next((v for v in (value[0], value[-1]) if v in widths and widths[v][1] - {path}), None)
             if end:  # per-stage channels from another config's width up (SAM2's neck over Hiera)
                 small[key] = [v * widths[end][0] // end for v in value]
