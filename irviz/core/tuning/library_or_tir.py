@@ -72,14 +72,17 @@ def library_or_tir(call, library_module) -> dict:
     mod, inputs = single
     torch_out = tir_out = None
     load, blocks, spreads = timing.load_average(), [], {}
-    try:
-        rec["torch_ms"], torch_out = _timed(library_module(mod), inputs, "torch_ms", blocks, spreads)
-    except Exception as exc:  # a library call that raises is never chosen
-        rec["notes"].append(f"torch call failed: {measuring.first_line(exc)}")
+    # TensorIR first (its tile search times candidates too), torch after the pools settle: neither
+    # is timed beside the other runtime's still-spinning threads
     try:
         rec["tir_ms"], tir_out = _timed(measuring.apply_steps(mod, TIR_STEPS), inputs, "tir_ms", blocks, spreads)
     except Exception as exc:
         rec["notes"].append(f"TensorIR failed: {measuring.first_line(exc)}")
+    measuring.settle()
+    try:
+        rec["torch_ms"], torch_out = _timed(library_module(mod), inputs, "torch_ms", blocks, spreads)
+    except Exception as exc:  # a library call that raises is never chosen
+        rec["notes"].append(f"torch call failed: {measuring.first_line(exc)}")
     if tir_out is not None and torch_out is not None and not measuring.close(tir_out, torch_out):
         rec["notes"].append("TensorIR and torch disagree on this call; kept torch")
         rec["tir_ms"] = None
@@ -137,7 +140,8 @@ def mixture_or_tir(original, mixed, records: list[dict]):
         rec = {"workload": "whole model: these calls in torch, the rest TensorIR, against all TensorIR",
                "torch_ms": None, "tir_ms": None, "choice": "torch", "notes": []}
         outs, load, blocks, spreads = {}, timing.load_average(), [], {}
-        for side, mod in (("torch_ms", mixed), ("tir_ms", original)):
+        for side, mod in (("tir_ms", original), ("torch_ms", mixed)):
+            measuring.settle()
             try:
                 rec[side], outs[side] = _timed(measuring.apply_steps(mod, TIR_STEPS), inputs, side, blocks, spreads)
             except Exception as exc:
