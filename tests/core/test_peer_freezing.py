@@ -211,6 +211,32 @@ def test_a_kernel_called_for_two_blocks_joins_each_calls_nodes_only():
     assert {r["group"] for r in by_fx_node(g, tvm, [])} == {"relu", "conv"}
 
 
+def test_a_node_added_to_a_kernel_called_for_several_layers_without_its_call_chains_nothing():
+    """BERT's softmax nodes were added to Inductor's permute kernel (called once per layer) from
+    their neighbours' provenance, with no call of their own: every layer chained into one group."""
+    from irviz.core.peer.side_by_side import by_fx_node
+
+    g = _graph(("x", "placeholder", "x", "input", ()),
+               ("mm", "call_function", "aten.mm.default", "op", ("x",)),
+               ("soft", "call_function", "aten._softmax.default", "op", ("mm",)),
+               ("perm", "call_function", "aten.permute.default", "op", ("soft",)),
+               ("mm_1", "call_function", "aten.mm.default", "op", ("perm",)),
+               ("soft_1", "call_function", "aten._softmax.default", "op", ("mm_1",)),
+               ("perm_1", "call_function", "aten.permute.default", "op", ("soft_1",)),
+               ("output", "output", "output", "output", ("perm_1",)))
+    # the nodes with no call came from neighbours' provenance; perm -> mm_1 runs between layers
+    ind = [{"name": "cpp_fused_permute", "ms": 1.0, "fx_nodes": ["soft", "perm", "mm_1", "soft_1", "perm_1"],
+            "fx_calls": {"perm": "0:1", "perm_1": "0:3"}},
+           {"name": "mm", "ms": 2.0, "fx_nodes": ["mm"], "fx_calls": {"mm": "0:0"}},
+           {"name": "mm#1", "ms": 2.0, "fx_nodes": ["mm_1"], "fx_calls": {"mm_1": "0:2"}}]
+    tvm = [{"name": "fused_mm_softmax", "ms": 1.5, "fx_nodes": ["mm", "soft", "mm_1", "soft_1"],
+            "fx_calls": {"mm": "lv0", "soft": "lv0", "mm_1": "lv2", "soft_1": "lv2"}},
+           {"name": "transpose", "ms": 0.1, "fx_nodes": ["perm", "perm_1"], "fx_calls": {"perm": "lv1", "perm_1": "lv3"}}]
+    groups = {r["fx_node"]: r["group"] for r in by_fx_node(g, tvm, ind)}
+    assert groups["mm"] == groups["soft"] and groups["mm_1"] == groups["soft_1"]
+    assert groups["mm"] != groups["mm_1"], groups
+
+
 BIAS_COPY = """
 cpp_fused_1 = async_compile.cpp_pybinding(['float*'], r'''
 extern "C"  void kernel(float* out_ptr0)

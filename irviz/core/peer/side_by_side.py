@@ -90,9 +90,13 @@ def _group_of(graph, nodes: list[str], sides: list[list[dict]]) -> dict[str, str
         for k in kernels:
             mine = set(k.get("fx_nodes") or ()) & parent.keys()
             calls = k.get("fx_calls") or {}
+            # called more than once: a node with no call of its own (one added from a neighbour's
+            # provenance) could be any call's, and joining it would chain every layer into one group
+            several = len(set(calls.values())) > 1
             for n in mine:
                 for a in by[n].args:
-                    if a in mine and (a not in calls or n not in calls or calls[a] == calls[n]):
+                    if a in mine and (calls.get(a) == calls.get(n) if several
+                                      else a not in calls or n not in calls or calls[a] == calls[n]):
                         ra, rb = find(a), find(n)
                         if ra != rb:
                             first, other = (ra, rb) if order[ra] < order[rb] else (rb, ra)
