@@ -75,7 +75,8 @@ def _group_of(graph, nodes: list[str], sides: list[list[dict]]) -> dict[str, str
     """FX node -> its group's first node: neighbours (an edge of the FX graph) that one call of a
     kernel computes are joined, on either side. A kernel called twice (one fused function for two
     layers) computes two separate neighbourhoods, which stay apart: its "fx_calls" ({FX node:
-    call}) tells them apart where a residual edge runs from one call's nodes to the other's."""
+    call}) tells them apart where a residual edge runs from one call's nodes to the other's; a node
+    with no call of its own takes its neighbours' (``_calls_of_added``)."""
     parent = {n: n for n in nodes}
 
     def find(n):
@@ -90,18 +91,36 @@ def _group_of(graph, nodes: list[str], sides: list[list[dict]]) -> dict[str, str
         for k in kernels:
             mine = set(k.get("fx_nodes") or ()) & parent.keys()
             calls = k.get("fx_calls") or {}
-            # called more than once: a node with no call of its own (one added from a neighbour's
-            # provenance) could be any call's, and joining it would chain every layer into one group
-            several = len(set(calls.values())) > 1
+            if len(set(calls.values())) > 1:
+                calls = _calls_of_added(by, mine, calls)
             for n in mine:
                 for a in by[n].args:
-                    if a in mine and (calls.get(a) == calls.get(n) if several
-                                      else a not in calls or n not in calls or calls[a] == calls[n]):
+                    if a in mine and (a not in calls or n not in calls or calls[a] == calls[n]
+                                      if len(set(calls.values())) <= 1 else
+                                      calls.get(a) is not None and calls.get(a) == calls.get(n)):
                         ra, rb = find(a), find(n)
                         if ra != rb:
                             first, other = (ra, rb) if order[ra] < order[rb] else (rb, ra)
                             parent[other] = first
     return {n: find(n) for n in nodes}
+
+
+def _calls_of_added(by: dict, mine: set[str], calls: dict[str, str]) -> dict[str, str]:
+    """`calls` with each node of a kernel called for several layers that has no call of its own
+    (added from a neighbour's provenance) given the one call its neighbours in the kernel share;
+    a node whose neighbours are in several calls, or in none, stays without one and joins nothing
+    through this kernel: joined, BERT's softmax nodes in Inductor's per-layer permute kernel
+    chained all 12 layers into one group."""
+    out = dict(calls)
+    users: dict[str, set[str]] = {}
+    for n in mine:
+        for a in by[n].args:
+            users.setdefault(a, set()).add(n)
+    for n in mine - calls.keys():
+        near = {calls[m] for m in (set(by[n].args) | users.get(n, set())) & mine if m in calls}
+        if len(near) == 1:
+            out[n] = near.pop()
+    return out
 
 
 def _verdict(tvm_ms, ind_ms):
