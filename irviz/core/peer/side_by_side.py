@@ -91,13 +91,13 @@ def _group_of(graph, nodes: list[str], sides: list[list[dict]]) -> dict[str, str
         for k in kernels:
             mine = set(k.get("fx_nodes") or ()) & parent.keys()
             calls = k.get("fx_calls") or {}
-            if len(set(calls.values())) > 1:
+            several = len(set(calls.values())) > 1
+            if several:
                 calls = _calls_of_added(by, mine, calls)
             for n in mine:
                 for a in by[n].args:
-                    if a in mine and (a not in calls or n not in calls or calls[a] == calls[n]
-                                      if len(set(calls.values())) <= 1 else
-                                      calls.get(a) is not None and calls.get(a) == calls.get(n)):
+                    if a in mine and (calls.get(a) is not None and calls.get(a) == calls.get(n) if several
+                                      else a not in calls or n not in calls or calls[a] == calls[n]):
                         ra, rb = find(a), find(n)
                         if ra != rb:
                             first, other = (ra, rb) if order[ra] < order[rb] else (rb, ra)
