@@ -57,6 +57,17 @@ def _torch(x, res, w, b, g, side):
     return (torch.from_numpy(res) + y).numpy()
 
 
+def _matches_torch(mod, target, side, k, channels, w, b, g, seed):
+    """Build `mod` for `target`, run it on random inputs and compare with the same MLP in torch."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((side * side, k)).astype("float32")
+    res = rng.standard_normal((1, channels, side, side)).astype("float32")
+    vm = relax.VirtualMachine(tvm.compile(mod, target=target.tvm), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(res)).numpy()
+    want = _torch(x, res, w, b, g, side)
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
 @pytest.mark.parametrize("target_name", ["host", "x86-avx2"])
 @pytest.mark.parametrize("lanes,side,k,channels", [(16, 8, 96, 64), (16, 8, 64, 96), (8, 6, 96, 48)],
                          ids=["16-lanes-k96", "16-lanes-n96", "8-lanes-k96"])
@@ -75,13 +86,7 @@ def test_transposing_epilogue_writes_rows_as_vectors_and_keeps_the_numbers(lanes
     # the loop right around the write-back is the tile's rows, as one vector; the columns outside it
     assert "T.vectorized" in write_back[-1] and "T.vectorized" not in write_back[-2], kernel
 
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((side * side, k)).astype("float32")
-    res = rng.standard_normal((1, channels, side, side)).astype("float32")
-    vm = relax.VirtualMachine(tvm.compile(mod, target=target.tvm), tvm.cpu())
-    got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(res)).numpy()
-    want = _torch(x, res, w, b, g, side)
-    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    _matches_torch(mod, target, side, k, channels, w, b, g, seed=1)
 
 
 @pytest.mark.parametrize("target_name", ["host", "x86-avx2"])
@@ -107,13 +112,8 @@ def test_transposing_epilogue_of_a_blocked_reduction_writes_a_panels_rows_in_vec
     write_back = kernel.split('T.sblock("matmul_intermediate_local")')[0].rsplit("for ", 1)[-1]
     assert f"T.vectorized(T.int64({lanes}))" in write_back, kernel
 
-    rng = np.random.default_rng(6)
-    x = rng.standard_normal((side * side, k)).astype("float32")
-    res = rng.standard_normal((1, channels, side, side)).astype("float32")
-    vm = relax.VirtualMachine(tvm.compile(mod, target=target.tvm), tvm.cpu())
-    got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(res)).numpy()
-    want = _torch(x, res, w, b, g, side)
-    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    _matches_torch(mod, target, side, k, channels, w, b, g, seed=6)
+
 
 @pytest.mark.parametrize("target_name", ["host", "x86-avx2"])
 @pytest.mark.parametrize("lanes", [16, 8])
@@ -128,13 +128,7 @@ def test_rows_the_tile_does_not_divide_keep_the_numbers_with_a_transposing_epilo
     mod, w, b, g = _mlp_out(side, k, channels, seed=2)
     mod, notes = _schedule(mod, lanes, target)
     assert len(notes) == 1 and "49 rows padded to a multiple of" in notes[0], notes
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((side * side, k)).astype("float32")
-    res = rng.standard_normal((1, channels, side, side)).astype("float32")
-    vm = relax.VirtualMachine(tvm.compile(mod, target=target.tvm), tvm.cpu())
-    got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(res)).numpy()
-    want = _torch(x, res, w, b, g, side)
-    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    _matches_torch(mod, target, side, k, channels, w, b, g, seed=3)
 
 
 def _mlp_in(tokens: int, k: int, hidden: int, seed: int = 0):
