@@ -238,8 +238,9 @@ def test_tile_search_passes_over_kernels_without_a_root_block(cache_dir):
 
 
 
-def _two_convs():
-    """Two conv2d + relu in a row: a model where the whole can disagree with its calls."""
+def _two_convs(both_outputs: bool = False):
+    """Two conv2d + relu in a row: a model where the whole can disagree with its calls
+    (`both_outputs`: it returns both relus, a tuple)."""
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((1, 8, 14, 14), "float32"))
     rng = np.random.default_rng(0)
@@ -248,12 +249,15 @@ def _two_convs():
     with bb.function("main", [x]):
         with bb.dataflow():
             y = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, w1, padding=(1, 1))))
-            o = bb.emit_output(relax.op.nn.relu(relax.op.nn.conv2d(y, w2, padding=(1, 1))))
+            z = relax.op.nn.relu(relax.op.nn.conv2d(y, w2, padding=(1, 1)))
+            o = bb.emit_output(relax.Tuple([y, bb.emit(z)]) if both_outputs else z)
         bb.emit_func_output(o)
     return bb.get()
 
 
-def test_the_whole_model_overrules_calls_that_win_alone_but_lose_in_the_model(cache_dir, monkeypatch):
+def _calls_win_alone_and_lose_whole():
+    """A build_and_time that still builds and runs (the outputs are checked) but reports: each call
+    alone, torch 1 ms and TensorIR 2 ms; the whole model, torch 9 ms and TensorIR 3 ms."""
     real = measuring.build_and_time
 
     def timed(mod, inputs):
@@ -261,10 +265,12 @@ def test_the_whole_model_overrules_calls_that_win_alone_but_lose_in_the_model(ca
         text = mod["main"].script()
         is_torch = "irviz.torch." in text
         whole = text.count("R.call_tir(") + text.count("R.call_dps_packed(") >= 2
-        # each call alone: torch 1 ms, TensorIR 2 ms; the whole model: torch 9 ms, TensorIR 3 ms
         return ((9.0 if is_torch else 3.0) if whole else (1.0 if is_torch else 2.0)), out
+    return timed
 
-    monkeypatch.setattr(measuring, "build_and_time", timed)
+
+def test_the_whole_model_overrules_calls_that_win_alone_but_lose_in_the_model(cache_dir, monkeypatch):
+    monkeypatch.setattr(measuring, "build_and_time", _calls_win_alone_and_lose_whole())
     monkeypatch.setattr(tile_search, "search", lambda *a, **k: None)
     out = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _two_convs())
     assert library_calls(out) == []
@@ -393,28 +399,9 @@ def test_a_matrix_vector_decision_says_why_its_panel_width_is_the_prefills():
 def test_a_model_with_several_outputs_gets_its_whole_model_verdict(cache_dir, monkeypatch):
     """ConvNeXt and ViT return tuples: their whole-model check failed on the tuple and kept the
     per-call choices unchecked."""
-    real = measuring.build_and_time
-
-    def timed(mod, inputs):
-        _, out = real(mod, inputs)  # the real output: a tuple here, checked against the other side
-        whole = mod["main"].script().count("R.call_tir(") + mod["main"].script().count("R.call_dps_packed(") >= 2
-        is_torch = "irviz.torch." in mod["main"].script()
-        return ((9.0 if is_torch else 3.0) if whole else (1.0 if is_torch else 2.0)), out
-
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1, 8, 14, 14), "float32"))
-    rng = np.random.default_rng(0)
-    w1 = relax.const(rng.standard_normal((8, 8, 3, 3)).astype("float32"))
-    w2 = relax.const(rng.standard_normal((16, 8, 3, 3)).astype("float32"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            y = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, w1, padding=(1, 1))))
-            z = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(y, w2, padding=(1, 1))))
-            o = bb.emit_output(relax.Tuple([y, z]))
-        bb.emit_func_output(o)
-    monkeypatch.setattr(measuring, "build_and_time", timed)
+    monkeypatch.setattr(measuring, "build_and_time", _calls_win_alone_and_lose_whole())
     monkeypatch.setattr(tile_search, "search", lambda *a, **k: None)
-    out = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), bb.get())
+    out = apply_pass(PassInvocation("LibraryDispatch", {"measure": True}), _two_convs(both_outputs=True))
     [whole] = [r for r in decisions.decisions_of(out) if r["kind"] == "whole_model"]
     assert not [n for n in whole["notes"] if "failed" in n], whole["notes"]
     assert (whole["torch_ms"], whole["tir_ms"], whole["choice"]) == (9.0, 3.0, "tir")
